@@ -1,0 +1,543 @@
+#!/usr/bin/env python3
+"""Dump every named intermediate tensor of a BERT forward pass, computed by PyTorch.
+
+Usage:
+
+    python scripts/dump_reference.py --model DIR --out OUT [--model-name NAME]
+        [--pair TEXT_B ...] [--only-stages GLOB[,GLOB...]] TEXT [TEXT ...]
+
+DIR is any Hugging Face BERT checkpoint directory (config.json, model.safetensors,
+and a tokenizer: tokenizer.json or vocab.txt + tokenizer_config.json). The model
+class is chosen from the tensor names in the safetensors file:
+
+    cls.predictions.* and cls.seq_relationship.*  -> BertForPreTraining
+    cls.predictions.* only                         -> BertForMaskedLM
+    cls.seq_relationship.* only                    -> BertForNextSentencePrediction
+    classifier.*                                   -> BertForSequenceClassification
+    none of these                                  -> BertModel (pooler if pooler.* is stored)
+
+It is loaded with attn_implementation="eager", in float32, in eval mode.
+
+The texts are tokenized by AutoTokenizer.from_pretrained(DIR), with the padding
+and truncation stored in tokenizer.json switched off: a single input is never
+padded, and a batch (several TEXTs) is padded on the right to its longest member.
+Each --pair gives the sentence B of one TEXT, in order (give none or one per TEXT).
+
+The forward pass is then recomputed step by step by calling transformers' own
+submodules (word_embeddings, query, key, value, dense, LayerNorm, ...) and each
+stage of the bert-trace contract is kept. Before anything is written, the stages
+that HF also returns are checked against a normal forward call
+(output_hidden_states=True, output_attentions=True) with
+torch.testing.assert_close(atol=1e-5, rtol=1e-5):
+
+    embeddings.layernorm       == hidden_states[0]
+    layer{i}.ffn.layernorm     == hidden_states[i+1]
+    layer{i}.attention.probs   == attentions[i]
+    pooler.output              == pooler_output
+    mlm.logits                 == prediction_logits (or logits for BertForMaskedLM)
+    nsp.logits                 == seq_relationship_logits (or logits)
+    classifier.logits          == logits
+
+OUT then gets one OUT/<stage>.npy per stage (float32, or int64 for input.*,
+little-endian, C order) and OUT/manifest.json (format "bert-trace-dump/1"). Files
+are written to a temporary directory next to OUT and moved into place, the
+manifest last. An OUT that is not empty and has no manifest.json of ours is
+refused. --only-stages keeps the stages matching any of the given glob patterns
+(comma-separated or repeated; input.* are always kept), e.g.
+--only-stages 'embeddings.*,pooler.*'.
+
+Example:
+
+    python scripts/dump_reference.py --model golden/tiny --model-name golden/tiny \\
+        --out golden/tiny/dumps/mask "When in Rome, do as the [MASK] do."
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import transformers
+from safetensors import safe_open
+from torch import nn
+
+FORMAT = "bert-trace-dump/1"
+ATOL = 1e-5
+RTOL = 1e-5
+
+
+# --------------------------------------------------------------------------------------
+# Loading
+
+
+def stored_tensor_names(model_dir: str) -> list[str]:
+    """Tensor names of the checkpoint, from model.safetensors (or its sharded index)."""
+    single = os.path.join(model_dir, "model.safetensors")
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(single):
+        with safe_open(single, "pt") as f:
+            return list(f.keys())
+    if os.path.exists(index):
+        with open(index, encoding="utf-8") as f:
+            return list(json.load(f)["weight_map"].keys())
+    sys.exit(f"error: no model.safetensors in {model_dir}")
+
+
+def pick_model_class(names: list[str]) -> tuple[type, dict]:
+    """Choose the transformers class from the stored tensor names."""
+    def has(prefix: str) -> bool:
+        return any(n.startswith(prefix) or n.startswith("bert." + prefix) for n in names)
+
+    mlm, nsp, clf = has("cls.predictions."), has("cls.seq_relationship."), has("classifier.")
+    if clf:
+        return transformers.BertForSequenceClassification, {}
+    if mlm and nsp:
+        return transformers.BertForPreTraining, {}
+    if mlm:
+        return transformers.BertForMaskedLM, {}
+    if nsp:
+        return transformers.BertForNextSentencePrediction, {}
+    return transformers.BertModel, {"add_pooling_layer": has("pooler.")}
+
+
+def load_model(model_dir: str) -> nn.Module:
+    names = stored_tensor_names(model_dir)
+    cls, extra = pick_model_class(names)
+    model, info = cls.from_pretrained(
+        model_dir,
+        attn_implementation="eager",
+        dtype=torch.float32,
+        output_loading_info=True,
+        **extra,
+    )
+    # A missing weight would be silently random-initialised: refuse.
+    if info.get("missing_keys"):
+        sys.exit(f"error: weights missing from {model_dir}: {sorted(info['missing_keys'])}")
+    if info.get("mismatched_keys"):
+        sys.exit(f"error: weights with the wrong shape in {model_dir}: {info['mismatched_keys']}")
+    unexpected = sorted(info.get("unexpected_keys") or [])
+    if unexpected:
+        print(f"note: stored but unused by {cls.__name__}: {unexpected}", file=sys.stderr)
+    model.eval()
+    cfg = model.config
+    assert cfg._attn_implementation == "eager", cfg._attn_implementation
+    assert not cfg.is_decoder and not cfg.add_cross_attention, "only encoder BERT is supported"
+    assert getattr(cfg, "position_embedding_type", "absolute") == "absolute", "only absolute positions"
+    assert cfg.chunk_size_feed_forward == 0, "chunked feed-forward is not mirrored"
+    for p in model.parameters():
+        assert p.dtype == torch.float32, p.dtype
+    print(f"model: {cls.__name__} from {model_dir} ({len(names)} stored tensors)", file=sys.stderr)
+    return model
+
+
+def load_tokenizer(model_dir: str):
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    backend = tok.backend_tokenizer
+    # tokenizer.json may store a fixed padding (MiniLM: 128) and a truncation; drop both.
+    backend.no_padding()
+    backend.no_truncation()
+    assert tok.padding_side == "right", tok.padding_side
+
+    # transformers 5 can silently ignore a vocab (BertTokenizer(vocab_file=...) falls
+    # back to a 5-entry default): check the loaded vocab is the one on disk.
+    vocab_txt = os.path.join(model_dir, "vocab.txt")
+    if os.path.exists(vocab_txt):
+        with open(vocab_txt, encoding="utf-8") as f:
+            on_disk = {line.rstrip("\n"): i for i, line in enumerate(f)}
+        loaded = tok.get_vocab()
+        if loaded != on_disk:
+            diff = sorted(set(loaded.items()) ^ set(on_disk.items()))[:10]
+            sys.exit(f"error: tokenizer vocab differs from vocab.txt, e.g. {diff}")
+    return tok
+
+
+def tokenize(tok, model_dir: str, texts: list[str], pairs: list[str] | None) -> dict[str, torch.Tensor]:
+    batch = len(texts) > 1
+    enc = tok(
+        texts,
+        pairs,
+        padding="longest" if batch else False,
+        truncation=False,
+        return_tensors="pt",
+        return_token_type_ids=True,
+        return_attention_mask=True,
+    )
+    out = {k: enc[k].to(torch.int64) for k in ("input_ids", "token_type_ids", "attention_mask")}
+
+    # Cross-check against the tokenizers library reading tokenizer.json directly.
+    tok_json = os.path.join(model_dir, "tokenizer.json")
+    if os.path.exists(tok_json):
+        import tokenizers
+
+        raw = tokenizers.Tokenizer.from_file(tok_json)
+        raw.no_padding()
+        raw.no_truncation()
+        inputs = list(zip(texts, pairs)) if pairs else texts
+        encs = raw.encode_batch(inputs, add_special_tokens=True)
+        t = max(len(e.ids) for e in encs)
+        pad_id = raw.token_to_id("[PAD]")
+        want_ids = [e.ids + [pad_id] * (t - len(e.ids)) for e in encs]
+        want_types = [e.type_ids + [0] * (t - len(e.ids)) for e in encs]
+        want_mask = [e.attention_mask + [0] * (t - len(e.ids)) for e in encs]
+        assert out["input_ids"].tolist() == want_ids, "input_ids differ from tokenizer.json"
+        assert out["token_type_ids"].tolist() == want_types, "token_type_ids differ from tokenizer.json"
+        assert out["attention_mask"].tolist() == want_mask, "attention_mask differs from tokenizer.json"
+        print("tokenizer: ids equal those of tokenizer.json (tokenizers library, no padding)", file=sys.stderr)
+    for row in out["input_ids"].tolist():
+        print("tokens: " + " ".join(tok.convert_ids_to_tokens(row)), file=sys.stderr)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The step-by-step forward pass
+
+
+@dataclass
+class Stage:
+    name: str
+    tensor: torch.Tensor
+    hf: str
+    formula: str
+
+
+@torch.no_grad()
+def trace(model: nn.Module, inputs: dict[str, torch.Tensor]) -> list[Stage]:
+    """Recompute BERT's forward pass with HF's own submodules, keeping every stage.
+
+    This mirrors transformers 5.23 modeling_bert.py / masking_utils.py line by line.
+    """
+    path = {id(m): n for n, m in model.named_modules()}  # module -> its HF name
+
+    def hf(m: nn.Module) -> str:
+        return path[id(m)]
+
+    bert = model.bert if hasattr(model, "bert") else model
+    cfg = model.config
+    ids, types, mask = inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"]
+    B, T = ids.shape
+    H, nh = cfg.hidden_size, cfg.num_attention_heads
+    hs = H // nh
+    stages: list[Stage] = []
+
+    def keep(name, tensor, hf_name, formula):
+        stages.append(Stage(name, tensor, hf_name, formula))
+
+    pair = "tokenizer(text, text_pair)" if (types != 0).any() else "tokenizer(text)"
+    keep("input.ids", ids, "input_ids", f"{pair}.input_ids")
+    keep("input.token_type_ids", types, "token_type_ids", f"{pair}.token_type_ids")
+    keep("input.attention_mask", mask, "attention_mask", f"{pair}.attention_mask (1 = token, 0 = padding)")
+
+    # ---- Embeddings (BertEmbeddings.forward) --------------------------------------
+    emb = bert.embeddings
+    position_ids = emb.position_ids[:, :T]  # (1, T): 0..T-1, no past key values
+    word = emb.word_embeddings(ids)  # (B, T, H)
+    token_type = emb.token_type_embeddings(types)  # (B, T, H)
+    position = emb.position_embeddings(position_ids)  # (1, T, H), broadcast over the batch
+    # HF adds in this order: (inputs_embeds + token_type_embeddings) + position_embeddings.
+    summed = (word + token_type) + position  # (B, T, H)
+    x = emb.LayerNorm(summed)  # (B, T, H); dropout is the identity in eval mode
+    keep("embeddings.word", word, hf(emb.word_embeddings), "word_embeddings.weight[input_ids]")
+    keep("embeddings.position", position.expand(B, T, H), hf(emb.position_embeddings),
+         "position_embeddings.weight[arange(T)], broadcast over the batch")
+    keep("embeddings.token_type", token_type, hf(emb.token_type_embeddings),
+         "token_type_embeddings.weight[token_type_ids]")
+    keep("embeddings.sum", summed, f"{hf(emb)} (LayerNorm input)", "(word + token_type) + position")
+    keep("embeddings.layernorm", x, "hidden_states[0]", "LayerNorm(sum)")
+
+    # ---- Attention mask (BertModel._create_attention_masks) -----------------------
+    # transformers 5.23: create_bidirectional_mask -> eager_mask -> sdpa_mask builds a
+    # bool mask (B, 1, T, T) (the padding mask over keys, expanded over query rows) and
+    # turns it into torch.where(mask, 0.0, finfo(float32).min). When no token is padding
+    # it returns None and nothing is added to the scores (adding 0.0 would change no bit).
+    if bool(mask.all()):
+        additive = None
+        mask_text = "(no padding, so HF adds no mask)"
+    else:
+        keep_kv = mask.to(torch.bool)[:, None, None, :].expand(B, 1, T, T)  # (B, 1, T, T)
+        additive = torch.where(keep_kv, torch.zeros((), dtype=torch.float32),
+                               torch.finfo(torch.float32).min)  # (B, 1, T, T)
+        mask_text = "+ where(attention_mask[key], 0, finfo(float32).min)"
+
+    # ---- Encoder layers (BertLayer.forward) ---------------------------------------
+    for i, layer in enumerate(bert.encoder.layer):
+        p = f"layer{i}"
+        sa = layer.attention.self
+        assert sa.scaling == hs ** -0.5 and sa.attention_head_size == hs
+        q = sa.query(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = sa.key(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = sa.value(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        # eager_attention_forward: matmul(q, k^T) * scaling, then + mask, then softmax.
+        scores = torch.matmul(q, k.transpose(2, 3)) * sa.scaling  # (B, nh, T, T)
+        if additive is not None:
+            scores = scores + additive
+        probs = nn.functional.softmax(scores, dim=-1)  # (B, nh, T, T); dropout off
+        context = torch.matmul(probs, v).transpose(1, 2).contiguous()  # (B, T, nh, hs)
+        context = context.reshape(B, T, H).contiguous()  # (B, T, H)
+        so = layer.attention.output
+        att_out = so.dense(context)  # (B, T, H)
+        att_res = att_out + x  # HF: LayerNorm(hidden_states + input_tensor)
+        att_ln = so.LayerNorm(att_res)  # (B, T, H)
+
+        inter = layer.intermediate.dense(att_ln)  # (B, T, I)
+        act = layer.intermediate.intermediate_act_fn(inter)  # (B, T, I)
+        ffn_out = layer.output.dense(act)  # (B, T, H)
+        ffn_res = ffn_out + att_ln
+        x = layer.output.LayerNorm(ffn_res)  # (B, T, H)
+
+        keep(f"{p}.attention.query", q, hf(sa.query), "query(x).view(B,T,nh,hs).transpose(1,2)")
+        keep(f"{p}.attention.key", k, hf(sa.key), "key(x).view(B,T,nh,hs).transpose(1,2)")
+        keep(f"{p}.attention.value", v, hf(sa.value), "value(x).view(B,T,nh,hs).transpose(1,2)")
+        keep(f"{p}.attention.scores", scores, f"{hf(sa)} (eager_attention_forward, before softmax)",
+             f"(query @ key^T) * hs^-0.5 {mask_text}")
+        keep(f"{p}.attention.probs", probs, f"attentions[{i}]", "softmax(scores, dim=-1)")
+        keep(f"{p}.attention.context", context, f"{hf(sa)} output", "(probs @ value).transpose(1,2).reshape(B,T,H)")
+        keep(f"{p}.attention.output", att_out, hf(so.dense), "dense(context)")
+        keep(f"{p}.attention.residual", att_res, f"{hf(so.LayerNorm)} input", "attention.output + x")
+        keep(f"{p}.attention.layernorm", att_ln, hf(so.LayerNorm), "LayerNorm(attention.residual)")
+        keep(f"{p}.ffn.intermediate", inter, hf(layer.intermediate.dense), "dense(attention.layernorm)")
+        keep(f"{p}.ffn.activation", act, f"{hf(layer.intermediate)}.intermediate_act_fn",
+             f"{cfg.hidden_act}(ffn.intermediate)")
+        keep(f"{p}.ffn.output", ffn_out, hf(layer.output.dense), "dense(ffn.activation)")
+        keep(f"{p}.ffn.residual", ffn_res, f"{hf(layer.output.LayerNorm)} input", "ffn.output + attention.layernorm")
+        keep(f"{p}.ffn.layernorm", x, f"hidden_states[{i + 1}]", "LayerNorm(ffn.residual)")
+
+    # ---- Pooler (BertPooler.forward) ----------------------------------------------
+    pooled = None
+    if bert.pooler is not None:
+        pool_dense = bert.pooler.dense(x[:, 0])  # (B, H): the [CLS] token
+        pooled = bert.pooler.activation(pool_dense)  # (B, H), tanh
+        keep("pooler.dense", pool_dense, hf(bert.pooler.dense), "dense(last ffn.layernorm[:, 0])")
+        keep("pooler.output", pooled, "pooler_output", "tanh(pooler.dense)")
+
+    # ---- Heads --------------------------------------------------------------------
+    heads = getattr(model, "cls", None)
+    predictions = getattr(heads, "predictions", None)
+    seq_relationship = getattr(heads, "seq_relationship", None)
+    only_logits = not (predictions is not None and seq_relationship is not None)
+    if predictions is not None:
+        tr = predictions.transform
+        dec = predictions.decoder
+        tied = dec.weight is bert.embeddings.word_embeddings.weight
+        assert tied, "MLM decoder weight is not tied to the word embeddings"
+        assert dec.bias is predictions.bias, "MLM decoder bias is not cls.predictions.bias"
+        m_dense = tr.dense(x)  # (B, T, H)
+        m_act = tr.transform_act_fn(m_dense)  # (B, T, H)
+        m_ln = tr.LayerNorm(m_act)  # (B, T, H)
+        logits = dec(m_ln)  # (B, T, V)
+        keep("mlm.transform", m_dense, hf(tr.dense), "dense(last ffn.layernorm)")
+        keep("mlm.activation", m_act, f"{hf(tr)}.transform_act_fn", f"{cfg.hidden_act}(mlm.transform)")
+        keep("mlm.layernorm", m_ln, hf(tr.LayerNorm), "LayerNorm(mlm.activation)")
+        keep("mlm.logits", logits, "logits" if only_logits else "prediction_logits",
+             "mlm.layernorm @ word_embeddings.weight^T + cls.predictions.bias (decoder tied)")
+    if seq_relationship is not None:
+        keep("nsp.logits", seq_relationship(pooled), "logits" if only_logits else "seq_relationship_logits",
+             "cls.seq_relationship(pooler.output)")
+    if hasattr(model, "classifier"):
+        keep("classifier.logits", model.classifier(pooled), "logits", "classifier(pooler.output)")
+    return stages
+
+
+def expected_shape(name: str, B: int, T: int, cfg) -> list[int]:
+    """The shape the stage contract gives each stage name."""
+    H, nh, I, V = cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, cfg.vocab_size
+    hs = H // nh
+    tail = name.split(".", 1)[1] if name.startswith("layer") else name
+    table = {
+        "attention.query": [B, nh, T, hs], "attention.key": [B, nh, T, hs], "attention.value": [B, nh, T, hs],
+        "attention.scores": [B, nh, T, T], "attention.probs": [B, nh, T, T],
+        "ffn.intermediate": [B, T, I], "ffn.activation": [B, T, I],
+        "pooler.dense": [B, H], "pooler.output": [B, H],
+        "mlm.logits": [B, T, V], "nsp.logits": [B, 2], "classifier.logits": [B, cfg.num_labels],
+    }
+    if name.startswith("input."):
+        return [B, T]
+    return table.get(tail, [B, T, H])
+
+
+# --------------------------------------------------------------------------------------
+# The check against HF's own forward call
+
+
+@torch.no_grad()
+def check_against_hf(model: nn.Module, inputs: dict[str, torch.Tensor], stages: list[Stage]) -> None:
+    out = model(**inputs, output_hidden_states=True, output_attentions=True, return_dict=True)
+    by_name = {s.name: s for s in stages}
+    refs: dict[str, torch.Tensor] = {"embeddings.layernorm": out.hidden_states[0]}
+    # Head models (BertForPreTraining, ...) do not return pooler_output: take it from
+    # their BertModel called on the same inputs.
+    if hasattr(model, "bert") and model.bert.pooler is not None:
+        refs["pooler.output"] = model.bert(**inputs, return_dict=True).pooler_output
+    n_layers = model.config.num_hidden_layers
+    assert len(out.hidden_states) == n_layers + 1 and len(out.attentions) == n_layers
+    for i in range(n_layers):
+        refs[f"layer{i}.ffn.layernorm"] = out.hidden_states[i + 1]
+        refs[f"layer{i}.attention.probs"] = out.attentions[i]
+    for name, field in [("pooler.output", "pooler_output"), ("mlm.logits", "prediction_logits"),
+                        ("nsp.logits", "seq_relationship_logits")]:
+        if getattr(out, field, None) is not None:
+            refs[name] = getattr(out, field)
+    if getattr(out, "logits", None) is not None:
+        for name in ("mlm.logits", "nsp.logits", "classifier.logits"):
+            if name in by_name and name not in refs:
+                refs[name] = out.logits
+    for name in by_name:
+        if name.endswith(("logits", "pooler.output")) and name not in refs:
+            raise AssertionError(f"no HF output to check {name} against")
+    for name in [s.name for s in stages if s.name in refs]:
+        ref, got = refs[name], by_name[name].tensor
+        torch.testing.assert_close(got, ref, atol=ATOL, rtol=RTOL, msg=lambda m: f"{name}: {m}")
+        diff = (got - ref).abs().max().item()
+        same = "bitwise equal" if torch.equal(got, ref) else f"max |diff| {diff:.3g}"
+        print(f"check: {name:28s} == {by_name[name].hf:26s} {same}", file=sys.stderr)
+    print(f"check: {len(refs)} stages match HF's forward (assert_close atol={ATOL} rtol={RTOL})", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------------------
+# Writing
+
+
+def read_our_manifest(out_dir: str) -> dict | None:
+    path = os.path.join(out_dir, "manifest.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and manifest.get("format") == FORMAT else None
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    arr = t.detach().cpu().contiguous().numpy()
+    dtype = {np.dtype(np.float32): np.dtype("<f4"), np.dtype(np.int64): np.dtype("<i8")}[arr.dtype]
+    return np.ascontiguousarray(arr.astype(dtype, copy=False))
+
+
+def manifest_json(manifest: dict) -> str:
+    """Pretty JSON with one line per stage, so the manifest reads as a table."""
+    head = {k: v for k, v in manifest.items() if k != "stages"}
+    text = json.dumps(head, indent=2, ensure_ascii=False)
+    rows = ",\n".join("    " + json.dumps(st, ensure_ascii=False) for st in manifest["stages"])
+    return text[:-2] + ',\n  "stages": [\n' + rows + "\n  ]\n}\n"
+
+
+def previous_dump(out_dir: str) -> dict | None:
+    """The manifest of an earlier dump in OUT, None if OUT is new or empty; exit if it is not ours."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        sys.exit(f"error: {out_dir} exists and is not a directory")
+    if not os.path.isdir(out_dir) or not os.listdir(out_dir):
+        return None
+    old = read_our_manifest(out_dir)
+    if old is None:
+        sys.exit(f"error: {out_dir} is not empty and has no {FORMAT} manifest.json: refusing to write there")
+    return old
+
+
+def write_dump(out_dir: str, manifest: dict, stages: list[Stage]) -> None:
+    out_dir = os.path.abspath(out_dir)
+    old = previous_dump(out_dir)
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".dump-", dir=parent)
+    try:
+        for s in stages:
+            np.save(os.path.join(tmp, f"{s.name}.npy"), to_numpy(s.tensor), allow_pickle=False)
+        with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8", newline="\n") as f:
+            f.write(manifest_json(manifest))
+        os.makedirs(out_dir, exist_ok=True)
+        if old is not None:
+            # Invalidate the old dump first, then drop its files, then move the new ones in.
+            os.remove(os.path.join(out_dir, "manifest.json"))
+            for st in old.get("stages", []):
+                stale = os.path.join(out_dir, os.path.basename(st.get("file", "")))
+                if os.path.isfile(stale):
+                    os.remove(stale)
+        for s in stages:
+            os.replace(os.path.join(tmp, f"{s.name}.npy"), os.path.join(out_dir, f"{s.name}.npy"))
+        os.replace(os.path.join(tmp, "manifest.json"), os.path.join(out_dir, "manifest.json"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description="Dump every stage of a BERT forward pass (PyTorch reference for bert-trace).",
+        epilog="See the module docstring for details.",
+    )
+    ap.add_argument("--model", required=True, help="HF checkpoint directory")
+    ap.add_argument("--out", required=True, help="output directory (new, empty, or an earlier dump)")
+    ap.add_argument("--model-name", help="path-independent model name for the manifest "
+                    "(default: the directory's base name)")
+    ap.add_argument("--pair", action="append", metavar="TEXT_B",
+                    help="sentence B, once per TEXT in the same order")
+    ap.add_argument("--only-stages", action="append", metavar="GLOB[,GLOB...]",
+                    help="keep only stages matching one of these globs (repeatable or comma-separated; "
+                    "input.* are always kept)")
+    ap.add_argument("texts", nargs="+", metavar="TEXT")
+    args = ap.parse_args()
+
+    if args.pair is not None and len(args.pair) != len(args.texts):
+        ap.error(f"got {len(args.pair)} --pair for {len(args.texts)} TEXT: give one per TEXT")
+    previous_dump(args.out)  # refuse early, before the slow part
+    torch.manual_seed(0)
+
+    model = load_model(args.model)
+    tok = load_tokenizer(args.model)
+    inputs = tokenize(tok, args.model, args.texts, args.pair)
+    B, T = inputs["input_ids"].shape
+    if T > model.config.max_position_embeddings:
+        sys.exit(f"error: {T} tokens but max_position_embeddings is {model.config.max_position_embeddings}")
+
+    stages = trace(model, inputs)
+    for s in stages:
+        want = expected_shape(s.name, B, T, model.config)
+        assert list(s.tensor.shape) == want, f"{s.name}: shape {list(s.tensor.shape)}, contract says {want}"
+        assert s.tensor.dtype == (torch.int64 if s.name.startswith("input.") else torch.float32), s.name
+    check_against_hf(model, inputs, stages)
+
+    if args.only_stages:
+        args.only_stages = [p for arg in args.only_stages for p in arg.split(",") if p]
+        for pat in args.only_stages:
+            if not any(fnmatch.fnmatchcase(s.name, pat) for s in stages):
+                sys.exit(f"error: --only-stages {pat!r} matches no stage")
+        stages = [s for s in stages if s.name.startswith("input.")
+                  or any(fnmatch.fnmatchcase(s.name, pat) for pat in args.only_stages)]
+
+    manifest = {
+        "format": FORMAT,
+        "producer": {
+            "name": "dump_reference.py",
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+        },
+        "model": args.model_name or os.path.basename(os.path.normpath(args.model)),
+        "inputs": {"texts": list(args.texts), "pair": list(args.pair) if args.pair else None},
+        "stages": [
+            {
+                "name": s.name,
+                "shape": list(s.tensor.shape),
+                "dtype": "int64" if s.tensor.dtype == torch.int64 else "float32",
+                "file": f"{s.name}.npy",
+                "hf": s.hf,
+                "formula": s.formula,
+            }
+            for s in stages
+        ],
+    }
+    write_dump(args.out, manifest, stages)
+    size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
+    print(f"wrote {len(stages)} stages, {size} bytes, to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
