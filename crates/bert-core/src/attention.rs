@@ -1,0 +1,146 @@
+//! `BertAttention`: multi-head self-attention, then the output projection, the residual and
+//! LayerNorm (BERT normalises after adding the residual: post-norm).
+
+use ndarray::linalg::general_mat_mul;
+use ndarray::{s, Array2, Array3, Array4, ArrayView4, Axis};
+
+use crate::config::BertConfig;
+use crate::error::Result;
+use crate::layer_norm::LayerNorm;
+use crate::linear::{rows, unrows, Linear};
+use crate::stage::{Stage, StageKind};
+use crate::trace::{Halt, Tracer};
+use crate::weights::WeightStore;
+
+/// `attention.self`: the query, key and value projections, [H] -> [H] each.
+pub struct BertSelfAttention {
+    pub query: Linear,
+    pub key: Linear,
+    pub value: Linear,
+    pub n_heads: usize,
+}
+
+/// `attention.output`: the projection back to H and the LayerNorm after the residual.
+pub struct BertSelfOutput {
+    pub dense: Linear,
+    pub layer_norm: LayerNorm,
+}
+
+/// `bert.encoder.layer.{i}.attention`
+pub struct BertAttention {
+    pub self_attention: BertSelfAttention,
+    pub output: BertSelfOutput,
+}
+
+impl BertAttention {
+    pub fn load(store: &WeightStore, config: &BertConfig, prefix: &str) -> Result<BertAttention> {
+        let h = config.hidden_size;
+        let linear = |name: &str| Linear::load(store, &format!("{prefix}.{name}"), h, h);
+        Ok(BertAttention {
+            self_attention: BertSelfAttention {
+                query: linear("self.query")?,
+                key: linear("self.key")?,
+                value: linear("self.value")?,
+                n_heads: config.num_attention_heads,
+            },
+            output: BertSelfOutput {
+                dense: linear("output.dense")?,
+                layer_norm: LayerNorm::load(store, &format!("{prefix}.output.LayerNorm"), h, config.eps())?,
+            },
+        })
+    }
+
+    /// [B,T,H] -> [B,T,H]
+    ///
+    /// `mask_add` [B,T] is 0 for real tokens and f32::MIN for padding; it is added to every
+    /// query's scores for the padded keys, so softmax gives them zero weight.
+    pub(crate) fn forward(
+        &self,
+        layer_idx: usize,
+        x: &Array3<f32>,
+        mask_add: &Array2<f32>,
+        tracer: &mut Tracer,
+    ) -> Result<Array3<f32>, Halt> {
+        let stage = |kind| Stage::layer(layer_idx, kind);
+        let (b, t, h) = x.dim();
+        let nh = self.self_attention.n_heads;
+        let hs = h / nh;
+
+        // [B,T,H] -> [B,T,nh,hs]: the H features of a token are nh consecutive groups of hs.
+        let split = |linear: &Linear| {
+            linear
+                .forward(rows(x))
+                .into_shape_with_order((b, t, nh, hs))
+                .expect("H = nh * hs")
+        };
+        let query = split(&self.self_attention.query);
+        tracer.f32(stage(StageKind::AttnQuery), heads_first(&query))?;
+        let key = split(&self.self_attention.key);
+        tracer.f32(stage(StageKind::AttnKey), heads_first(&key))?;
+        let value = split(&self.self_attention.value);
+        tracer.f32(stage(StageKind::AttnValue), heads_first(&value))?;
+
+        // [B,nh,T,T]: scores[b,h,i,j] = q_i · k_j / √hs + mask[b,j]. Dividing by √hs keeps the
+        // dot products of hs-long vectors near unit variance, so softmax does not saturate.
+        let scale = (hs as f32).powf(-0.5);
+        let mut scores = Array4::<f32>::zeros((b, nh, t, t));
+        for bi in 0..b {
+            for hi in 0..nh {
+                let q = query.slice(s![bi, .., hi, ..]); // [T,hs]
+                let k = key.slice(s![bi, .., hi, ..]); // [T,hs]
+                let mut out = scores.slice_mut(s![bi, hi, .., ..]); // [T,T]
+                general_mat_mul(scale, &q, &k.t(), 0.0, &mut out);
+                out += &mask_add.row(bi);
+            }
+        }
+        tracer.f32(stage(StageKind::AttnScores), scores.view())?;
+
+        // [B,nh,T,T]: each query row becomes a distribution over the keys.
+        let mut probs = scores;
+        for mut row in probs.lanes_mut(Axis(3)) {
+            softmax_inplace(row.as_slice_mut().expect("rows are contiguous"));
+        }
+        tracer.f32(stage(StageKind::AttnProbs), probs.view())?;
+
+        // [B,T,nh,hs]: each head's weighted sum of values, written straight into the merged layout.
+        let mut context = Array4::<f32>::zeros((b, t, nh, hs));
+        for bi in 0..b {
+            for hi in 0..nh {
+                let p = probs.slice(s![bi, hi, .., ..]); // [T,T]
+                let v = value.slice(s![bi, .., hi, ..]); // [T,hs]
+                let mut out = context.slice_mut(s![bi, .., hi, ..]); // [T,hs]
+                general_mat_mul(1.0, &p, &v, 0.0, &mut out);
+            }
+        }
+        // [B,T,nh,hs] -> [B,T,H]: heads merged back, no copy.
+        let context = context.into_shape_with_order((b, t, h)).expect("nh * hs = H");
+        tracer.f32(stage(StageKind::AttnContext), context.view())?;
+
+        let output = unrows(self.output.dense.forward(rows(&context)), b, t);
+        tracer.f32(stage(StageKind::AttnOutput), output.view())?;
+        let mut hidden = output + x;
+        tracer.f32(stage(StageKind::AttnResidual), hidden.view())?;
+        self.output.layer_norm.forward_hidden(&mut hidden);
+        tracer.f32(stage(StageKind::AttnLayerNorm), hidden.view())?;
+        Ok(hidden)
+    }
+}
+
+/// softmax(x)_j = exp(x_j - max x) / Σ_k exp(x_k - max x); subtracting the max avoids overflow
+/// and makes the padded keys' f32::MIN scores come out as exactly 0.
+pub fn softmax_inplace(row: &mut [f32]) {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0f32;
+    for v in row.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    for v in row.iter_mut() {
+        *v /= sum;
+    }
+}
+
+/// [B,T,nh,hs] seen as [B,nh,T,hs] (a transposed view, no copy), as HF's `transpose(1, 2)`.
+fn heads_first(a: &Array4<f32>) -> ArrayView4<'_, f32> {
+    a.view().permuted_axes([0, 2, 1, 3])
+}

@@ -1,0 +1,264 @@
+//! Dump directories: writing `OUT/<stage>.npy` + `OUT/manifest.json` as a [`Sink`], and reading
+//! them back (ours or `scripts/dump_reference.py`'s).
+//!
+//! A dump is whole or visibly incomplete: each `.npy` is written under a temporary name and
+//! renamed, and the manifest is written last, so a killed run never leaves a directory whose
+//! manifest lists a file that is not complete. We only ever delete files that our own previous
+//! manifest lists.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use ndarray::ArrayD;
+use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+
+use crate::error::{BertError, Result};
+use crate::manifest::{Inputs, Manifest, ManifestStage, FORMAT};
+use crate::stage::Stage;
+use crate::trace::{Sink, Tensor, TensorView};
+
+/// A sink that writes each wanted stage to `dir/<stage>.npy`, then `dir/manifest.json`.
+pub struct DumpWriter {
+    dir: PathBuf,
+    manifest: Manifest,
+    filter: Box<dyn Fn(&Stage) -> bool>,
+}
+
+impl DumpWriter {
+    /// Prepares `dir`: creates it, or clears our own previous dump from it. A directory that
+    /// holds anything else is refused unless `force`, and even then nothing else is deleted.
+    pub fn create(dir: &Path, producer: serde_json::Value, model: String, inputs: Inputs, force: bool) -> Result<DumpWriter> {
+        let bad = |problem: String| BertError::Dump {
+            path: dir.into(),
+            problem,
+        };
+        if dir.exists() && !dir.is_dir() {
+            return Err(bad("exists and is not a directory".into()));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| BertError::io(dir, e))?;
+        let manifest_path = dir.join("manifest.json");
+        let previous = if manifest_path.is_file() {
+            read_manifest(&manifest_path).ok()
+        } else {
+            None
+        };
+        let ours: Vec<String> = previous
+            .iter()
+            .flat_map(|m| m.stages.iter().map(|s| s.file.clone()))
+            .chain(["manifest.json".to_string()])
+            .collect();
+        let entries = std::fs::read_dir(dir).map_err(|e| BertError::io(dir, e))?;
+        let mut foreign = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| BertError::io(dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let leftover_temp = name.starts_with('.') && name.ends_with(".tmp");
+            if !(previous.is_some() && ours.contains(&name)) && !leftover_temp {
+                foreign.push(name);
+            }
+        }
+        if !foreign.is_empty() && !force {
+            foreign.sort();
+            return Err(bad(format!(
+                "holds files that are not a bert-trace dump ({}); choose another --out or pass --force",
+                preview(&foreign)
+            )));
+        }
+        if let Some(previous) = &previous {
+            // The manifest goes first, so that an interrupted clean-up never leaves a manifest
+            // that lists removed files.
+            remove_if_present(&manifest_path)?;
+            for stage in &previous.stages {
+                if is_plain_file_name(&stage.file) {
+                    remove_if_present(&dir.join(&stage.file))?;
+                }
+            }
+        }
+        Ok(DumpWriter {
+            dir: dir.into(),
+            manifest: Manifest {
+                format: FORMAT.into(),
+                producer,
+                model,
+                inputs,
+                stages: Vec::new(),
+                stopped_at: None,
+            },
+            filter: Box::new(|_| true),
+        })
+    }
+
+    /// Writes only the stages for which `filter` is true.
+    pub fn with_filter(mut self, filter: impl Fn(&Stage) -> bool + 'static) -> DumpWriter {
+        self.filter = Box::new(filter);
+        self
+    }
+
+    /// Records that the trace stopped at `stage`.
+    pub fn set_stopped_at(&mut self, stage: Option<Stage>) {
+        self.manifest.stopped_at = stage.map(|s| s.name());
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The stages written so far.
+    pub fn written(&self) -> &[ManifestStage] {
+        &self.manifest.stages
+    }
+}
+
+impl Sink for DumpWriter {
+    fn wants(&self, stage: &Stage) -> bool {
+        (self.filter)(stage)
+    }
+
+    fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()> {
+        let entry = ManifestStage::new(&stage, tensor.shape().to_vec());
+        let path = self.dir.join(&entry.file);
+        write_atomically(&path, |writer| match tensor {
+            TensorView::F32(a) => a.as_standard_layout().write_npy(writer),
+            TensorView::I64(a) => a.as_standard_layout().write_npy(writer),
+        })?;
+        self.manifest.stages.push(entry);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        let path = self.dir.join("manifest.json");
+        let text = serde_json::to_string_pretty(&self.manifest).expect("a manifest always serialises");
+        write_atomically(&path, |writer| writer.write_all(text.as_bytes()))
+    }
+}
+
+/// Writes `path` through a temporary file in the same directory, then renames it into place.
+fn write_atomically<E: std::fmt::Display>(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> std::result::Result<(), E>,
+) -> Result<()> {
+    let name = path.file_name().expect("a file path").to_string_lossy();
+    let temp = path.with_file_name(format!(".{name}.tmp"));
+    let failed = |problem: String| {
+        let _ = std::fs::remove_file(&temp);
+        BertError::Dump {
+            path: path.into(),
+            problem,
+        }
+    };
+    let file = File::create(&temp).map_err(|e| failed(format!("cannot write: {e}")))?;
+    let mut writer = BufWriter::new(file);
+    write(&mut writer).map_err(|e| failed(format!("cannot write: {e}")))?;
+    writer
+        .into_inner()
+        .map_err(|e| failed(format!("cannot write: {}", e.error())))?;
+    std::fs::rename(&temp, path).map_err(|e| failed(format!("cannot rename into place: {e}")))
+}
+
+fn remove_if_present(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(BertError::io(path, e)),
+        _ => Ok(()),
+    }
+}
+
+/// A manifest's file entry must name a file in the dump directory itself, never a path elsewhere.
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['/', '\\']) && name != "." && name != ".."
+}
+
+fn preview(names: &[String]) -> String {
+    let shown: Vec<&str> = names.iter().take(3).map(String::as_str).collect();
+    match names.len() {
+        n if n > 3 => format!("{} and {} more", shown.join(", "), n - 3),
+        _ => shown.join(", "),
+    }
+}
+
+/// Reads and checks a `manifest.json`.
+pub fn read_manifest(path: &Path) -> Result<Manifest> {
+    let bad = |problem: String| BertError::Dump {
+        path: path.into(),
+        problem,
+    };
+    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => bad("not found; is this a dump directory?".into()),
+        _ => BertError::io(path, e),
+    })?;
+    let manifest: Manifest =
+        serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a valid manifest: {e}")))?;
+    if manifest.format != FORMAT {
+        return Err(bad(format!(
+            "format is `{}`, expected `{FORMAT}`",
+            manifest.format
+        )));
+    }
+    for stage in &manifest.stages {
+        if !is_plain_file_name(&stage.file) {
+            return Err(bad(format!(
+                "stage `{}` names file `{}`, which is not a file in the dump directory",
+                stage.name, stage.file
+            )));
+        }
+        if stage.dtype != "float32" && stage.dtype != "int64" {
+            return Err(bad(format!(
+                "stage `{}` has dtype `{}`, expected float32 or int64",
+                stage.name, stage.dtype
+            )));
+        }
+    }
+    Ok(manifest)
+}
+
+/// A dump directory opened for reading.
+pub struct Dump {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+}
+
+impl Dump {
+    pub fn open(dir: &Path) -> Result<Dump> {
+        if !dir.is_dir() {
+            return Err(BertError::Dump {
+                path: dir.into(),
+                problem: "not a directory".into(),
+            });
+        }
+        Ok(Dump {
+            dir: dir.into(),
+            manifest: read_manifest(&dir.join("manifest.json"))?,
+        })
+    }
+
+    pub fn entry(&self, name: &str) -> Option<&ManifestStage> {
+        self.manifest.stages.iter().find(|s| s.name == name)
+    }
+
+    /// Reads one stage's tensor, checking its dtype and shape against the manifest.
+    pub fn read(&self, entry: &ManifestStage) -> Result<Tensor> {
+        let path = self.dir.join(&entry.file);
+        let bad = |problem: String| BertError::Dump {
+            path: path.clone(),
+            problem,
+        };
+        let file = File::open(&path).map_err(|e| bad(format!("cannot open: {e}")))?;
+        let reader = BufReader::new(file);
+        let tensor = match entry.dtype.as_str() {
+            "int64" => Tensor::I64(
+                ArrayD::<i64>::read_npy(reader).map_err(|e| bad(format!("not an int64 .npy as the manifest says: {e}")))?,
+            ),
+            _ => Tensor::F32(
+                ArrayD::<f32>::read_npy(reader).map_err(|e| bad(format!("not a float32 .npy as the manifest says: {e}")))?,
+            ),
+        };
+        if tensor.shape() != entry.shape.as_slice() {
+            return Err(bad(format!(
+                "shape {:?} differs from {:?} in manifest.json",
+                tensor.shape(),
+                entry.shape
+            )));
+        }
+        Ok(tensor)
+    }
+}

@@ -1,0 +1,80 @@
+//! Typed errors: each names the file or tensor at fault, what was expected and what was found,
+//! so the CLI can print it as one line.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while loading a model, tokenizing, tracing or reading a dump.
+#[derive(Debug, thiserror::Error)]
+pub enum BertError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("{path}: not a model directory: {problem}")]
+    ModelDir { path: PathBuf, problem: String },
+
+    #[error("{path}: {problem}")]
+    Config { path: PathBuf, problem: String },
+
+    #[error("{path}: not a valid safetensors file: {problem}")]
+    Safetensors { path: PathBuf, problem: String },
+
+    #[error("{path}: tensor `{name}` is missing (looked for {tried})")]
+    MissingTensor {
+        path: PathBuf,
+        name: String,
+        tried: String,
+    },
+
+    #[error("{path}: tensor `{name}` has shape {found:?}, expected {expected:?} from config.json")]
+    TensorShape {
+        path: PathBuf,
+        name: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+
+    #[error("{path}: tensor `{name}` has dtype {found}, expected one of F32, F16, BF16")]
+    TensorDtype {
+        path: PathBuf,
+        name: String,
+        found: String,
+    },
+
+    #[error("{path}: {problem}")]
+    Tokenizer { path: PathBuf, problem: String },
+
+    #[error("input {index}: {problem}")]
+    Input { index: usize, problem: String },
+
+    #[error("unknown stage `{name}`{}", hint(suggestions))]
+    UnknownStage {
+        name: String,
+        suggestions: Vec<String>,
+    },
+
+    #[error("{path}: {problem}")]
+    Dump { path: PathBuf, problem: String },
+}
+
+fn hint(suggestions: &[String]) -> String {
+    if suggestions.is_empty() {
+        " (run `bert-trace stages` for the list)".to_string()
+    } else {
+        format!("; did you mean {}?", suggestions.join(", "))
+    }
+}
+
+impl BertError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> BertError {
+        BertError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = BertError> = std::result::Result<T, E>;

@@ -1,0 +1,288 @@
+//! Text to `input_ids`, `token_type_ids` and `attention_mask`, the way `BertTokenizer` does it.
+//!
+//! The tokenizer comes from `tokenizer.json` when the checkpoint has one, otherwise it is built
+//! from `vocab.txt` (and `tokenizer_config.json` for casing): BertNormalizer (clean text, split
+//! Chinese characters, lowercase and strip accents), BertPreTokenizer (whitespace and
+//! punctuation), WordPiece with `[UNK]`, then `[CLS] A [SEP] B [SEP]`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use ndarray::Array2;
+use serde::Deserialize;
+use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
+use tokenizers::models::wordpiece::WordPiece;
+use tokenizers::normalizers::bert::BertNormalizer;
+use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+use tokenizers::processors::bert::BertProcessing;
+use tokenizers::{EncodeInput, Tokenizer, TruncationParams, TruncationStrategy};
+
+use crate::error::{BertError, Result};
+
+/// The special tokens every BERT vocabulary needs.
+pub const CLS: &str = "[CLS]";
+pub const SEP: &str = "[SEP]";
+pub const UNK: &str = "[UNK]";
+pub const PAD: &str = "[PAD]";
+pub const MASK: &str = "[MASK]";
+
+/// The casing choices from `tokenizer_config.json`; absent fields mean bert-base-uncased's.
+#[derive(Debug, Default, Deserialize)]
+struct TokenizerConfig {
+    do_lower_case: Option<bool>,
+    strip_accents: Option<bool>,
+    tokenize_chinese_chars: Option<bool>,
+}
+
+/// A BERT tokenizer, with the padding and truncation that `tokenizer.json` may carry turned off:
+/// we pad only a batch, and only to its longest member.
+pub struct BertTokenizer {
+    inner: Tokenizer,
+    source: PathBuf,
+    pad_id: u32,
+}
+
+/// One tokenized batch: B sequences padded to T tokens.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    /// [B,T] token ids.
+    pub ids: Array2<i64>,
+    /// [B,T] 0 for sentence A (with [CLS] and its [SEP]), 1 for sentence B.
+    pub token_type_ids: Array2<i64>,
+    /// [B,T] 1 for real tokens, 0 for padding.
+    pub attention_mask: Array2<i64>,
+    /// The token strings of each sequence, without padding.
+    pub tokens: Vec<Vec<String>>,
+}
+
+impl Batch {
+    /// (B, T)
+    pub fn dims(&self) -> (usize, usize) {
+        self.ids.dim()
+    }
+}
+
+impl BertTokenizer {
+    /// Loads the tokenizer from a model directory: `tokenizer.json`, or else `vocab.txt`.
+    pub fn from_dir(dir: &Path) -> Result<BertTokenizer> {
+        let json = dir.join("tokenizer.json");
+        let vocab = dir.join("vocab.txt");
+        if json.is_file() {
+            let bytes = std::fs::read(&json).map_err(|e| BertError::io(&json, e))?;
+            BertTokenizer::from_json(&bytes, &json)
+        } else if vocab.is_file() {
+            let text = std::fs::read(&vocab).map_err(|e| BertError::io(&vocab, e))?;
+            let config_path = dir.join("tokenizer_config.json");
+            let config = match std::fs::read(&config_path) {
+                Ok(bytes) => Some(bytes),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(BertError::io(&config_path, e)),
+            };
+            BertTokenizer::from_vocab(&text, config.as_deref(), &vocab)
+        } else {
+            Err(BertError::Tokenizer {
+                path: dir.into(),
+                problem: "no tokenizer.json and no vocab.txt".into(),
+            })
+        }
+    }
+
+    /// Loads a `tokenizer.json`; `path` is only used in errors.
+    pub fn from_json(bytes: &[u8], path: &Path) -> Result<BertTokenizer> {
+        let mut inner = Tokenizer::from_bytes(bytes).map_err(|e| BertError::Tokenizer {
+            path: path.into(),
+            problem: format!("not a valid tokenizer.json: {e}"),
+        })?;
+        // Some checkpoints ship fixed padding to 128 and truncation; both would silently change
+        // what the model sees, so they are switched off and applied only when asked for.
+        inner.with_padding(None);
+        inner
+            .with_truncation(None)
+            .expect("turning truncation off cannot fail");
+        BertTokenizer::checked(inner, path)
+    }
+
+    /// Builds the tokenizer from `vocab.txt` text and an optional `tokenizer_config.json`.
+    pub fn from_vocab(vocab_text: &[u8], config_json: Option<&[u8]>, path: &Path) -> Result<BertTokenizer> {
+        let bad = |problem: String| BertError::Tokenizer {
+            path: path.into(),
+            problem,
+        };
+        let text = std::str::from_utf8(vocab_text)
+            .map_err(|e| bad(format!("vocab.txt is not UTF-8: {e}")))?;
+        let vocab = parse_vocab(text);
+        for special in [CLS, SEP, UNK] {
+            if !vocab.contains_key(special) {
+                return Err(bad(format!("the vocabulary has no {special} token")));
+            }
+        }
+        let config: TokenizerConfig = match config_json {
+            Some(bytes) => serde_json::from_slice(bytes)
+                .map_err(|e| bad(format!("tokenizer_config.json is not valid: {e}")))?,
+            None => TokenizerConfig::default(),
+        };
+        let lowercase = config.do_lower_case.unwrap_or(true);
+        let model = WordPiece::builder()
+            .vocab(vocab.iter().map(|(k, v)| (k.clone(), *v)).collect::<ahash::AHashMap<String, u32>>())
+            .unk_token(UNK.into())
+            .continuing_subword_prefix("##".into())
+            .max_input_chars_per_word(100)
+            .build()
+            .map_err(|e| bad(format!("cannot build WordPiece: {e}")))?;
+        let mut inner = Tokenizer::new(model);
+        inner.with_normalizer(Some(BertNormalizer::new(
+            true,
+            config.tokenize_chinese_chars.unwrap_or(true),
+            config.strip_accents,
+            lowercase,
+        )));
+        inner.with_pre_tokenizer(Some(BertPreTokenizer));
+        inner.with_post_processor(Some(BertProcessing::new(
+            (SEP.into(), vocab[SEP]),
+            (CLS.into(), vocab[CLS]),
+        )));
+        inner.with_decoder(Some(WordPieceDecoder::default()));
+        // [MASK] and the other specials must never be split by the pre-tokenizer.
+        let specials: Vec<tokenizers::AddedToken> = [PAD, UNK, CLS, SEP, MASK]
+            .iter()
+            .filter(|t| vocab.contains_key(**t))
+            .map(|t| tokenizers::AddedToken::from(t.to_string(), true))
+            .collect();
+        inner.add_special_tokens(&specials);
+        BertTokenizer::checked(inner, path)
+    }
+
+    fn checked(inner: Tokenizer, path: &Path) -> Result<BertTokenizer> {
+        for special in [CLS, SEP] {
+            if inner.token_to_id(special).is_none() {
+                return Err(BertError::Tokenizer {
+                    path: path.into(),
+                    problem: format!("the vocabulary has no {special} token"),
+                });
+            }
+        }
+        let pad_id = inner.token_to_id(PAD).unwrap_or(0);
+        Ok(BertTokenizer {
+            inner,
+            source: path.into(),
+            pad_id,
+        })
+    }
+
+    /// Where the tokenizer was read from.
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+
+    /// Joins word pieces back into text, dropping the `##` markers and special tokens.
+    pub fn decode(&self, ids: &[u32]) -> String {
+        self.inner.decode(ids, true).unwrap_or_default()
+    }
+
+    /// Tokenizes a batch. `pairs`, when given, holds sentence B for each text.
+    /// Sequences longer than `max_len` are an error unless `truncate` is set.
+    pub fn encode(&self, texts: &[String], pairs: Option<&[String]>, max_len: usize, truncate: bool) -> Result<Batch> {
+        if texts.is_empty() {
+            return Err(BertError::Input {
+                index: 0,
+                problem: "no text to trace".into(),
+            });
+        }
+        if let Some(pairs) = pairs {
+            if pairs.len() != texts.len() {
+                return Err(BertError::Input {
+                    index: 0,
+                    problem: format!(
+                        "{} texts but {} pair texts; give one sentence B per text",
+                        texts.len(),
+                        pairs.len()
+                    ),
+                });
+            }
+        }
+        let mut tokenizer = self.inner.clone();
+        if truncate {
+            tokenizer
+                .with_truncation(Some(TruncationParams {
+                    max_length: max_len,
+                    strategy: TruncationStrategy::LongestFirst,
+                    ..Default::default()
+                }))
+                .map_err(|e| BertError::Input {
+                    index: 0,
+                    problem: format!("cannot truncate to {max_len} tokens: {e}"),
+                })?;
+        }
+        let mut encodings = Vec::with_capacity(texts.len());
+        for (index, text) in texts.iter().enumerate() {
+            if text.trim().is_empty() {
+                return Err(BertError::Input {
+                    index,
+                    problem: "the text is empty".into(),
+                });
+            }
+            let input: EncodeInput = match pairs {
+                Some(pairs) => (text.as_str(), pairs[index].as_str()).into(),
+                None => text.as_str().into(),
+            };
+            let encoding = tokenizer
+                .encode(input, true)
+                .map_err(|e| BertError::Input {
+                    index,
+                    problem: format!("cannot tokenize: {e}"),
+                })?;
+            if encoding.len() > max_len {
+                return Err(BertError::Input {
+                    index,
+                    problem: format!(
+                        "{} tokens long, more than max_position_embeddings {max_len} of config.json; \
+                         pass --truncate to cut it to {max_len}",
+                        encoding.len()
+                    ),
+                });
+            }
+            encodings.push(encoding);
+        }
+        let batch = encodings.len();
+        let tokens = encodings.iter().map(|e| e.len()).max().unwrap_or(0);
+        let mut ids = Array2::from_elem((batch, tokens), self.pad_id as i64);
+        let mut token_type_ids = Array2::zeros((batch, tokens));
+        let mut attention_mask = Array2::zeros((batch, tokens));
+        for (row, encoding) in encodings.iter().enumerate() {
+            for (col, ((&id, &type_id), &mask)) in encoding
+                .get_ids()
+                .iter()
+                .zip(encoding.get_type_ids())
+                .zip(encoding.get_attention_mask())
+                .enumerate()
+            {
+                ids[[row, col]] = id as i64;
+                token_type_ids[[row, col]] = type_id as i64;
+                attention_mask[[row, col]] = mask as i64;
+            }
+        }
+        Ok(Batch {
+            ids,
+            token_type_ids,
+            attention_mask,
+            tokens: encodings.iter().map(|e| e.get_tokens().to_vec()).collect(),
+        })
+    }
+}
+
+/// `vocab.txt`: one token per line; the line number is the id.
+fn parse_vocab(text: &str) -> HashMap<String, u32> {
+    let mut vocab = HashMap::new();
+    for (id, line) in text.lines().enumerate() {
+        vocab.entry(line.trim_end_matches('\r').to_string()).or_insert(id as u32);
+    }
+    vocab
+}
