@@ -134,7 +134,9 @@ def check(model_dir: str, dump: str) -> bool:
     with open(os.path.join(dump, "manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
     assert manifest["format"] == "bert-trace-dump/1", manifest["format"]
-    assert set(manifest) == {"format", "producer", "model", "inputs", "stages"}, sorted(manifest)
+    required = {"format", "producer", "model", "inputs", "stages"}
+    optional = {"only_stages", "stopped_at"}
+    assert required <= set(manifest) <= required | optional, sorted(manifest)
     texts, pair = manifest["inputs"]["texts"], manifest["inputs"]["pair"]
     assert pair is None or len(pair) == len(texts)
 

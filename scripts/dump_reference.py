@@ -521,6 +521,9 @@ def main() -> int:
         },
         "model": args.model_name or os.path.basename(os.path.normpath(args.model)),
         "inputs": {"texts": list(args.texts), "pair": list(args.pair) if args.pair else None},
+        # A subset is recorded, so that a reader (and the Rust golden test) can tell a
+        # deliberately partial dump from a truncated one.
+        **({"only_stages": args.only_stages} if args.only_stages else {}),
         "stages": [
             {
                 "name": s.name,

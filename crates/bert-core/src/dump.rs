@@ -83,6 +83,7 @@ impl DumpWriter {
                 model,
                 inputs,
                 stages: Vec::new(),
+                only_stages: None,
                 stopped_at: None,
             },
             filter: Box::new(|_| true),
@@ -93,6 +94,11 @@ impl DumpWriter {
     pub fn with_filter(mut self, filter: impl Fn(&Stage) -> bool + 'static) -> DumpWriter {
         self.filter = Box::new(filter);
         self
+    }
+
+    /// Records the patterns that limit which stages are written.
+    pub fn set_only_stages(&mut self, patterns: Vec<String>) {
+        self.manifest.only_stages = Some(patterns);
     }
 
     /// Records that the trace stopped at `stage`.

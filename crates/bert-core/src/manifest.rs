@@ -19,6 +19,9 @@ pub struct Manifest {
     pub inputs: Inputs,
     /// Every stage written, in execution order.
     pub stages: Vec<ManifestStage>,
+    /// The glob patterns the dump was limited to (`--only`), when it holds a subset of the stages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only_stages: Option<Vec<String>>,
     /// The stage the trace stopped at, when it stopped early.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_at: Option<String>,
