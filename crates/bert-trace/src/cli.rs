@@ -1,0 +1,122 @@
+//! The command line: `bert-trace [OPTIONS] [TEXT]...` traces; `diff`, `stages` and `inspect`
+//! compare and look around.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Show what BERT does, tensor by tensor: trace a sentence through the forward pass, print every
+/// stage's shape and statistics, write each stage to .npy, and diff against PyTorch.
+#[derive(Debug, Parser)]
+#[command(name = "bert-trace", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Compare two dump directories stage by stage (exit 0: all pass, 1: some fail, 2: bad input)
+    Diff(DiffArgs),
+    /// List every stage name in execution order, with its shape, HF equivalent and formula
+    Stages(ModelArgs),
+    /// Show the model's config and its parameter counts per part
+    Inspect(InspectArgs),
+}
+
+/// Where the model comes from.
+#[derive(Debug, Args, Clone)]
+pub struct ModelArgs {
+    /// A model directory (config.json, model.safetensors, tokenizer.json or vocab.txt).
+    /// Default: the tiny random model built into bert-trace.
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The text to trace; several texts make a padded batch
+    #[arg(value_name = "TEXT")]
+    pub texts: Vec<String>,
+
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// Sentence B, for sentence pairs; give it once per TEXT
+    #[arg(long, value_name = "TEXT")]
+    pub pair: Vec<String>,
+
+    /// Stop after this stage or group (`layer0.attention`, `layer3`, `embeddings`); nothing after it is computed
+    #[arg(long, value_name = "NAME")]
+    pub stop_at: Option<String>,
+
+    /// Write only the stages matching this glob (`layer0.*`, `*.probs`); repeatable
+    #[arg(long, value_name = "PATTERN")]
+    pub only: Vec<String>,
+
+    /// The dump directory
+    #[arg(long, value_name = "DIR", default_value = "trace")]
+    pub out: PathBuf,
+
+    /// Only print; write nothing
+    #[arg(long, conflicts_with_all = ["npz", "reference"])]
+    pub no_dump: bool,
+
+    /// Write one OUT/trace.npz instead of one .npy file per stage
+    #[arg(long)]
+    pub npz: bool,
+
+    /// Write into OUT even if it holds files that are not a bert-trace dump (they are kept)
+    #[arg(long)]
+    pub force: bool,
+
+    /// Cut inputs longer than max_position_embeddings instead of refusing them
+    #[arg(long)]
+    pub truncate: bool,
+
+    /// How many predictions to show for each [MASK]
+    #[arg(long, value_name = "K", default_value_t = 5)]
+    pub top_k: usize,
+
+    /// After tracing, diff the dump against this reference dump (as `bert-trace diff`)
+    #[arg(long, value_name = "DIR")]
+    pub reference: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub tolerance: ToleranceArgs,
+}
+
+/// Tolerance overrides; by default each kind of stage has its own.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct ToleranceArgs {
+    /// Absolute tolerance for every stage: |ours - ref| <= atol + rtol * |ref|
+    #[arg(long, value_name = "ATOL")]
+    pub atol: Option<f64>,
+    /// Relative tolerance for every stage
+    #[arg(long, value_name = "RTOL")]
+    pub rtol: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The reference dump (e.g. from scripts/dump_reference.py)
+    pub reference: PathBuf,
+    /// The dump to check (e.g. from bert-trace)
+    pub trace: PathBuf,
+    #[command(flatten)]
+    pub tolerance: ToleranceArgs,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Inspect a config.json alone, without weights
+    #[arg(long, value_name = "FILE", conflicts_with = "model")]
+    pub config: Option<PathBuf>,
+}

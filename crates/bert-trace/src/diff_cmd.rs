@@ -1,0 +1,142 @@
+//! `bert-trace diff REFERENCE TRACE`: every stage compared, in execution order, and where the
+//! divergence starts.
+
+use anyhow::Result;
+use bert_core::compare::{compare_dumps, Report, StageReport, Status, ToleranceOverride};
+use bert_core::dump::Dump;
+
+use crate::cli::{DiffArgs, ToleranceArgs};
+use crate::table::{new_table, num, shape};
+
+/// Runs the diff; returns 0 when every stage passes, 1 otherwise.
+pub fn run(args: &DiffArgs) -> Result<i32> {
+    let reference = Dump::open(&args.reference)?;
+    let trace = Dump::open(&args.trace)?;
+    report(&reference, &trace, args.tolerance, args.json)
+}
+
+/// Compares and prints; shared with `bert-trace --reference`.
+pub fn report(reference: &Dump, trace: &Dump, tolerance: ToleranceArgs, json: bool) -> Result<i32> {
+    let overrides = ToleranceOverride {
+        atol: tolerance.atol,
+        rtol: tolerance.rtol,
+    };
+    let report = compare_dumps(reference, trace, overrides)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(reference, trace, &report);
+    }
+    Ok(if report.passed() { 0 } else { 1 })
+}
+
+fn print_report(reference: &Dump, trace: &Dump, report: &Report) {
+    println!(
+        "reference: {} ({})\ntrace:     {} ({})",
+        reference.dir.display(),
+        producer(reference),
+        trace.dir.display(),
+        producer(trace)
+    );
+    let mut table = new_table(
+        &["stage", "shape", "max|Δ|", "mean|Δ|", "max rel", "cosine", "atol / rtol", "used", "result"],
+        &[2, 3, 4, 5, 7],
+    );
+    for stage in &report.stages {
+        table.add_row(row(stage));
+    }
+    println!("{table}");
+    let padded: Vec<&StageReport> = report.stages.iter().filter(|s| s.padded_rows.is_some()).collect();
+    if !padded.is_empty() {
+        let worst = padded
+            .iter()
+            .filter_map(|s| s.padded_rows.as_ref().map(|p| (s.name.as_str(), p.max_abs)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .expect("not empty");
+        println!(
+            "padded query rows, reported apart and not judged (no real token reads them): \
+             {} stages, largest max|Δ| {} in {}",
+            padded.len(),
+            num(worst.1),
+            worst.0
+        );
+    }
+    let passed = report.stages.iter().filter(|s| s.status == Status::Pass).count();
+    println!("{passed} of {} stages pass", report.stages.len());
+    if let Some(first) = &report.first_failure {
+        let stage = report.stages.iter().find(|s| s.name == first.name).expect("listed");
+        println!("first failing stage: {}", first.name);
+        match (&stage.status, stage.stats.as_ref().and_then(|s| s.worst.as_ref())) {
+            (Status::Fail, Some(worst)) => println!(
+                "  worst element at {:?}: reference {}, trace {} (|Δ| {})",
+                worst.index,
+                num(worst.reference),
+                num(worst.ours),
+                num((worst.ours - worst.reference).abs())
+            ),
+            (status, _) => println!("  {}", describe(status, stage)),
+        }
+        match &first.previous {
+            Some((name, max_abs)) if *max_abs > 0.0 => println!(
+                "  its input {name} already differed (max|Δ| {}), within tolerance",
+                num(*max_abs)
+            ),
+            Some((name, _)) => println!("  its input {name} was identical: the divergence starts here"),
+            None => println!("  it is the first stage compared"),
+        }
+    }
+}
+
+fn producer(dump: &Dump) -> String {
+    dump.manifest.producer["name"].as_str().unwrap_or("unknown producer").to_string()
+}
+
+fn describe(status: &Status, stage: &StageReport) -> String {
+    let shape_of = |s: &Option<Vec<usize>>| s.as_deref().map_or("-".to_string(), shape);
+    match status {
+        Status::ShapeMismatch => format!(
+            "shapes differ: reference {}, trace {}",
+            shape_of(&stage.reference_shape),
+            shape_of(&stage.trace_shape)
+        ),
+        Status::DtypeMismatch => "dtypes differ".into(),
+        Status::OnlyInReference => "present in the reference only".into(),
+        Status::OnlyInTrace => "present in the trace only".into(),
+        Status::Fail => "non-finite values (NaN or Inf) where the other side has numbers".into(),
+        Status::Pass => "passes".into(),
+    }
+}
+
+fn row(stage: &StageReport) -> Vec<String> {
+    let result = match &stage.status {
+        Status::Pass => "ok".to_string(),
+        Status::Fail => match &stage.stats {
+            Some(s) if s.non_finite > 0 => format!("FAIL ({} NaN/Inf)", s.non_finite),
+            _ => "FAIL".into(),
+        },
+        Status::ShapeMismatch => "FAIL (shape)".into(),
+        Status::DtypeMismatch => "FAIL (dtype)".into(),
+        Status::OnlyInReference => "reference only".into(),
+        Status::OnlyInTrace => "trace only".into(),
+    };
+    let shape_text = stage
+        .reference_shape
+        .as_deref()
+        .or(stage.trace_shape.as_deref())
+        .map_or("-".to_string(), shape);
+    let tolerance = format!("{} / {}", num(stage.tolerance.atol), num(stage.tolerance.rtol));
+    match &stage.stats {
+        Some(s) => vec![
+            stage.name.clone(),
+            shape_text,
+            num(s.max_abs),
+            num(s.mean_abs),
+            num(s.max_rel),
+            format!("{:.6}", s.cosine),
+            tolerance,
+            if s.tolerance_used.is_finite() { format!("{:.1}%", s.tolerance_used * 100.0) } else { "-".into() },
+            result,
+        ],
+        None => vec![stage.name.clone(), shape_text, "-".into(), "-".into(), "-".into(), "-".into(), tolerance, "-".into(), result],
+    }
+}

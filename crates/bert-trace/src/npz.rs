@@ -1,0 +1,66 @@
+//! `--npz`: every written stage in one `OUT/trace.npz` (`np.load("trace/trace.npz")["embeddings.sum"]`).
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use bert_core::stage::Stage;
+use bert_core::trace::{Sink, TensorView};
+use bert_core::BertError;
+use globset::GlobSet;
+use ndarray_npy::NpzWriter as Npz;
+
+/// Writes stages into a temporary `.npz`, renamed to `trace.npz` when the trace finishes, so a
+/// killed run never leaves a partial archive under the real name.
+pub struct NpzWriter {
+    npz: Option<Npz<BufWriter<File>>>,
+    temp: PathBuf,
+    path: PathBuf,
+    only: Option<GlobSet>,
+}
+
+impl NpzWriter {
+    pub fn create(dir: &Path, only: Option<GlobSet>) -> Result<NpzWriter> {
+        std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+        let path = dir.join("trace.npz");
+        let temp = dir.join(".trace.npz.tmp");
+        let file = File::create(&temp).with_context(|| format!("{}: cannot write", temp.display()))?;
+        Ok(NpzWriter {
+            npz: Some(Npz::new(BufWriter::new(file))),
+            temp,
+            path,
+            only,
+        })
+    }
+
+    fn failed(&self, problem: impl std::fmt::Display) -> BertError {
+        let _ = std::fs::remove_file(&self.temp);
+        BertError::Dump {
+            path: self.path.clone(),
+            problem: format!("cannot write: {problem}"),
+        }
+    }
+}
+
+impl Sink for NpzWriter {
+    fn wants(&self, stage: &Stage) -> bool {
+        self.only.as_ref().is_none_or(|only| only.is_match(stage.name()))
+    }
+
+    fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> bert_core::Result<()> {
+        let npz = self.npz.as_mut().expect("not finished");
+        let result = match tensor {
+            TensorView::F32(a) => npz.add_array(stage.name(), &a.as_standard_layout()),
+            TensorView::I64(a) => npz.add_array(stage.name(), &a.as_standard_layout()),
+        };
+        result.map_err(|e| self.failed(e))
+    }
+
+    fn finish(&mut self) -> bert_core::Result<()> {
+        let npz = self.npz.take().expect("finished once");
+        let writer = npz.finish().map_err(|e| self.failed(e))?;
+        writer.into_inner().map_err(|e| self.failed(e.error()))?;
+        std::fs::rename(&self.temp, &self.path).map_err(|e| self.failed(e))
+    }
+}

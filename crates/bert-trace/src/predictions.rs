@@ -1,0 +1,86 @@
+//! What the heads say: top-k tokens for each [MASK], the argmax sequence, NSP and classifier
+//! probabilities.
+
+use std::fmt::Write;
+
+use bert_core::model::Outputs;
+use bert_core::tokenize::MASK;
+use bert_core::{Batch, BertModel};
+use ndarray::{ArrayView1, Axis};
+
+use crate::table::new_table;
+
+/// softmax over one row of logits, in f64.
+fn softmax(logits: ArrayView1<'_, f32>) -> Vec<f64> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let exps: Vec<f64> = logits.iter().map(|&v| (v as f64 - max).exp()).collect();
+    let sum: f64 = exps.iter().sum();
+    exps.into_iter().map(|e| e / sum).collect()
+}
+
+/// The report for every head the model has, or an empty string.
+pub fn report(model: &BertModel, batch: &Batch, outputs: &Outputs, top_k: usize) -> String {
+    let mut out = String::new();
+    if let Some(logits) = &outputs.mlm_logits {
+        let mask_id = model.tokenizer.token_to_id(MASK).map(i64::from);
+        for ((b, t), &id) in batch.ids.indexed_iter() {
+            if Some(id) != mask_id {
+                continue;
+            }
+            let probs = softmax(logits.index_axis(Axis(0), b).row(t));
+            let mut order: Vec<usize> = (0..probs.len()).collect();
+            order.sort_by(|&x, &y| probs[y].total_cmp(&probs[x]));
+            let mut table = new_table(&["rank", "token", "id", "probability"], &[0, 2, 3]);
+            for (rank, &id) in order.iter().take(top_k).enumerate() {
+                let token = model.tokenizer.id_to_token(id as u32).unwrap_or_default();
+                table.add_row(vec![(rank + 1).to_string(), token, id.to_string(), format!("{:.4}", probs[id])]);
+            }
+            let _ = writeln!(out, "\n[MASK] at position {t} of sequence {b}, top {top_k}:\n{table}");
+        }
+        for (b, row) in logits.outer_iter().enumerate() {
+            let length = batch.tokens[b].len();
+            let ids: Vec<u32> = (0..length)
+                .map(|t| {
+                    let probs = row.row(t);
+                    let best = probs.iter().enumerate().max_by(|x, y| x.1.total_cmp(y.1)).map_or(0, |(i, _)| i);
+                    best as u32
+                })
+                .collect();
+            let tokens: Vec<String> = ids
+                .iter()
+                .map(|&id| model.tokenizer.id_to_token(id).unwrap_or_default())
+                .collect();
+            let _ = writeln!(
+                out,
+                "\nargmax of mlm.logits, sequence {b}: {}\n  decoded: {}",
+                tokens.join(" "),
+                model.tokenizer.decode(&ids)
+            );
+        }
+    }
+    if let Some(logits) = &outputs.nsp_logits {
+        let mut table = new_table(&["sequence", "logit is_next", "logit random", "P(is_next)", "P(random)"], &[0, 1, 2, 3, 4]);
+        for (b, row) in logits.outer_iter().enumerate() {
+            let p = softmax(row);
+            table.add_row(vec![
+                b.to_string(),
+                format!("{:.4}", row[0]),
+                format!("{:.4}", row[1]),
+                format!("{:.4}", p[0]),
+                format!("{:.4}", p[1]),
+            ]);
+        }
+        let _ = writeln!(out, "\nnext sentence prediction (nsp.logits):\n{table}");
+    }
+    if let (Some(logits), Some(head)) = (&outputs.classifier_logits, &model.classifier) {
+        let mut table = new_table(&["sequence", "label", "logit", "probability"], &[0, 2, 3]);
+        for (b, row) in logits.outer_iter().enumerate() {
+            let p = softmax(row);
+            for (label_idx, label) in head.labels.iter().enumerate() {
+                table.add_row(vec![b.to_string(), label.clone(), format!("{:.4}", row[label_idx]), format!("{:.4}", p[label_idx])]);
+            }
+        }
+        let _ = writeln!(out, "\nclassifier (classifier.logits):\n{table}");
+    }
+    out
+}

@@ -1,0 +1,151 @@
+//! The default command: tokenize, trace, print tokens and per-stage statistics, write the dump,
+//! show the heads' predictions, and optionally diff against a reference.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use bert_core::dump::{Dump, DumpWriter};
+use bert_core::manifest::Inputs;
+use bert_core::stage::Stage;
+use bert_core::trace::{Discard, Sink};
+use bert_core::{Batch, BertModel};
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
+use crate::cli::TraceArgs;
+use crate::diff_cmd;
+use crate::model_source::{self, EMBEDDED_NAME};
+use crate::npz::NpzWriter;
+use crate::preview::preview;
+use crate::predictions;
+use crate::stats::Recorder;
+use crate::table::{new_table, num, shape};
+
+/// Runs the trace; returns the exit status (1 when `--reference` finds a failing stage).
+pub fn run(args: &TraceArgs) -> Result<i32> {
+    if args.texts.is_empty() {
+        bail!("no TEXT given; try: bert-trace \"When in Rome, do as the [MASK] do.\" (or --help)");
+    }
+    let (model, embedded) = model_source::load(&args.model)?;
+    if embedded {
+        eprintln!("{}", model_source::embedded_note(&model));
+    }
+    let pairs = (!args.pair.is_empty()).then_some(args.pair.as_slice());
+    let batch = model.encode(&args.texts, pairs, args.truncate)?;
+    let stop = args.stop_at.as_deref().map(|name| model.resolve_stop(name)).transpose()?;
+    let only = only_filter(&args.only, &model.plan())?;
+    let model_name = match &args.model.model {
+        Some(dir) => dir.display().to_string(),
+        None => EMBEDDED_NAME.to_string(),
+    };
+
+    let mut sink: Box<dyn Sink> = if args.no_dump {
+        Box::new(Discard)
+    } else if args.npz {
+        Box::new(NpzWriter::create(&args.out, only.clone())?)
+    } else {
+        let inputs = Inputs {
+            texts: args.texts.clone(),
+            pair: pairs.map(<[String]>::to_vec),
+        };
+        let producer = serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION")});
+        let mut writer = DumpWriter::create(&args.out, producer, model_name, inputs, args.force)?;
+        writer.set_stopped_at(stop);
+        if let Some(only) = only.clone() {
+            writer.set_only_stages(args.only.clone());
+            writer = writer.with_filter(move |stage| only.is_match(stage.name()));
+        }
+        Box::new(writer)
+    };
+    let mut recorder = Recorder::new(sink.as_mut(), stop);
+    let traced = model.trace(&batch, &mut recorder, stop)?;
+
+    print_tokens(&model, &batch);
+    println!("\n{}", stage_table(&recorder));
+    if let (Some(stage), Some(tensor)) = (traced.stopped_at, &recorder.kept) {
+        println!("\nstopped after {stage}; nothing after it was computed.");
+        println!("{stage} {}:\n{}", shape(tensor.shape()), preview(tensor));
+    }
+    print!("{}", predictions::report(&model, &batch, &traced.outputs, args.top_k));
+    let written = recorder
+        .rows
+        .iter()
+        .filter(|r| only.as_ref().is_none_or(|o| o.is_match(r.stage.name())))
+        .count();
+    drop(recorder);
+    if !args.no_dump {
+        let what = if args.npz { "trace.npz" } else { "manifest.json" };
+        println!("\nwrote {written} stages to {} ({what})", args.out.display());
+    }
+    match &args.reference {
+        Some(reference) => compare_with(reference, &args.out, args),
+        None => Ok(0),
+    }
+}
+
+/// The `--only` patterns as one matcher; each must match at least one stage of the model.
+fn only_filter(patterns: &[String], plan: &[Stage]) -> Result<Option<GlobSet>> {
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    let mut set = GlobSetBuilder::new();
+    for pattern in patterns {
+        let glob = Glob::new(pattern).with_context(|| format!("--only `{pattern}` is not a valid glob"))?;
+        let matcher = glob.compile_matcher();
+        if !plan.iter().any(|s| matcher.is_match(s.name())) {
+            let hint = bert_core::stage::suggestions(pattern, plan);
+            bail!(
+                "--only `{pattern}` matches no stage of this model{}",
+                if hint.is_empty() { " (run `bert-trace stages` for the list)".to_string() } else { format!("; did you mean {}?", hint.join(", ")) }
+            );
+        }
+        set.add(glob);
+    }
+    Ok(Some(set.build()?))
+}
+
+fn print_tokens(model: &BertModel, batch: &Batch) {
+    let (b, t) = batch.dims();
+    for seq in 0..b {
+        let mut table = new_table(&["pos", "token", "id", "type", "mask"], &[0, 2, 3, 4]);
+        for pos in 0..t {
+            let id = batch.ids[[seq, pos]];
+            let token = batch.tokens[seq]
+                .get(pos)
+                .cloned()
+                .or_else(|| model.tokenizer.id_to_token(id as u32))
+                .unwrap_or_default();
+            table.add_row(vec![
+                pos.to_string(),
+                token,
+                id.to_string(),
+                batch.token_type_ids[[seq, pos]].to_string(),
+                batch.attention_mask[[seq, pos]].to_string(),
+            ]);
+        }
+        let title = if b > 1 { format!("tokens of sequence {seq}") } else { "tokens".into() };
+        println!("{title} ({} of {t} real):\n{table}", batch.tokens[seq].len());
+    }
+}
+
+fn stage_table(recorder: &Recorder) -> comfy_table::Table {
+    let mut table = new_table(&["stage", "shape", "min", "mean", "std", "max", "formula"], &[2, 3, 4, 5]);
+    for row in &recorder.rows {
+        table.add_row(vec![
+            row.stage.name(),
+            shape(&row.shape),
+            num(row.min),
+            num(row.mean),
+            num(row.std),
+            num(row.max),
+            row.stage.info().formula.to_string(),
+        ]);
+    }
+    table
+}
+
+fn compare_with(reference: &Path, out: &Path, args: &TraceArgs) -> Result<i32> {
+    let reference = Dump::open(reference)?;
+    let ours = Dump::open(out)?;
+    println!();
+    diff_cmd::report(&reference, &ours, args.tolerance, false)
+}
