@@ -1,0 +1,130 @@
+//! Every `python` block of the walkthrough runs, in document order, against dumps that the
+//! chapter's own `console` commands have just written; a `text` block right after a `python`
+//! block is the output it must print, to the character.
+//!
+//! Each python block runs in a fresh interpreter after the chapter's earlier python blocks, so
+//! variables carry over as they would in a notebook. The interpreter is `$BERT_TRACE_PYTHON`
+//! (the README's test command points it at a venv with numpy) or `python3`; without numpy the
+//! test fails rather than skipping.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One fenced block: its info string and its text.
+struct Block {
+    lang: String,
+    text: String,
+    line: usize,
+}
+
+fn blocks(markdown: &str) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Block> = None;
+    for (idx, line) in markdown.lines().enumerate() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(info)) => {
+                current = Some(Block {
+                    lang: info.trim().to_string(),
+                    text: String::new(),
+                    line: idx + 1,
+                })
+            }
+            (Some(_), Some(rest)) if rest.trim().is_empty() => blocks.push(current.take().expect("open")),
+            (Some(block), _) => {
+                block.text.push_str(line);
+                block.text.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    blocks
+}
+
+fn python() -> String {
+    std::env::var("BERT_TRACE_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// Runs the `$ ` commands of a console block for their files; trycmd checks their output.
+fn run_console(block: &Block, dir: &Path, chapter: &Path) {
+    for command in block.text.lines().filter_map(|l| l.strip_prefix("$ ")) {
+        let command = match command.strip_prefix("bert-trace") {
+            Some(rest) => format!("'{}'{rest}", env!("CARGO_BIN_EXE_bert-trace")),
+            None => command.to_string(),
+        };
+        // Some commands fail on purpose (the chapters show errors), so the status is not judged
+        // here: trycmd checks every command's status and output.
+        Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .current_dir(dir)
+            .output()
+            .unwrap_or_else(|e| panic!("{}:{}: cannot run `{command}`: {e}", chapter.display(), block.line));
+    }
+}
+
+fn check_chapter(chapter: &Path) -> Vec<String> {
+    let dir = chapter.parent().expect("in a directory");
+    let markdown = std::fs::read_to_string(chapter).expect("readable chapter");
+    let blocks = blocks(&markdown);
+    let mut earlier = String::new();
+    let mut failures = Vec::new();
+    for (idx, block) in blocks.iter().enumerate() {
+        match block.lang.as_str() {
+            "console" => run_console(block, dir, chapter),
+            "python" => {
+                let script = format!(
+                    "{earlier}\nimport sys, io\n_bt_out = io.StringIO()\n_bt_real = sys.stdout\nsys.stdout = _bt_out\n{}\nsys.stdout = _bt_real\nprint(_bt_out.getvalue(), end='')\n",
+                    block.text
+                );
+                let output = Command::new(python())
+                    .arg("-c")
+                    .arg(&script)
+                    .current_dir(dir)
+                    .output()
+                    .unwrap_or_else(|e| panic!("cannot run {}: {e}", python()));
+                let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+                let place = format!("{}:{}", chapter.display(), block.line);
+                if !output.status.success() {
+                    failures.push(format!("{place}: python failed:\n{}", String::from_utf8_lossy(&output.stderr)));
+                } else if let Some(next) = blocks.get(idx + 1).filter(|b| b.lang == "text") {
+                    if stdout != next.text {
+                        failures.push(format!("{place}: printed output differs\n--- expected\n{}--- got\n{stdout}", next.text));
+                    }
+                }
+                // Earlier blocks run again silently, so later ones see their variables.
+                earlier.push_str(&format!(
+                    "import sys, io\n_bt_keep = sys.stdout\nsys.stdout = io.StringIO()\n{}\nsys.stdout = _bt_keep\n",
+                    block.text
+                ));
+            }
+            _ => {}
+        }
+    }
+    failures
+}
+
+#[test]
+fn walkthrough_python_blocks() {
+    let numpy = Command::new(python()).args(["-c", "import numpy"]).output();
+    assert!(
+        numpy.is_ok_and(|o| o.status.success()),
+        "{} cannot import numpy: run the README's test command, which sets BERT_TRACE_PYTHON to a venv with numpy",
+        python()
+    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../walkthrough");
+    let mut chapters: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("walkthrough/ exists")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    chapters.sort();
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    for chapter in &chapters {
+        ran += blocks(&std::fs::read_to_string(chapter).expect("readable")).iter().filter(|b| b.lang == "python").count();
+        failures.extend(check_chapter(chapter));
+    }
+    println!("{ran} python blocks in {} chapters", chapters.len());
+    assert!(ran > 0, "no python blocks found in {}", dir.display());
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
