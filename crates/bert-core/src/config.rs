@@ -66,6 +66,32 @@ const MAX_VOCAB: usize = 1 << 22;
 const MAX_POSITIONS: usize = 1 << 17;
 const MAX_TYPES: usize = 1 << 10;
 
+/// serde_json names a mistyped field only by line and column (`invalid type: string "30522",
+/// expected usize at line 21 column 23`); the text just before that point holds the field's
+/// name, so it goes into the message. None when that text names no field (e.g. the closing
+/// brace after a missing field, which serde already names).
+fn json_context(text: &[u8], e: &serde_json::Error) -> Option<String> {
+    let text = std::str::from_utf8(text).ok()?;
+    let line = text.lines().nth(e.line().checked_sub(1)?)?;
+    let floor = |mut i: usize| {
+        i = i.min(line.len());
+        while !line.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let end = floor(e.column());
+    let start = floor(end.saturating_sub(60));
+    let mut context = line[start..end].trim();
+    // In a one-line file, keep only the last `"field": value`.
+    if let Some((_, last)) = context.rsplit_once(',') {
+        if last.contains('"') {
+            context = last.trim();
+        }
+    }
+    context.contains('"').then(|| context.to_string())
+}
+
 impl BertConfig {
     /// Reads and checks `path` (a `config.json`).
     pub fn from_file(path: &Path) -> Result<BertConfig> {
@@ -75,11 +101,13 @@ impl BertConfig {
 
     /// Parses and checks the JSON text of a `config.json`; `path` is only used in errors.
     pub fn from_json(text: &[u8], path: &Path) -> Result<BertConfig> {
-        let config: BertConfig =
-            serde_json::from_slice(text).map_err(|e| BertError::Config {
-                path: path.into(),
-                problem: format!("not a valid BERT config.json: {e}"),
-            })?;
+        let config: BertConfig = serde_json::from_slice(text).map_err(|e| BertError::Config {
+            path: path.into(),
+            problem: match json_context(text, &e) {
+                Some(context) => format!("not a valid BERT config.json: {e}, at `{context}`"),
+                None => format!("not a valid BERT config.json: {e}"),
+            },
+        })?;
         config.validate(path)?;
         Ok(config)
     }

@@ -117,8 +117,10 @@ impl BertTokenizer {
             }
         }
         let config: TokenizerConfig = match config_json {
-            Some(bytes) => serde_json::from_slice(bytes)
-                .map_err(|e| bad(format!("tokenizer_config.json is not valid: {e}")))?,
+            Some(bytes) => serde_json::from_slice(bytes).map_err(|e| BertError::Tokenizer {
+                path: path.with_file_name("tokenizer_config.json"),
+                problem: format!("not a valid tokenizer_config.json: {e}"),
+            })?,
             None => TokenizerConfig::default(),
         };
         let lowercase = config.do_lower_case.unwrap_or(true);

@@ -249,8 +249,17 @@ impl WeightStore {
     }
 }
 
+/// The two names of the MLM decoder's bias: one Parameter in HF, saved under either.
+const MLM_BIAS: [&str; 2] = ["cls.predictions.bias", "cls.predictions.decoder.bias"];
+
 /// The names a checkpoint may use for the tensor HF calls `name`, most likely first.
 fn aliases(name: &str) -> Vec<String> {
+    if MLM_BIAS.contains(&name) {
+        let mut both = vec![name.to_string()];
+        let other = MLM_BIAS.iter().filter(|n| **n != name);
+        both.extend(other.map(|n| n.to_string()));
+        return both;
+    }
     let mut bases = vec![name.to_string()];
     if let Some(bare) = name.strip_prefix("bert.") {
         bases.push(bare.to_string());
