@@ -6,12 +6,10 @@ use std::path::PathBuf;
 /// Everything that can go wrong while loading a model, tokenizing, tracing or reading a dump.
 #[derive(Debug, thiserror::Error)]
 pub enum BertError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The I/O error is part of the message rather than a `source`, so that printing the error
+    /// with its chain does not say it twice.
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
 
     #[error("{path}: not a model directory: {problem}")]
     ModelDir { path: PathBuf, problem: String },
@@ -69,10 +67,10 @@ fn hint(suggestions: &[String]) -> String {
 }
 
 impl BertError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> BertError {
+    pub(crate) fn io(path: impl Into<PathBuf>, error: std::io::Error) -> BertError {
         BertError::Io {
             path: path.into(),
-            source,
+            error,
         }
     }
 }

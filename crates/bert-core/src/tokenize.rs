@@ -203,7 +203,7 @@ impl BertTokenizer {
                 return Err(BertError::Input {
                     index: 0,
                     problem: format!(
-                        "{} texts but {} pair texts; give one sentence B per text",
+                        "{} text(s) but {} --pair text(s); give one sentence B per text",
                         texts.len(),
                         pairs.len()
                     ),
@@ -284,7 +284,8 @@ impl BertTokenizer {
 fn parse_vocab(text: &str) -> HashMap<String, u32> {
     let mut vocab = HashMap::new();
     for (id, line) in text.lines().enumerate() {
-        vocab.entry(line.trim_end_matches('\r').to_string()).or_insert(id as u32);
+        // A token listed twice keeps its last id, as HF's `load_vocab` does.
+        vocab.insert(line.trim_end_matches('\r').to_string(), id as u32);
     }
     vocab
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use bert_core::dump::{Dump, DumpWriter};
 use bert_core::manifest::Inputs;
-use bert_core::stage::Stage;
+use bert_core::stage::{DType, Stage};
 use bert_core::trace::{Discard, Sink};
 use bert_core::{Batch, BertModel};
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -130,13 +130,18 @@ fn print_tokens(model: &BertModel, batch: &Batch) {
 fn stage_table(recorder: &Recorder) -> comfy_table::Table {
     let mut table = new_table(&["stage", "shape", "min", "mean", "std", "max", "formula"], &[2, 3, 4, 5]);
     for row in &recorder.rows {
+        // Token ids are integers; their min and max read better without decimals.
+        let extreme = |v: f64| match row.stage.info().dtype {
+            DType::I64 => format!("{v:.0}"),
+            DType::F32 => num(v),
+        };
         table.add_row(vec![
             row.stage.name(),
             shape(&row.shape),
-            num(row.min),
+            extreme(row.min),
             num(row.mean),
             num(row.std),
-            num(row.max),
+            extreme(row.max),
             row.stage.info().formula.to_string(),
         ]);
     }
