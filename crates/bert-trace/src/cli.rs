@@ -41,6 +41,10 @@ pub struct TraceArgs {
     #[arg(value_name = "TEXT")]
     pub texts: Vec<String>,
 
+    /// Read more texts from FILE, one per line (UTF-8; empty lines are skipped)
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+
     #[command(flatten)]
     pub model: ModelArgs,
 

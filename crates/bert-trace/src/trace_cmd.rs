@@ -22,7 +22,8 @@ use crate::table::{new_table, num, shape};
 
 /// Runs the trace; returns the exit status (1 when `--reference` finds a failing stage).
 pub fn run(args: &TraceArgs) -> Result<i32> {
-    if args.texts.is_empty() {
+    let texts = texts(args)?;
+    if texts.is_empty() {
         bail!("no TEXT given; try: bert-trace \"When in Rome, do as the [MASK] do.\" (or --help)");
     }
     let (model, embedded) = model_source::load(&args.model)?;
@@ -30,7 +31,7 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
         eprintln!("{}", model_source::embedded_note(&model));
     }
     let pairs = (!args.pair.is_empty()).then_some(args.pair.as_slice());
-    let batch = model.encode(&args.texts, pairs, args.truncate)?;
+    let batch = model.encode(&texts, pairs, args.truncate)?;
     let stop = args.stop_at.as_deref().map(|name| model.resolve_stop(name)).transpose()?;
     let only = only_filter(&args.only, &model.plan())?;
     let model_name = match &args.model.model {
@@ -44,7 +45,7 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
         Box::new(NpzWriter::create(&args.out, only.clone())?)
     } else {
         let inputs = Inputs {
-            texts: args.texts.clone(),
+            texts: texts.clone(),
             pair: pairs.map(<[String]>::to_vec),
         };
         let producer = serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION")});
@@ -80,6 +81,23 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
         Some(reference) => compare_with(reference, &args.out, args),
         None => Ok(0),
     }
+}
+
+/// The TEXT arguments, then the lines of `--file`.
+fn texts(args: &TraceArgs) -> Result<Vec<String>> {
+    let mut texts = args.texts.clone();
+    if let Some(path) = &args.file {
+        let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        for (idx, line) in bytes.split(|&b| b == b'\n').enumerate() {
+            let line = std::str::from_utf8(line)
+                .with_context(|| format!("{}: line {} is not valid UTF-8", path.display(), idx + 1))?;
+            let line = line.trim_end_matches('\r');
+            if !line.trim().is_empty() {
+                texts.push(line.to_string());
+            }
+        }
+    }
+    Ok(texts)
 }
 
 /// The `--only` patterns as one matcher; each must match at least one stage of the model.
