@@ -15,8 +15,12 @@ use ndarray_npy::{ReadNpyExt, WriteNpyExt};
 
 use crate::error::{BertError, Result};
 use crate::manifest::{Inputs, Manifest, ManifestStage, FORMAT};
-use crate::stage::Stage;
+use crate::stage::{self, Stage};
 use crate::trace::{Sink, Tensor, TensorView};
+
+/// The file that marks a directory as one we write dumps into.
+pub const MARKER: &str = ".bert-trace-dump";
+const MARKER_TEXT: &str = "bert-trace writes dumps here; files named <stage>.npy are replaced on every run\n";
 
 /// A sink that writes each wanted stage to `dir/<stage>.npy`, then `dir/manifest.json`.
 pub struct DumpWriter {
@@ -43,18 +47,28 @@ impl DumpWriter {
         } else {
             None
         };
-        let ours: Vec<String> = previous
+        // A directory we wrote into before carries the marker, so that the stage files of a run
+        // that was killed before its manifest are still recognised as ours and cleaned up.
+        let marked = dir.join(MARKER).is_file();
+        let listed: Vec<&str> = previous
             .iter()
-            .flat_map(|m| m.stages.iter().map(|s| s.file.clone()))
-            .chain(["manifest.json".to_string()])
+            .flat_map(|m| m.stages.iter().map(|s| s.file.as_str()))
             .collect();
-        let entries = std::fs::read_dir(dir).map_err(|e| BertError::io(dir, e))?;
+        let is_ours = |name: &str| {
+            name == "manifest.json"
+                || name == MARKER
+                || (name.starts_with('.') && name.ends_with(".tmp"))
+                || listed.contains(&name)
+                || (marked && name.strip_suffix(".npy").and_then(stage::parse).is_some())
+        };
+        let mut ours = Vec::new();
         let mut foreign = Vec::new();
-        for entry in entries {
+        for entry in std::fs::read_dir(dir).map_err(|e| BertError::io(dir, e))? {
             let entry = entry.map_err(|e| BertError::io(dir, e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let leftover_temp = name.starts_with('.') && name.ends_with(".tmp");
-            if !(previous.is_some() && ours.contains(&name)) && !leftover_temp {
+            if is_ours(&name) && entry.path().is_file() {
+                ours.push(name);
+            } else {
                 foreign.push(name);
             }
         }
@@ -65,16 +79,13 @@ impl DumpWriter {
                 preview(&foreign)
             )));
         }
-        if let Some(previous) = &previous {
-            // The manifest goes first, so that an interrupted clean-up never leaves a manifest
-            // that lists removed files.
-            remove_if_present(&manifest_path)?;
-            for stage in &previous.stages {
-                if is_plain_file_name(&stage.file) {
-                    remove_if_present(&dir.join(&stage.file))?;
-                }
-            }
+        // The manifest goes first, so that an interrupted clean-up never leaves a manifest that
+        // lists removed files.
+        remove_if_present(&manifest_path)?;
+        for name in ours.iter().filter(|n| *n != MARKER) {
+            remove_if_present(&dir.join(name))?;
         }
+        std::fs::write(dir.join(MARKER), MARKER_TEXT).map_err(|e| BertError::io(dir.join(MARKER), e))?;
         Ok(DumpWriter {
             dir: dir.into(),
             manifest: Manifest {

@@ -33,6 +33,7 @@ fn written_stages(dir: &Path) -> Vec<String> {
     let dump = Dump::open(dir).unwrap_or_else(|e| panic!("{e}"));
     let mut expected: Vec<String> = dump.manifest.stages.iter().map(|s| s.file.clone()).collect();
     expected.push("manifest.json".into());
+    expected.push(bert_core::dump::MARKER.into());
     expected.sort();
     let mut found: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
