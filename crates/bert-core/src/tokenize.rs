@@ -203,7 +203,7 @@ impl BertTokenizer {
                 return Err(BertError::Input {
                     index: 0,
                     problem: format!(
-                        "{} text(s) but {} --pair text(s); give one sentence B per text",
+                        "{} text(s) but {} pair text(s); give one sentence B per text",
                         texts.len(),
                         pairs.len()
                     ),

@@ -7,18 +7,8 @@ mod support;
 use bert_core::stage::HeadSet;
 use bert_core::{BertError, BertModel};
 use serde_json::json;
-use support::{assert_identical, first_difference, trace_all, Checkpoint, Dtype, RawTensor};
+use support::{assert_identical, assert_mentions, first_difference, trace_all, Checkpoint, Dtype, RawTensor};
 
-/// Asserts that `text` contains every one of `needles`, printing both when it does not.
-#[track_caller]
-fn assert_mentions(text: &str, needles: &[&str]) {
-    for needle in needles {
-        assert!(
-            text.contains(needle),
-            "expected the message to mention `{needle}`, got: {text}"
-        );
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The baseline

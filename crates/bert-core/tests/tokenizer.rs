@@ -8,7 +8,7 @@ use std::path::Path;
 
 use bert_core::tokenize::BertTokenizer;
 use bert_core::BertError;
-use support::Checkpoint;
+use support::{assert_mentions, Checkpoint};
 use tempfile::TempDir;
 
 /// [PAD] deliberately not at id 0, so that the pad id is looked up rather than assumed.
@@ -78,15 +78,6 @@ fn check_tokens(tok: &BertTokenizer, cases: &[(&str, &[&str])]) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-#[track_caller]
-fn assert_mentions(text: &str, needles: &[&str]) {
-    for needle in needles {
-        assert!(
-            text.contains(needle),
-            "expected the message to mention `{needle}`, got: {text}"
-        );
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Layout and padding
@@ -604,14 +595,14 @@ fn bad_inputs_are_errors() {
             strings(&["the cat", "a dog"]),
             Some(strings(&["hello"])),
             0,
-            &["2 texts", "1 pair"],
+            &["2 text(s)", "1 pair"],
         ),
         (
             "more pairs",
             strings(&["the cat"]),
             Some(strings(&["a", "b", "c"])),
             0,
-            &["1 texts", "3 pair"],
+            &["1 text(s)", "3 pair"],
         ),
     ];
     let mut failures = Vec::new();

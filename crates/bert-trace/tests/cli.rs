@@ -201,7 +201,7 @@ fn bad_input_gets_one_line_and_status_2() {
     expect_error(&["--only", "layer7.*", MASK_TEXT], "matches no stage", nothing);
     expect_error(&[], "no TEXT given", nothing);
     expect_error(&["--no-dump", long_text.as_str()], "--truncate", nothing);
-    expect_error(&["--pair", "a", "--pair", "b", MASK_TEXT], "--pair text(s)", nothing);
+    expect_error(&["--pair", "a", "--pair", "b", MASK_TEXT], "pair text(s)", nothing);
     expect_error(&["--no-dump", "   "], "empty", nothing);
     expect_error(&["diff", "{tmp}/nothing", "{tmp}/nothing"], "not a directory", nothing);
     expect_error(&["diff", "{tmp}", "{tmp}"], "manifest.json", nothing);

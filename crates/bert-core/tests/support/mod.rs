@@ -502,3 +502,14 @@ pub fn assert_identical(label: &str, expected: &Memory, got: &Memory) {
         panic!("{label}: traced stages are not bit-identical to the baseline: {diff}");
     }
 }
+
+/// Asserts that `text` contains every one of `needles`, printing both when it does not.
+#[track_caller]
+pub fn assert_mentions(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(
+            text.contains(needle),
+            "expected the message to mention `{needle}`, got: {text}"
+        );
+    }
+}
