@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use crate::activation::Activation;
 use crate::error::{BertError, Result};
+use crate::stage::Dims;
 
 /// The model's sizes and choices, as `config.json` gives them.
 ///
@@ -44,6 +45,10 @@ pub struct BertConfig {
     pub id2label: BTreeMap<String, String>,
     #[serde(default)]
     pub architectures: Vec<String>,
+    /// `bert` for every checkpoint this tool reads; other families (roberta, distilbert, ...)
+    /// name their tensors differently and are refused up front. Absent in some old configs.
+    #[serde(default)]
+    pub model_type: Option<String>,
 }
 
 fn default_act() -> String {
@@ -142,6 +147,11 @@ impl BertConfig {
                 self.hidden_size, self.num_attention_heads
             )));
         }
+        if let Some(model_type) = self.model_type.as_deref().filter(|t| *t != "bert") {
+            return Err(problem(format!(
+                "model_type is `{model_type}`, expected `bert`: bert-trace reads BERT checkpoints only"
+            )));
+        }
         if self.position_embedding_type != "absolute" {
             return Err(problem(format!(
                 "position_embedding_type `{}` is not supported (only `absolute`)",
@@ -156,6 +166,21 @@ impl BertConfig {
         }
         Activation::from_name(&self.hidden_act).map_err(|e| problem(e.to_string()))?;
         Ok(())
+    }
+
+    /// The sizes of the symbolic dimensions for a batch of `batch` × `tokens`, with `n_labels`
+    /// classifier labels; config.json alone decides the rest, so no weights are needed.
+    pub fn dims(&self, batch: usize, tokens: usize, n_labels: usize) -> Dims {
+        Dims {
+            batch,
+            tokens,
+            hidden: self.hidden_size,
+            n_heads: self.num_attention_heads,
+            head_size: self.head_size(),
+            intermediate: self.intermediate_size,
+            vocab: self.vocab_size,
+            n_labels,
+        }
     }
 
     /// hs: the size of one attention head.

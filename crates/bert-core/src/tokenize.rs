@@ -1,9 +1,16 @@
 //! Text to `input_ids`, `token_type_ids` and `attention_mask`, the way `BertTokenizer` does it.
 //!
 //! The tokenizer comes from `tokenizer.json` when the checkpoint has one, otherwise it is built
-//! from `vocab.txt` (and `tokenizer_config.json` for casing): BertNormalizer (clean text, split
-//! Chinese characters, lowercase and strip accents), BertPreTokenizer (whitespace and
-//! punctuation), WordPiece with `[UNK]`, then `[CLS] A [SEP] B [SEP]`.
+//! from `vocab.txt`: BertNormalizer (clean text, split Chinese characters, lowercase and strip
+//! accents), BertPreTokenizer (whitespace and punctuation), WordPiece with `[UNK]`, then
+//! `[CLS] A [SEP] B [SEP]`.
+//!
+//! Either way, `tokenizer_config.json` decides the normalizer when it is there, as transformers'
+//! `BertTokenizer` does (in 4.x by patching the normalizer of `tokenizer.json`, in 5.x by
+//! rebuilding it): `do_lower_case` (default true), `tokenize_chinese_chars` (default true) and
+//! `strip_accents` (default: strip when lowercasing). A cased model such as bert-base-cased or
+//! bert-base-chinese says `do_lower_case: false` there. When the two files disagree, the tokenizer
+//! keeps a note saying so ([`BertTokenizer::notes`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,6 +39,79 @@ struct TokenizerConfig {
     do_lower_case: Option<bool>,
     strip_accents: Option<bool>,
     tokenize_chinese_chars: Option<bool>,
+    tokenizer_class: Option<String>,
+}
+
+/// What a BertNormalizer does, as `tokenizer.json` spells its fields.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+struct NormalizerSettings {
+    lowercase: bool,
+    handle_chinese_chars: bool,
+    strip_accents: Option<bool>,
+}
+
+impl TokenizerConfig {
+    /// Parses `tokenizer_config.json`; `path` names it in errors.
+    fn parse(bytes: &[u8], path: &Path) -> Result<TokenizerConfig> {
+        serde_json::from_slice(bytes).map_err(|e| BertError::Tokenizer {
+            path: path.into(),
+            problem: format!("not a valid tokenizer_config.json: {e}"),
+        })
+    }
+
+    /// Whether transformers would build a `BertTokenizer` (or its fast twin) from this config:
+    /// an explicit other class keeps its own normalizer.
+    fn is_bert(&self) -> bool {
+        self.tokenizer_class
+            .as_deref()
+            .is_none_or(|class| class.starts_with("BertTokenizer"))
+    }
+
+    /// The normalizer `BertTokenizer` builds from these fields and its defaults.
+    fn normalizer(&self) -> NormalizerSettings {
+        NormalizerSettings {
+            lowercase: self.do_lower_case.unwrap_or(true),
+            handle_chinese_chars: self.tokenize_chinese_chars.unwrap_or(true),
+            strip_accents: self.strip_accents,
+        }
+    }
+}
+
+impl NormalizerSettings {
+    fn build(self) -> BertNormalizer {
+        BertNormalizer::new(true, self.handle_chinese_chars, self.strip_accents, self.lowercase)
+    }
+
+    /// The settings of `tokenizer.json`'s normalizer, if it is a BertNormalizer.
+    fn stored(tokenizer_json: &[u8]) -> Option<NormalizerSettings> {
+        let json: serde_json::Value = serde_json::from_slice(tokenizer_json).ok()?;
+        let normalizer = json.get("normalizer")?;
+        if normalizer.get("type")?.as_str()? != "BertNormalizer" {
+            return None;
+        }
+        serde_json::from_value(normalizer.clone()).ok()
+    }
+
+    /// `field: tokenizer_config.json X, tokenizer.json Y` for each field where `self` (from the
+    /// config) and `stored` differ.
+    fn differences(self, stored: Option<NormalizerSettings>) -> Vec<String> {
+        let Some(stored) = stored else {
+            return vec!["tokenizer.json has no BertNormalizer".into()];
+        };
+        let show = |v: Option<bool>| v.map_or("null".to_string(), |b| b.to_string());
+        let pairs = [
+            ("do_lower_case", Some(self.lowercase), Some(stored.lowercase)),
+            ("tokenize_chinese_chars", Some(self.handle_chinese_chars), Some(stored.handle_chinese_chars)),
+            ("strip_accents", self.strip_accents, stored.strip_accents),
+        ];
+        pairs
+            .into_iter()
+            .filter(|(_, ours, theirs)| ours != theirs)
+            .map(|(field, ours, theirs)| {
+                format!("{field}: tokenizer_config.json {}, tokenizer.json {}", show(ours), show(theirs))
+            })
+            .collect()
+    }
 }
 
 /// A BERT tokenizer, with the padding and truncation that `tokenizer.json` may carry turned off:
@@ -40,6 +120,7 @@ pub struct BertTokenizer {
     inner: Tokenizer,
     source: PathBuf,
     pad_id: u32,
+    notes: Vec<String>,
 }
 
 /// One tokenized batch: B sequences padded to T tokens.
@@ -63,21 +144,22 @@ impl Batch {
 }
 
 impl BertTokenizer {
-    /// Loads the tokenizer from a model directory: `tokenizer.json`, or else `vocab.txt`.
+    /// Loads the tokenizer from a model directory: `tokenizer.json`, or else `vocab.txt`, with
+    /// `tokenizer_config.json` if there is one.
     pub fn from_dir(dir: &Path) -> Result<BertTokenizer> {
         let json = dir.join("tokenizer.json");
         let vocab = dir.join("vocab.txt");
+        let config_path = dir.join("tokenizer_config.json");
+        let config = match std::fs::read(&config_path) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(BertError::io(&config_path, e)),
+        };
         if json.is_file() {
             let bytes = std::fs::read(&json).map_err(|e| BertError::io(&json, e))?;
-            BertTokenizer::from_json(&bytes, &json)
+            BertTokenizer::from_json_with_config(&bytes, config.as_deref(), &json)
         } else if vocab.is_file() {
             let text = std::fs::read(&vocab).map_err(|e| BertError::io(&vocab, e))?;
-            let config_path = dir.join("tokenizer_config.json");
-            let config = match std::fs::read(&config_path) {
-                Ok(bytes) => Some(bytes),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => return Err(BertError::io(&config_path, e)),
-            };
             BertTokenizer::from_vocab(&text, config.as_deref(), &vocab)
         } else {
             Err(BertError::Tokenizer {
@@ -87,8 +169,14 @@ impl BertTokenizer {
         }
     }
 
-    /// Loads a `tokenizer.json`; `path` is only used in errors.
+    /// Loads a `tokenizer.json` as it is; `path` is only used in errors.
     pub fn from_json(bytes: &[u8], path: &Path) -> Result<BertTokenizer> {
+        BertTokenizer::from_json_with_config(bytes, None, path)
+    }
+
+    /// Loads a `tokenizer.json` whose normalizer `tokenizer_config.json` (`config_json`, read from
+    /// beside `path`) decides, as in transformers.
+    pub fn from_json_with_config(bytes: &[u8], config_json: Option<&[u8]>, path: &Path) -> Result<BertTokenizer> {
         let mut inner = Tokenizer::from_bytes(bytes).map_err(|e| BertError::Tokenizer {
             path: path.into(),
             problem: format!("not a valid tokenizer.json: {e}"),
@@ -99,7 +187,26 @@ impl BertTokenizer {
         inner
             .with_truncation(None)
             .expect("turning truncation off cannot fail");
-        BertTokenizer::checked(inner, path)
+        let mut notes = Vec::new();
+        if let Some(config_bytes) = config_json {
+            let config_path = path.with_file_name("tokenizer_config.json");
+            let config = TokenizerConfig::parse(config_bytes, &config_path)?;
+            if config.is_bert() {
+                let wanted = config.normalizer();
+                let differences = wanted.differences(NormalizerSettings::stored(bytes));
+                if !differences.is_empty() {
+                    notes.push(format!(
+                        "{}: the normalizer follows tokenizer_config.json, as transformers does ({})",
+                        path.display(),
+                        differences.join("; ")
+                    ));
+                }
+                inner.with_normalizer(Some(wanted.build()));
+            }
+        }
+        let mut tokenizer = BertTokenizer::checked(inner, path)?;
+        tokenizer.notes = notes;
+        Ok(tokenizer)
     }
 
     /// Builds the tokenizer from `vocab.txt` text and an optional `tokenizer_config.json`.
@@ -116,14 +223,10 @@ impl BertTokenizer {
                 return Err(bad(format!("the vocabulary has no {special} token")));
             }
         }
-        let config: TokenizerConfig = match config_json {
-            Some(bytes) => serde_json::from_slice(bytes).map_err(|e| BertError::Tokenizer {
-                path: path.with_file_name("tokenizer_config.json"),
-                problem: format!("not a valid tokenizer_config.json: {e}"),
-            })?,
+        let config = match config_json {
+            Some(bytes) => TokenizerConfig::parse(bytes, &path.with_file_name("tokenizer_config.json"))?,
             None => TokenizerConfig::default(),
         };
-        let lowercase = config.do_lower_case.unwrap_or(true);
         let model = WordPiece::builder()
             .vocab(vocab.iter().map(|(k, v)| (k.clone(), *v)).collect::<ahash::AHashMap<String, u32>>())
             .unk_token(UNK.into())
@@ -132,12 +235,7 @@ impl BertTokenizer {
             .build()
             .map_err(|e| bad(format!("cannot build WordPiece: {e}")))?;
         let mut inner = Tokenizer::new(model);
-        inner.with_normalizer(Some(BertNormalizer::new(
-            true,
-            config.tokenize_chinese_chars.unwrap_or(true),
-            config.strip_accents,
-            lowercase,
-        )));
+        inner.with_normalizer(Some(config.normalizer().build()));
         inner.with_pre_tokenizer(Some(BertPreTokenizer));
         inner.with_post_processor(Some(BertProcessing::new(
             (SEP.into(), vocab[SEP]),
@@ -168,7 +266,14 @@ impl BertTokenizer {
             inner,
             source: path.into(),
             pad_id,
+            notes: Vec::new(),
         })
+    }
+
+    /// Things a user should know about how the files were read (e.g. `tokenizer.json` and
+    /// `tokenizer_config.json` disagreeing on casing), one sentence each.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// Where the tokenizer was read from.

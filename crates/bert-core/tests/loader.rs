@@ -21,7 +21,7 @@ fn baseline_loads_with_all_heads_and_a_tied_decoder() {
         pooler: true,
         mlm: true,
         nsp: true,
-        classifier: false,
+        ..HeadSet::default()
     };
     assert_eq!(
         model.heads(),
@@ -694,6 +694,12 @@ fn config_errors_name_config_json_and_the_field() {
             "vocab_size",
             json!(-1),
             &["vocab_size"],
+        ),
+        (
+            "a RoBERTa config",
+            "model_type",
+            json!("roberta"),
+            &["model_type", "roberta", "expected `bert`"],
         ),
     ];
     let mut failures = Vec::new();

@@ -409,6 +409,57 @@ fn tokenizer_json_is_preferred_over_vocab_txt() {
     assert_eq!(tok.token_to_id("[CLS]"), Some(1));
 }
 
+#[test]
+fn tokenizer_config_decides_the_normalizer_of_tokenizer_json() {
+    // The tokenizer.json lowercases, splits CJK and strips accents (bert-base-uncased's settings).
+    let json = tokenizer_json_with_padding_and_truncation();
+    // (tokenizer_config.json or none, text, expected tokens, the field a note must name or "")
+    let cases: &[(Option<&str>, &str, &[&str], &str)] = &[
+        (None, "The Café", &["the", "cafe"], ""),
+        (Some(r#"{}"#), "The Café", &["the", "cafe"], ""),
+        (Some(r#"{"do_lower_case": true}"#), "The Café", &["the", "cafe"], ""),
+        (Some(r#"{"do_lower_case": false}"#), "The café", &["The", "café"], "do_lower_case"),
+        (Some(r#"{"do_lower_case": false, "tokenizer_class": "BertTokenizerFast"}"#), "The café", &["The", "café"], "do_lower_case"),
+        (Some(r#"{"do_lower_case": false, "strip_accents": true}"#), "The Café", &["The", "[UNK]"], "strip_accents"),
+        (Some(r#"{"do_lower_case": false, "tokenizer_class": "MyTokenizer"}"#), "The Café", &["the", "cafe"], ""),
+        (Some(r#"{"tokenize_chinese_chars": false}"#), "中文", &["[UNK]"], "tokenize_chinese_chars"),
+        (Some(r#"{"tokenize_chinese_chars": true}"#), "中文", &["中", "文"], ""),
+    ];
+    let mut failures = Vec::new();
+    for (config, text, want, note) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tokenizer.json"), &json).unwrap();
+        if let Some(config) = config {
+            std::fs::write(dir.path().join("tokenizer_config.json"), config).unwrap();
+        }
+        let tok = load(dir.path());
+        let mut expected = vec!["[CLS]".to_string()];
+        expected.extend(want.iter().map(|s| s.to_string()));
+        expected.push("[SEP]".into());
+        let got = tokens(&tok, text);
+        if got != expected {
+            failures.push(format!("{config:?} {text:?}:\n  expected {expected:?}\n  got      {got:?}"));
+        }
+        let notes = tok.notes().join(" | ");
+        let noted = !note.is_empty() && notes.contains(note) && notes.contains("tokenizer_config.json");
+        if noted != !note.is_empty() || (note.is_empty() && !notes.is_empty()) {
+            failures.push(format!("{config:?}: expected a note naming `{note}`, got notes: {notes:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_corrupt_tokenizer_config_beside_tokenizer_json_is_named() {
+    let json = tokenizer_json_with_padding_and_truncation();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tokenizer.json"), &json).unwrap();
+    std::fs::write(dir.path().join("tokenizer_config.json"), "{ not json").unwrap();
+    let err = BertTokenizer::from_dir(dir.path()).err().expect("an error");
+    assert!(matches!(err, BertError::Tokenizer { .. }), "got {err:?}");
+    assert_mentions(&err.to_string(), &["tokenizer_config.json", "not a valid tokenizer_config.json"]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Length
 
