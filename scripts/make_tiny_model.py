@@ -4,6 +4,7 @@
 Usage:
 
     python scripts/make_tiny_model.py golden/tiny
+    python scripts/make_tiny_model.py --chinese golden/tiny-chinese
 
 Writes, into OUT_DIR:
 
@@ -14,6 +15,13 @@ Writes, into OUT_DIR:
 
 There is deliberately no ``tokenizer.json``: the Rust side must build the
 tokenizer from ``vocab.txt`` (the MiniLM checkpoint covers ``tokenizer.json``).
+
+With ``--chinese`` it builds a model shaped like bert-base-chinese instead: a
+cased vocabulary of CJK characters, full-width punctuation and some Latin words
+in both cases; ``tokenizer.json``, ``tokenizer_config.json`` (``do_lower_case:
+false``) and ``vocab.txt`` written the way ``BertTokenizer.save_pretrained``
+writes them (plus ``vocab.txt``, which bert-base-chinese also ships); and a
+``BertForMaskedLM`` (MLM head, no pooler, no NSP head).
 
 The model is random but deterministic: every number comes from
 ``torch.manual_seed(0)``, and rerunning the script gives a byte-identical
@@ -33,7 +41,7 @@ import tempfile
 
 import torch
 from safetensors import safe_open
-from transformers import AutoTokenizer, BertConfig, BertForPreTraining
+from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertForPreTraining, BertTokenizer
 
 SEED = 0
 
@@ -70,6 +78,33 @@ SUFFIXES = ["##s", "##es", "##ed", "##ing", "##er", "##est", "##ly", "##me", "##
             "##ilt", "##e", "##n", "##t", "##y", "##a", "##o", "##i", "##an", "##ian"]
 
 
+# The Chinese variant: cased, so "BERT" and "bert" are different words, and accents are kept.
+CHINESE_CJK = list(
+    "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对"
+    "可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同"
+    "三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明社长北京爱门安首伦敦罗马城市语"
+)
+CHINESE_PUNCT = list("，。！？、：；「」《》（）") + list("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+# Latin words in the case they are written; "BERT" is deliberately absent (it splits into
+# "BE" "##RT"), and so is "CAFÉ" (no piece covers it: [UNK]).
+CHINESE_LATIN = """
+Beijing China Rome London Paris the is in and not a of to BERT's bert Bert Café café cafe
+Hello hello World world BE
+""".split()
+CHINESE_PIECES = ["##RT", "##s", "##ing", "##ed"]
+# 龘 is deliberately not in the vocabulary: it becomes [UNK].
+CHINESE_ABSENT = ["龘", "BERT", "CAFÉ", "cAFE"]
+
+
+def build_chinese_vocab() -> list[str]:
+    vocab = SPECIALS + CHINESE_PUNCT + DIGITS + CHINESE_CJK + CHINESE_LATIN + CHINESE_PIECES
+    # A character listed twice in CHINESE_CJK keeps its first place.
+    vocab = list(dict.fromkeys(vocab))
+    for forbidden in CHINESE_ABSENT:
+        assert forbidden not in vocab, f"{forbidden!r} must not be in the vocab"
+    return vocab
+
+
 def build_vocab() -> list[str]:
     vocab = SPECIALS + PUNCT + DIGITS + LETTERS + CJK + WORDS + SUFFIXES
     dupes = {t for t in vocab if vocab.count(t) > 1}
@@ -79,7 +114,7 @@ def build_vocab() -> list[str]:
     return vocab
 
 
-def build_config(vocab_size: int) -> BertConfig:
+def build_config(vocab_size: int, architecture: str = "BertForPreTraining") -> BertConfig:
     return BertConfig(
         vocab_size=vocab_size,
         hidden_size=32,
@@ -96,13 +131,17 @@ def build_config(vocab_size: int) -> BertConfig:
         hidden_dropout_prob=0.1,
         attention_probs_dropout_prob=0.1,
         pad_token_id=0,
-        architectures=["BertForPreTraining"],
+        architectures=[architecture],
     )
 
 
-def build_model(vocab_size: int) -> BertForPreTraining:
+def build_model(vocab_size: int, chinese: bool = False) -> BertForPreTraining | BertForMaskedLM:
     torch.manual_seed(SEED)
-    model = BertForPreTraining(build_config(vocab_size))
+    if chinese:
+        model = BertForMaskedLM(build_config(vocab_size, "BertForMaskedLM"))
+        assert model.bert.pooler is None, "BertForMaskedLM has no pooler"
+    else:
+        model = BertForPreTraining(build_config(vocab_size))
     model.eval()
     # Re-draw every bias and LayerNorm parameter. named_parameters() yields each
     # shared parameter once (cls.predictions.decoder.bias IS cls.predictions.bias),
@@ -123,11 +162,18 @@ def build_model(vocab_size: int) -> BertForPreTraining:
     return model
 
 
-def save(model: BertForPreTraining, vocab: list[str], out_dir: str) -> None:
+def save(model: BertForPreTraining | BertForMaskedLM, vocab: list[str], out_dir: str, chinese: bool = False) -> None:
     os.makedirs(out_dir, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
     with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8", newline="\n") as f:
         f.write("".join(t + "\n" for t in vocab))
+    if chinese:
+        # tokenizer.json and tokenizer_config.json as transformers writes them for a cased
+        # BertTokenizer (bert-base-chinese ships the same three files).
+        tok = BertTokenizer(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=False,
+                            tokenize_chinese_chars=True, strip_accents=None, model_max_length=64)
+        tok.save_pretrained(out_dir)
+        return
     tok_config = {
         "tokenizer_class": "BertTokenizer",
         "do_lower_case": True,
@@ -150,13 +196,26 @@ def sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def check_tokenizer(out_dir: str, vocab: list[str]) -> None:
+# What the Chinese tokenizer must give: cased, CJK split one per character, accents kept.
+CHINESE_EXPECT = {
+    "北京是中国的[MASK]都。":
+        "[CLS] 北 京 是 中 国 的 [MASK] 都 。 [SEP]",
+    "我爱北京天安门。Beijing is in China!":
+        "[CLS] 我 爱 北 京 天 安 门 。 Beijing is in China ! [SEP]",
+    "BERT和bert不一样，Café和café也不一样。":
+        "[CLS] BE ##RT 和 bert 不 一 样 ， Café 和 café 也 不 一 样 。 [SEP]",
+    "CAFÉ龘":
+        "[CLS] [UNK] [UNK] [SEP]",
+}
+
+
+def check_tokenizer(out_dir: str, vocab: list[str], chinese: bool = False) -> None:
     """Load the tokenizer the way dump_reference.py does and check it uses our vocab."""
     tok = AutoTokenizer.from_pretrained(out_dir)
     want = {t: i for i, t in enumerate(vocab)}
     got = tok.get_vocab()
     assert got == want, "AutoTokenizer did not load vocab.txt (transformers 5 vocab_file trap?)"
-    expect = {
+    expect = CHINESE_EXPECT if chinese else {
         "When in Rome, do as the [MASK] do.":
             "[CLS] when in ro ##me , do as the [MASK] do . [SEP]",
         "Rome was not built in a day.":
@@ -173,18 +232,23 @@ def check_tokenizer(out_dir: str, vocab: list[str]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--chinese", action="store_true",
+                    help="a cased Chinese-vocabulary BertForMaskedLM with tokenizer.json (like bert-base-chinese)")
     ap.add_argument("out_dir")
     args = ap.parse_args()
 
-    vocab = build_vocab()
-    model = build_model(len(vocab))
-    save(model, vocab, args.out_dir)
+    vocab = build_chinese_vocab() if args.chinese else build_vocab()
+    model = build_model(len(vocab), args.chinese)
+    save(model, vocab, args.out_dir, args.chinese)
     st_path = os.path.join(args.out_dir, "model.safetensors")
 
     # Determinism: build and save a second time into a scratch dir and compare bytes.
+    files = ["model.safetensors", "config.json", "vocab.txt", "tokenizer_config.json"]
+    if args.chinese:
+        files.append("tokenizer.json")
     with tempfile.TemporaryDirectory() as scratch:
-        save(build_model(len(vocab)), vocab, scratch)
-        for name in ["model.safetensors", "config.json", "vocab.txt", "tokenizer_config.json"]:
+        save(build_model(len(vocab), args.chinese), vocab, scratch, args.chinese)
+        for name in files:
             a, b = sha256(os.path.join(args.out_dir, name)), sha256(os.path.join(scratch, name))
             assert a == b, f"{name} differs between two runs: not deterministic"
 
@@ -196,7 +260,7 @@ def main() -> int:
             sl = f.get_slice(key)
             print(f"  {key} {sl.get_dtype()} {list(sl.get_shape())}")
     print("tokenizer check:")
-    check_tokenizer(args.out_dir, vocab)
+    check_tokenizer(args.out_dir, vocab, args.chinese)
     return 0
 
 

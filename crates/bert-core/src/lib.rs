@@ -8,7 +8,7 @@
 //!
 //! The modules follow Hugging Face's `modeling_bert.py`, one concept each, in the order the
 //! forward pass runs them: [`embeddings`], [`layer_norm`], [`attention`], [`feed_forward`],
-//! [`pooler`], [`mlm`], [`heads`].
+//! [`pooler`], [`mlm`], [`heads`], and for sentence-transformers models, [`sentence_pooling`].
 
 pub mod activation;
 pub mod attention;
@@ -26,6 +26,7 @@ pub mod mlm;
 pub mod model;
 pub mod params;
 pub mod pooler;
+pub mod sentence_pooling;
 pub mod stage;
 pub mod threads;
 pub mod tokenize;

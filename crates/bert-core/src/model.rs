@@ -1,5 +1,5 @@
 //! `BertModel` and its optional heads: loading a checkpoint directory and running the traced
-//! forward pass.
+//! forward pass, and for sentence-transformers models, their mean pooling.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +13,7 @@ use crate::feed_forward::FeedForward;
 use crate::heads::{ClassifierHead, NspHead};
 use crate::mlm::MlmHead;
 use crate::pooler::BertPooler;
+use crate::sentence_pooling::SentencePooling;
 use crate::stage::{self, Dims, HeadSet, Stage, StageKind};
 use crate::tokenize::{Batch, BertTokenizer};
 use crate::trace::{Halt, Sink, Tracer};
@@ -33,6 +34,8 @@ pub struct BertModel {
     pub mlm: Option<MlmHead>,
     pub nsp: Option<NspHead>,
     pub classifier: Option<ClassifierHead>,
+    /// sentence-transformers' mean pooling, when the directory has `1_Pooling/config.json`.
+    pub sentence_pooling: Option<SentencePooling>,
     pub tokenizer: BertTokenizer,
     /// Where the model came from, for messages and manifests.
     pub source: PathBuf,
@@ -60,6 +63,8 @@ pub struct Outputs {
     pub nsp_logits: Option<Array2<f32>>,
     /// [B,L]
     pub classifier_logits: Option<Array2<f32>>,
+    /// [B,H], the sentence embedding of a sentence-transformers model.
+    pub sentence: Option<Array2<f32>>,
 }
 
 /// The result of one traced forward pass.
@@ -70,7 +75,8 @@ pub struct Traced {
 }
 
 impl BertModel {
-    /// Loads `dir`: config.json, model.safetensors (memory-mapped) and tokenizer.json or vocab.txt.
+    /// Loads `dir`: config.json, model.safetensors (memory-mapped), tokenizer.json or vocab.txt,
+    /// and for a sentence-transformers model, `1_Pooling/config.json`.
     pub fn load(dir: &Path) -> Result<BertModel> {
         let problem = |problem: &str| BertError::ModelDir {
             path: dir.into(),
@@ -99,7 +105,10 @@ impl BertModel {
         }
         let store = WeightStore::new(&weights_path, Storage::map(&weights_path)?)?;
         let tokenizer = BertTokenizer::from_dir(dir)?;
-        BertModel::assemble(config, &store, tokenizer, dir.into())
+        let sentence_pooling = SentencePooling::from_dir(dir, &config)?;
+        let mut model = BertModel::assemble(config, &store, tokenizer, dir.into())?;
+        model.sentence_pooling = sentence_pooling;
+        Ok(model)
     }
 
     /// Builds a model from files already in memory (the tiny model built into the binary).
@@ -168,6 +177,7 @@ impl BertModel {
             mlm,
             nsp,
             classifier,
+            sentence_pooling: None,
             tokenizer,
             source,
         })
@@ -180,6 +190,7 @@ impl BertModel {
             mlm: self.mlm.is_some(),
             nsp: self.nsp.is_some(),
             classifier: self.classifier.is_some(),
+            sentence: self.sentence_pooling.is_some(),
         }
     }
 
@@ -190,16 +201,8 @@ impl BertModel {
 
     /// The sizes of the symbolic dimensions for a batch of `batch` × `tokens`.
     pub fn dims(&self, batch: usize, tokens: usize) -> Dims {
-        Dims {
-            batch,
-            tokens,
-            hidden: self.config.hidden_size,
-            n_heads: self.config.num_attention_heads,
-            head_size: self.config.head_size(),
-            intermediate: self.config.intermediate_size,
-            vocab: self.config.vocab_size,
-            n_labels: self.classifier.as_ref().map_or(0, |c| c.labels.len()),
-        }
+        let n_labels = self.classifier.as_ref().map_or(0, |c| c.labels.len());
+        self.config.dims(batch, tokens, n_labels)
     }
 
     /// The last stage of `name`, which is a stage or a group on a dot boundary
@@ -262,6 +265,9 @@ impl BertModel {
         }
         if let (Some(classifier), Some(pooled)) = (&self.classifier, &outputs.pooled) {
             outputs.classifier_logits = Some(classifier.forward(pooled, tracer)?);
+        }
+        if let Some(pooling) = &self.sentence_pooling {
+            outputs.sentence = Some(pooling.forward(&hidden, &batch.attention_mask, tracer)?);
         }
         outputs.last_hidden = Some(hidden);
         Ok(())

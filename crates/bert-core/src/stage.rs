@@ -6,6 +6,9 @@
 //!
 //! Shapes use one vocabulary: B batch, T tokens, H hidden, nh heads, hs head size (H / nh),
 //! I intermediate, V vocab; `2` for the NSP head and `L` for a classifier's labels.
+//!
+//! The last part, `sentence`, is not BERT's: it is sentence-transformers' mean pooling, present
+//! only when the model directory has a `1_Pooling/config.json` that asks for it.
 
 use std::fmt;
 
@@ -68,6 +71,7 @@ pub enum Part {
     Mlm,
     Nsp,
     Classifier,
+    Sentence,
 }
 
 /// Every kind of stage. A layer's stages (`Attn*`, `Ffn*`) repeat once per encoder layer.
@@ -103,6 +107,7 @@ pub enum StageKind {
     MlmLogits,
     NspLogits,
     ClassifierLogits,
+    SentencePooled,
 }
 
 /// What the table says about one kind of stage.
@@ -195,6 +200,9 @@ stage_table! {
         "seq_relationship_logits", "pooler.output @ Wnsp^T + bnsp";
     ClassifierLogits, Classifier, "classifier.logits", [B, Labels], F32,
         "logits", "pooler.output @ Wc^T + bc";
+    SentencePooled, Sentence, "sentence.pooled", [B, H], F32,
+        "sentence-transformers 1_Pooling (mean): sentence_embedding, before any 2_Normalize",
+        "sum over real tokens (input.attention_mask) of last ffn.layernorm / their count";
 }
 
 impl StageKind {
@@ -314,6 +322,8 @@ pub struct HeadSet {
     pub mlm: bool,
     pub nsp: bool,
     pub classifier: bool,
+    /// sentence-transformers' mean pooling, from `1_Pooling/config.json`.
+    pub sentence: bool,
 }
 
 /// Every stage a model with `n_layers` layers and these heads produces, in execution order.
@@ -327,6 +337,7 @@ pub fn plan(n_layers: usize, heads: HeadSet) -> Vec<Stage> {
             Mlm => heads.mlm,
             Nsp => heads.nsp,
             Classifier => heads.classifier,
+            Sentence => heads.sentence,
         };
         if present {
             stages.push(Stage::new(info.kind));
@@ -410,8 +421,7 @@ mod tests {
         let heads = HeadSet {
             pooler: true,
             mlm: true,
-            nsp: false,
-            classifier: false,
+            ..HeadSet::default()
         };
         let names: Vec<String> = plan(2, heads).iter().map(Stage::name).collect();
         assert_eq!(names[7], "embeddings.layernorm");
@@ -419,6 +429,20 @@ mod tests {
         assert_eq!(names[8 + 14], "layer1.attention.query");
         assert_eq!(names[8 + 28], "pooler.dense");
         assert_eq!(names.last().unwrap(), "mlm.logits");
+    }
+
+    #[test]
+    fn sentence_pooling_is_last_and_only_when_the_model_has_it() {
+        let sentence = HeadSet { sentence: true, ..HeadSet::default() };
+        let all = HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+        // (heads, whether the plan ends with sentence.pooled)
+        let cases = [(HeadSet::default(), false), (sentence, true), (all, true)];
+        for (heads, want) in cases {
+            let names: Vec<String> = plan(1, heads).iter().map(Stage::name).collect();
+            let got = names.last().map(String::as_str) == Some("sentence.pooled");
+            assert_eq!(got, want, "{heads:?}: expected sentence.pooled last: {want}, got {names:?}");
+            assert_eq!(names.iter().filter(|n| n.starts_with("sentence.")).count(), usize::from(want), "{heads:?}");
+        }
     }
 
     #[test]
@@ -437,7 +461,8 @@ mod tests {
 
     #[test]
     fn parse_inverts_name() {
-        for stage in plan(12, HeadSet { pooler: true, mlm: true, nsp: true, classifier: true }) {
+        let all = HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+        for stage in plan(12, all) {
             assert_eq!(parse(&stage.name()), Some(stage), "parse({})", stage.name());
         }
         for bad in ["layer", "layer03.ffn.output", "layerx.ffn.output", "embeddings", "mlm.logit"] {

