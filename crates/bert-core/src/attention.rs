@@ -8,6 +8,7 @@ use crate::config::BertConfig;
 use crate::error::Result;
 use crate::layer_norm::LayerNorm;
 use crate::linear::{rows, unrows, Linear};
+use crate::simd::{self, vectorized, LANES};
 use crate::stage::{Stage, StageKind};
 use crate::trace::{Halt, Tracer};
 use crate::weights::WeightStore;
@@ -85,12 +86,17 @@ impl BertAttention {
         let scale = (hs as f32).powf(-0.5);
         let mut scores = Array4::<f32>::zeros((b, nh, t, t));
         for bi in 0..b {
+            // HF adds no mask to a sequence without padding; adding zeros would change nothing
+            // but the time taken.
+            let padded = mask_add.row(bi).iter().any(|&m| m != 0.0);
             for hi in 0..nh {
-                let q = query.slice(s![bi, .., hi, ..]); // [T,hs]
+                let q = query.slice(s![bi, .., hi, ..]); // [T,hs], a strided view: no copy
                 let k = key.slice(s![bi, .., hi, ..]); // [T,hs]
                 let mut out = scores.slice_mut(s![bi, hi, .., ..]); // [T,T]
                 general_mat_mul(scale, &q, &k.t(), 0.0, &mut out);
-                out += &mask_add.row(bi);
+                if padded {
+                    out += &mask_add.row(bi);
+                }
             }
         }
         tracer.f32(stage(StageKind::AttnScores), scores.view())?;
@@ -118,7 +124,9 @@ impl BertAttention {
 
         let output = unrows(self.output.dense.forward(rows(&context)), b, t);
         tracer.f32(stage(StageKind::AttnOutput), output.view())?;
-        let mut hidden = output + x;
+        // The residual is added in place: the output buffer becomes the residual.
+        let mut hidden = output;
+        hidden += x;
         tracer.f32(stage(StageKind::AttnResidual), hidden.view())?;
         self.output.layer_norm.forward_hidden(&mut hidden);
         tracer.f32(stage(StageKind::AttnLayerNorm), hidden.view())?;
@@ -126,17 +134,36 @@ impl BertAttention {
     }
 }
 
-/// softmax(x)_j = exp(x_j - max x) / Σ_k exp(x_k - max x); subtracting the max avoids overflow
-/// and makes the padded keys' f32::MIN scores come out as exactly 0.
-pub fn softmax_inplace(row: &mut [f32]) {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0f32;
-    for v in row.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
-    for v in row.iter_mut() {
-        *v /= sum;
+vectorized! {
+    /// softmax(x)_j = exp(x_j - max x) / Σ_k exp(x_k - max x); subtracting the max avoids
+    /// overflow and makes the padded keys' f32::MIN scores come out as exactly 0.
+    pub fn softmax_inplace(row: &mut [f32]) {
+        let mut max = [f32::NEG_INFINITY; LANES];
+        let mut chunks = row.chunks_exact(LANES);
+        for chunk in &mut chunks {
+            for (m, &v) in max.iter_mut().zip(chunk) {
+                *m = m.max(v);
+            }
+        }
+        let max = chunks.remainder().iter().chain(&max).copied().fold(f32::NEG_INFINITY, f32::max);
+
+        let mut sum = [0.0f32; LANES];
+        let mut chunks = row.chunks_exact_mut(LANES);
+        for chunk in &mut chunks {
+            for (s, v) in sum.iter_mut().zip(chunk) {
+                *v = simd::exp(*v - max);
+                *s += *v;
+            }
+        }
+        let mut tail = 0.0;
+        for v in chunks.into_remainder() {
+            *v = simd::exp(*v - max);
+            tail += *v;
+        }
+        let inv_sum = 1.0 / (sum.iter().sum::<f32>() + tail);
+        for v in row.iter_mut() {
+            *v *= inv_sum;
+        }
     }
 }
 

@@ -47,7 +47,9 @@ impl FeedForward {
         tracer.f32(stage(StageKind::FfnActivation), activation.view())?;
         let output = unrows(self.output.forward(rows(&activation)), b, t);
         tracer.f32(stage(StageKind::FfnOutput), output.view())?;
-        let mut hidden = output + x;
+        // The residual is added in place: the output buffer becomes the residual.
+        let mut hidden = output;
+        hidden += x;
         tracer.f32(stage(StageKind::FfnResidual), hidden.view())?;
         self.layer_norm.forward_hidden(&mut hidden);
         tracer.f32(stage(StageKind::FfnLayerNorm), hidden.view())?;

@@ -6,6 +6,7 @@
 use ndarray::{ArrayViewMut2, Axis};
 
 use crate::error::Result;
+use crate::simd::{vectorized, LANES};
 use crate::weights::{Param, WeightStore};
 
 #[derive(Clone)]
@@ -38,19 +39,44 @@ impl LayerNorm {
         let bias = self.bias.as_slice();
         for mut row in x.axis_iter_mut(Axis(0)) {
             let row = row.as_slice_mut().expect("rows are contiguous");
-            let (mean, var) = mean_var(row);
-            let inv_std = 1.0 / (var + self.eps).sqrt();
-            for ((v, w), b) in row.iter_mut().zip(weight).zip(bias) {
-                *v = (*v - mean) * inv_std * w + b;
-            }
+            normalize_row(row, weight, bias, self.eps);
+        }
+    }
+}
+
+vectorized! {
+    /// One row: the statistics, then (x - mean) · inv_std · weight + bias.
+    fn normalize_row(row: &mut [f32], weight: &[f32], bias: &[f32], eps: f32) {
+        let (mean, var) = mean_var(row);
+        let inv_std = 1.0 / (var + eps).sqrt();
+        for ((v, w), b) in row.iter_mut().zip(weight).zip(bias) {
+            *v = (*v - mean) * inv_std * w + b;
         }
     }
 }
 
 /// Mean and biased variance of one row, summed in f64 so long rows lose no precision.
+///
+/// The sums run over [`LANES`] interleaved partial sums, which the compiler keeps in vector
+/// registers; one running sum would force it to add the values one at a time, in order.
+#[inline(always)]
 pub fn mean_var(row: &[f32]) -> (f32, f32) {
     let n = row.len() as f64;
-    let mean = row.iter().map(|&v| v as f64).sum::<f64>() / n;
-    let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+    let mean = lane_sum(row, |v| v as f64) / n;
+    let var = lane_sum(row, |v| (v as f64 - mean) * (v as f64 - mean)) / n;
     (mean as f32, var as f32)
+}
+
+/// Σ f(v) over `row`, in f64, with [`LANES`] partial sums.
+#[inline(always)]
+fn lane_sum(row: &[f32], f: impl Fn(f32) -> f64) -> f64 {
+    let mut partial = [0.0f64; LANES];
+    let chunks = row.chunks_exact(LANES);
+    let tail: f64 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    for chunk in chunks {
+        for (p, &v) in partial.iter_mut().zip(chunk) {
+            *p += f(v);
+        }
+    }
+    partial.iter().sum::<f64>() + tail
 }

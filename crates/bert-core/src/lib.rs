@@ -27,6 +27,7 @@ pub mod model;
 pub mod params;
 pub mod pooler;
 pub mod sentence_pooling;
+pub mod simd;
 pub mod stage;
 pub mod threads;
 pub mod tokenize;

@@ -1,0 +1,101 @@
+//! How many threads the forward pass uses, and how to choose it.
+//!
+//! Nearly all of BERT's arithmetic is matrix products, and bert-core sends every one of them
+//! through ndarray's `general_mat_mul`, which calls the `matrixmultiply` crate (or a BLAS, with
+//! the `blas` feature). With ndarray's `matrixmultiply-threading` feature, matrixmultiply keeps
+//! its own pool of threads, and it decides the size of that pool **once**, at the first matrix
+//! product of the process:
+//!
+//! - from the environment variable `MATMUL_NUM_THREADS` when it is set (a number that does not
+//!   parse counts as 1),
+//! - otherwise from the number of physical cores (`num_cpus::get_physical`, so hyper-threads do
+//!   not count),
+//! - clamped to 1..=4: four is the most its loop splitting can use.
+//!
+//! It then splits a product over those threads only when the product is large enough to gain
+//! from it (roughly when m·k + k·n ≥ 2¹⁴ per thread): a 12-token sentence's per-head products
+//! run on one thread, the projections on all of them.
+//!
+//! bert-core's setting is the environment variable `BERT_TRACE_THREADS` (read by
+//! [`init_from_env`]) or a call to [`set_threads`]; both must happen before the first forward
+//! pass, and should happen before the program starts other threads, because they work by setting
+//! `MATMUL_NUM_THREADS` (and, with the `blas` feature, by calling `openblas_set_num_threads`).
+//! Without either, matrixmultiply's own choice above stands: all physical cores. Our own
+//! element-wise loops (softmax, GELU, LayerNorm) split across the same number of threads.
+
+use std::sync::OnceLock;
+
+/// bert-core's environment variable for the thread count.
+pub const ENV_VAR: &str = "BERT_TRACE_THREADS";
+
+/// The variable matrixmultiply reads at its first product.
+pub const MATMUL_ENV_VAR: &str = "MATMUL_NUM_THREADS";
+
+/// The most threads matrixmultiply can use; larger requests are clamped to it.
+pub const MAX_MATMUL_THREADS: usize = 4;
+
+/// The thread count, fixed by [`set_threads`] or at the first call of [`threads`].
+static CHOSEN: OnceLock<usize> = OnceLock::new();
+
+/// Why a thread count was refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ThreadsError {
+    #[error("{var} is `{value}`, expected a whole number of threads of at least 1")]
+    NotANumber { var: &'static str, value: String },
+    #[error("the thread count is already fixed at {fixed} (by the first forward pass or an earlier setting), so {wanted} cannot take effect")]
+    TooLate { fixed: usize, wanted: usize },
+}
+
+/// Uses `n` threads (clamped to 1..=[`MAX_MATMUL_THREADS`]) for this process's forward passes
+/// and returns the number that will be used.
+///
+/// Call it at the start of `main`, before other threads exist: it sets `MATMUL_NUM_THREADS`,
+/// which matrixmultiply reads at its first product. After the first forward pass the pool is
+/// fixed; asking for another number then is [`ThreadsError::TooLate`].
+pub fn set_threads(n: usize) -> Result<usize, ThreadsError> {
+    let n = n.clamp(1, MAX_MATMUL_THREADS);
+    let fixed = *CHOSEN.get_or_init(|| {
+        // Setting a variable races with threads that read the environment at the same moment,
+        // which is why this belongs at the start of `main`.
+        std::env::set_var(MATMUL_ENV_VAR, n.to_string());
+        apply_to_blas(n)
+    });
+    if fixed == n {
+        Ok(n)
+    } else {
+        Err(ThreadsError::TooLate { fixed, wanted: n })
+    }
+}
+
+/// Applies `BERT_TRACE_THREADS` when it is set (see [`set_threads`]) and returns the thread
+/// count the forward pass will use.
+pub fn init_from_env() -> Result<usize, ThreadsError> {
+    match std::env::var(ENV_VAR) {
+        Ok(value) if !value.trim().is_empty() => match value.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => set_threads(n),
+            _ => Err(ThreadsError::NotANumber { var: ENV_VAR, value }),
+        },
+        _ => Ok(threads()),
+    }
+}
+
+/// The number of threads the forward pass uses. The first call fixes it, if [`set_threads`]
+/// has not: to `MATMUL_NUM_THREADS` or the physical cores, as matrixmultiply decides.
+pub fn threads() -> usize {
+    *CHOSEN.get_or_init(|| {
+        let from_env = std::env::var(MATMUL_ENV_VAR).ok().filter(|v| !v.is_empty());
+        let n = match from_env {
+            Some(value) => value.parse().unwrap_or(1),
+            None => num_cpus::get_physical(),
+        };
+        apply_to_blas(n.clamp(1, MAX_MATMUL_THREADS))
+    })
+}
+
+/// With the `blas` feature, gives OpenBLAS the same count (it would otherwise use every logical
+/// CPU, or `OPENBLAS_NUM_THREADS`). Returns `n`.
+fn apply_to_blas(n: usize) -> usize {
+    #[cfg(feature = "blas")]
+    crate::linear::blas_threads(n);
+    n
+}
