@@ -5,10 +5,17 @@
 //! renamed, and the manifest is written last, so a killed run never leaves a directory whose
 //! manifest lists a file that is not complete. We only ever delete files that our own previous
 //! manifest lists.
+//!
+//! The `.npy` files are written by a background thread, so that the forward pass computes the
+//! next stage while the file system takes the previous one.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 
 use ndarray::ArrayD;
 use ndarray_npy::{ReadNpyExt, WriteNpyExt};
@@ -23,10 +30,15 @@ pub const MARKER: &str = ".bert-trace-dump";
 const MARKER_TEXT: &str = "bert-trace writes dumps here; files named <stage>.npy are replaced on every run\n";
 
 /// A sink that writes each wanted stage to `dir/<stage>.npy`, then `dir/manifest.json`.
+///
+/// [`Sink::emit`] copies the stage (its view is only valid during the call) and queues it for
+/// the writer thread; [`Sink::finish`] waits for every file, then writes the manifest. A failed
+/// write is reported by the next `emit` or by `finish`.
 pub struct DumpWriter {
     dir: PathBuf,
     manifest: Manifest,
     filter: Box<dyn Fn(&Stage) -> bool>,
+    writer: Option<BackgroundWriter>,
 }
 
 impl DumpWriter {
@@ -98,6 +110,7 @@ impl DumpWriter {
                 stopped_at: None,
             },
             filter: Box::new(|_| true),
+            writer: None,
         })
     }
 
@@ -121,9 +134,15 @@ impl DumpWriter {
         &self.dir
     }
 
-    /// The stages written so far.
+    /// The stages written so far (or queued for writing, until [`Sink::finish`] returns).
     pub fn written(&self) -> &[ManifestStage] {
         &self.manifest.stages
+    }
+
+    /// The writer thread, started at the first stage.
+    fn writer(&mut self) -> &BackgroundWriter {
+        let dir = &self.dir;
+        self.writer.get_or_insert_with(|| BackgroundWriter::start(dir))
     }
 }
 
@@ -135,18 +154,140 @@ impl Sink for DumpWriter {
     fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()> {
         let entry = ManifestStage::new(&stage, tensor.shape().to_vec());
         let path = self.dir.join(&entry.file);
-        write_atomically(&path, |writer| match tensor {
-            TensorView::F32(a) => a.as_standard_layout().write_npy(writer),
-            TensorView::I64(a) => a.as_standard_layout().write_npy(writer),
-        })?;
+        // One copy, in C order as .npy files are: the view belongs to the forward pass, which
+        // overwrites some buffers in place as soon as this call returns.
+        let tensor = match tensor {
+            TensorView::F32(a) => Tensor::F32(a.as_standard_layout().into_owned()),
+            TensorView::I64(a) => Tensor::I64(a.as_standard_layout().into_owned()),
+        };
+        self.writer().send(path, tensor)?;
         self.manifest.stages.push(entry);
         Ok(())
     }
 
     fn finish(&mut self) -> Result<()> {
+        if let Some(writer) = self.writer.take() {
+            writer.join()?;
+        }
         let path = self.dir.join("manifest.json");
         let text = serde_json::to_string_pretty(&self.manifest).expect("a manifest always serialises");
         write_atomically(&path, |writer| writer.write_all(text.as_bytes()))
+    }
+}
+
+impl Drop for DumpWriter {
+    /// Without [`Sink::finish`] (the trace failed), the queued files are still completed, so
+    /// that no thread outlives the writer; the manifest is not written.
+    fn drop(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// How many bytes of copied stages may wait for the writer thread. When the disk is slower than
+/// the forward pass, `emit` waits rather than letting the copies fill memory; a stage larger
+/// than this is still accepted, alone.
+const QUEUE_BYTES: usize = 64 << 20;
+
+/// The thread that writes queued stages, in order, and the accounting that bounds its queue.
+struct BackgroundWriter {
+    jobs: mpsc::Sender<(PathBuf, Tensor)>,
+    shared: Arc<Shared>,
+    thread: JoinHandle<()>,
+}
+
+struct Shared {
+    /// The dump directory, for messages.
+    dir: PathBuf,
+    /// Bytes sent but not yet written.
+    queued: Mutex<usize>,
+    written: Condvar,
+    /// Set by the first write that fails; nothing is written after it.
+    failed: AtomicBool,
+    /// That write's error, until it is reported.
+    error: Mutex<Option<BertError>>,
+}
+
+impl BackgroundWriter {
+    fn start(dir: &Path) -> BackgroundWriter {
+        let (jobs, receiver) = mpsc::channel::<(PathBuf, Tensor)>();
+        let shared = Arc::new(Shared {
+            queued: Mutex::new(0),
+            written: Condvar::new(),
+            dir: dir.into(),
+            failed: AtomicBool::new(false),
+            error: Mutex::new(None),
+        });
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("dump-writer".into())
+            .spawn(move || {
+                for (path, tensor) in receiver {
+                    if !thread_shared.failed.load(Ordering::Acquire) {
+                        let result = write_atomically(&path, |writer| match &tensor {
+                            Tensor::F32(a) => a.write_npy(writer),
+                            Tensor::I64(a) => a.write_npy(writer),
+                        });
+                        if let Err(e) = result {
+                            *thread_shared.error.lock().expect("not poisoned") = Some(e);
+                            thread_shared.failed.store(true, Ordering::Release);
+                        }
+                    }
+                    *thread_shared.queued.lock().expect("not poisoned") -= byte_size(&tensor);
+                    thread_shared.written.notify_all();
+                }
+            })
+            .expect("the dump writer thread starts");
+        BackgroundWriter { jobs, shared, thread }
+    }
+
+    /// Queues `tensor` for `path`, once the queue has room for it.
+    fn send(&self, path: PathBuf, tensor: Tensor) -> Result<()> {
+        self.check()?;
+        let bytes = byte_size(&tensor);
+        let mut queued = self.shared.queued.lock().expect("not poisoned");
+        while *queued > 0 && *queued + bytes > QUEUE_BYTES {
+            queued = self.shared.written.wait(queued).expect("not poisoned");
+        }
+        *queued += bytes;
+        drop(queued);
+        self.jobs.send((path, tensor)).expect("the writer thread runs until the sender is dropped");
+        Ok(())
+    }
+
+    /// The failure of an earlier write, if any.
+    fn check(&self) -> Result<()> {
+        self.shared.check()
+    }
+
+    /// Waits until every queued stage is written.
+    fn join(self) -> Result<()> {
+        let BackgroundWriter { jobs, shared, thread } = self;
+        drop(jobs);
+        thread.join().expect("the dump writer thread does not panic");
+        shared.check()
+    }
+}
+
+impl Shared {
+    fn check(&self) -> Result<()> {
+        if !self.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // The error itself is handed out once; later checks still fail, so that a manifest is
+        // never written after a lost file.
+        Err(self.error.lock().expect("not poisoned").take().unwrap_or_else(|| BertError::Dump {
+            path: self.dir.clone(),
+            problem: "an earlier stage could not be written".into(),
+        }))
+    }
+}
+
+fn byte_size(tensor: &Tensor) -> usize {
+    match tensor {
+        Tensor::F32(a) => a.len() * 4,
+        Tensor::I64(a) => a.len() * 8,
     }
 }
 
