@@ -29,9 +29,11 @@ pub enum Command {
 /// Where the model comes from.
 #[derive(Debug, Args, Clone)]
 pub struct ModelArgs {
-    /// A model directory (config.json, model.safetensors, tokenizer.json or vocab.txt).
-    /// Default: the tiny random model built into bert-trace.
-    #[arg(long, value_name = "DIR")]
+    /// A model directory (config.json, model.safetensors, tokenizer.json or vocab.txt), or a
+    /// Hugging Face model id (`bert-base-uncased`, `org/name`, `org/name@revision`), taken from the
+    /// HF cache (HF_HOME, HF_HUB_CACHE) or downloaded into it (HF_ENDPOINT; none with
+    /// HF_HUB_OFFLINE=1). Default: the tiny random model built into bert-trace.
+    #[arg(long, value_name = "DIR|ID")]
     pub model: Option<PathBuf>,
 }
 

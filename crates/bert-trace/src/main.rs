@@ -3,6 +3,10 @@
 
 mod cli;
 mod diff_cmd;
+mod hub_cache;
+mod hub_download;
+mod hub_id;
+mod hub_model;
 mod inspect_cmd;
 mod model_source;
 mod npz;

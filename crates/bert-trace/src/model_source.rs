@@ -1,14 +1,18 @@
-//! Which model to trace: a directory given with `--model`, or the tiny random model built into
-//! the binary (golden/tiny), so that `bert-trace "some text"` works from anywhere.
+//! Which model to trace: a directory given with `--model`, a Hugging Face model id given with
+//! `--model` (from the HF cache, or downloaded into it), or the tiny random model built into the
+//! binary (golden/tiny), so that `bert-trace "some text"` works from anywhere.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use bert_core::model::TokenizerFiles;
 use bert_core::weights::Storage;
 use bert_core::BertModel;
 
 use crate::cli::ModelArgs;
+use crate::hub_cache::process_env;
+use crate::hub_id::HubId;
+use crate::hub_model;
 
 /// The name the built-in model goes by in messages and manifests.
 pub const EMBEDDED_NAME: &str = "golden/tiny";
@@ -20,9 +24,43 @@ const TOKENIZER_CONFIG: &[u8] = include_bytes!("../../../golden/tiny/tokenizer_c
 
 /// Loads the model the arguments name. The second value is true for the built-in model.
 pub fn load(args: &ModelArgs) -> Result<(BertModel, bool)> {
+    let Some(spec) = &args.model else {
+        return Ok((embedded()?, true));
+    };
+    let dir = model_dir(spec)?;
+    let model = match hub_id(spec) {
+        Some(id) => BertModel::load(&dir).with_context(|| id.to_string())?,
+        None => BertModel::load(&dir)?,
+    };
+    for note in model.tokenizer.notes() {
+        eprintln!("note: {note}");
+    }
+    Ok((model, false))
+}
+
+/// A hub id, when `--model` has the shape of one and names no path here (as in transformers,
+/// a local directory wins).
+fn hub_id(spec: &Path) -> Option<HubId> {
+    let id = HubId::parse(spec.to_str()?)?;
+    (!spec.exists()).then_some(id)
+}
+
+/// The directory `--model` names: the path itself, or a hub id's snapshot in the cache.
+fn model_dir(spec: &Path) -> Result<PathBuf> {
+    match hub_id(spec) {
+        Some(id) => hub_model::snapshot_dir(&id, &process_env),
+        None => Ok(spec.to_path_buf()),
+    }
+}
+
+/// The model's name in manifests: the directory as given, or `org/name@commit` for a hub model.
+pub fn name(args: &ModelArgs, model: &BertModel) -> String {
     match &args.model {
-        Some(dir) => Ok((BertModel::load(dir)?, false)),
-        None => Ok((embedded()?, true)),
+        None => EMBEDDED_NAME.to_string(),
+        Some(spec) => match (hub_id(spec), model.source.file_name()) {
+            (Some(id), Some(commit)) => format!("{}@{}", id.repo, commit.to_string_lossy()),
+            _ => spec.display().to_string(),
+        },
     }
 }
 

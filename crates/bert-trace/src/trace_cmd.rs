@@ -13,7 +13,7 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 
 use crate::cli::TraceArgs;
 use crate::diff_cmd;
-use crate::model_source::{self, EMBEDDED_NAME};
+use crate::model_source;
 use crate::npz::NpzWriter;
 use crate::preview::preview;
 use crate::predictions;
@@ -34,10 +34,7 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
     let batch = model.encode(&texts, pairs, args.truncate)?;
     let stop = args.stop_at.as_deref().map(|name| model.resolve_stop(name)).transpose()?;
     let only = only_filter(&args.only, &model.plan())?;
-    let model_name = match &args.model.model {
-        Some(dir) => dir.display().to_string(),
-        None => EMBEDDED_NAME.to_string(),
-    };
+    let model_name = model_source::name(&args.model, &model);
 
     let mut sink: Box<dyn Sink> = if args.no_dump {
         Box::new(Discard)
