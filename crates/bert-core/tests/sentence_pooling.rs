@@ -25,6 +25,9 @@ fn modules(pooling_path: &str) -> String {
     )
 }
 
+/// Files of a model directory: (path inside it, contents).
+type Files<'a> = Vec<(&'a str, &'a str)>;
+
 /// Writes the tiny checkpoint plus `files` (paths relative to the model directory) and loads it.
 fn load_with(files: &[(&str, &str)]) -> (tempfile::TempDir, bert_core::Result<BertModel>) {
     let dir = Checkpoint::tiny().write();
@@ -42,7 +45,7 @@ fn the_stage_is_there_only_for_mean_pooling() {
     let only_modules = modules("2_Pool");
     let no_pooling_module = r#"[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]"#;
     // (what the directory holds, whether sentence.pooled is traced)
-    let cases: Vec<(&str, Vec<(&str, &str)>, bool)> = vec![
+    let cases: Vec<(&str, Files, bool)> = vec![
         ("plain BERT", vec![], false),
         ("1_Pooling, mean", vec![("1_Pooling/config.json", MEAN)], true),
         ("1_Pooling, CLS", vec![("1_Pooling/config.json", CLS)], false),
@@ -68,7 +71,7 @@ fn the_stage_is_there_only_for_mean_pooling() {
 fn broken_pooling_configs_are_named() {
     let escaping = modules("../elsewhere");
     // (files, what the one-line error must mention)
-    let cases: Vec<(Vec<(&str, &str)>, Vec<&str>)> = vec![
+    let cases: Vec<(Files, Vec<&str>)> = vec![
         (vec![("1_Pooling/config.json", WRONG_WIDTH)], vec!["1_Pooling/config.json", "word_embedding_dimension is 384", "expected 8"]),
         (vec![("1_Pooling/config.json", "{ not json")], vec!["1_Pooling/config.json", "not a valid sentence-transformers pooling config"]),
         (vec![("1_Pooling/config.json", r#"{"pooling_mode_mean_tokens": true}"#)], vec!["1_Pooling/config.json", "word_embedding_dimension"]),
@@ -108,8 +111,9 @@ fn sentence_pooled_is_the_mean_over_real_tokens_and_changes_nothing_else() {
     let with = trace_padded(&pooled.unwrap());
 
     // Every other stage is bit-identical; sentence.pooled is one more, at the end.
-    let mut trimmed = Memory::default();
-    trimmed.stages = with.stages[..with.stages.len() - 1].to_vec();
+    let trimmed = Memory {
+        stages: with.stages[..with.stages.len() - 1].to_vec(),
+    };
     support::assert_identical("with 1_Pooling", &without, &trimmed);
     assert_eq!(with.stages.last().map(|(s, _)| s.name()).as_deref(), Some("sentence.pooled"));
 
