@@ -322,7 +322,8 @@ fn minilm_by_id_matches_the_pytorch_golden() {
 
 /// Both directions of sharing one cache with Python, against the same local hub: a model that
 /// huggingface_hub downloaded is traced offline by bert-trace, and one that bert-trace downloaded
-/// is loaded offline by transformers (`local_files_only`), with the same tokens. It needs a Python
+/// is loaded offline by transformers (`local_files_only`), with the same tokens, and
+/// huggingface_hub's `scan_cache_dir` reads the cache without a warning. It needs a Python
 /// with transformers and torch, which CI does not have:
 ///
 ///     BERT_TRACE_REF_PYTHON=../venv-ref/bin/python cargo test -p bert-trace --test hub -- --ignored
@@ -342,8 +343,13 @@ if mode == "download":
     for name in ["config.json", "tokenizer_config.json", "tokenizer.json", "vocab.txt", "model.safetensors"]:
         print(hf_hub_download(repo, name))
 else:
+    from huggingface_hub import scan_cache_dir
     tok = AutoTokenizer.from_pretrained(repo, local_files_only=True)
     model = BertForMaskedLM.from_pretrained(repo, local_files_only=True)
+    cache = scan_cache_dir()
+    assert not cache.warnings, cache.warnings
+    sizes = {r.repo_id: r.size_on_disk for r in cache.repos}
+    assert sizes[repo] > 0, sizes
     print(" ".join(tok.convert_ids_to_tokens(tok("BERT和bert不一样")["input_ids"])), type(model).__name__)
 "#;
     let run_python = |repo: &str, mode: &str, offline: &str| {
