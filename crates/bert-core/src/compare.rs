@@ -297,6 +297,7 @@ struct Accumulator {
     norm_o: f64,
     used: f64,
     non_finite: usize,
+    worst_diff: f64,
     worst: Option<Worst>,
 }
 
@@ -331,8 +332,12 @@ impl Accumulator {
             self.norm_r += r * r;
             self.norm_o += o * o;
         }
-        if used > self.used || (self.worst.is_none() && used > 0.0) {
-            self.used = self.used.max(used);
+        // The worst element uses most of the tolerance; among elements that all exceed a zero
+        // tolerance, it is the one with the largest difference.
+        let diff = if used.is_finite() || !(r.is_finite() && o.is_finite()) { 0.0 } else { (o - r).abs() };
+        if (used, diff) > (self.used, self.worst_diff) {
+            self.used = used;
+            self.worst_diff = diff;
             self.worst = Some(Worst {
                 index: index.to_vec(),
                 reference: r,
@@ -342,10 +347,11 @@ impl Accumulator {
     }
 
     fn finish(self) -> DiffStats {
-        let cosine = if self.norm_r == 0.0 && self.norm_o == 0.0 {
-            1.0
-        } else {
-            self.dot / (self.norm_r.sqrt() * self.norm_o.sqrt())
+        // Two all-zero tensors point the same way; one all-zero tensor points nowhere.
+        let cosine = match (self.norm_r == 0.0, self.norm_o == 0.0) {
+            (true, true) => 1.0,
+            (true, false) | (false, true) => 0.0,
+            (false, false) => self.dot / (self.norm_r.sqrt() * self.norm_o.sqrt()),
         };
         DiffStats {
             elements: self.elements,

@@ -369,6 +369,53 @@ pub fn read_manifest(path: &Path) -> Result<Manifest> {
     Ok(manifest)
 }
 
+/// ndarray-npy allocates what a `.npy` header claims before reading what follows it: the header
+/// dictionary (up to 4 GiB in formats 2 and 3) and then the whole array. A damaged file that
+/// claims more than it holds is refused here, before either allocation (found by `fuzz/`'s
+/// `dump` target). Anything else wrong with the file is left for ndarray-npy to report; the
+/// file is rewound for it.
+fn check_npy_claims(file: &mut File, element_size: u64) -> std::result::Result<(), String> {
+    use std::io::{Read, Seek};
+    let cannot_read = |e: std::io::Error| format!("cannot read: {e}");
+    let file_len = file.metadata().map_err(cannot_read)?.len();
+    // The magic string (6 bytes), the format version (2), the header's length: a u16 in format
+    // 1, a u32 in formats 2 and 3.
+    let mut prefix = Vec::with_capacity(12);
+    (&mut *file).take(12).read_to_end(&mut prefix).map_err(cannot_read)?;
+    let header_len = match (prefix.get(..6), prefix.get(6), prefix.get(8..)) {
+        (Some(b"\x93NUMPY"), Some(1), Some(len)) if len.len() >= 2 => {
+            10 + u64::from(u16::from_le_bytes([len[0], len[1]]))
+        }
+        (Some(b"\x93NUMPY"), Some(2 | 3), Some(len)) if len.len() == 4 => {
+            12 + u64::from(u32::from_le_bytes(len.try_into().expect("4 bytes")))
+        }
+        _ => return file.rewind().map_err(cannot_read),
+    };
+    if header_len > file_len {
+        return Err(format!(
+            "the .npy header claims to be {header_len} bytes long; the file has {file_len}"
+        ));
+    }
+    file.rewind().map_err(cannot_read)?;
+    let header = ndarray_npy::npy::header::Header::from_reader(&mut BufReader::new(&mut *file));
+    file.rewind().map_err(cannot_read)?;
+    let Ok(header) = header else {
+        return Ok(());
+    };
+    let available = file_len - header_len;
+    let claimed = header
+        .shape
+        .iter()
+        .try_fold(element_size, |bytes, &dim| bytes.checked_mul(dim as u64));
+    match claimed {
+        Some(bytes) if bytes <= available => Ok(()),
+        _ => Err(format!(
+            "the .npy header claims shape {:?}, more than the {available} bytes after the header hold",
+            header.shape
+        )),
+    }
+}
+
 /// A dump directory opened for reading.
 pub struct Dump {
     pub dir: PathBuf,
@@ -400,7 +447,9 @@ impl Dump {
             path: path.clone(),
             problem,
         };
-        let file = File::open(&path).map_err(|e| bad(format!("cannot open: {e}")))?;
+        let mut file = File::open(&path).map_err(|e| bad(format!("cannot open: {e}")))?;
+        let element_size = if entry.dtype == "int64" { 8 } else { 4 };
+        check_npy_claims(&mut file, element_size).map_err(bad)?;
         let reader = BufReader::new(file);
         let tensor = match entry.dtype.as_str() {
             "int64" => Tensor::I64(

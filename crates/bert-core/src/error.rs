@@ -54,6 +54,9 @@ pub enum BertError {
         suggestions: Vec<String>,
     },
 
+    #[error("this model has no stage `{name}`: {reason}")]
+    AbsentStage { name: String, reason: String },
+
     #[error("{path}: {problem}")]
     Dump { path: PathBuf, problem: String },
 }

@@ -209,14 +209,34 @@ impl BertModel {
     /// (`layer0.attention`, `layer3`, `embeddings`).
     pub fn resolve_stop(&self, name: &str) -> Result<Stage> {
         let plan = self.plan();
-        plan.iter()
-            .rev()
-            .find(|s| stage::in_group(&s.name(), name))
-            .copied()
-            .ok_or_else(|| BertError::UnknownStage {
+        if let Some(stage) = plan.iter().rev().find(|s| stage::in_group(&s.name(), name)) {
+            return Ok(*stage);
+        }
+        // A name that some BERT computes, but not this one, deserves to be told why.
+        let every_head = HeadSet {
+            pooler: true,
+            mlm: true,
+            nsp: true,
+            classifier: true,
+            sentence: true,
+        };
+        let n_layers = self.config.num_hidden_layers;
+        let elsewhere = stage::plan(n_layers + 1000, every_head)
+            .into_iter()
+            .find(|s| stage::in_group(&s.name(), name));
+        match elsewhere {
+            Some(stage) => Err(BertError::AbsentStage {
+                name: name.into(),
+                reason: match stage.layer {
+                    Some(_) => format!("it has {n_layers} layers, layer0 to layer{}", n_layers - 1),
+                    None => format!("its checkpoint has no {} weights", stage.info().part.weights()),
+                },
+            }),
+            None => Err(BertError::UnknownStage {
                 name: name.into(),
                 suggestions: stage::suggestions(name, &plan),
-            })
+            }),
+        }
     }
 
     /// Tokenizes `texts` (with sentence B from `pairs`) for this model.

@@ -74,6 +74,21 @@ pub enum Part {
     Sentence,
 }
 
+impl Part {
+    /// The weights (or file) a model needs for this part's stages, for messages.
+    pub fn weights(self) -> &'static str {
+        match self {
+            Input | Embeddings => "bert.embeddings.*",
+            Attention | Ffn => "bert.encoder.layer.*",
+            Pooler => "pooler (bert.pooler.*)",
+            Mlm => "MLM head (cls.predictions.*)",
+            Nsp => "NSP head (cls.seq_relationship.*)",
+            Classifier => "classifier (classifier.*)",
+            Sentence => "mean pooling (1_Pooling/config.json)",
+        }
+    }
+}
+
 /// Every kind of stage. A layer's stages (`Attn*`, `Ffn*`) repeat once per encoder layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum StageKind {

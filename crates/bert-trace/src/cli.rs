@@ -58,7 +58,7 @@ pub struct TraceArgs {
     #[arg(long, value_name = "NAME")]
     pub stop_at: Option<String>,
 
-    /// Write only the stages matching this glob (`layer0.*`, `*.probs`); repeatable
+    /// Write and show only the stages matching this glob (`layer0.*`, `*.probs`), and the inputs; repeatable
     #[arg(long, value_name = "PATTERN")]
     pub only: Vec<String>,
 

@@ -78,10 +78,10 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report) {
         }
         match &first.previous {
             Some((name, max_abs)) if *max_abs > 0.0 => println!(
-                "  its input {name} already differed (max|Δ| {}), within tolerance",
+                "  the stage before it, {name}, already differed (max|Δ| {}) but within tolerance",
                 num(*max_abs)
             ),
-            Some((name, _)) => println!("  its input {name} was identical: the divergence starts here"),
+            Some((name, _)) => println!("  the stage before it, {name}, was identical: the divergence starts here"),
             None => println!("  it is the first stage compared"),
         }
     }

@@ -24,6 +24,13 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when the reader of our output goes away
+    // (`bert-trace ... | head`), instead of failing to print.
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to its default at start-up, before any thread.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     // A bug must still end in one line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         eprintln!("error: internal error in bert-trace ({info}); please report it");

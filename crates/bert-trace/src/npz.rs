@@ -8,8 +8,9 @@ use anyhow::{Context, Result};
 use bert_core::stage::Stage;
 use bert_core::trace::{Sink, TensorView};
 use bert_core::BertError;
-use globset::GlobSet;
 use ndarray_npy::NpzWriter as Npz;
+
+use crate::trace_cmd::Selection;
 
 /// Writes stages into a temporary `.npz`, renamed to `trace.npz` when the trace finishes, so a
 /// killed run never leaves a partial archive under the real name.
@@ -17,11 +18,11 @@ pub struct NpzWriter {
     npz: Option<Npz<BufWriter<File>>>,
     temp: PathBuf,
     path: PathBuf,
-    only: Option<GlobSet>,
+    only: Selection,
 }
 
 impl NpzWriter {
-    pub fn create(dir: &Path, only: Option<GlobSet>) -> Result<NpzWriter> {
+    pub fn create(dir: &Path, only: Selection) -> Result<NpzWriter> {
         std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
         let path = dir.join("trace.npz");
         let temp = dir.join(".trace.npz.tmp");
@@ -45,7 +46,7 @@ impl NpzWriter {
 
 impl Sink for NpzWriter {
     fn wants(&self, stage: &Stage) -> bool {
-        self.only.as_ref().is_none_or(|only| only.is_match(stage.name()))
+        self.only.keeps(stage)
     }
 
     fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> bert_core::Result<()> {

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use bert_core::dump::{Dump, DumpWriter};
 use bert_core::manifest::Inputs;
-use bert_core::stage::{DType, Stage};
+use bert_core::stage::{DType, Part, Stage};
 use bert_core::trace::{Discard, Sink};
 use bert_core::{Batch, BertModel};
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -48,9 +48,10 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
         let producer = serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION")});
         let mut writer = DumpWriter::create(&args.out, producer, model_name, inputs, args.force)?;
         writer.set_stopped_at(stop);
-        if let Some(only) = only.clone() {
+        if !args.only.is_empty() {
+            let only = only.clone();
             writer.set_only_stages(args.only.clone());
-            writer = writer.with_filter(move |stage| only.is_match(stage.name()));
+            writer = writer.with_filter(move |stage| only.keeps(stage));
         }
         Box::new(writer)
     };
@@ -58,7 +59,7 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
     let traced = model.trace(&batch, &mut recorder, stop)?;
 
     print_tokens(&model, &batch);
-    println!("\n{}", stage_table(&recorder));
+    println!("\n{}", stage_table(&recorder, &only));
     if let (Some(stage), Some(tensor)) = (traced.stopped_at, &recorder.kept) {
         println!("\nstopped after {stage}; nothing after it was computed.");
         println!("{stage} {}:\n{}", shape(tensor.shape()), preview(tensor));
@@ -67,7 +68,7 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
     let written = recorder
         .rows
         .iter()
-        .filter(|r| only.as_ref().is_none_or(|o| o.is_match(r.stage.name())))
+        .filter(|r| only.keeps(&r.stage))
         .count();
     drop(recorder);
     if !args.no_dump {
@@ -97,10 +98,21 @@ fn texts(args: &TraceArgs) -> Result<Vec<String>> {
     Ok(texts)
 }
 
+/// The stages `--only` selects: those matching any pattern, and always the inputs, which every
+/// reader of a dump needs (the diff finds padding from `input.attention_mask`).
+#[derive(Clone)]
+pub struct Selection(Option<GlobSet>);
+
+impl Selection {
+    pub fn keeps(&self, stage: &Stage) -> bool {
+        stage.info().part == Part::Input || self.0.as_ref().is_none_or(|set| set.is_match(stage.name()))
+    }
+}
+
 /// The `--only` patterns as one matcher; each must match at least one stage of the model.
-fn only_filter(patterns: &[String], plan: &[Stage]) -> Result<Option<GlobSet>> {
+fn only_filter(patterns: &[String], plan: &[Stage]) -> Result<Selection> {
     if patterns.is_empty() {
-        return Ok(None);
+        return Ok(Selection(None));
     }
     let mut set = GlobSetBuilder::new();
     for pattern in patterns {
@@ -115,7 +127,7 @@ fn only_filter(patterns: &[String], plan: &[Stage]) -> Result<Option<GlobSet>> {
         }
         set.add(glob);
     }
-    Ok(Some(set.build()?))
+    Ok(Selection(Some(set.build()?)))
 }
 
 fn print_tokens(model: &BertModel, batch: &Batch) {
@@ -142,9 +154,10 @@ fn print_tokens(model: &BertModel, batch: &Batch) {
     }
 }
 
-fn stage_table(recorder: &Recorder) -> comfy_table::Table {
+/// One row per stage `--only` selects (all of them without it).
+fn stage_table(recorder: &Recorder, only: &Selection) -> comfy_table::Table {
     let mut table = new_table(&["stage", "shape", "min", "mean", "std", "max", "formula"], &[2, 3, 4, 5]);
-    for row in &recorder.rows {
+    for row in recorder.rows.iter().filter(|r| only.keeps(&r.stage)) {
         // Token ids are integers; their min and max read better without decimals.
         let extreme = |v: f64| match row.stage.info().dtype {
             DType::I64 => format!("{v:.0}"),

@@ -197,7 +197,8 @@ fn bad_input_gets_one_line_and_status_2() {
     expect_error(&["--model", "{tmp}/missing", MASK_TEXT], "does not exist", nothing);
     expect_error(&["--model", "{tmp}", MASK_TEXT], "no config.json", nothing);
     expect_error(&["--stop-at", "layer0.atention", MASK_TEXT], "did you mean layer0.attention", nothing);
-    expect_error(&["--stop-at", "layer9", MASK_TEXT], "unknown stage `layer9`", nothing);
+    expect_error(&["--stop-at", "layer9", MASK_TEXT], "it has 2 layers, layer0 to layer1", nothing);
+    expect_error(&["--stop-at", "layer0.nonsense", MASK_TEXT], "unknown stage `layer0.nonsense`", nothing);
     expect_error(&["--only", "layer7.*", MASK_TEXT], "matches no stage", nothing);
     expect_error(&[], "no TEXT given", nothing);
     expect_error(&["--no-dump", long_text.as_str()], "--truncate", nothing);

@@ -57,6 +57,9 @@ fn run_console(block: &Block, dir: &Path, chapter: &Path) {
             .arg("-c")
             .arg(&command)
             .current_dir(dir)
+            // As in docs.rs: hub ids resolve against an empty cache, never the network.
+            .env("HF_HUB_OFFLINE", "1")
+            .env("HF_HUB_CACHE", "dumps/hf-cache")
             .output()
             .unwrap_or_else(|e| panic!("{}:{}: cannot run `{command}`: {e}", chapter.display(), block.line));
     }
