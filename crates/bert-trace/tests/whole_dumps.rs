@@ -3,7 +3,8 @@
 //! - A trace killed at any moment leaves no manifest and no `.npy` file that is not complete
 //!   (each is written under a temporary name and renamed; the manifest comes last), and the
 //!   next run into the same directory cleans up after it without `--force`.
-//! - Two runs with the same model, input and thread count write byte-identical dumps.
+//! - Two runs with the same model and input write byte-identical dumps, whatever the thread
+//!   count (`BERT_TRACE_THREADS` 1, 2 or 4).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -89,29 +90,43 @@ fn a_killed_trace_leaves_nothing_that_looks_complete() {
     }
 }
 
+/// Traces the same padded batch into each directory, with the thread count given for each.
+fn assert_identical_dumps(runs: &[(&str, Option<&str>)]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = runs.iter().map(|(name, _)| tmp.path().join(name)).collect();
+    for (dir, (_, threads)) in dirs.iter().zip(runs) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_bert-trace"));
+        command.arg("--model").arg(minilm()).arg("--out").arg(dir);
+        command.args([
+            "When in Rome, do as the Romans do.",
+            &["A second, longer sentence makes this batch padded"; 6].join(" and "),
+        ]);
+        if let Some(threads) = threads {
+            command.env("BERT_TRACE_THREADS", threads);
+        }
+        assert!(command.stdout(Stdio::null()).status().unwrap().success());
+    }
+    let first = Dump::open(&dirs[0]).unwrap();
+    assert!(first.manifest.stages.len() > 90);
+    for (dir, (name, _)) in dirs.iter().zip(runs).skip(1) {
+        for entry in &first.manifest.stages {
+            let left = std::fs::read(dirs[0].join(&entry.file)).unwrap();
+            let right = std::fs::read(dir.join(&entry.file)).unwrap();
+            assert!(left == right, "{}: run `{name}` differs from run `{}`", entry.name, runs[0].0);
+        }
+        let manifests = [&dirs[0], dir].map(|d| std::fs::read(d.join("manifest.json")).unwrap());
+        assert_eq!(manifests[0], manifests[1], "manifests differ");
+    }
+}
+
 #[test]
 fn two_runs_write_identical_bytes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dirs = [tmp.path().join("a"), tmp.path().join("b")];
-    for dir in &dirs {
-        let status = Command::new(env!("CARGO_BIN_EXE_bert-trace"))
-            .arg("--model")
-            .arg(minilm())
-            .arg("--out")
-            .arg(dir)
-            .args(["When in Rome, do as the Romans do.", "A second, longer sentence makes this batch padded."])
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-    let a = Dump::open(&dirs[0]).unwrap();
-    assert!(a.manifest.stages.len() > 90);
-    for entry in &a.manifest.stages {
-        let left = std::fs::read(dirs[0].join(&entry.file)).unwrap();
-        let right = std::fs::read(dirs[1].join(&entry.file)).unwrap();
-        assert!(left == right, "{}: the two runs differ", entry.name);
-    }
-    let manifests = dirs.map(|d| std::fs::read(d.join("manifest.json")).unwrap());
-    assert_eq!(manifests[0], manifests[1], "manifests differ");
+    assert_identical_dumps(&[("first", None), ("second", None)]);
+}
+
+/// matrixmultiply splits a product's output into blocks per thread but sums each element in the
+/// same order, and our element-wise loops split by rows, so the thread count changes no bit.
+#[test]
+fn the_thread_count_changes_no_bit() {
+    assert_identical_dumps(&[("one", Some("1")), ("two", Some("2")), ("four", Some("4"))]);
 }
