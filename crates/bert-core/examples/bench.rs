@@ -1,0 +1,266 @@
+//! Benchmarks bert-core's forward pass; `scripts/bench.sh` runs it next to
+//! `scripts/bench_pytorch.py` and prints both in one table.
+//!
+//! ```text
+//! cargo run --release -p bert-core --example bench -- forward --model DIR
+//!     [--tokens 12,128,512] [--batch 1,8] [--trace off,on] [--out DUMP_DIR] [--min-secs 3]
+//! cargo run --release -p bert-core --example bench -- open --model DIR
+//! cargo run --release -p bert-core --example bench -- cold --model DIR --out DUMP_DIR TEXT
+//! ```
+//!
+//! `forward` prints one JSON line per configuration: the median wall time of the forward pass
+//! over at least three runs (after one warm-up run), with tracing off (the [`Discard`] sink) or
+//! on (every stage written by a [`DumpWriter`] to a fresh dump directory). The token ids are the
+//! same deterministic pattern `bench_pytorch.py` uses, with no padding.
+//!
+//! `open` times [`BertModel::load`] alone (config, memory map, tokenizer) and reports how many
+//! parameters are read straight from the map. `cold` is the whole `bert-trace` command in one
+//! process: load, tokenize TEXT, trace every stage into DUMP_DIR; run it under
+//! `/usr/bin/time -v` for the wall time and the peak RSS.
+//!
+//! The thread count is bert-core's setting ([`bert_core::threads`]): `BERT_TRACE_THREADS`, or
+//! else all physical cores.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bert_core::dump::DumpWriter;
+use bert_core::manifest::Inputs;
+use bert_core::trace::Discard;
+use bert_core::{Batch, BertModel};
+use ndarray::Array2;
+
+struct Args {
+    command: String,
+    model: PathBuf,
+    out: PathBuf,
+    tokens: Vec<usize>,
+    batch: Vec<usize>,
+    trace: Vec<bool>,
+    min_secs: f64,
+    text: Option<String>,
+}
+
+fn parse_args() -> Args {
+    let mut raw = std::env::args().skip(1);
+    let command = raw.next().unwrap_or_else(|| usage("no command"));
+    let mut args = Args {
+        command,
+        model: PathBuf::new(),
+        out: PathBuf::from("target/bench-dumps"),
+        tokens: vec![12, 128, 512],
+        batch: vec![1, 8],
+        trace: vec![false, true],
+        min_secs: 3.0,
+        text: None,
+    };
+    let list = |value: String| -> Vec<usize> {
+        value
+            .split(',')
+            .map(|v| v.trim().parse().unwrap_or_else(|_| usage(&format!("`{v}` is not a number"))))
+            .collect()
+    };
+    while let Some(flag) = raw.next() {
+        let mut value = || raw.next().unwrap_or_else(|| usage(&format!("{flag} needs a value")));
+        match flag.as_str() {
+            "--model" => args.model = value().into(),
+            "--out" => args.out = value().into(),
+            "--tokens" => args.tokens = list(value()),
+            "--batch" => args.batch = list(value()),
+            "--trace" => {
+                args.trace = value()
+                    .split(',')
+                    .map(|v| match v {
+                        "on" => true,
+                        "off" => false,
+                        _ => usage("--trace takes off, on or off,on"),
+                    })
+                    .collect()
+            }
+            "--min-secs" => args.min_secs = value().parse().unwrap_or_else(|_| usage("--min-secs takes seconds")),
+            text if !text.starts_with("--") && args.text.is_none() => args.text = Some(text.to_string()),
+            other => usage(&format!("unknown argument {other}")),
+        }
+    }
+    if args.model.as_os_str().is_empty() {
+        usage("--model DIR is required");
+    }
+    args
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!("bench: {problem}\nusage: bench forward|open|cold --model DIR [options] (see examples/bench.rs)");
+    std::process::exit(2)
+}
+
+fn main() {
+    let start = Instant::now();
+    let args = parse_args();
+    let threads = bert_core::threads::init_from_env().unwrap_or_else(|e| usage(&e.to_string()));
+    match args.command.as_str() {
+        "forward" => forward(&args, threads),
+        "open" => open(&args),
+        "cold" => cold(&args, start),
+        other => usage(&format!("unknown command {other}")),
+    }
+}
+
+/// The token ids `bench_pytorch.py` also uses: [CLS], a fixed pseudo-random walk through the
+/// ordinary vocabulary, [SEP]; every sequence of the batch differs, none is padded.
+fn synthetic_batch(batch: usize, tokens: usize) -> Batch {
+    const CLS: i64 = 101;
+    const SEP: i64 = 102;
+    let ids = Array2::from_shape_fn((batch, tokens), |(b, t)| match t {
+        0 => CLS,
+        t if t == tokens - 1 => SEP,
+        t => 1000 + ((b * tokens + t) as i64 * 7919) % 29000,
+    });
+    Batch {
+        ids,
+        token_type_ids: Array2::zeros((batch, tokens)),
+        attention_mask: Array2::ones((batch, tokens)),
+        tokens: vec![Vec::new(); batch],
+    }
+}
+
+fn load(dir: &Path) -> BertModel {
+    BertModel::load(dir).unwrap_or_else(|e| {
+        eprintln!("bench: {e}");
+        std::process::exit(1)
+    })
+}
+
+/// Times one forward pass per call of `run`, after one warm-up call, until `min_secs` have
+/// passed and at least three runs are in; returns the sorted run times and the process's CPU
+/// time per run.
+fn time_runs(min_secs: f64, mut run: impl FnMut() -> Duration) -> (Vec<Duration>, Option<f64>) {
+    run();
+    let mut times = Vec::new();
+    let begun = Instant::now();
+    let cpu_before = cpu_secs();
+    while times.len() < 3 || (begun.elapsed().as_secs_f64() < min_secs && times.len() < 50) {
+        times.push(run());
+    }
+    let cpu = cpu_before.zip(cpu_secs()).map(|(before, after)| (after - before) / times.len() as f64);
+    times.sort();
+    (times, cpu)
+}
+
+/// The CPU time this process has used (all threads, user + system), from /proc/self/stat on
+/// Linux. With one thread it measures the work done, which a busy machine does not change much,
+/// unlike the wall time: good for comparing two builds on a shared machine.
+fn cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // Linux reports these in USER_HZ, which is 100 on every mainstream platform.
+    Some(ticks / 100.0)
+}
+
+fn forward(args: &Args, threads: usize) {
+    let model = load(&args.model);
+    for &batch_size in &args.batch {
+        for &tokens in &args.tokens {
+            let batch = synthetic_batch(batch_size, tokens);
+            for &traced in &args.trace {
+                let (times, cpu) = if traced {
+                    let dir = args.out.join(format!("b{batch_size}_t{tokens}"));
+                    time_runs(args.min_secs, || {
+                        // The previous run's dump is removed outside the timed region, so every
+                        // run writes into an empty directory, as a first `bert-trace --out` does.
+                        let _ = std::fs::remove_dir_all(&dir);
+                        let begun = Instant::now();
+                        let inputs = Inputs {
+                            texts: vec![format!("{tokens} synthetic tokens"); batch_size],
+                            pair: None,
+                        };
+                        let mut sink = DumpWriter::create(&dir, serde_json::json!({"program": "bench"}), "bench".into(), inputs, false)
+                            .expect("dump directory");
+                        model.trace(&batch, &mut sink, None).expect("trace");
+                        begun.elapsed()
+                    })
+                } else {
+                    time_runs(args.min_secs, || {
+                        let begun = Instant::now();
+                        model.trace(&batch, &mut Discard, None).expect("trace");
+                        begun.elapsed()
+                    })
+                };
+                let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "side": "bert-core",
+                        "batch": batch_size,
+                        "tokens": tokens,
+                        "trace": if traced { "on" } else { "off" },
+                        "threads": threads,
+                        "runs": times.len(),
+                        "median_ms": ms(times[times.len() / 2]),
+                        "min_ms": ms(times[0]),
+                        "cpu_ms": cpu.map(|c| c * 1e3),
+                    })
+                );
+            }
+        }
+    }
+}
+
+fn open(args: &Args) {
+    let begun = Instant::now();
+    let model = load(&args.model);
+    let elapsed = begun.elapsed();
+    let mut params = vec![
+        &model.embeddings.word_embeddings,
+        &model.embeddings.position_embeddings,
+        &model.embeddings.token_type_embeddings,
+    ];
+    for layer in &model.layers {
+        let attention = &layer.attention;
+        for linear in [
+            &attention.self_attention.query,
+            &attention.self_attention.key,
+            &attention.self_attention.value,
+            &attention.output.dense,
+            &layer.feed_forward.intermediate,
+            &layer.feed_forward.output,
+        ] {
+            params.extend([&linear.weight, &linear.bias]);
+        }
+    }
+    let mapped = params.iter().filter(|p| p.is_mapped()).count();
+    println!(
+        "{}",
+        serde_json::json!({
+            "open_ms": elapsed.as_secs_f64() * 1e3,
+            "matrices_and_tables_mapped": mapped,
+            "matrices_and_tables": params.len(),
+        })
+    );
+}
+
+fn cold(args: &Args, process_start: Instant) {
+    let text = args.text.clone().unwrap_or_else(|| usage("cold needs a TEXT"));
+    let model = load(&args.model);
+    let loaded = process_start.elapsed();
+    let texts = vec![text];
+    let batch = model.encode(&texts, None, false).expect("tokenize");
+    let inputs = Inputs { texts, pair: None };
+    let mut sink = DumpWriter::create(&args.out, serde_json::json!({"program": "bench"}), "bench".into(), inputs, true)
+        .expect("dump directory");
+    let tokenized = process_start.elapsed();
+    model.trace(&batch, &mut sink, None).expect("trace");
+    let done = process_start.elapsed();
+    println!(
+        "{}",
+        serde_json::json!({
+            "tokens": batch.dims().1,
+            "stages_written": sink.written().len(),
+            "load_ms": loaded.as_secs_f64() * 1e3,
+            "tokenize_ms": (tokenized - loaded).as_secs_f64() * 1e3,
+            "trace_ms": (done - tokenized).as_secs_f64() * 1e3,
+            "in_process_ms": done.as_secs_f64() * 1e3,
+        })
+    );
+}

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Benchmarks bert-core against PyTorch on a bert-base-sized model and prints one table.
+#
+# Usage: scripts/bench.sh [MODEL_DIR]
+#
+# MODEL_DIR defaults to target/bench-model, which scripts/make_bench_model.py creates when it is
+# missing (a random bert-base-sized BertModel, 418 MB; never commit it). Settings, from the
+# environment:
+#   THREADS=2            threads for both sides (torch.set_num_threads / BERT_TRACE_THREADS)
+#   TOKENS=12,128,512    BATCH=1,8    TRACE=off,on    MIN_SECS=3 (per configuration and side)
+#   ROUNDS=2             each side runs every configuration ROUNDS times, alternating; the table
+#                        keeps each side's best median, so a burst of load from another process
+#                        does not decide a row
+#   BLAS=1               also run bert-core built with `--features blas` (needs libopenblas-dev)
+#   PYTHON=...           the Python with torch + transformers (default ../venv-ref/bin/python)
+#   IDLE_WAIT=300        seconds to wait for an idle machine before each timed run
+#   OUT=target/bench     where the results (JSON lines) and the dumps go
+#
+# Besides the table it measures, with the bench example or the bert-trace binary:
+#   - model open time (BertModel::load of MODEL_DIR),
+#   - the whole `bert-trace --model MODEL_DIR "<12-token sentence>"` command, cold (a new
+#     process, page cache warm and then evicted), with /usr/bin/time -v for wall time and peak RSS.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+model="${1:-$root/target/bench-model}"
+threads="${THREADS:-2}"
+tokens="${TOKENS:-12,128,512}"
+batch="${BATCH:-1,8}"
+trace="${TRACE:-off,on}"
+min_secs="${MIN_SECS:-3}"
+rounds="${ROUNDS:-2}"
+idle_wait="${IDLE_WAIT:-300}"
+out="${OUT:-$root/target/bench}"
+python="${PYTHON:-}"
+if [ -z "$python" ]; then
+  if [ -x "$root/../venv-ref/bin/python" ]; then python="$root/../venv-ref/bin/python"; else python=python3; fi
+fi
+sentence="the quick brown fox jumps over the lazy sleeping dog"
+mkdir -p "$out"
+
+if [ ! -f "$model/model.safetensors" ]; then
+  "$python" scripts/make_bench_model.py "$model"
+fi
+
+echo "building the bench example (release)..." >&2
+cargo build --quiet --release -p bert-core --example bench
+bench="$root/target/release/examples/bench"
+if [ "${BLAS:-0}" = 1 ]; then
+  cargo build --quiet --release -p bert-core --example bench --features blas --target-dir "$root/target/blas"
+fi
+
+# Waits until both CPUs have been at least 90% idle for 5 seconds in a row (or IDLE_WAIT
+# seconds have passed), so that another process's compile does not end up in the numbers.
+wait_idle() {
+  local streak=0 waited=0 prev_idle prev_total idle total
+  read -r _ u n s i w q sq st _ < /proc/stat
+  prev_idle=$((i + w)); prev_total=$((u + n + s + i + w + q + sq + st))
+  while [ "$streak" -lt 5 ] && [ "$waited" -lt "$idle_wait" ]; do
+    sleep 1; waited=$((waited + 1))
+    read -r _ u n s i w q sq st _ < /proc/stat
+    idle=$((i + w)); total=$((u + n + s + i + w + q + sq + st))
+    if [ $(((idle - prev_idle) * 100)) -ge $(((total - prev_total) * 90)) ]; then streak=$((streak + 1)); else streak=0; fi
+    prev_idle=$idle; prev_total=$total
+  done
+  [ "$streak" -ge 5 ] || echo "warning: the machine was not idle after ${idle_wait}s; numbers may be noisy" >&2
+}
+
+: > "$out/results.jsonl"
+for round in $(seq "$rounds"); do
+  echo "round $round/$rounds: PyTorch..." >&2
+  wait_idle
+  "$python" scripts/bench_pytorch.py --model "$model" --tokens "$tokens" --batch "$batch" --trace "$trace" \
+    --threads "$threads" --min-secs "$min_secs" --out "$out/dumps-pytorch" 2>/dev/null >> "$out/results.jsonl"
+  echo "round $round/$rounds: bert-core..." >&2
+  wait_idle
+  BERT_TRACE_THREADS="$threads" "$bench" forward --model "$model" --tokens "$tokens" --batch "$batch" \
+    --trace "$trace" --min-secs "$min_secs" --out "$out/dumps-bert-core" >> "$out/results.jsonl"
+  if [ "${BLAS:-0}" = 1 ]; then
+    echo "round $round/$rounds: bert-core with OpenBLAS..." >&2
+    wait_idle
+    BERT_TRACE_THREADS="$threads" "$root/target/blas/release/examples/bench" forward --model "$model" \
+      --tokens "$tokens" --batch "$batch" --trace "$trace" --min-secs "$min_secs" --out "$out/dumps-bert-core" \
+      | sed 's/"side":"bert-core"/"side":"bert-core+blas"/' >> "$out/results.jsonl"
+  fi
+done
+rm -rf "$out/dumps-pytorch" "$out/dumps-bert-core"
+
+# The cold command: a new process each time. With the bert-trace binary when it builds, else the
+# bench example's `cold` (load, tokenize, trace every stage into a dump: the same work).
+cold_dir="$out/cold-dump"
+if cargo build --quiet --release -p bert-trace 2>/dev/null; then
+  cold_cmd=("$root/target/release/bert-trace" --model "$model" --out "$cold_dir" "$sentence")
+  cold_name="bert-trace --model MODEL --out DIR \"$sentence\""
+else
+  cold_cmd=("$bench" cold --model "$model" --out "$cold_dir" "$sentence")
+  cold_name="bench cold --model MODEL --out DIR \"$sentence\" (bert-trace did not build)"
+fi
+evict() {
+  "$python" -c 'import os, sys
+for p in sys.argv[1:]:
+    fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' \
+    "$model/model.safetensors" "$model/vocab.txt" "$model/config.json"
+}
+: > "$out/cold.jsonl"
+wait_idle
+for cache in warm evicted; do
+  for run in 1 2 3 4 5; do
+    if [ "$cache" = evicted ]; then evict; else "${cold_cmd[@]}" > /dev/null; fi
+    # Every run writes a new dump directory, as a first run does.
+    rm -rf "$cold_dir"
+    BERT_TRACE_THREADS="$threads" /usr/bin/time -v "${cold_cmd[@]}" > /dev/null 2> "$out/time.txt"
+    wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$out/time.txt")
+    rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$out/time.txt")
+    echo "{\"cache\": \"$cache\", \"wall\": \"$wall\", \"max_rss_kb\": $rss}" >> "$out/cold.jsonl"
+  done
+done
+: > "$out/open.jsonl"
+for run in 1 2 3 4 5; do
+  BERT_TRACE_THREADS="$threads" "$bench" open --model "$model" >> "$out/open.jsonl"
+done
+
+"$python" - "$out" "$model" "$threads" "$cold_name" <<'EOF'
+import json, os, statistics, sys
+out, model, threads, cold_name = sys.argv[1:5]
+best = {}
+for line in open(os.path.join(out, "results.jsonl")):
+    r = json.loads(line)
+    key = (r["side"], r["batch"], r["tokens"], r["trace"])
+    best[key] = min(best.get(key, float("inf")), r["median_ms"])
+sides = sorted({k[0] for k in best}, key=["pytorch", "bert-core", "bert-core+blas"].index)
+configs = sorted({k[1:] for k in best}, key=lambda c: (c[0], c[1], c[2] == "on"))
+print(f"\nbert-base-sized model {model}, {threads} threads, f32; best median of each side, ms\n")
+head = f"{'batch':>5} {'tokens':>6} {'trace':>5} " + " ".join(f"{s:>14}" for s in sides)
+head += " " + " ".join(f"{s + '/pytorch':>22}" for s in sides[1:]) + f" {'bert-core on/off':>17}"
+print(head)
+print("-" * len(head))
+for b, t, tr in configs:
+    ms = [best.get((s, b, t, tr)) for s in sides]
+    row = f"{b:>5} {t:>6} {tr:>5} " + " ".join(f"{m:>14.1f}" if m else f"{'-':>14}" for m in ms)
+    row += " " + " ".join(f"{m / ms[0]:>22.2f}" if m and ms[0] else f"{'-':>22}" for m in ms[1:])
+    off = best.get(("bert-core", b, t, "off"))
+    row += f" {best[('bert-core', b, t, 'on')] / off:>17.2f}" if tr == "on" and off else f" {'':>17}"
+    print(row)
+cold = [json.loads(l) for l in open(os.path.join(out, "cold.jsonl"))]
+def secs(w):
+    parts = [float(p) for p in w.split(":")]
+    return sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+print(f"\ncold command: {cold_name}")
+for cache in ("warm", "evicted"):
+    runs = [c for c in cold if c["cache"] == cache]
+    walls = sorted(secs(c["wall"]) for c in runs)
+    rss = max(c["max_rss_kb"] for c in runs)
+    print(f"  page cache {cache:>7}: wall median {statistics.median(walls):.2f} s (min {walls[0]:.2f}, max {walls[-1]:.2f}), peak RSS {rss / 1024:.0f} MiB")
+opens = [json.loads(l) for l in open(os.path.join(out, "open.jsonl"))]
+o = sorted(x["open_ms"] for x in opens)
+print(f"model open (BertModel::load): median {statistics.median(o):.1f} ms (min {o[0]:.1f}); "
+      f"{opens[0]['matrices_and_tables_mapped']}/{opens[0]['matrices_and_tables']} weight matrices and tables memory-mapped, not copied")
+size = os.path.getsize(os.path.join(model, "model.safetensors"))
+print(f"checkpoint: {size / 2**20:.0f} MiB")
+EOF
