@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p bert-core --example bench -- forward --model DIR
 //!     [--tokens 12,128,512] [--batch 1,8] [--trace off,on] [--out DUMP_DIR] [--min-secs 3]
+//! cargo run --release -p bert-core --example bench -- profile --model DIR [--tokens 12] [--batch 1]
 //! cargo run --release -p bert-core --example bench -- open --model DIR
 //! cargo run --release -p bert-core --example bench -- cold --model DIR --out DUMP_DIR TEXT
 //! ```
@@ -12,6 +13,10 @@
 //! over at least three runs (after one warm-up run), with tracing off (the [`Discard`] sink) or
 //! on (every stage written by a [`DumpWriter`] to a fresh dump directory). The token ids are the
 //! same deterministic pattern `bench_pytorch.py` uses, with no padding.
+//!
+//! `profile` runs the forward pass and prints, for each kind of stage (`attention.scores`,
+//! `ffn.intermediate`, ...), the time spent computing it, summed over the layers: the time from
+//! the previous stage to this one, taken by a sink that looks at nothing.
 //!
 //! `open` times [`BertModel::load`] alone (config, memory map, tokenizer) and reports how many
 //! parameters are read straight from the map. `cold` is the whole `bert-trace` command in one
@@ -26,7 +31,8 @@ use std::time::{Duration, Instant};
 
 use bert_core::dump::DumpWriter;
 use bert_core::manifest::Inputs;
-use bert_core::trace::Discard;
+use bert_core::stage::Stage;
+use bert_core::trace::{Discard, Sink, TensorView};
 use bert_core::{Batch, BertModel};
 use ndarray::Array2;
 
@@ -99,6 +105,7 @@ fn main() {
     let threads = bert_core::threads::init_from_env().unwrap_or_else(|e| usage(&e.to_string()));
     match args.command.as_str() {
         "forward" => forward(&args, threads),
+        "profile" => profile(&args),
         "open" => open(&args),
         "cold" => cold(&args, start),
         other => usage(&format!("unknown command {other}")),
@@ -204,6 +211,44 @@ fn forward(args: &Args, threads: usize) {
                 );
             }
         }
+    }
+}
+
+/// Notes the time at which each stage arrives; copies nothing.
+struct StageClock {
+    last: Instant,
+    /// (stage kind pattern, seconds), in execution order of first appearance.
+    spent: Vec<(String, f64)>,
+}
+
+impl Sink for StageClock {
+    fn emit(&mut self, stage: Stage, _: TensorView<'_>) -> bert_core::Result<()> {
+        let now = Instant::now();
+        let kind = stage.info().pattern.to_string();
+        let secs = (now - self.last).as_secs_f64();
+        match self.spent.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, total)) => *total += secs,
+            None => self.spent.push((kind, secs)),
+        }
+        self.last = Instant::now();
+        Ok(())
+    }
+}
+
+fn profile(args: &Args) {
+    let model = load(&args.model);
+    let batch = synthetic_batch(args.batch[0], args.tokens[0]);
+    let runs = 5;
+    let mut clock = StageClock { last: Instant::now(), spent: Vec::new() };
+    model.trace(&batch, &mut Discard, None).expect("trace");
+    for _ in 0..runs {
+        clock.last = Instant::now();
+        model.trace(&batch, &mut clock, None).expect("trace");
+    }
+    let total: f64 = clock.spent.iter().map(|(_, s)| s).sum();
+    println!("batch {} x {} tokens, mean of {runs} runs: {:.1} ms", args.batch[0], args.tokens[0], total / runs as f64 * 1e3);
+    for (kind, secs) in &clock.spent {
+        println!("  {kind:<32} {:>8.2} ms {:>5.1}%", secs / runs as f64 * 1e3, secs / total * 100.0);
     }
 }
 

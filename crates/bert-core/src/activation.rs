@@ -7,7 +7,8 @@
 use ndarray::ArrayViewMut;
 use ndarray::Dimension;
 
-use crate::simd::{self, vectorized};
+use crate::simd::{self, vectorized, LANES};
+use crate::threads::{self, PARALLEL_MIN_LEN};
 
 /// `hidden_act` from config.json.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,13 +47,15 @@ impl Activation {
 
     /// Applies the activation in place, element by element, with the same formulas as
     /// [`Activation::apply`].
+    ///
+    /// A large tensor is split between the threads (see [`threads::for_each_part`]).
     pub fn apply_inplace<D: Dimension>(self, mut x: ArrayViewMut<'_, f32, D>) {
         match x.as_slice_memory_order_mut() {
-            Some(values) => match self {
-                Activation::Gelu => gelu_erf_slice(values),
-                Activation::GeluTanh => gelu_tanh_slice(values),
-                Activation::Relu => relu_slice(values),
-            },
+            Some(values) => threads::for_each_part(values, LANES, PARALLEL_MIN_LEN / LANES, |_, part| match self {
+                Activation::Gelu => gelu_erf_slice(part),
+                Activation::GeluTanh => gelu_tanh_slice(part),
+                Activation::Relu => relu_slice(part),
+            }),
             None => x.mapv_inplace(|v| self.apply(v)),
         }
     }

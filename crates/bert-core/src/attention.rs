@@ -2,13 +2,14 @@
 //! LayerNorm (BERT normalises after adding the residual: post-norm).
 
 use ndarray::linalg::general_mat_mul;
-use ndarray::{s, Array2, Array3, Array4, ArrayView4, Axis};
+use ndarray::{s, Array2, Array3, Array4, ArrayView4};
 
 use crate::config::BertConfig;
 use crate::error::Result;
 use crate::layer_norm::LayerNorm;
 use crate::linear::{rows, unrows, Linear};
 use crate::simd::{self, vectorized, LANES};
+use crate::threads::{self, PARALLEL_MIN_LEN};
 use crate::stage::{Stage, StageKind};
 use crate::trace::{Halt, Tracer};
 use crate::weights::WeightStore;
@@ -101,11 +102,16 @@ impl BertAttention {
         }
         tracer.f32(stage(StageKind::AttnScores), scores.view())?;
 
-        // [B,nh,T,T]: each query row becomes a distribution over the keys.
+        // [B,nh,T,T]: each query row becomes a distribution over the keys. The rows are
+        // independent, so the threads share them once there are enough (512 tokens make 3
+        // million scores per layer).
         let mut probs = scores;
-        for mut row in probs.lanes_mut(Axis(3)) {
-            softmax_inplace(row.as_slice_mut().expect("rows are contiguous"));
-        }
+        let values = probs.as_slice_mut().expect("a new array is contiguous");
+        threads::for_each_part(values, t, PARALLEL_MIN_LEN.div_ceil(t), |_, rows| {
+            for row in rows.chunks_exact_mut(t) {
+                softmax_inplace(row);
+            }
+        });
         tracer.f32(stage(StageKind::AttnProbs), probs.view())?;
 
         // [B,T,nh,hs]: each head's weighted sum of values, written straight into the merged layout.

@@ -18,6 +18,7 @@ pub mod dump;
 pub mod embeddings;
 pub mod error;
 pub mod feed_forward;
+pub mod gemm;
 pub mod heads;
 pub mod layer_norm;
 pub mod linear;

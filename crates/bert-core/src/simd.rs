@@ -68,14 +68,20 @@ pub fn exp(x: f32) -> f32 {
     // Adding and subtracting 1.5 · 2^23 rounds a float of magnitude < 2^22 to an integer.
     const ROUND: f32 = 12_582_912.0;
     let clamped = x.clamp(-87.3, 88.7);
-    let n = (clamped * LOG2_E + ROUND) - ROUND;
+    let shifted = clamped * LOG2_E + ROUND;
+    let n = shifted - ROUND;
     let r = (clamped - n * LN2_HI) - n * LN2_LO;
     let p = 1.0
         + r * (1.0
             + r * (1.0 / 2.0
                 + r * (1.0 / 6.0
                     + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-    let two_n = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // `shifted` is 1.5 · 2^23 + n exactly, and the float's ulp there is 1, so its bits are those of
+    // 1.5 · 2^23 plus n: n as an integer without a float-to-int conversion (`as i32` clamps
+    // each lane on its own, which the compiler cannot vectorize). Then 2^n has n + 127 in the
+    // exponent field.
+    let n_bits = shifted.to_bits().wrapping_sub(ROUND.to_bits());
+    let two_n = f32::from_bits(n_bits.wrapping_add(127) << 23);
     let y = p * two_n;
     let y = if x < -87.3 { 0.0 } else { y };
     if x > 88.7 {

@@ -20,8 +20,9 @@
 //! [`init_from_env`]) or a call to [`set_threads`]; both must happen before the first forward
 //! pass, and should happen before the program starts other threads, because they work by setting
 //! `MATMUL_NUM_THREADS` (and, with the `blas` feature, by calling `openblas_set_num_threads`).
-//! Without either, matrixmultiply's own choice above stands: all physical cores. Our own
-//! element-wise loops (softmax, GELU, LayerNorm) split across the same number of threads.
+//! Without either, matrixmultiply's own choice above stands: all physical cores. Our own loops
+//! (the dense layers of a few tokens, softmax and the activation on large tensors) split their
+//! work across the same number of threads, on a pool of their own ([`for_each_part`]).
 
 use std::sync::OnceLock;
 
@@ -33,6 +34,10 @@ pub const MATMUL_ENV_VAR: &str = "MATMUL_NUM_THREADS";
 
 /// The most threads matrixmultiply can use; larger requests are clamped to it.
 pub const MAX_MATMUL_THREADS: usize = 4;
+
+/// Element-wise loops over fewer values than this run on the calling thread alone: below it,
+/// handing work to the pool (a few microseconds) costs more than the second thread saves.
+pub(crate) const PARALLEL_MIN_LEN: usize = 1 << 15;
 
 /// The thread count, fixed by [`set_threads`] or at the first call of [`threads`].
 static CHOSEN: OnceLock<usize> = OnceLock::new();
@@ -98,4 +103,56 @@ fn apply_to_blas(n: usize) -> usize {
     #[cfg(feature = "blas")]
     crate::linear::blas_threads(n);
     n
+}
+
+/// Splits `data` into one part per thread, each a whole number of `unit`s and at least
+/// `min_units` of them, and runs `work(first_unit, part)` on all parts at once, on the [`pool`].
+/// When there is only enough for one part, it is a plain call.
+pub(crate) fn for_each_part<T: Send>(
+    data: &mut [T],
+    unit: usize,
+    min_units: usize,
+    work: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let units = data.len() / unit.max(1);
+    let parts = threads().min(units / min_units.max(1)).max(1);
+    if parts == 1 {
+        return work(0, data);
+    }
+    let units_per_part = units.div_ceil(parts);
+    pool().scope(|scope| {
+        for (i, chunk) in data.chunks_mut(units_per_part * unit).enumerate() {
+            let work = &work;
+            scope.spawn(move |_| work(i * units_per_part, chunk));
+        }
+    });
+}
+
+/// Splits `0..count` into one contiguous range per thread and runs `work(range)` on all of them
+/// at once, on the [`pool`].
+pub(crate) fn for_each_range(count: usize, work: impl Fn(std::ops::Range<usize>) + Sync) {
+    let parts = threads().min(count).max(1);
+    if parts == 1 {
+        return work(0..count);
+    }
+    let per_part = count.div_ceil(parts);
+    pool().scope(|scope| {
+        for start in (0..count).step_by(per_part) {
+            let work = &work;
+            scope.spawn(move |_| work(start..count.min(start + per_part)));
+        }
+    });
+}
+
+/// The pool of [`threads`] threads our own loops run on. It lives as long as the process:
+/// starting a thread per call would cost about 50 µs each time.
+fn pool() -> &'static rayon::ThreadPool {
+    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads())
+            .thread_name(|i| format!("bert-core-{i}"))
+            .build()
+            .expect("the thread pool starts")
+    })
 }
