@@ -6,6 +6,7 @@ use ndarray::{s, Array2, Array3, Array4, ArrayView4};
 
 use crate::config::BertConfig;
 use crate::error::Result;
+use crate::gemm::{self, Matrix, MatrixMut};
 use crate::layer_norm::LayerNorm;
 use crate::linear::{rows, unrows, Linear};
 use crate::simd::{self, vectorized, LANES};
@@ -91,12 +92,23 @@ impl BertAttention {
             // but the time taken.
             let padded = mask_add.row(bi).iter().any(|&m| m != 0.0);
             for hi in 0..nh {
+                let mut out = scores.slice_mut(s![bi, hi, .., ..]); // [T,T]
                 let q = query.slice(s![bi, .., hi, ..]); // [T,hs], a strided view: no copy
                 let k = key.slice(s![bi, .., hi, ..]); // [T,hs]
-                let mut out = scores.slice_mut(s![bi, hi, .., ..]); // [T,T]
-                general_mat_mul(scale, &q, &k.t(), 0.0, &mut out);
-                if padded {
-                    out += &mask_add.row(bi);
+                // scoresᵀ [keys,queries] = K Qᵀ, so that the keys, which run along a row of
+                // scores, are the side [`gemm::product`] keeps in vector registers.
+                let (k_rows, q_rows) = (head(&key, bi, hi), head(&query, bi, hi));
+                let transposed = MatrixMut { values: out.as_slice_mut().expect("a new array"), row_stride: 1, col_stride: t };
+                // As in HF: the product, then the scale, then the mask.
+                if gemm::product(k_rows, q_rows, None, scale, (t, hs, t), transposed) {
+                    if padded {
+                        out += &mask_add.row(bi);
+                    }
+                } else {
+                    general_mat_mul(scale, &q, &k.t(), 0.0, &mut out);
+                    if padded {
+                        out += &mask_add.row(bi);
+                    }
                 }
             }
         }
@@ -120,8 +132,17 @@ impl BertAttention {
             for hi in 0..nh {
                 let p = probs.slice(s![bi, hi, .., ..]); // [T,T]
                 let v = value.slice(s![bi, .., hi, ..]); // [T,hs]
-                let mut out = context.slice_mut(s![bi, .., hi, ..]); // [T,hs]
-                general_mat_mul(1.0, &p, &v, 0.0, &mut out);
+                // contextᵀ [hs,queries] = Vᵀ Pᵀ: the hs values of a head are the side kept in
+                // vector registers, read from V's rows; P is read by rows, as stored.
+                let v_t = Matrix { row_stride: 1, col_stride: h, ..head(&value, bi, hi) };
+                let p_rows = Matrix::row_major(p.to_slice().expect("a [T,T] block of a new array"), t);
+                let offset = bi * t * h + hi * hs;
+                let values = &mut context.as_slice_mut().expect("a new array")[offset..];
+                let transposed = MatrixMut { values, row_stride: 1, col_stride: h };
+                if !gemm::product(v_t, p_rows, None, 1.0, (hs, t, t), transposed) {
+                    let mut out = context.slice_mut(s![bi, .., hi, ..]); // [T,hs]
+                    general_mat_mul(1.0, &p, &v, 0.0, &mut out);
+                }
             }
         }
         // [B,T,nh,hs] -> [B,T,H]: heads merged back, no copy.
@@ -171,6 +192,13 @@ vectorized! {
             *v *= inv_sum;
         }
     }
+}
+
+/// Head `hi` of sequence `bi` of a [B,T,nh,hs] array, as the matrix [T,hs] (rows H apart).
+fn head(a: &Array4<f32>, bi: usize, hi: usize) -> Matrix<'_> {
+    let (_, t, nh, hs) = a.dim();
+    let values = a.as_slice().expect("projections are new arrays");
+    Matrix::row_major(&values[(bi * t * nh + hi) * hs..], nh * hs)
 }
 
 /// [B,T,nh,hs] seen as [B,nh,T,hs] (a transposed view, no copy), as HF's `transpose(1, 2)`.

@@ -1,10 +1,14 @@
 //! How many threads the forward pass uses, and how to choose it.
 //!
-//! Nearly all of BERT's arithmetic is matrix products, and bert-core sends every one of them
-//! through ndarray's `general_mat_mul`, which calls the `matrixmultiply` crate (or a BLAS, with
-//! the `blas` feature). With ndarray's `matrixmultiply-threading` feature, matrixmultiply keeps
-//! its own pool of threads, and it decides the size of that pool **once**, at the first matrix
-//! product of the process:
+//! Nearly all of BERT's arithmetic is matrix products. The dense layers (Q, K, V, the attention
+//! output and the feed-forward pair: over 90% of the work) go through our own product in
+//! [`crate::gemm`], which splits its output features between the threads of our pool
+//! ([`for_each_range`]); so do softmax and the activation on large tensors ([`for_each_part`]).
+//! The per-head products of attention go through ndarray's `general_mat_mul`, which calls the
+//! `matrixmultiply` crate (or a BLAS, with the `blas` feature, which then takes the dense layers
+//! too). With ndarray's `matrixmultiply-threading` feature, matrixmultiply keeps a pool of its
+//! own, and it decides the size of that pool **once**, at the first matrix product of the
+//! process:
 //!
 //! - from the environment variable `MATMUL_NUM_THREADS` when it is set (a number that does not
 //!   parse counts as 1),
@@ -12,17 +16,15 @@
 //!   not count),
 //! - clamped to 1..=4: four is the most its loop splitting can use.
 //!
-//! It then splits a product over those threads only when the product is large enough to gain
-//! from it (roughly when m·k + k·n ≥ 2¹⁴ per thread): a 12-token sentence's per-head products
-//! run on one thread, the projections on all of them.
-//!
 //! bert-core's setting is the environment variable `BERT_TRACE_THREADS` (read by
 //! [`init_from_env`]) or a call to [`set_threads`]; both must happen before the first forward
 //! pass, and should happen before the program starts other threads, because they work by setting
 //! `MATMUL_NUM_THREADS` (and, with the `blas` feature, by calling `openblas_set_num_threads`).
-//! Without either, matrixmultiply's own choice above stands: all physical cores. Our own loops
-//! (the dense layers of a few tokens, softmax and the activation on large tensors) split their
-//! work across the same number of threads, on a pool of their own ([`for_each_part`]).
+//! Without either, the count is matrixmultiply's choice above, for both pools: all physical
+//! cores, at most four.
+//!
+//! Whatever the count, every output element is computed by one thread, with its sum in a fixed
+//! order, so results do not depend on it (tested to the bit).
 
 use std::sync::OnceLock;
 
