@@ -2,7 +2,7 @@
 //! LayerNorm (BERT normalises after adding the residual: post-norm).
 
 use ndarray::linalg::general_mat_mul;
-use ndarray::{s, Array2, Array3, Array4, ArrayView4};
+use ndarray::{s, Array2, Array3, Array4, ArrayView1, ArrayView4, ArrayViewMut2};
 
 use crate::config::BertConfig;
 use crate::error::Result;
@@ -87,31 +87,14 @@ impl BertAttention {
         // dot products of hs-long vectors near unit variance, so softmax does not saturate.
         let scale = (hs as f32).powf(-0.5);
         let mut scores = Array4::<f32>::zeros((b, nh, t, t));
-        for bi in 0..b {
-            // HF adds no mask to a sequence without padding; adding zeros would change nothing
-            // but the time taken.
-            let padded = mask_add.row(bi).iter().any(|&m| m != 0.0);
-            for hi in 0..nh {
-                let mut out = scores.slice_mut(s![bi, hi, .., ..]); // [T,T]
-                let q = query.slice(s![bi, .., hi, ..]); // [T,hs], a strided view: no copy
-                let k = key.slice(s![bi, .., hi, ..]); // [T,hs]
-                // scoresᵀ [keys,queries] = K Qᵀ, so that the keys, which run along a row of
-                // scores, are the side [`gemm::product`] keeps in vector registers.
-                let (k_rows, q_rows) = (head(&key, bi, hi), head(&query, bi, hi));
-                let transposed = MatrixMut { values: out.as_slice_mut().expect("a new array"), row_stride: 1, col_stride: t };
-                // As in HF: the product, then the scale, then the mask.
-                if gemm::product(k_rows, q_rows, None, scale, (t, hs, t), transposed) {
-                    if padded {
-                        out += &mask_add.row(bi);
-                    }
-                } else {
-                    general_mat_mul(scale, &q, &k.t(), 0.0, &mut out);
-                    if padded {
-                        out += &mask_add.row(bi);
-                    }
-                }
+        // The heads are independent: the threads share them, each head's product on one thread.
+        let blocks = scores.as_slice_mut().expect("a new array is contiguous");
+        threads::for_each_part(blocks, t * t, 1, |first, part| {
+            for (i, out) in part.chunks_exact_mut(t * t).enumerate() {
+                let (bi, hi) = ((first + i) / nh, (first + i) % nh);
+                head_scores(&query, &key, (bi, hi), scale, mask_add.row(bi), out);
             }
-        }
+        });
         tracer.f32(stage(StageKind::AttnScores), scores.view())?;
 
         // [B,nh,T,T]: each query row becomes a distribution over the keys. The rows are
@@ -126,27 +109,21 @@ impl BertAttention {
         });
         tracer.f32(stage(StageKind::AttnProbs), probs.view())?;
 
-        // [B,T,nh,hs]: each head's weighted sum of values, written straight into the merged layout.
-        let mut context = Array4::<f32>::zeros((b, t, nh, hs));
-        for bi in 0..b {
-            for hi in 0..nh {
-                let p = probs.slice(s![bi, hi, .., ..]); // [T,T]
-                let v = value.slice(s![bi, .., hi, ..]); // [T,hs]
-                // contextᵀ [hs,queries] = Vᵀ Pᵀ: the hs values of a head are the side kept in
-                // vector registers, read from V's rows; P is read by rows, as stored.
-                let v_t = Matrix { row_stride: 1, col_stride: h, ..head(&value, bi, hi) };
-                let p_rows = Matrix::row_major(p.to_slice().expect("a [T,T] block of a new array"), t);
-                let offset = bi * t * h + hi * hs;
-                let values = &mut context.as_slice_mut().expect("a new array")[offset..];
-                let transposed = MatrixMut { values, row_stride: 1, col_stride: h };
-                if !gemm::product(v_t, p_rows, None, 1.0, (hs, t, t), transposed) {
-                    let mut out = context.slice_mut(s![bi, .., hi, ..]); // [T,hs]
-                    general_mat_mul(1.0, &p, &v, 0.0, &mut out);
-                }
+        // [B,nh,T,hs]: each head's weighted sum of values, the heads shared by the threads.
+        let mut per_head = Array4::<f32>::zeros((b, nh, t, hs));
+        let blocks = per_head.as_slice_mut().expect("a new array is contiguous");
+        threads::for_each_part(blocks, t * hs, 1, |first, part| {
+            for (i, out) in part.chunks_exact_mut(t * hs).enumerate() {
+                head_context(&probs, &value, ((first + i) / nh, (first + i) % nh), out);
             }
-        }
-        // [B,T,nh,hs] -> [B,T,H]: heads merged back, no copy.
-        let context = context.into_shape_with_order((b, t, h)).expect("nh * hs = H");
+        });
+        // [B,nh,T,hs] -> [B,T,nh,hs] -> [B,T,H]: the heads merged back (one copy).
+        let context = per_head
+            .permuted_axes([0, 2, 1, 3])
+            .as_standard_layout()
+            .into_owned()
+            .into_shape_with_order((b, t, h))
+            .expect("nh * hs = H");
         tracer.f32(stage(StageKind::AttnContext), context.view())?;
 
         let output = unrows(self.output.dense.forward(rows(&context)), b, t);
@@ -191,6 +168,51 @@ vectorized! {
         for v in row.iter_mut() {
             *v *= inv_sum;
         }
+    }
+}
+
+/// [T,T]: one head's scores, scores[i,j] = (q_i · k_j) · scale + mask[j], into `out`.
+fn head_scores(
+    query: &Array4<f32>,
+    key: &Array4<f32>,
+    (bi, hi): (usize, usize),
+    scale: f32,
+    mask: ArrayView1<'_, f32>,
+    out: &mut [f32],
+) {
+    let t = query.dim().1;
+    // scoresᵀ [keys,queries] = K Qᵀ, so that the keys, which run along a row of scores, are the
+    // side [`gemm::product`] keeps in vector registers. As in HF: the product, then the scale,
+    // then the mask.
+    let transposed = MatrixMut { values: &mut *out, row_stride: 1, col_stride: t };
+    let hs = query.dim().3;
+    if !gemm::product(head(key, bi, hi), head(query, bi, hi), None, scale, (t, hs, t), transposed) {
+        let q = query.slice(s![bi, .., hi, ..]); // [T,hs], a strided view: no copy
+        let k = key.slice(s![bi, .., hi, ..]); // [T,hs]
+        let mut view = ArrayViewMut2::from_shape((t, t), &mut *out).expect("[T,T]");
+        general_mat_mul(scale, &q, &k.t(), 0.0, &mut view);
+    }
+    // HF adds no mask to a sequence without padding; adding zeros would change nothing but the
+    // time taken.
+    if mask.iter().any(|&m| m != 0.0) {
+        let mut view = ArrayViewMut2::from_shape((t, t), out).expect("[T,T]");
+        view += &mask;
+    }
+}
+
+/// [T,hs]: one head's context, context[i] = Σ_j probs[i,j] · v_j, into `out`.
+fn head_context(probs: &Array4<f32>, value: &Array4<f32>, (bi, hi): (usize, usize), out: &mut [f32]) {
+    let (_, t, nh, hs) = value.dim();
+    let p = probs.slice(s![bi, hi, .., ..]); // [T,T]
+    // contextᵀ [hs,queries] = Vᵀ Pᵀ: the hs values of a head are the side kept in vector
+    // registers, read from V's rows; P is read by rows, as stored.
+    let v_t = Matrix { row_stride: 1, col_stride: nh * hs, ..head(value, bi, hi) };
+    let p_rows = Matrix::row_major(p.to_slice().expect("a [T,T] block of a new array"), t);
+    let transposed = MatrixMut { values: &mut *out, row_stride: 1, col_stride: hs };
+    if !gemm::product(v_t, p_rows, None, 1.0, (hs, t, t), transposed) {
+        let v = value.slice(s![bi, .., hi, ..]); // [T,hs]
+        let mut view = ArrayViewMut2::from_shape((t, hs), out).expect("[T,hs]");
+        general_mat_mul(1.0, &p, &v, 0.0, &mut view);
     }
 }
 

@@ -109,7 +109,8 @@ fn apply_to_blas(n: usize) -> usize {
 
 /// Splits `data` into one part per thread, each a whole number of `unit`s and at least
 /// `min_units` of them, and runs `work(first_unit, part)` on all parts at once, on the [`pool`].
-/// When there is only enough for one part, it is a plain call.
+/// When there is only enough for one part, or when called from a part of an outer split, it is
+/// a plain call.
 pub(crate) fn for_each_part<T: Send>(
     data: &mut [T],
     unit: usize,
@@ -118,7 +119,7 @@ pub(crate) fn for_each_part<T: Send>(
 ) {
     let units = data.len() / unit.max(1);
     let parts = threads().min(units / min_units.max(1)).max(1);
-    if parts == 1 {
+    if parts == 1 || in_pool() {
         return work(0, data);
     }
     let units_per_part = units.div_ceil(parts);
@@ -134,7 +135,7 @@ pub(crate) fn for_each_part<T: Send>(
 /// at once, on the [`pool`].
 pub(crate) fn for_each_range(count: usize, work: impl Fn(std::ops::Range<usize>) + Sync) {
     let parts = threads().min(count).max(1);
-    if parts == 1 {
+    if parts == 1 || in_pool() {
         return work(0..count);
     }
     let per_part = count.div_ceil(parts);
@@ -144,6 +145,12 @@ pub(crate) fn for_each_range(count: usize, work: impl Fn(std::ops::Range<usize>)
             scope.spawn(move |_| work(start..count.min(start + per_part)));
         }
     });
+}
+
+/// Whether this thread is one of the pool's: work it splits further runs on it alone (all the
+/// pool's threads are already busy with parts of the outer loop).
+fn in_pool() -> bool {
+    pool().current_thread_index().is_some()
 }
 
 /// The pool of [`threads`] threads our own loops run on. It lives as long as the process:
