@@ -266,33 +266,31 @@ fn compute_tiles<const MR: usize, const NR: usize>(block: &Block<'_>, tiles: std
             let sums = tile_sums::<MR, NR>(kc, w_tile, ldw, panel);
             let first_token = block.m0 + p * NR;
             let tokens = NR.min(block.m0 + block.mc - first_token);
-            for (i, row) in sums.iter().enumerate().take(features) {
-                let feature = n0 + i;
-                let start = if block.k0 == 0 { bias.map_or(0.0, |b| b[feature]) } else { 0.0 };
-                let first = first_token * out_row + feature * out_col;
-                let last = first + (tokens - 1) * out_row;
-                assert!(last < out.len, "the output holds [M,N]");
-                // SAFETY: every index written is between `first` and `last`, inside the output
-                // (checked above), and in the column of `feature`, which belongs to this
-                // thread's tiles alone.
-                unsafe {
-                    if out_row == 1 {
-                        // The tokens are contiguous in the output (attention's transposed
-                        // products): a whole row of sums at once.
-                        let slots = std::slice::from_raw_parts_mut(out.ptr.add(first), tokens);
-                        if block.k0 == 0 {
-                            for (slot, &sum) in slots.iter_mut().zip(row) {
-                                *slot = start + sum * scale;
-                            }
-                        } else {
-                            for (slot, &sum) in slots.iter_mut().zip(row) {
-                                *slot += sum;
-                            }
-                        }
-                    } else {
-                        for (j, &sum) in row.iter().enumerate().take(tokens) {
-                            let slot = out.ptr.add(first + j * out_row);
+            let last = (first_token + tokens - 1) * out_row + (n0 + features - 1) * out_col;
+            assert!(last < out.len, "the output holds [M,N]");
+            let bias_of = |feature: usize| if block.k0 == 0 { bias.map_or(0.0, |b| b[feature]) } else { 0.0 };
+            // SAFETY: every index written is at most `last`, inside the output (checked above),
+            // and in a column n0..n0 + features, which belong to this thread's tiles alone.
+            unsafe {
+                if out_row == 1 {
+                    // The tokens are contiguous in the output (attention's transposed products):
+                    // a whole row of sums at once.
+                    for (i, row) in sums.iter().enumerate().take(features) {
+                        let start = bias_of(n0 + i);
+                        let slots = std::slice::from_raw_parts_mut(out.ptr.add(first_token + (n0 + i) * out_col), tokens);
+                        for (slot, &sum) in slots.iter_mut().zip(row) {
                             *slot = if block.k0 == 0 { start + sum * scale } else { *slot + sum };
+                        }
+                    }
+                } else {
+                    // Token by token, so that each token's `features` outputs, neighbours in
+                    // memory when out_col is 1, are written together.
+                    for j in 0..tokens {
+                        let row_start = (first_token + j) * out_row + n0 * out_col;
+                        for (i, sums_of_feature) in sums.iter().enumerate().take(features) {
+                            let slot = out.ptr.add(row_start + i * out_col);
+                            let sum = sums_of_feature[j];
+                            *slot = if block.k0 == 0 { bias_of(n0 + i) + sum * scale } else { *slot + sum };
                         }
                     }
                 }
