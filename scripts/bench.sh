@@ -123,24 +123,29 @@ done
 "$python" - "$out" "$model" "$threads" "$cold_name" <<'EOF'
 import json, os, statistics, sys
 out, model, threads, cold_name = sys.argv[1:5]
-best = {}
+best, best_cpu = {}, {}
 for line in open(os.path.join(out, "results.jsonl")):
     r = json.loads(line)
     key = (r["side"], r["batch"], r["tokens"], r["trace"])
     best[key] = min(best.get(key, float("inf")), r["median_ms"])
+    best_cpu[key] = min(best_cpu.get(key, float("inf")), r["cpu_ms"])
 sides = sorted({k[0] for k in best}, key=["pytorch", "bert-core", "bert-core+blas"].index)
 configs = sorted({k[1:] for k in best}, key=lambda c: (c[0], c[1], c[2] == "on"))
-print(f"\nbert-base-sized model {model}, {threads} threads, f32; best median of each side, ms\n")
+print(f"\nbert-base-sized model {model}, {threads} threads, f32; best median wall time of each side, ms;")
+print("cpu: the process's CPU time per forward pass (best mean), which the machine's other tenants disturb less\n")
 head = f"{'batch':>5} {'tokens':>6} {'trace':>5} " + " ".join(f"{s:>14}" for s in sides)
 head += " " + " ".join(f"{s + '/pytorch':>22}" for s in sides[1:]) + f" {'bert-core on/off':>17}"
+head += " " + " ".join(f"{'cpu ' + s + '/pytorch':>26}" for s in sides[1:])
 print(head)
 print("-" * len(head))
 for b, t, tr in configs:
     ms = [best.get((s, b, t, tr)) for s in sides]
+    cpu = [best_cpu.get((s, b, t, tr)) for s in sides]
     row = f"{b:>5} {t:>6} {tr:>5} " + " ".join(f"{m:>14.1f}" if m else f"{'-':>14}" for m in ms)
     row += " " + " ".join(f"{m / ms[0]:>22.2f}" if m and ms[0] else f"{'-':>22}" for m in ms[1:])
     off = best.get(("bert-core", b, t, "off"))
     row += f" {best[('bert-core', b, t, 'on')] / off:>17.2f}" if tr == "on" and off else f" {'':>17}"
+    row += " " + " ".join(f"{c / cpu[0]:>26.2f}" if c and cpu[0] else f"{'-':>26}" for c in cpu[1:])
     print(row)
 cold = [json.loads(l) for l in open(os.path.join(out, "cold.jsonl"))]
 def secs(w):

@@ -201,19 +201,13 @@ fn pack_panels<const NR: usize>(x: Matrix<'_>, first: usize, end: usize, k0: usi
     for (p, panel) in part.chunks_exact_mut(NR * kc).enumerate() {
         let first_token = first + p * NR;
         let tokens = NR.min(end.saturating_sub(first_token));
-        if x.col_stride == 1 {
-            // Each token's row is contiguous: read it in order, write every NR-th value.
-            for j in 0..tokens {
-                let row = &x.values[(first_token + j) * x.row_stride + k0..][..kc];
-                for (kk, &value) in row.iter().enumerate() {
-                    panel[kk * NR + j] = value;
-                }
-            }
-        } else {
-            for kk in 0..kc {
-                for j in 0..tokens {
-                    panel[kk * NR + j] = x.values[(first_token + j) * x.row_stride + (k0 + kk) * x.col_stride];
-                }
+        // Step by step along K, writing each step's NR tokens side by side: the writes are
+        // contiguous, and the reads walk NR rows of x at once, each a cache line per 16 steps.
+        for kk in 0..kc {
+            let step = &mut panel[kk * NR..][..tokens];
+            let column = (k0 + kk) * x.col_stride + first_token * x.row_stride;
+            for (j, value) in step.iter_mut().enumerate() {
+                *value = x.values[column + j * x.row_stride];
             }
         }
         for kk in 0..kc {
