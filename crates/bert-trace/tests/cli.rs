@@ -2,8 +2,12 @@
 //! goldens and failing at the right first stage, and one clear line with exit status 2 for each
 //! kind of bad input.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::{bert_trace, root};
 
 use bert_core::dump::Dump;
 use ndarray::ArrayD;
@@ -11,17 +15,6 @@ use ndarray_npy::{ReadNpyExt, WriteNpyExt};
 
 const MASK_TEXT: &str = "When in Rome, do as the [MASK] do.";
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn bert_trace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bert-trace"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("bert-trace runs")
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -2,25 +2,17 @@
 //! --config`), a sequence classifier whose labels come from `id2label` and whose logits are checked
 //! against its weights, and the cased Chinese-vocabulary model (`golden/tiny-chinese`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
+
+use common::{bert_trace, root};
 
 use ndarray::{Array2, ArrayD};
 use ndarray_npy::ReadNpyExt;
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn bert_trace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bert-trace"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("bert-trace runs")
-}
 
 /// Expects success and returns stdout.
 fn ok(output: Output, what: &str) -> String {
