@@ -1,0 +1,148 @@
+//! `DumpWriter` on its own: what a rerun does with the previous run's files, and that the
+//! recycled copy buffers never leak one stage's values into another's file.
+
+#![cfg(unix)]
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use bert_core::dump::{Dump, DumpWriter};
+use bert_core::manifest::Inputs;
+use bert_core::stage::{Stage, StageKind};
+use bert_core::trace::{Sink, Tensor, TensorView};
+use ndarray::{ArrayD, Dimension, IxDyn};
+use ndarray_npy::ReadNpyExt;
+
+fn writer(dir: &Path) -> DumpWriter {
+    let inputs = Inputs { texts: vec!["test".into()], pair: None };
+    DumpWriter::create(dir, serde_json::json!({"name": "test"}), "test".into(), inputs, false).expect("dump directory")
+}
+
+/// A tensor of `shape` whose values all differ and depend on `seed`.
+fn tensor(shape: &[usize], seed: f32) -> ArrayD<f32> {
+    ArrayD::from_shape_fn(IxDyn(shape), |index| seed + index.as_array_view().iter().fold(0.0, |acc, &i| acc * 7.0 + i as f32))
+}
+
+fn emit(sink: &mut DumpWriter, stage: Stage, values: &ArrayD<f32>) {
+    sink.emit(stage, TensorView::F32(values.view())).expect("emit");
+}
+
+/// Reads `stage` from the dump in `dir` and checks it equals `want`, naming the stage if not.
+fn check(dir: &Path, stage: Stage, want: &ArrayD<f32>) {
+    let dump = Dump::open(dir).expect("a finished dump");
+    let entry = dump.entry(&stage.name()).unwrap_or_else(|| panic!("{stage}: not in the manifest"));
+    match dump.read(entry).expect("readable") {
+        Tensor::F32(got) => assert!(got == *want, "{stage}: expected {want:?}, got {got:?}"),
+        other => panic!("{stage}: expected float32, got {other:?}"),
+    }
+}
+
+fn inode(path: &Path) -> u64 {
+    std::fs::metadata(path).expect("exists").ino()
+}
+
+/// The file names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("readable")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+const SCORES: Stage = Stage { layer: Some(0), kind: StageKind::AttnScores };
+const PROBS: Stage = Stage { layer: Some(0), kind: StageKind::AttnProbs };
+const OUTPUT: Stage = Stage { layer: Some(0), kind: StageKind::AttnOutput };
+
+#[test]
+fn a_rerun_writes_over_the_previous_files_and_removes_those_it_did_not_write() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("dump");
+    let mut first = writer(&dir);
+    emit(&mut first, SCORES, &tensor(&[1, 2, 64, 64], 1.0));
+    emit(&mut first, PROBS, &tensor(&[1, 2, 64, 64], 2.0));
+    emit(&mut first, OUTPUT, &tensor(&[1, 64, 8], 3.0));
+    first.finish().unwrap();
+    // Held open, the first run's file keeps its inode number from being given to a new file.
+    let scores_file = dir.join(SCORES.file_name());
+    let held = std::fs::File::open(&scores_file).unwrap();
+
+    // Shorter this time, so the reused file must also be cut to its new length; probs is not
+    // written at all, as after --stop-at.
+    let mut second = writer(&dir);
+    let scores = tensor(&[1, 2, 5, 5], 10.0);
+    let output = tensor(&[1, 5, 8], 30.0);
+    emit(&mut second, SCORES, &scores);
+    emit(&mut second, OUTPUT, &output);
+    second.finish().unwrap();
+
+    assert_eq!(inode(&scores_file), held.metadata().unwrap().ino(), "{SCORES}: the previous file was not reused");
+    check(&dir, SCORES, &scores);
+    check(&dir, OUTPUT, &output);
+    let expected = vec![".bert-trace-dump".to_string(), OUTPUT.file_name(), SCORES.file_name(), "manifest.json".into()];
+    assert_eq!(listing(&dir), expected, "the rerun's directory");
+}
+
+#[test]
+fn a_previous_file_with_another_link_is_left_alone() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("dump");
+    let old = tensor(&[3, 4], 1.0);
+    let mut first = writer(&dir);
+    emit(&mut first, OUTPUT, &old);
+    first.finish().unwrap();
+    // The user keeps the first run's file under another name, as `cp -al dump kept` would.
+    let kept = temp.path().join("kept.npy");
+    std::fs::hard_link(dir.join(OUTPUT.file_name()), &kept).unwrap();
+
+    let new = tensor(&[3, 4], 100.0);
+    let mut second = writer(&dir);
+    emit(&mut second, OUTPUT, &new);
+    second.finish().unwrap();
+
+    check(&dir, OUTPUT, &new);
+    let kept_values = ArrayD::<f32>::read_npy(std::fs::File::open(&kept).unwrap()).unwrap();
+    assert!(kept_values == old, "the kept link: expected the first run's {old:?}, got {kept_values:?}");
+}
+
+#[test]
+fn an_unfinished_rerun_leaves_no_manifest_and_none_of_the_previous_files() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("dump");
+    let mut first = writer(&dir);
+    emit(&mut first, SCORES, &tensor(&[1, 1, 4, 4], 1.0));
+    emit(&mut first, PROBS, &tensor(&[1, 1, 4, 4], 2.0));
+    first.finish().unwrap();
+
+    // A trace that fails after its first stage drops the writer without finishing it.
+    let mut second = writer(&dir);
+    emit(&mut second, SCORES, &tensor(&[1, 1, 4, 4], 5.0));
+    drop(second);
+    assert_eq!(listing(&dir), vec![".bert-trace-dump".to_string(), SCORES.file_name()], "after the failed rerun");
+}
+
+#[test]
+fn recycled_buffers_hold_exactly_each_stages_values() {
+    // Stages of falling and rising sizes, so that small stages are copied into buffers that
+    // held larger ones. Query is emitted as the forward pass emits it: the heads-first view
+    // [B,nh,T,hs] of a [B,T,nh,hs] array, which is not contiguous.
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("dump");
+    let mut expected = Vec::new();
+    let mut sink = writer(&dir);
+    for (layer, t) in [64, 8, 32, 2, 64, 16].into_iter().enumerate() {
+        let scores = tensor(&[1, 4, t, t], layer as f32);
+        emit(&mut sink, Stage::layer(layer, StageKind::AttnScores), &scores);
+        expected.push((Stage::layer(layer, StageKind::AttnScores), scores));
+
+        let query = tensor(&[1, t, 4, 3], layer as f32 * 1000.0);
+        let heads_first = query.view().permuted_axes(IxDyn(&[0, 2, 1, 3]));
+        sink.emit(Stage::layer(layer, StageKind::AttnQuery), TensorView::F32(heads_first.clone())).unwrap();
+        expected.push((Stage::layer(layer, StageKind::AttnQuery), heads_first.to_owned()));
+    }
+    sink.finish().unwrap();
+    for (stage, values) in &expected {
+        check(&dir, *stage, values);
+    }
+}
