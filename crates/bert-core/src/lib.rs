@@ -30,6 +30,7 @@ pub mod pooler;
 pub mod sentence_pooling;
 pub mod simd;
 pub mod stage;
+pub mod summary;
 pub mod threads;
 pub mod tokenize;
 pub mod trace;

@@ -2,6 +2,7 @@
 //! keeps a copy of the one stage the CLI previews.
 
 use bert_core::stage::Stage;
+use bert_core::summary::Summary;
 use bert_core::trace::{Sink, Tensor, TensorView};
 
 /// What the stage table shows for one stage: numpy's `a.min(), a.mean(), a.std(), a.max()`.
@@ -36,9 +37,14 @@ impl<'a> Recorder<'a> {
 
 impl Sink for Recorder<'_> {
     fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> bert_core::Result<()> {
-        let (min, mean, std, max) = match &tensor {
-            TensorView::F32(a) => moments(a.iter().map(|&v| v as f64)),
-            TensorView::I64(a) => moments(a.iter().map(|&v| v as f64)),
+        // The order of the values does not change the summary, so a transposed view (Q, K and V
+        // are emitted heads-first) is read in the order of memory, without a copy.
+        let Summary { min, mean, std, max } = match &tensor {
+            TensorView::F32(a) => match a.as_slice_memory_order() {
+                Some(values) => Summary::of_f32(values),
+                None => Summary::of_f32(&a.iter().copied().collect::<Vec<f32>>()),
+            },
+            TensorView::I64(a) => Summary::of_i64(&a.iter().copied().collect::<Vec<i64>>()),
         };
         self.rows.push(StageStats {
             stage,
@@ -60,20 +66,4 @@ impl Sink for Recorder<'_> {
     fn finish(&mut self) -> bert_core::Result<()> {
         self.inner.finish()
     }
-}
-
-/// (min, mean, population std, max), with Welford's update so that the variance of values far
-/// from zero keeps its digits in one pass.
-fn moments(values: impl Iterator<Item = f64>) -> (f64, f64, f64, f64) {
-    let (mut n, mut mean, mut m2) = (0usize, 0.0f64, 0.0f64);
-    let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
-    for v in values {
-        n += 1;
-        let delta = v - mean;
-        mean += delta / n as f64;
-        m2 += delta * (v - mean);
-        min = min.min(v);
-        max = max.max(v);
-    }
-    (min, mean, (m2 / n.max(1) as f64).sqrt(), max)
 }
