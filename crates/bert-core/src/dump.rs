@@ -16,17 +16,19 @@
 //! against a few µs to reopen one). A file with another hard link (a copy the user kept with
 //! `cp -l`) is never written over; it is left alone and a new file takes its name.
 
-use std::fs::File;
-use std::collections::HashSet;
-use std::io::{BufReader, BufWriter, Seek, Write};
-use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+mod atomic;
+mod queue;
 
-use ndarray::{ArrayD, ArrayViewD};
-use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use ndarray::ArrayD;
+use ndarray_npy::ReadNpyExt;
+
+use self::atomic::write_atomically;
+use self::queue::{Job, Writer};
 
 use crate::error::{BertError, Result};
 use crate::manifest::{Inputs, Manifest, ManifestStage, FORMAT};
@@ -46,7 +48,7 @@ pub struct DumpWriter {
     dir: PathBuf,
     manifest: Manifest,
     filter: Box<dyn Fn(&Stage) -> bool>,
-    writer: Option<BackgroundWriter>,
+    writer: Option<Writer>,
     /// The previous run's stage files not yet written over: reused by the stages of this run
     /// that have the same name, and removed by [`Sink::finish`] if none does.
     stale: HashSet<String>,
@@ -157,9 +159,9 @@ impl DumpWriter {
     }
 
     /// The writer thread, started at the first stage.
-    fn writer(&mut self) -> &BackgroundWriter {
+    fn writer(&mut self) -> &Writer {
         let dir = &self.dir;
-        self.writer.get_or_insert_with(|| BackgroundWriter::start(dir))
+        self.writer.get_or_insert_with(|| Writer::start(dir))
     }
 
     /// Removes the previous run's files that this run did not write over.
@@ -181,11 +183,10 @@ impl Sink for DumpWriter {
         let path = self.dir.join(&entry.file);
         let reuse = self.stale.remove(&entry.file);
         // One copy, in C order as .npy files are: the view belongs to the forward pass, which
-        // overwrites some buffers in place as soon as this call returns. The copy goes into a
-        // buffer that the writer thread has finished with, when one is large enough.
+        // overwrites some buffers in place as soon as this call returns.
         let writer = self.writer();
         let tensor = match tensor {
-            TensorView::F32(a) => Tensor::F32(copy_in_c_order(&a, writer.spare(a.len()))),
+            TensorView::F32(a) => Tensor::F32(writer.copy(&a)),
             TensorView::I64(a) => Tensor::I64(a.as_standard_layout().into_owned()),
         };
         writer.send(Job { path, reuse, tensor })?;
@@ -195,12 +196,12 @@ impl Sink for DumpWriter {
 
     fn finish(&mut self) -> Result<()> {
         if let Some(writer) = self.writer.take() {
-            writer.join()?;
+            writer.finish()?;
         }
         self.remove_stale()?;
         let path = self.dir.join("manifest.json");
         let text = serde_json::to_string_pretty(&self.manifest).expect("a manifest always serialises");
-        write_atomically(&path, |writer| writer.write_all(text.as_bytes()))
+        write_atomically(&path, false, |writer| writer.write_all(text.as_bytes()))
     }
 }
 
@@ -210,244 +211,10 @@ impl Drop for DumpWriter {
     /// manifest is not written.
     fn drop(&mut self) {
         if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
+            let _ = writer.finish();
         }
         let _ = self.remove_stale();
     }
-}
-
-/// How many bytes of copied stages may wait for the writer thread. When the disk is slower than
-/// the forward pass, `emit` waits rather than letting the copies fill memory; a stage larger
-/// than this is still accepted, alone.
-const QUEUE_BYTES: usize = 64 << 20;
-
-/// How many bytes of written stages' buffers are kept for the copies of later stages. A new
-/// buffer is fresh memory from the kernel, which faults in one 4 KiB page at a time on its
-/// first write; in a 512-token trace that cost more than the copying itself. The stages of one
-/// layer recur in the next, so a few layers' worth of buffers serves them all.
-const SPARE_BYTES: usize = QUEUE_BYTES;
-
-/// `a` in C order (the order of a `.npy` file's values), copied into `buffer`.
-fn copy_in_c_order(a: &ArrayViewD<'_, f32>, mut buffer: Vec<f32>) -> ArrayD<f32> {
-    buffer.clear();
-    match a.as_slice() {
-        Some(values) => buffer.extend_from_slice(values),
-        // A transposed view, such as the heads-first [B,nh,T,hs] view of Q, K and V: its last
-        // axis is still contiguous in every layout the forward pass emits.
-        None => {
-            for row in a.rows() {
-                match row.as_slice() {
-                    Some(values) => buffer.extend_from_slice(values),
-                    None => buffer.extend(row.iter().copied()),
-                }
-            }
-        }
-    }
-    ArrayD::from_shape_vec(a.raw_dim(), buffer).expect("the copy holds every value of the view")
-}
-
-/// One stage for the writer thread.
-struct Job {
-    path: PathBuf,
-    /// Whether `path` is the previous run's file, to be written over.
-    reuse: bool,
-    tensor: Tensor,
-}
-
-/// The thread that writes queued stages, in order, and the accounting that bounds its queue.
-struct BackgroundWriter {
-    jobs: mpsc::Sender<Job>,
-    shared: Arc<Shared>,
-    thread: JoinHandle<()>,
-}
-
-struct Shared {
-    /// The dump directory, for messages.
-    dir: PathBuf,
-    /// Bytes sent but not yet written.
-    queued: Mutex<usize>,
-    written: Condvar,
-    /// Set by the first write that fails; nothing is written after it.
-    failed: AtomicBool,
-    /// That write's error, until it is reported.
-    error: Mutex<Option<BertError>>,
-    /// Buffers of stages already written, for the copies of the next ones (emptied, at most
-    /// [`SPARE_BYTES`] in all).
-    spares: Mutex<Vec<Vec<f32>>>,
-}
-
-impl BackgroundWriter {
-    fn start(dir: &Path) -> BackgroundWriter {
-        let (jobs, receiver) = mpsc::channel::<Job>();
-        let shared = Arc::new(Shared {
-            queued: Mutex::new(0),
-            written: Condvar::new(),
-            dir: dir.into(),
-            failed: AtomicBool::new(false),
-            error: Mutex::new(None),
-            spares: Mutex::new(Vec::new()),
-        });
-        let thread_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("dump-writer".into())
-            .spawn(move || {
-                for Job { path, reuse, tensor } in receiver {
-                    if !thread_shared.failed.load(Ordering::Acquire) {
-                        let result = write_file_atomically(&path, reuse, |writer| match &tensor {
-                            Tensor::F32(a) => a.write_npy(writer),
-                            Tensor::I64(a) => a.write_npy(writer),
-                        });
-                        if let Err(e) = result {
-                            *thread_shared.error.lock().expect("not poisoned") = Some(e);
-                            thread_shared.failed.store(true, Ordering::Release);
-                        }
-                    }
-                    *thread_shared.queued.lock().expect("not poisoned") -= byte_size(&tensor);
-                    thread_shared.written.notify_all();
-                    if let Tensor::F32(array) = tensor {
-                        thread_shared.keep_spare(array.into_raw_vec_and_offset().0);
-                    }
-                }
-            })
-            .expect("the dump writer thread starts");
-        BackgroundWriter { jobs, shared, thread }
-    }
-
-    /// Queues a stage, once the queue has room for it.
-    fn send(&self, job: Job) -> Result<()> {
-        self.check()?;
-        let bytes = byte_size(&job.tensor);
-        let mut queued = self.shared.queued.lock().expect("not poisoned");
-        while *queued > 0 && *queued + bytes > QUEUE_BYTES {
-            queued = self.shared.written.wait(queued).expect("not poisoned");
-        }
-        *queued += bytes;
-        drop(queued);
-        self.jobs.send(job).expect("the writer thread runs until the sender is dropped");
-        Ok(())
-    }
-
-    /// An empty buffer with room for `len` values: the smallest spare one that is large enough,
-    /// or else a new one.
-    fn spare(&self, len: usize) -> Vec<f32> {
-        let mut spares = self.shared.spares.lock().expect("not poisoned");
-        let best = (0..spares.len())
-            .filter(|&i| spares[i].capacity() >= len)
-            .min_by_key(|&i| spares[i].capacity());
-        match best {
-            Some(i) => spares.swap_remove(i),
-            None => Vec::with_capacity(len),
-        }
-    }
-
-    /// The failure of an earlier write, if any.
-    fn check(&self) -> Result<()> {
-        self.shared.check()
-    }
-
-    /// Waits until every queued stage is written.
-    fn join(self) -> Result<()> {
-        let BackgroundWriter { jobs, shared, thread } = self;
-        drop(jobs);
-        thread.join().expect("the dump writer thread does not panic");
-        shared.check()
-    }
-}
-
-impl Shared {
-    /// Keeps a written stage's buffer for a later copy, unless the spares already hold enough.
-    fn keep_spare(&self, mut buffer: Vec<f32>) {
-        buffer.clear();
-        let mut spares = self.spares.lock().expect("not poisoned");
-        let kept: usize = spares.iter().map(Vec::capacity).sum();
-        if (kept + buffer.capacity()) * 4 <= SPARE_BYTES {
-            spares.push(buffer);
-        }
-    }
-
-    fn check(&self) -> Result<()> {
-        if !self.failed.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        // The error itself is handed out once; later checks still fail, so that a manifest is
-        // never written after a lost file.
-        Err(self.error.lock().expect("not poisoned").take().unwrap_or_else(|| BertError::Dump {
-            path: self.dir.clone(),
-            problem: "an earlier stage could not be written".into(),
-        }))
-    }
-}
-
-fn byte_size(tensor: &Tensor) -> usize {
-    match tensor {
-        Tensor::F32(a) => a.len() * 4,
-        Tensor::I64(a) => a.len() * 8,
-    }
-}
-
-/// Writes `path` through a temporary file in the same directory, then renames it into place.
-fn write_atomically<E: std::fmt::Display>(
-    path: &Path,
-    write: impl FnOnce(&mut BufWriter<File>) -> std::result::Result<(), E>,
-) -> Result<()> {
-    write_file_atomically(path, false, write)
-}
-
-/// [`write_atomically`], writing over the existing file at `path` when `reuse` is true and no
-/// other name links to it: it is renamed to the temporary name, written from its start and cut
-/// to the new length, then renamed back.
-fn write_file_atomically<E: std::fmt::Display>(
-    path: &Path,
-    reuse: bool,
-    write: impl FnOnce(&mut BufWriter<File>) -> std::result::Result<(), E>,
-) -> Result<()> {
-    let name = path.file_name().expect("a file path").to_string_lossy();
-    let temp = path.with_file_name(format!(".{name}.tmp"));
-    let failed = |problem: String| {
-        let _ = std::fs::remove_file(&temp);
-        BertError::Dump {
-            path: path.into(),
-            problem,
-        }
-    };
-    let file = match reuse.then(|| reusable(path, &temp)).flatten() {
-        Some(file) => file,
-        None => File::create(&temp).map_err(|e| failed(format!("cannot write: {e}")))?,
-    };
-    let mut writer = BufWriter::new(file);
-    write(&mut writer).map_err(|e| failed(format!("cannot write: {e}")))?;
-    let mut file = writer
-        .into_inner()
-        .map_err(|e| failed(format!("cannot write: {}", e.error())))?;
-    // A reused file may be longer than what was just written: cut the old tail off.
-    let written = file.stream_position().map_err(|e| failed(format!("cannot write: {e}")))?;
-    if file.metadata().is_ok_and(|m| m.len() > written) {
-        file.set_len(written).map_err(|e| failed(format!("cannot write: {e}")))?;
-    }
-    std::fs::rename(&temp, path).map_err(|e| failed(format!("cannot rename into place: {e}")))
-}
-
-#[cfg(unix)]
-fn has_one_link(metadata: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    metadata.nlink() == 1
-}
-
-/// Where the link count cannot be read, no file is written over.
-#[cfg(not(unix))]
-fn has_one_link(_: &std::fs::Metadata) -> bool {
-    false
-}
-
-/// The previous run's file at `path`, moved to `temp` and opened for writing from its start;
-/// None when it is not a plain file with a single link, or cannot be moved or opened.
-fn reusable(path: &Path, temp: &Path) -> Option<File> {
-    let metadata = std::fs::symlink_metadata(path).ok()?;
-    if !metadata.is_file() || !has_one_link(&metadata) {
-        return None;
-    }
-    std::fs::rename(path, temp).ok()?;
-    std::fs::OpenOptions::new().write(true).open(temp).ok()
 }
 
 fn remove_if_present(path: &Path) -> Result<()> {

@@ -1,0 +1,232 @@
+//! The stages waiting to be written, and the thread that writes them while the forward pass
+//! computes the next ones.
+//!
+//! The forward pass's own thread helps whenever it would otherwise wait: when the queue is full
+//! and at the end, when the last stages are still queued. For a short input the files, not the
+//! arithmetic, take most of the time (each new file costs the file system tens to hundreds of
+//! µs), so two threads writing at the end finish sooner than one.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use ndarray::{ArrayD, ArrayViewD};
+use ndarray_npy::WriteNpyExt;
+
+use super::atomic::write_atomically;
+use crate::error::{BertError, Result};
+use crate::trace::Tensor;
+
+/// How many bytes of copied stages may wait to be written. When the disk is slower than the
+/// forward pass, `send` waits (helping) rather than letting the copies fill memory; a stage
+/// larger than this is still accepted, alone.
+const QUEUE_BYTES: usize = 64 << 20;
+
+/// How many bytes of written stages' buffers are kept for the copies of later stages. A new
+/// buffer is fresh memory from the kernel, which faults in one 4 KiB page at a time on its
+/// first write; in a 512-token trace that cost more than the copying itself. The stages of one
+/// layer recur in the next, so a few layers' worth of buffers serves them all.
+const SPARE_BYTES: usize = QUEUE_BYTES;
+
+/// One stage to write.
+pub(super) struct Job {
+    pub path: PathBuf,
+    /// Whether `path` is the previous run's file, to be written over.
+    pub reuse: bool,
+    pub tensor: Tensor,
+}
+
+/// The queue of stages and the thread that writes them.
+pub(super) struct Writer {
+    shared: Arc<Shared>,
+    thread: JoinHandle<()>,
+}
+
+struct Shared {
+    /// The dump directory, for messages.
+    dir: PathBuf,
+    queue: Mutex<Queue>,
+    /// Signalled when a job is queued, when one is written, and when the queue is closed.
+    changed: Condvar,
+    /// Set by the first write that fails; nothing is written after it.
+    failed: AtomicBool,
+    /// That write's error, until it is reported.
+    error: Mutex<Option<BertError>>,
+    /// Buffers of stages already written, for the copies of the next ones (emptied, at most
+    /// [`SPARE_BYTES`] in all).
+    spares: Mutex<Vec<Vec<f32>>>,
+}
+
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// Bytes of the stages queued or being written.
+    bytes: usize,
+    /// No more jobs will come; the thread ends once the queue is empty.
+    closed: bool,
+}
+
+impl Writer {
+    pub fn start(dir: &Path) -> Writer {
+        let shared = Arc::new(Shared {
+            dir: dir.into(),
+            queue: Mutex::new(Queue { jobs: VecDeque::new(), bytes: 0, closed: false }),
+            changed: Condvar::new(),
+            failed: AtomicBool::new(false),
+            error: Mutex::new(None),
+            spares: Mutex::new(Vec::new()),
+        });
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("dump-writer".into())
+            .spawn(move || {
+                while let Some(job) = thread_shared.next_job() {
+                    thread_shared.write(job);
+                }
+            })
+            .expect("the dump writer thread starts");
+        Writer { shared, thread }
+    }
+
+    /// `a` in C order (the order of a `.npy` file's values), copied into a spare buffer when
+    /// one is large enough.
+    pub fn copy(&self, a: &ArrayViewD<'_, f32>) -> ArrayD<f32> {
+        let mut buffer = self.shared.spare(a.len());
+        match a.as_slice() {
+            Some(values) => buffer.extend_from_slice(values),
+            // A transposed view, such as the heads-first [B,nh,T,hs] view of Q, K and V: its
+            // last axis is still contiguous in every layout the forward pass emits.
+            None => {
+                for row in a.rows() {
+                    match row.as_slice() {
+                        Some(values) => buffer.extend_from_slice(values),
+                        None => buffer.extend(row.iter().copied()),
+                    }
+                }
+            }
+        }
+        ArrayD::from_shape_vec(a.raw_dim(), buffer).expect("the copy holds every value of the view")
+    }
+
+    /// Queues a stage once the queue has room for it, writing queued stages on this thread
+    /// while it waits.
+    pub fn send(&self, job: Job) -> Result<()> {
+        self.shared.check()?;
+        let bytes = byte_size(&job.tensor);
+        let mut queue = self.shared.lock();
+        while queue.bytes > 0 && queue.bytes + bytes > QUEUE_BYTES {
+            queue = match queue.jobs.pop_front() {
+                Some(waiting) => {
+                    drop(queue);
+                    self.shared.write(waiting);
+                    self.shared.lock()
+                }
+                None => self.shared.changed.wait(queue).expect("not poisoned"),
+            };
+        }
+        queue.bytes += bytes;
+        queue.jobs.push_back(job);
+        drop(queue);
+        self.shared.changed.notify_all();
+        Ok(())
+    }
+
+    /// Writes every queued stage, with this thread's help, and ends the writer thread.
+    pub fn finish(self) -> Result<()> {
+        let Writer { shared, thread } = self;
+        shared.lock().closed = true;
+        shared.changed.notify_all();
+        loop {
+            // The lock is released at the end of this statement, before the write.
+            let job = shared.lock().jobs.pop_front();
+            let Some(job) = job else { break };
+            shared.write(job);
+        }
+        thread.join().expect("the dump writer thread does not panic");
+        shared.check()
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().expect("not poisoned")
+    }
+
+    /// The next job, waiting for one; None once the queue is closed and empty.
+    fn next_job(&self) -> Option<Job> {
+        let mut queue = self.lock();
+        loop {
+            if let Some(job) = queue.jobs.pop_front() {
+                return Some(job);
+            }
+            if queue.closed {
+                return None;
+            }
+            queue = self.changed.wait(queue).expect("not poisoned");
+        }
+    }
+
+    /// Writes one stage (unless an earlier one failed), then keeps its buffer for a later copy.
+    fn write(&self, job: Job) {
+        let Job { path, reuse, tensor } = job;
+        if !self.failed.load(Ordering::Acquire) {
+            let result = write_atomically(&path, reuse, |writer| match &tensor {
+                Tensor::F32(a) => a.write_npy(writer),
+                Tensor::I64(a) => a.write_npy(writer),
+            });
+            if let Err(e) = result {
+                *self.error.lock().expect("not poisoned") = Some(e);
+                self.failed.store(true, Ordering::Release);
+            }
+        }
+        self.lock().bytes -= byte_size(&tensor);
+        self.changed.notify_all();
+        if let Tensor::F32(array) = tensor {
+            self.keep_spare(array.into_raw_vec_and_offset().0);
+        }
+    }
+
+    /// An empty buffer with room for `len` values: the smallest spare one that is large enough,
+    /// or else a new one.
+    fn spare(&self, len: usize) -> Vec<f32> {
+        let mut spares = self.spares.lock().expect("not poisoned");
+        let best = (0..spares.len())
+            .filter(|&i| spares[i].capacity() >= len)
+            .min_by_key(|&i| spares[i].capacity());
+        match best {
+            Some(i) => spares.swap_remove(i),
+            None => Vec::with_capacity(len),
+        }
+    }
+
+    /// Keeps a written stage's buffer for a later copy, unless the spares already hold enough.
+    fn keep_spare(&self, mut buffer: Vec<f32>) {
+        buffer.clear();
+        let mut spares = self.spares.lock().expect("not poisoned");
+        let kept: usize = spares.iter().map(Vec::capacity).sum();
+        if (kept + buffer.capacity()) * 4 <= SPARE_BYTES {
+            spares.push(buffer);
+        }
+    }
+
+    /// The failure of an earlier write, if any.
+    fn check(&self) -> Result<()> {
+        if !self.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // The error itself is handed out once; later checks still fail, so that a manifest is
+        // never written after a lost file.
+        Err(self.error.lock().expect("not poisoned").take().unwrap_or_else(|| BertError::Dump {
+            path: self.dir.clone(),
+            problem: "an earlier stage could not be written".into(),
+        }))
+    }
+}
+
+fn byte_size(tensor: &Tensor) -> usize {
+    match tensor {
+        Tensor::F32(a) => a.len() * 4,
+        Tensor::I64(a) => a.len() * 8,
+    }
+}
