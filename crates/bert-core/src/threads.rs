@@ -1,27 +1,31 @@
 //! How many threads the forward pass uses, and how to choose it.
 //!
 //! Nearly all of BERT's arithmetic is matrix products. The dense layers (Q, K, V, the attention
-//! output and the feed-forward pair: over 90% of the work) go through our own product in
-//! [`crate::gemm`], which splits its output features between the threads of our pool
-//! ([`for_each_range`]); so do softmax and the activation on large tensors ([`for_each_part`]).
-//! The per-head products of attention go through ndarray's `general_mat_mul`, which calls the
-//! `matrixmultiply` crate (or a BLAS, with the `blas` feature, which then takes the dense layers
-//! too). With ndarray's `matrixmultiply-threading` feature, matrixmultiply keeps a pool of its
-//! own, and it decides the size of that pool **once**, at the first matrix product of the
-//! process:
+//! output and the feed-forward pair: over 90% of the work) and attention's per-head products go
+//! through our own product in [`crate::gemm`], which splits its output between the threads of
+//! our pool ([`for_each_range`], [`for_each_part`]); so do softmax, the activation and the
+//! statistics of [`crate::summary`] on large tensors.
 //!
-//! - from the environment variable `MATMUL_NUM_THREADS` when it is set (a number that does not
-//!   parse counts as 1),
-//! - otherwise from the number of physical cores (`num_cpus::get_physical`, so hyper-threads do
-//!   not count),
-//! - clamped to 1..=4: four is the most its loop splitting can use.
+//! The count is, in order of precedence:
 //!
-//! bert-core's setting is the environment variable `BERT_TRACE_THREADS` (read by
-//! [`init_from_env`]) or a call to [`set_threads`]; both must happen before the first forward
-//! pass, and should happen before the program starts other threads, because they work by setting
-//! `MATMUL_NUM_THREADS` (and, with the `blas` feature, by calling `openblas_set_num_threads`).
-//! Without either, the count is matrixmultiply's choice above, for both pools: all physical
-//! cores, at most four.
+//! - a call to [`set_threads`] (the `bert-trace --threads N` option);
+//! - the environment variable `BERT_TRACE_THREADS`, read by [`init_from_env`] or, failing that,
+//!   at the first forward pass (a value that is not a whole number of at least 1 is an error
+//!   from [`init_from_env`], and ignored by the forward pass);
+//! - otherwise, the number of physical cores (`num_cpus::get_physical`: hyper-threads share one
+//!   core's vector units, so they add little to matrix products).
+//!
+//! It is fixed at the first forward pass (or the first call of [`set_threads`]) for the life of
+//! the process.
+//!
+//! Two other pools can take part. On CPUs without AVX2 (where [`crate::gemm`] has no kernel),
+//! the products go to ndarray's `general_mat_mul`, which calls the `matrixmultiply` crate;
+//! with ndarray's `matrixmultiply-threading` feature it keeps a pool of its own, sized once, at
+//! its first product, from the environment variable `MATMUL_NUM_THREADS` (else the physical
+//! cores), and never more than [`MAX_MATMUL_THREADS`]. With the `blas` feature, OpenBLAS takes
+//! the products, with its own thread setting. [`set_threads`] and [`init_from_env`] pass the
+//! count on to both, which is why they belong at the start of `main`, before other threads
+//! exist: setting `MATMUL_NUM_THREADS` races with any thread reading the environment.
 //!
 //! Whatever the count, every output element is computed by one thread, with its sum in a fixed
 //! order, so results do not depend on it (tested to the bit).
@@ -34,7 +38,7 @@ pub const ENV_VAR: &str = "BERT_TRACE_THREADS";
 /// The variable matrixmultiply reads at its first product.
 pub const MATMUL_ENV_VAR: &str = "MATMUL_NUM_THREADS";
 
-/// The most threads matrixmultiply can use; larger requests are clamped to it.
+/// The most threads matrixmultiply can use; it clamps larger requests to this.
 pub const MAX_MATMUL_THREADS: usize = 4;
 
 /// Element-wise loops over fewer values than this run on the calling thread alone: below it,
@@ -53,18 +57,19 @@ pub enum ThreadsError {
     TooLate { fixed: usize, wanted: usize },
 }
 
-/// Uses `n` threads (clamped to 1..=[`MAX_MATMUL_THREADS`]) for this process's forward passes
-/// and returns the number that will be used.
+/// Uses `n` threads (at least 1) for this process's forward passes and returns the number that
+/// will be used.
 ///
-/// Call it at the start of `main`, before other threads exist: it sets `MATMUL_NUM_THREADS`,
-/// which matrixmultiply reads at its first product. After the first forward pass the pool is
-/// fixed; asking for another number then is [`ThreadsError::TooLate`].
+/// Call it at the start of `main`, before other threads exist: it also sets
+/// `MATMUL_NUM_THREADS` for matrixmultiply (see the module documentation). After the first
+/// forward pass the count is fixed; asking for another number then is
+/// [`ThreadsError::TooLate`].
 pub fn set_threads(n: usize) -> Result<usize, ThreadsError> {
-    let n = n.clamp(1, MAX_MATMUL_THREADS);
+    let n = n.max(1);
     let fixed = *CHOSEN.get_or_init(|| {
         // Setting a variable races with threads that read the environment at the same moment,
         // which is why this belongs at the start of `main`.
-        std::env::set_var(MATMUL_ENV_VAR, n.to_string());
+        std::env::set_var(MATMUL_ENV_VAR, n.min(MAX_MATMUL_THREADS).to_string());
         apply_to_blas(n)
     });
     if fixed == n {
@@ -77,25 +82,31 @@ pub fn set_threads(n: usize) -> Result<usize, ThreadsError> {
 /// Applies `BERT_TRACE_THREADS` when it is set (see [`set_threads`]) and returns the thread
 /// count the forward pass will use.
 pub fn init_from_env() -> Result<usize, ThreadsError> {
-    match std::env::var(ENV_VAR) {
-        Ok(value) if !value.trim().is_empty() => match value.trim().parse::<usize>() {
-            Ok(n) if n >= 1 => set_threads(n),
-            _ => Err(ThreadsError::NotANumber { var: ENV_VAR, value }),
-        },
-        _ => Ok(threads()),
+    match from_env() {
+        Some(Ok(n)) => set_threads(n),
+        Some(Err(e)) => Err(e),
+        None => Ok(threads()),
     }
 }
 
+/// `BERT_TRACE_THREADS`, when it is set and not blank.
+fn from_env() -> Option<Result<usize, ThreadsError>> {
+    let value = std::env::var(ENV_VAR).ok().filter(|v| !v.trim().is_empty())?;
+    Some(match value.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(ThreadsError::NotANumber { var: ENV_VAR, value }),
+    })
+}
+
 /// The number of threads the forward pass uses. The first call fixes it, if [`set_threads`]
-/// has not: to `MATMUL_NUM_THREADS` or the physical cores, as matrixmultiply decides.
+/// has not: to `BERT_TRACE_THREADS`, or else the number of physical cores.
 pub fn threads() -> usize {
     *CHOSEN.get_or_init(|| {
-        let from_env = std::env::var(MATMUL_ENV_VAR).ok().filter(|v| !v.is_empty());
-        let n = match from_env {
-            Some(value) => value.parse().unwrap_or(1),
-            None => num_cpus::get_physical(),
+        let n = match from_env() {
+            Some(Ok(n)) => n,
+            _ => num_cpus::get_physical(),
         };
-        apply_to_blas(n.clamp(1, MAX_MATMUL_THREADS))
+        apply_to_blas(n.max(1))
     })
 }
 

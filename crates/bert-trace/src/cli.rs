@@ -86,6 +86,10 @@ pub struct TraceArgs {
     #[arg(long, value_name = "K", default_value_t = 5)]
     pub top_k: usize,
 
+    /// Threads for the forward pass [default: BERT_TRACE_THREADS, else all physical cores]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
     /// After tracing, diff the dump against this reference dump (as `bert-trace diff`)
     #[arg(long, value_name = "DIR")]
     pub reference: Option<PathBuf>,

@@ -22,6 +22,13 @@ use crate::table::{new_table, num, shape};
 
 /// Runs the trace; returns the exit status (1 when `--reference` finds a failing stage).
 pub fn run(args: &TraceArgs) -> Result<i32> {
+    // First, while this is the only thread: the setting is passed on to matrixmultiply through
+    // the environment (see bert_core::threads).
+    let threads = match args.threads {
+        Some(0) => bail!("--threads is 0, expected a whole number of threads of at least 1"),
+        Some(n) => bert_core::threads::set_threads(n)?,
+        None => bert_core::threads::init_from_env()?,
+    };
     let texts = texts(args)?;
     if texts.is_empty() {
         bail!("no TEXT given; try: bert-trace \"When in Rome, do as the [MASK] do.\" (or --help)");
@@ -45,7 +52,7 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
             texts: texts.clone(),
             pair: pairs.map(<[String]>::to_vec),
         };
-        let producer = serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION")});
+        let producer = serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads});
         let mut writer = DumpWriter::create(&args.out, producer, model_name, inputs, args.force)?;
         writer.set_stopped_at(stop);
         if !args.only.is_empty() {

@@ -62,6 +62,8 @@ enum Run {
     Trace,
     Diff,
     Args(&'static [&'static str]),
+    /// A trace of golden/tiny with one environment variable set.
+    Env(&'static str, &'static str),
 }
 
 struct Case {
@@ -85,11 +87,15 @@ fn check(case: &Case) -> Option<String> {
     (case.breaks)(&dir);
     let dir_text = dir.display().to_string();
     let args: Vec<String> = match &case.run {
-        Run::Trace => vec!["--model".into(), dir_text.clone(), "--out".into(), out.display().to_string(), TEXT.into()],
+        Run::Trace | Run::Env(..) => vec!["--model".into(), dir_text.clone(), "--out".into(), out.display().to_string(), TEXT.into()],
         Run::Diff => vec!["diff".into(), root().join("golden/tiny/dumps/mask").display().to_string(), dir_text.clone()],
         Run::Args(args) => args.iter().map(|a| a.replace("{dir}", &dir_text).replace("{out}", &out.display().to_string())).collect(),
     };
-    let output = Command::new(env!("CARGO_BIN_EXE_bert-trace")).args(&args).output().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_bert-trace"));
+    if let Run::Env(var, value) = case.run {
+        command.env(var, value);
+    }
+    let output = command.args(&args).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("note:")).collect();
     let says = case.says.replace("{dir}", &dir_text);
@@ -166,6 +172,10 @@ fn cases() -> Vec<Case> {
         Case { name: "--file missing", run: Run::Args(&["--no-dump", "--file", "{dir}/absent.txt"]), breaks: |_| {}, says: "{dir}/absent.txt: cannot read" },
         Case { name: "only empty lines in --file", run: Run::Args(&["--no-dump", "--file", "{dir}/input.txt"]), breaks: |d| std::fs::write(d.join("input.txt"), "\n\n").unwrap(), says: "no TEXT given" },
         // The dumps.
+        // The thread count.
+        Case { name: "BERT_TRACE_THREADS not a number", run: Run::Env("BERT_TRACE_THREADS", "two"), breaks: |_| {}, says: "BERT_TRACE_THREADS is `two`, expected a whole number of threads of at least 1" },
+        Case { name: "BERT_TRACE_THREADS zero", run: Run::Env("BERT_TRACE_THREADS", "0"), breaks: |_| {}, says: "BERT_TRACE_THREADS is `0`" },
+        Case { name: "--threads zero", run: Run::Args(&["--threads", "0", "--out", "{out}", "x"]), breaks: |_| {}, says: "--threads is 0, expected a whole number of threads of at least 1" },
         Case { name: "reference dump missing", run: Run::Args(&["diff", "{dir}/absent", "{dir}"]), breaks: |_| {}, says: "{dir}/absent: not a directory" },
         Case { name: "manifest lists a missing file", run: Run::Diff, breaks: |d| std::fs::remove_file(d.join("layer0.attention.probs.npy")).unwrap(), says: "layer0.attention.probs.npy: cannot open" },
         Case { name: "manifest of another format", run: Run::Diff, breaks: |d| {
