@@ -27,6 +27,9 @@
 //! On CPUs without AVX2 and FMA (and on other architectures), [`linear`] and [`product`] return
 //! false and the caller uses ndarray's `general_mat_mul`.
 
+mod pack;
+
+use self::pack::pack_panels;
 use crate::threads;
 
 /// At most this many steps of the sum per block: a tile's weights (`MR` × KC) and one panel
@@ -193,27 +196,6 @@ thread_local! {
     /// The packed tokens, kept from one product to the next: a new buffer of this size would be
     /// fresh pages from the kernel, zeroed on first touch, at every product.
     static PACK: std::cell::RefCell<Vec<CacheLine>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Packs tokens `first..end` (at most `part.len() / (NR·kc)` panels of them), sums `k0..k0+kc`,
-/// into `part` as panel[k][j]; zero past `end`.
-fn pack_panels<const NR: usize>(x: Matrix<'_>, first: usize, end: usize, k0: usize, kc: usize, part: &mut [f32]) {
-    for (p, panel) in part.chunks_exact_mut(NR * kc).enumerate() {
-        let first_token = first + p * NR;
-        let tokens = NR.min(end.saturating_sub(first_token));
-        // Step by step along K, writing each step's NR tokens side by side: the writes are
-        // contiguous, and the reads walk NR rows of x at once, each a cache line per 16 steps.
-        for kk in 0..kc {
-            let step = &mut panel[kk * NR..][..tokens];
-            let column = (k0 + kk) * x.col_stride + first_token * x.row_stride;
-            for (j, value) in step.iter_mut().enumerate() {
-                *value = x.values[column + j * x.row_stride];
-            }
-        }
-        for kk in 0..kc {
-            panel[kk * NR + tokens..(kk + 1) * NR].fill(0.0);
-        }
-    }
 }
 
 #[cfg(target_arch = "x86_64")]
