@@ -220,7 +220,7 @@ unsafe fn tiles_avx2(block: &Block<'_>, tiles: std::ops::Range<usize>, out: Out)
 /// sums over the block's k, added to the output (or to the bias, for the first block).
 #[inline(always)]
 fn compute_tiles<const MR: usize, const NR: usize>(block: &Block<'_>, tiles: std::ops::Range<usize>, out: Out) {
-    let Problem { w, bias, scale, n, out_strides: (out_row, out_col), .. } = block.problem;
+    let Problem { w, n, out_strides: (out_row, out_col), .. } = block.problem;
     let kc = block.kc;
     // The last tile may have fewer than MR features; its weights are copied into `edge`, padded
     // with zero rows, so that the kernel always reads MR rows.
@@ -244,32 +244,70 @@ fn compute_tiles<const MR: usize, const NR: usize>(block: &Block<'_>, tiles: std
             let tokens = NR.min(block.m0 + block.mc - first_token);
             let last = (first_token + tokens - 1) * out_row + (n0 + features - 1) * out_col;
             assert!(last < out.len, "the output holds [M,N]");
-            let bias_of = |feature: usize| if block.k0 == 0 { bias.map_or(0.0, |b| b[feature]) } else { 0.0 };
             // SAFETY: every index written is at most `last`, inside the output (checked above),
             // and in a column n0..n0 + features, which belong to this thread's tiles alone.
-            unsafe {
-                if out_row == 1 {
-                    // The tokens are contiguous in the output (attention's transposed products):
-                    // a whole row of sums at once.
-                    for (i, row) in sums.iter().enumerate().take(features) {
-                        let start = bias_of(n0 + i);
-                        let slots = std::slice::from_raw_parts_mut(out.ptr.add(first_token + (n0 + i) * out_col), tokens);
-                        for (slot, &sum) in slots.iter_mut().zip(row) {
-                            *slot = if block.k0 == 0 { start + sum * scale } else { *slot + sum };
-                        }
-                    }
-                } else {
-                    // Token by token, so that each token's `features` outputs, neighbours in
-                    // memory when out_col is 1, are written together.
-                    for j in 0..tokens {
-                        let row_start = (first_token + j) * out_row + n0 * out_col;
-                        for (i, sums_of_feature) in sums.iter().enumerate().take(features) {
-                            let slot = out.ptr.add(row_start + i * out_col);
-                            let sum = sums_of_feature[j];
-                            *slot = if block.k0 == 0 { bias_of(n0 + i) + sum * scale } else { *slot + sum };
-                        }
-                    }
+            unsafe { store_tile(block, &sums, (first_token, tokens), (n0, features), out) };
+        }
+    }
+}
+
+/// Writes one tile's sums to the output: for the first block of K, (bias +) sum · scale; for
+/// the later blocks, the sum added to what the earlier blocks wrote.
+///
+/// # Safety
+/// Every output element of tokens `first_token..+tokens` and features `n0..+features` must be
+/// inside the output and written by no other thread meanwhile.
+#[inline(always)]
+unsafe fn store_tile<const MR: usize, const NR: usize>(
+    block: &Block<'_>,
+    sums: &[[f32; NR]; MR],
+    (first_token, tokens): (usize, usize),
+    (n0, features): (usize, usize),
+    out: Out,
+) {
+    let Problem { bias, scale, out_strides: (out_row, out_col), .. } = block.problem;
+    let first_block = block.k0 == 0;
+    // What the first block's sums are added to: the bias, or zero.
+    let start: [f32; MR] = std::array::from_fn(|i| match bias {
+        Some(b) if i < features => b[n0 + i],
+        _ => 0.0,
+    });
+    if out_row == 1 {
+        // The tokens are contiguous in the output (attention's transposed products): a whole
+        // row of sums at once.
+        for (i, row) in sums.iter().enumerate().take(features) {
+            let slots = std::slice::from_raw_parts_mut(out.ptr.add(first_token + (n0 + i) * out_col), tokens);
+            if first_block {
+                for (slot, &sum) in slots.iter_mut().zip(row) {
+                    *slot = start[i] + sum * scale;
                 }
+            } else {
+                for (slot, &sum) in slots.iter_mut().zip(row) {
+                    *slot += sum;
+                }
+            }
+        }
+    } else if out_col == 1 && features == MR {
+        // A dense layer's whole tile: token by token, each token's MR outputs side by side in
+        // memory, with loops of fixed length.
+        for j in 0..tokens {
+            let row = out.ptr.add((first_token + j) * out_row + n0);
+            if first_block {
+                for i in 0..MR {
+                    *row.add(i) = start[i] + sums[i][j] * scale;
+                }
+            } else {
+                for i in 0..MR {
+                    *row.add(i) += sums[i][j];
+                }
+            }
+        }
+    } else {
+        for j in 0..tokens {
+            let row = out.ptr.add((first_token + j) * out_row + n0 * out_col);
+            for (i, sums_of_feature) in sums.iter().enumerate().take(features) {
+                let slot = row.add(i * out_col);
+                *slot = if first_block { start[i] + sums_of_feature[j] * scale } else { *slot + sums_of_feature[j] };
             }
         }
     }
