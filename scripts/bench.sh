@@ -7,7 +7,9 @@
 # missing (a random bert-base-sized BertModel, 418 MB; never commit it). Settings, from the
 # environment:
 #   THREADS=2            threads for both sides (torch.set_num_threads / BERT_TRACE_THREADS)
-#   TOKENS=12,128,512    BATCH=1,8    TRACE=off,on    MIN_SECS=3 (per configuration and side)
+#   TOKENS=12,128,512    BATCH=1,8    MIN_SECS=3 (per configuration and side)
+#   TRACE=off,on,rerun   off: no stages kept; on: every stage written into an empty directory;
+#                        rerun: into the directory that holds the previous run's dump
 #   ROUNDS=2             each side runs every configuration ROUNDS times, alternating; the table
 #                        keeps each side's best median, so a burst of load from another process
 #                        does not decide a row
@@ -19,7 +21,8 @@
 # Besides the table it measures, with the bench example or the bert-trace binary:
 #   - model open time (BertModel::load of MODEL_DIR),
 #   - the whole `bert-trace --model MODEL_DIR "<12-token sentence>"` command, cold (a new
-#     process, page cache warm and then evicted), with /usr/bin/time -v for wall time and peak RSS.
+#     process; the checkpoint in the page cache or evicted from it; an empty output directory or
+#     the previous run's), with /usr/bin/time -v for wall time and peak RSS.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -27,7 +30,7 @@ model="${1:-$root/target/bench-model}"
 threads="${THREADS:-2}"
 tokens="${TOKENS:-12,128,512}"
 batch="${BATCH:-1,8}"
-trace="${TRACE:-off,on}"
+trace="${TRACE:-off,on,rerun}"
 min_secs="${MIN_SECS:-3}"
 rounds="${ROUNDS:-2}"
 idle_wait="${IDLE_WAIT:-300}"
@@ -104,11 +107,12 @@ for p in sys.argv[1:]:
 }
 : > "$out/cold.jsonl"
 wait_idle
-for cache in warm evicted; do
+for cache in warm evicted rerun; do
   for run in 1 2 3 4 5; do
     if [ "$cache" = evicted ]; then evict; else "${cold_cmd[@]}" > /dev/null; fi
-    # Every run writes a new dump directory, as a first run does.
-    rm -rf "$cold_dir"
+    # A first run writes a new dump directory; a rerun writes over the previous run's.
+    if [ "$cache" != rerun ]; then rm -rf "$cold_dir"; fi
+    sync
     BERT_TRACE_THREADS="$threads" /usr/bin/time -v "${cold_cmd[@]}" > /dev/null 2> "$out/time.txt"
     wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$out/time.txt")
     rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$out/time.txt")
@@ -130,11 +134,12 @@ for line in open(os.path.join(out, "results.jsonl")):
     best[key] = min(best.get(key, float("inf")), r["median_ms"])
     best_cpu[key] = min(best_cpu.get(key, float("inf")), r["cpu_ms"])
 sides = sorted({k[0] for k in best}, key=["pytorch", "bert-core", "bert-core+blas"].index)
-configs = sorted({k[1:] for k in best}, key=lambda c: (c[0], c[1], c[2] == "on"))
+modes = ["off", "on", "rerun"]
+configs = sorted({k[1:] for k in best}, key=lambda c: (c[0], c[1], modes.index(c[2])))
 print(f"\nbert-base-sized model {model}, {threads} threads, f32; best median wall time of each side, ms;")
 print("cpu: the process's CPU time per forward pass (best mean), which the machine's other tenants disturb less\n")
 head = f"{'batch':>5} {'tokens':>6} {'trace':>5} " + " ".join(f"{s:>14}" for s in sides)
-head += " " + " ".join(f"{s + '/pytorch':>22}" for s in sides[1:]) + f" {'bert-core on/off':>17}"
+head += " " + " ".join(f"{s + '/pytorch':>22}" for s in sides[1:]) + f" {'bert-core /off':>17}"
 head += " " + " ".join(f"{'cpu ' + s + '/pytorch':>26}" for s in sides[1:])
 print(head)
 print("-" * len(head))
@@ -144,7 +149,7 @@ for b, t, tr in configs:
     row = f"{b:>5} {t:>6} {tr:>5} " + " ".join(f"{m:>14.1f}" if m else f"{'-':>14}" for m in ms)
     row += " " + " ".join(f"{m / ms[0]:>22.2f}" if m and ms[0] else f"{'-':>22}" for m in ms[1:])
     off = best.get(("bert-core", b, t, "off"))
-    row += f" {best[('bert-core', b, t, 'on')] / off:>17.2f}" if tr == "on" and off else f" {'':>17}"
+    row += f" {best[('bert-core', b, t, tr)] / off:>17.2f}" if tr != "off" and off and ("bert-core", b, t, tr) in best else f" {'':>17}"
     row += " " + " ".join(f"{c / cpu[0]:>26.2f}" if c and cpu[0] else f"{'-':>26}" for c in cpu[1:])
     print(row)
 cold = [json.loads(l) for l in open(os.path.join(out, "cold.jsonl"))]
@@ -152,11 +157,13 @@ def secs(w):
     parts = [float(p) for p in w.split(":")]
     return sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
 print(f"\ncold command: {cold_name}")
-for cache in ("warm", "evicted"):
+for cache, label in (("warm", "checkpoint in the page cache, empty output directory"),
+                     ("evicted", "checkpoint evicted from the page cache, empty output directory"),
+                     ("rerun", "checkpoint in the page cache, the previous run's dump in place")):
     runs = [c for c in cold if c["cache"] == cache]
     walls = sorted(secs(c["wall"]) for c in runs)
     rss = max(c["max_rss_kb"] for c in runs)
-    print(f"  page cache {cache:>7}: wall median {statistics.median(walls):.2f} s (min {walls[0]:.2f}, max {walls[-1]:.2f}), peak RSS {rss / 1024:.0f} MiB")
+    print(f"  {label}: wall median {statistics.median(walls):.2f} s (min {walls[0]:.2f}, max {walls[-1]:.2f}), peak RSS {rss / 1024:.0f} MiB")
 opens = [json.loads(l) for l in open(os.path.join(out, "open.jsonl"))]
 o = sorted(x["open_ms"] for x in opens)
 print(f"model open (BertModel::load): median {statistics.median(o):.1f} ms (min {o[0]:.1f}); "

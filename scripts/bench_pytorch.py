@@ -4,7 +4,7 @@
 Usage:
 
     python scripts/bench_pytorch.py --model DIR [--tokens 12,128,512] [--batch 1,8]
-        [--trace off,on] [--threads 2] [--out DUMP_DIR] [--min-secs 3]
+        [--trace off,on,rerun] [--threads 2] [--out DUMP_DIR] [--min-secs 3]
 
 DIR is a BertModel checkpoint (scripts/make_bench_model.py makes a bert-base-sized one). The
 model is transformers' BertModel, eager attention, float32, eval mode, under
@@ -18,7 +18,12 @@ vocabulary, [SEP], no padding.
 - trace off: ``model(input_ids, token_type_ids, attention_mask)``.
 - trace on: the step-by-step pass of scripts/dump_reference.py (every bert-trace stage, computed
   by transformers' own submodules), each stage written with ``np.save`` to DUMP_DIR/<stage>.npy:
-  what it costs PyTorch to produce the dump that bert-trace writes.
+  what it costs PyTorch to produce the dump that bert-trace writes. The directory is empty at
+  the start of each run.
+- trace rerun: the same, into the directory that holds the previous run's files.
+
+Before each timed run, outside the timing, the file system is synced (``os.sync()``), as
+bench.rs does, so that no run pays for the previous run's write-back or deletion.
 """
 
 from __future__ import annotations
@@ -58,17 +63,23 @@ def synthetic_inputs(batch: int, tokens: int) -> dict[str, torch.Tensor]:
     }
 
 
-def time_runs(min_secs: float, run) -> tuple[list[float], float]:
-    """Seconds of each timed call of run(), after one warm-up call, sorted; and the process's
-    CPU time per call (all threads), which a busy machine changes much less than the wall time."""
+def time_runs(min_secs: float, prepare, run) -> tuple[list[float], float]:
+    """Seconds of each timed call of run(), each after an untimed call of prepare(), after one
+    warm-up run, sorted; and the process's mean CPU time per call (all threads), which a busy
+    machine changes much less than the wall time."""
+    prepare()
     run()
     times: list[float] = []
+    cpu = 0.0
     begun = time.perf_counter()
-    cpu_before = time.process_time()
     while len(times) < 3 or (time.perf_counter() - begun < min_secs and len(times) < 50):
-        times.append(run())
-    cpu = (time.process_time() - cpu_before) / len(times)
-    return sorted(times), cpu
+        prepare()
+        cpu_before = time.process_time()
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+        cpu += time.process_time() - cpu_before
+    return sorted(times), cpu / len(times)
 
 
 def main() -> None:
@@ -76,7 +87,7 @@ def main() -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--tokens", default="12,128,512")
     parser.add_argument("--batch", default="1,8")
-    parser.add_argument("--trace", default="off,on")
+    parser.add_argument("--trace", default="off,on,rerun")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default="target/bench-dumps-pytorch")
     parser.add_argument("--min-secs", type=float, default=3.0)
@@ -89,26 +100,27 @@ def main() -> None:
         for tokens in [int(t) for t in args.tokens.split(",")]:
             inputs = synthetic_inputs(batch, tokens)
             for traced in args.trace.split(","):
-                if traced == "on":
-                    out = os.path.join(args.out, f"b{batch}_t{tokens}")
+                out = os.path.join(args.out, f"b{batch}_t{tokens}")
 
-                    def run() -> float:
+                def prepare() -> None:
+                    if traced == "on":
                         shutil.rmtree(out, ignore_errors=True)
-                        begun = time.perf_counter()
-                        os.makedirs(out)
+                    os.sync()
+
+                if traced in ("on", "rerun"):
+
+                    def run() -> None:
+                        os.makedirs(out, exist_ok=True)
                         with torch.inference_mode():
                             for stage in trace_stages(model, inputs):
                                 np.save(os.path.join(out, stage.name + ".npy"), stage.tensor.contiguous().numpy())
-                        return time.perf_counter() - begun
                 else:
 
-                    def run() -> float:
-                        begun = time.perf_counter()
+                    def run() -> None:
                         with torch.inference_mode():
                             model(**inputs)
-                        return time.perf_counter() - begun
 
-                times, cpu = time_runs(args.min_secs, run)
+                times, cpu = time_runs(args.min_secs, prepare, run)
                 print(json.dumps({
                     "side": "pytorch",
                     "batch": batch,

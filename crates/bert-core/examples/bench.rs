@@ -3,16 +3,20 @@
 //!
 //! ```text
 //! cargo run --release -p bert-core --example bench -- forward --model DIR
-//!     [--tokens 12,128,512] [--batch 1,8] [--trace off,on] [--out DUMP_DIR] [--min-secs 3]
+//!     [--tokens 12,128,512] [--batch 1,8] [--trace off,on,rerun] [--out DUMP_DIR] [--min-secs 3]
 //! cargo run --release -p bert-core --example bench -- profile --model DIR [--tokens 12] [--batch 1]
 //! cargo run --release -p bert-core --example bench -- open --model DIR
 //! cargo run --release -p bert-core --example bench -- cold --model DIR --out DUMP_DIR TEXT
 //! ```
 //!
 //! `forward` prints one JSON line per configuration: the median wall time of the forward pass
-//! over at least three runs (after one warm-up run), with tracing off (the [`Discard`] sink) or
-//! on (every stage written by a [`DumpWriter`] to a fresh dump directory). The token ids are the
-//! same deterministic pattern `bench_pytorch.py` uses, with no padding.
+//! over at least three runs (after one warm-up run), with tracing off (the [`Discard`] sink), on
+//! (every stage written by a [`DumpWriter`] into an empty directory, as a first `bert-trace
+//! --out DIR` does) or rerun (into the directory that holds the previous run's dump, as every
+//! later run does). Before each timed run, outside the timing, the file system is synced: the
+//! previous run's files are then on disk, and neither their write-back nor their deletion falls
+//! into the next run. The token ids are the same deterministic pattern `bench_pytorch.py` uses,
+//! with no padding.
 //!
 //! `profile` runs the forward pass and prints, for each kind of stage (`attention.scores`,
 //! `ffn.intermediate`, ...), the time spent computing it, summed over the layers: the time from
@@ -42,7 +46,7 @@ struct Args {
     out: PathBuf,
     tokens: Vec<usize>,
     batch: Vec<usize>,
-    trace: Vec<bool>,
+    trace: Vec<Trace>,
     min_secs: f64,
     text: Option<String>,
 }
@@ -56,7 +60,7 @@ fn parse_args() -> Args {
         out: PathBuf::from("target/bench-dumps"),
         tokens: vec![12, 128, 512],
         batch: vec![1, 8],
-        trace: vec![false, true],
+        trace: vec![Trace::Off, Trace::On, Trace::Rerun],
         min_secs: 3.0,
         text: None,
     };
@@ -77,9 +81,10 @@ fn parse_args() -> Args {
                 args.trace = value()
                     .split(',')
                     .map(|v| match v {
-                        "on" => true,
-                        "off" => false,
-                        _ => usage("--trace takes off, on or off,on"),
+                        "off" => Trace::Off,
+                        "on" => Trace::On,
+                        "rerun" => Trace::Rerun,
+                        _ => usage("--trace takes a list of off, on and rerun"),
                     })
                     .collect()
             }
@@ -92,6 +97,30 @@ fn parse_args() -> Args {
         usage("--model DIR is required");
     }
     args
+}
+
+/// What the forward pass does with its stages (see the module documentation).
+#[derive(Clone, Copy, PartialEq)]
+enum Trace {
+    Off,
+    On,
+    Rerun,
+}
+
+impl Trace {
+    fn name(self) -> &'static str {
+        match self {
+            Trace::Off => "off",
+            Trace::On => "on",
+            Trace::Rerun => "rerun",
+        }
+    }
+}
+
+/// Writes every dirty page of the file system to disk (the `sync` command: std has no call for
+/// it), so that a timed run starts with none of the previous run's writing still to do.
+fn sync_file_system() {
+    let _ = std::process::Command::new("sync").status();
 }
 
 fn usage(problem: &str) -> ! {
@@ -137,18 +166,24 @@ fn load(dir: &Path) -> BertModel {
     })
 }
 
-/// Times one forward pass per call of `run`, after one warm-up call, until `min_secs` have
-/// passed and at least three runs are in; returns the sorted run times and the process's CPU
-/// time per run.
-fn time_runs(min_secs: f64, mut run: impl FnMut() -> Duration) -> (Vec<Duration>, Option<f64>) {
+/// Times one forward pass per call of `run`, each after a call of `prepare` that is not timed,
+/// after one warm-up run, until `min_secs` have passed and at least three runs are in; returns
+/// the sorted run times and the process's mean CPU time per run.
+fn time_runs(min_secs: f64, mut prepare: impl FnMut(), mut run: impl FnMut()) -> (Vec<Duration>, Option<f64>) {
+    prepare();
     run();
     let mut times = Vec::new();
+    let mut cpu = Some(0.0);
     let begun = Instant::now();
-    let cpu_before = cpu_secs();
     while times.len() < 3 || (begun.elapsed().as_secs_f64() < min_secs && times.len() < 50) {
-        times.push(run());
+        prepare();
+        let cpu_before = cpu_secs();
+        let started = Instant::now();
+        run();
+        times.push(started.elapsed());
+        cpu = cpu.zip(cpu_before).zip(cpu_secs()).map(|((total, before), after)| total + after - before);
     }
-    let cpu = cpu_before.zip(cpu_secs()).map(|(before, after)| (after - before) / times.len() as f64);
+    let cpu = cpu.map(|total| total / times.len() as f64);
     times.sort();
     (times, cpu)
 }
@@ -170,30 +205,28 @@ fn forward(args: &Args, threads: usize) {
     for &batch_size in &args.batch {
         for &tokens in &args.tokens {
             let batch = synthetic_batch(batch_size, tokens);
-            for &traced in &args.trace {
-                let (times, cpu) = if traced {
-                    let dir = args.out.join(format!("b{batch_size}_t{tokens}"));
-                    time_runs(args.min_secs, || {
-                        // The previous run's dump is removed outside the timed region, so every
-                        // run writes into an empty directory, as a first `bert-trace --out` does.
+            for &trace in &args.trace {
+                let dir = args.out.join(format!("b{batch_size}_t{tokens}"));
+                let inputs = Inputs {
+                    texts: vec![format!("{tokens} synthetic tokens"); batch_size],
+                    pair: None,
+                };
+                let prepare = || {
+                    if trace == Trace::On {
                         let _ = std::fs::remove_dir_all(&dir);
-                        let begun = Instant::now();
-                        let inputs = Inputs {
-                            texts: vec![format!("{tokens} synthetic tokens"); batch_size],
-                            pair: None,
-                        };
-                        let mut sink = DumpWriter::create(&dir, serde_json::json!({"program": "bench"}), "bench".into(), inputs, false)
+                    }
+                    sync_file_system();
+                };
+                let run = || {
+                    if trace == Trace::Off {
+                        model.trace(&batch, &mut Discard, None).expect("trace");
+                    } else {
+                        let mut sink = DumpWriter::create(&dir, serde_json::json!({"program": "bench"}), "bench".into(), inputs.clone(), false)
                             .expect("dump directory");
                         model.trace(&batch, &mut sink, None).expect("trace");
-                        begun.elapsed()
-                    })
-                } else {
-                    time_runs(args.min_secs, || {
-                        let begun = Instant::now();
-                        model.trace(&batch, &mut Discard, None).expect("trace");
-                        begun.elapsed()
-                    })
+                    }
                 };
+                let (times, cpu) = time_runs(args.min_secs, prepare, run);
                 let ms = |d: Duration| d.as_secs_f64() * 1e3;
                 println!(
                     "{}",
@@ -201,7 +234,7 @@ fn forward(args: &Args, threads: usize) {
                         "side": "bert-core",
                         "batch": batch_size,
                         "tokens": tokens,
-                        "trace": if traced { "on" } else { "off" },
+                        "trace": trace.name(),
                         "threads": threads,
                         "runs": times.len(),
                         "median_ms": ms(times[times.len() / 2]),
