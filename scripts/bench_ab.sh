@@ -11,10 +11,16 @@
 # turn, ROUNDS times, and the table gives each side's median of its per-round medians and the
 # ratio new/old.
 #
+# With WHAT=cli it times the whole `bert-trace` command instead (a new process each time, the
+# checkpoint in the page cache): 12, 122 and 502 tokens of "the quick brown fox jumps over the
+# lazy sleeping dog" repeated, with --no-dump, into an empty directory (fresh) and into the
+# previous run's dump (rerun); the file system is synced before each run.
+#
 # A machine shared with other tenants drifts by 10-40% from one minute to the next (see
 # BENCHMARKS.md), so a change of a few percent is only visible this way: both sides alternating,
 # each round short. Settings, from the environment:
-#   ROUNDS=10  THREADS=2  TOKENS=12,128,512  BATCH=1  TRACE=off  MIN_SECS=1
+#   WHAT=forward  ROUNDS=10  THREADS=2
+#   for forward: TOKENS=12,128,512  BATCH=1  TRACE=off  MIN_SECS=1
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -26,7 +32,10 @@ rounds="${ROUNDS:-10}"
 
 ab="$root/target/ab"
 mkdir -p "$ab"
-# Builds the bench example of revision $1 (empty: the working tree) and copies it to $2.
+what="${WHAT:-forward}"
+threads="${THREADS:-2}"
+# Builds revision $1's (empty: the working tree's) bench example, or bert-trace for WHAT=cli,
+# and copies it to $2.
 build() {
   local rev="$1" binary="$2" tree="$root" target="$root/target"
   if [ -n "$rev" ]; then
@@ -34,12 +43,36 @@ build() {
     target="$tree/target"
     [ -d "$tree" ] || git worktree add --quiet --detach "$tree" "$rev"
   fi
-  (cd "$tree" && cargo build --quiet --release -p bert-core --example bench --target-dir "$target")
-  cp "$target/release/examples/bench" "$binary"
+  if [ "$what" = cli ]; then
+    (cd "$tree" && cargo build --quiet --release -p bert-trace --target-dir "$target")
+    cp "$target/release/bert-trace" "$binary"
+  else
+    (cd "$tree" && cargo build --quiet --release -p bert-core --example bench --target-dir "$target")
+    cp "$target/release/examples/bench" "$binary"
+  fi
 }
 echo "building $old_rev and ${new_rev:-the working tree}..." >&2
-build "$old_rev" "$ab/bench-old"
-build "$new_rev" "$ab/bench-new"
+build "$old_rev" "$ab/bin-old"
+build "$new_rev" "$ab/bin-new"
+
+sentence="the quick brown fox jumps over the lazy sleeping dog"
+# Named by their length in tokens: 10 words a sentence, with [CLS] and [SEP].
+for sentences in 1 12 50; do
+  for _ in $(seq "$sentences"); do printf '%s ' "$sentence"; done > "$ab/input-$((sentences * 10 + 2)).txt"
+done
+# One timed run of the whole command: side $1, input file $2, mode $3; one JSON line.
+cli_run() {
+  local side="$1" input="$2" mode="$3" out="$ab/dump-$1"
+  local args=(--model "$model" --file "$input" --out "$out")
+  [ "$mode" = nodump ] && args=(--model "$model" --file "$input" --no-dump)
+  [ "$mode" = fresh ] && rm -rf "$out"
+  sync
+  local begun ended
+  begun=$(date +%s%N)
+  BERT_TRACE_THREADS="$threads" "$ab/bin-$side" "${args[@]}" > /dev/null
+  ended=$(date +%s%N)
+  echo "{\"side\":\"$side\",\"batch\":1,\"tokens\":$(basename "$input" .txt | cut -d- -f2),\"trace\":\"$mode\",\"median_ms\":$(((ended - begun) / 1000))e-3}"
+}
 
 : > "$ab/results.jsonl"
 for round in $(seq "$rounds"); do
@@ -47,9 +80,15 @@ for round in $(seq "$rounds"); do
   sides="old new"
   [ $((round % 2)) = 0 ] && sides="new old"
   for side in $sides; do
-    BERT_TRACE_THREADS="${THREADS:-2}" "$ab/bench-$side" forward --model "$model" --tokens "${TOKENS:-12,128,512}" \
-      --batch "${BATCH:-1}" --trace "${TRACE:-off}" --min-secs "${MIN_SECS:-1}" --out "$ab/dumps" \
-      | sed "s/\"side\":\"bert-core\"/\"side\":\"$side\"/" >> "$ab/results.jsonl"
+    if [ "$what" = cli ]; then
+      for input in "$ab"/input-*.txt; do
+        for mode in nodump fresh rerun; do cli_run "$side" "$input" "$mode" >> "$ab/results.jsonl"; done
+      done
+    else
+      BERT_TRACE_THREADS="$threads" "$ab/bin-$side" forward --model "$model" --tokens "${TOKENS:-12,128,512}" \
+        --batch "${BATCH:-1}" --trace "${TRACE:-off}" --min-secs "${MIN_SECS:-1}" --out "$ab/dumps" \
+        | sed "s/\"side\":\"bert-core\"/\"side\":\"$side\"/" >> "$ab/results.jsonl"
+    fi
   done
   echo "round $round/$rounds done" >&2
 done
@@ -63,10 +102,10 @@ for line in open(path):
     medians.setdefault((r["batch"], r["tokens"], r["trace"], r["side"]), []).append(r["median_ms"])
 configs = sorted({k[:3] for k in medians})
 print(f"\nold: {old_name}, new: {new_name}; median over rounds of each round's median, ms\n")
-print(f"{'batch':>5} {'tokens':>6} {'trace':>5} {'old':>9} {'new':>9} {'new/old':>8}   per round (old / new)")
+print(f"{'batch':>5} {'tokens':>8} {'trace':>6} {'old':>9} {'new':>9} {'new/old':>8}   per round (old / new)")
 for b, t, tr in configs:
     old, new = medians[(b, t, tr, "old")], medians[(b, t, tr, "new")]
     rounds = "  ".join(f"{o:.1f}/{n:.1f}" for o, n in zip(old, new))
-    print(f"{b:>5} {t:>6} {tr:>5} {statistics.median(old):>9.1f} {statistics.median(new):>9.1f} "
+    print(f"{b:>5} {t:>8} {tr:>6} {statistics.median(old):>9.1f} {statistics.median(new):>9.1f} "
           f"{statistics.median(new) / statistics.median(old):>8.3f}   {rounds}")
 EOF
