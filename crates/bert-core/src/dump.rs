@@ -12,7 +12,7 @@
 //! A rerun into the same directory writes over the previous run's files rather than deleting
 //! them and creating new ones: each old `<stage>.npy` is renamed to its temporary name and
 //! overwritten there. Creating a file and giving the file system new pages for it costs far
-//! more than reusing both (on the machine in BENCHMARKS.md, 75 to 250 µs per created file,
+//! more than reusing both (on the machine in BENCHMARKS.md, 56 to 250 µs per created file,
 //! against a few µs to reopen one). A file with another hard link (a copy the user kept with
 //! `cp -l`) is never written over; it is left alone and a new file takes its name.
 
