@@ -257,6 +257,9 @@ fn compute_tiles<const MR: usize, const NR: usize>(block: &Block<'_>, tiles: std
 /// # Safety
 /// Every output element of tokens `first_token..+tokens` and features `n0..+features` must be
 /// inside the output and written by no other thread meanwhile.
+// The indices j and i each address two things at once (a slot of the output and a sum), which
+// iterators would only obscure.
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 unsafe fn store_tile<const MR: usize, const NR: usize>(
     block: &Block<'_>,

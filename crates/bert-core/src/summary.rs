@@ -33,7 +33,7 @@ impl Summary {
         if n == 0 {
             return Summary { min: f64::INFINITY, mean: 0.0, std: 0.0, max: f64::NEG_INFINITY };
         }
-        let firsts = per_block(values, |block| sum_min_max(block));
+        let firsts = per_block(values, sum_min_max);
         let sum: f64 = firsts.iter().map(|p| p.0).sum();
         let min = firsts.iter().map(|p| p.1).fold(f32::INFINITY, f32::min);
         let max = firsts.iter().map(|p| p.2).fold(f32::NEG_INFINITY, f32::max);
