@@ -131,7 +131,9 @@ struct Problem<'a> {
     out_strides: (usize, usize),
 }
 
-/// One block of the product: tokens `m0..m0 + mc`, sums `k0..k0 + kc`, packed into `x_pack`.
+/// One block of the product: tokens `m0..m0 + mc`, sums `k0..k0 + kc`. `x_pack` holds the block
+/// of tokens packed for every sum, panel after panel (`NR`·K values each); the block's part of
+/// panel p starts at p·`NR`·K + `NR`·k0.
 struct Block<'a> {
     problem: Problem<'a>,
     x_pack: &'a [f32],
@@ -156,32 +158,42 @@ unsafe impl Sync for Out {}
 /// Computes the tiles of output features `tiles` for one block; one of the kernels below.
 type TilesFn = unsafe fn(&Block<'_>, std::ops::Range<usize>, Out);
 
-/// The loops over blocks of K and of tokens, with `MR`×`NR` tiles computed by `tiles`.
+/// The loops over blocks of tokens and of K, with `MR`×`NR` tiles computed by `tiles`.
+///
+/// Each block of tokens is packed for the whole of K first, and then each thread goes through
+/// the blocks of K for its own tiles: a thread's tiles depend on no other thread's, so the
+/// threads meet twice per block of tokens, not twice per block of K too (every meeting costs a
+/// few µs of waking and sleeping, which with few tokens was a tenth of the time).
 fn blocked<const MR: usize, const NR: usize>(problem: Problem<'_>, out: &mut [f32], tiles: TilesFn) {
     let Problem { m, k, n, .. } = problem;
     let mc_max = MC.min(m.div_ceil(NR) * NR);
     let out = Out { ptr: out.as_mut_ptr(), len: out.len() };
     let tile_count = n.div_ceil(MR);
     PACK.with_borrow_mut(|lines| {
-        lines.resize(lines.len().max((mc_max * KC.min(k)).div_ceil(16)), CacheLine([0.0; 16]));
+        lines.resize(lines.len().max((mc_max * k).div_ceil(16)), CacheLine([0.0; 16]));
         // SAFETY: a CacheLine is 16 f32 and nothing else (repr(C)), so the lines are
         // 16 · lines.len() f32 in a row, borrowed mutably for as long as `lines` is.
         let pack = unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<f32>(), lines.len() * 16) };
-        for k0 in (0..k).step_by(KC) {
-            let kc = KC.min(k - k0);
-            for m0 in (0..m).step_by(mc_max) {
-                let mc = mc_max.min(m - m0);
-                let x_pack = &mut pack[..mc.div_ceil(NR) * NR * kc];
-                threads::for_each_part(x_pack, NR * kc, 1, |first_panel, part| {
-                    pack_panels::<NR>(problem.x, m0 + first_panel * NR, m0 + mc, k0, kc, part)
-                });
-                let block = Block { problem, x_pack, m0, mc, k0, kc };
-                threads::for_each_range(tile_count, |range| {
+        for m0 in (0..m).step_by(mc_max) {
+            let mc = mc_max.min(m - m0);
+            let x_pack = &mut pack[..mc.div_ceil(NR) * NR * k];
+            threads::for_each_part(x_pack, NR * k, 1, |first_panel, part| {
+                for (p, panel) in part.chunks_exact_mut(NR * k).enumerate() {
+                    for k0 in (0..k).step_by(KC) {
+                        let kc = KC.min(k - k0);
+                        pack_panels::<NR>(problem.x, m0 + (first_panel + p) * NR, m0 + mc, k0, kc, &mut panel[NR * k0..][..NR * kc]);
+                    }
+                }
+            });
+            let x_pack = &*x_pack;
+            threads::for_each_range(tile_count, |range| {
+                for k0 in (0..k).step_by(KC) {
+                    let block = Block { problem, x_pack, m0, mc, k0, kc: KC.min(k - k0) };
                     // SAFETY: the kernel was chosen for a CPU that has its features (see
                     // `product`), and each range of tiles writes only its own output features.
-                    unsafe { tiles(&block, range, out) }
-                });
-            }
+                    unsafe { tiles(&block, range.clone(), out) }
+                }
+            });
         }
     })
 }
@@ -240,7 +252,9 @@ fn compute_tiles<const MR: usize, const NR: usize>(block: &Block<'_>, tiles: std
         };
         // The next tile's weights, fetched into cache while this tile's first panel is computed.
         let next = (tile + 1 < n / MR).then(|| w.values[(n0 + MR) * w.row_stride + block.k0..].as_ptr());
-        for (p, panel) in block.x_pack.chunks_exact(NR * kc).enumerate() {
+        let panel_stride = NR * block.problem.k;
+        for p in 0..block.mc.div_ceil(NR) {
+            let panel = &block.x_pack[p * panel_stride + NR * block.k0..][..NR * kc];
             let sums = tile_sums::<MR, NR>(kc, w_tile, ldw, panel, if p == 0 { next } else { None });
             let first_token = block.m0 + p * NR;
             let tokens = NR.min(block.m0 + block.mc - first_token);
