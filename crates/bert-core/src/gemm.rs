@@ -7,14 +7,16 @@
 //! feed-forward layer, against 98 thousand for x at 128 tokens).
 //!
 //! The work is cut the way fast matrix products cut it (Goto's scheme, as in BLIS):
-//! - the tokens are copied ("packed") in blocks of up to [`MC`] rows × [`KC`] sums, as panels of
-//!   `NR` tokens side by side: panel[k][j] = x[m0 + j, k0 + k], zero past the last token;
+//! - the tokens are copied ("packed") in blocks of up to [`MC`] rows, as panels of `NR` tokens
+//!   side by side: panel[k][j] = x[m0 + j, k], zero past the last token (see `gemm/pack.rs`);
+//!   the sum over K is cut into blocks of [`KC`] steps;
 //! - a *tile* is `MR` output features × one panel of `NR` tokens. Its `MR`·`NR` sums stay in
 //!   vector registers for a whole block of K: each step loads the panel's `NR` values for one k
 //!   (whole vector registers) and multiplies them by each of the `MR` weights W[n,k] (one value,
 //!   broadcast), a fused multiply-add per register;
-//! - the threads share the output features: each walks its own tiles of W, and a tile's weights
-//!   (`MR` × `KC`) stay in cache while it passes over every panel of the block.
+//! - the threads share the output features: each walks its own tiles of W, one block of K after
+//!   the other, and a tile's weights (`MR` × `KC`) stay in cache while it passes over every
+//!   panel of the block; the next tile's weights are prefetched meanwhile.
 //!
 //! W is read in place, from the memory-mapped checkpoint, never copied or transposed.
 //!
@@ -36,7 +38,8 @@ use crate::threads;
 /// (KC × `NR`) then fit in the L1 and L2 caches.
 pub const KC: usize = 768;
 
-/// At most this many tokens per packed block (768 KiB at KC = 768, in the L2 cache).
+/// At most this many tokens per packed block: one block of K of them, 768 KiB at KC = 768, is in
+/// the L2 cache while the tiles pass over it.
 pub const MC: usize = 256;
 
 /// out [M,N] = x [M,K] · Wᵀ + bias, where `w` is W [N,K]; every slice contiguous and row-major.
