@@ -27,6 +27,15 @@ fn emit(sink: &mut DumpWriter, stage: Stage, values: &ArrayD<f32>) {
     sink.emit(stage, TensorView::F32(values.view())).expect("emit");
 }
 
+/// One whole run into `dir`: the stages in order, then the manifest.
+fn write_dump(dir: &Path, stages: &[(Stage, ArrayD<f32>)]) {
+    let mut sink = writer(dir);
+    for (stage, values) in stages {
+        emit(&mut sink, *stage, values);
+    }
+    sink.finish().expect("finish");
+}
+
 /// Reads `stage` from the dump in `dir` and checks it equals `want`, naming the stage if not.
 fn check(dir: &Path, stage: Stage, want: &ArrayD<f32>) {
     let dump = Dump::open(dir).expect("a finished dump");
@@ -59,23 +68,16 @@ const OUTPUT: Stage = Stage { layer: Some(0), kind: StageKind::AttnOutput };
 fn a_rerun_writes_over_the_previous_files_and_removes_those_it_did_not_write() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("dump");
-    let mut first = writer(&dir);
-    emit(&mut first, SCORES, &tensor(&[1, 2, 64, 64], 1.0));
-    emit(&mut first, PROBS, &tensor(&[1, 2, 64, 64], 2.0));
-    emit(&mut first, OUTPUT, &tensor(&[1, 64, 8], 3.0));
-    first.finish().unwrap();
+    write_dump(&dir, &[(SCORES, tensor(&[1, 2, 64, 64], 1.0)), (PROBS, tensor(&[1, 2, 64, 64], 2.0)), (OUTPUT, tensor(&[1, 64, 8], 3.0))]);
     // Held open, the first run's file keeps its inode number from being given to a new file.
     let scores_file = dir.join(SCORES.file_name());
     let held = std::fs::File::open(&scores_file).unwrap();
 
     // Shorter this time, so the reused file must also be cut to its new length; probs is not
     // written at all, as after --stop-at.
-    let mut second = writer(&dir);
     let scores = tensor(&[1, 2, 5, 5], 10.0);
     let output = tensor(&[1, 5, 8], 30.0);
-    emit(&mut second, SCORES, &scores);
-    emit(&mut second, OUTPUT, &output);
-    second.finish().unwrap();
+    write_dump(&dir, &[(SCORES, scores.clone()), (OUTPUT, output.clone())]);
 
     assert_eq!(inode(&scores_file), held.metadata().unwrap().ino(), "{SCORES}: the previous file was not reused");
     check(&dir, SCORES, &scores);
@@ -89,17 +91,13 @@ fn a_previous_file_with_another_link_is_left_alone() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("dump");
     let old = tensor(&[3, 4], 1.0);
-    let mut first = writer(&dir);
-    emit(&mut first, OUTPUT, &old);
-    first.finish().unwrap();
+    write_dump(&dir, &[(OUTPUT, old.clone())]);
     // The user keeps the first run's file under another name, as `cp -al dump kept` would.
     let kept = temp.path().join("kept.npy");
     std::fs::hard_link(dir.join(OUTPUT.file_name()), &kept).unwrap();
 
     let new = tensor(&[3, 4], 100.0);
-    let mut second = writer(&dir);
-    emit(&mut second, OUTPUT, &new);
-    second.finish().unwrap();
+    write_dump(&dir, &[(OUTPUT, new.clone())]);
 
     check(&dir, OUTPUT, &new);
     let kept_values = ArrayD::<f32>::read_npy(std::fs::File::open(&kept).unwrap()).unwrap();
@@ -110,10 +108,7 @@ fn a_previous_file_with_another_link_is_left_alone() {
 fn an_unfinished_rerun_leaves_no_manifest_and_none_of_the_previous_files() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("dump");
-    let mut first = writer(&dir);
-    emit(&mut first, SCORES, &tensor(&[1, 1, 4, 4], 1.0));
-    emit(&mut first, PROBS, &tensor(&[1, 1, 4, 4], 2.0));
-    first.finish().unwrap();
+    write_dump(&dir, &[(SCORES, tensor(&[1, 1, 4, 4], 1.0)), (PROBS, tensor(&[1, 1, 4, 4], 2.0))]);
 
     // A trace that fails after its first stage drops the writer without finishing it.
     let mut second = writer(&dir);
