@@ -21,7 +21,7 @@ mod queue;
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use ndarray::ArrayD;
@@ -91,7 +91,9 @@ impl DumpWriter {
         for entry in std::fs::read_dir(dir).map_err(|e| BertError::io(dir, e))? {
             let entry = entry.map_err(|e| BertError::io(dir, e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if is_ours(&name) && entry.path().is_file() {
+            // The type as the directory listing gives it, without a system call per entry: a
+            // symbolic link is not ours, even one named like a stage.
+            if is_ours(&name) && entry.file_type().is_ok_and(|t| t.is_file()) {
                 ours.push(name);
             } else {
                 foreign.push(name);
@@ -201,7 +203,7 @@ impl Sink for DumpWriter {
         self.remove_stale()?;
         let path = self.dir.join("manifest.json");
         let text = serde_json::to_string_pretty(&self.manifest).expect("a manifest always serialises");
-        write_atomically(&path, false, |writer| writer.write_all(text.as_bytes()))
+        write_atomically(&path, false, &[text.as_bytes()])
     }
 }
 

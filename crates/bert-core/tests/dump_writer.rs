@@ -11,7 +11,7 @@ use bert_core::manifest::Inputs;
 use bert_core::stage::{Stage, StageKind};
 use bert_core::trace::{Sink, Tensor, TensorView};
 use ndarray::{ArrayD, Dimension, IxDyn};
-use ndarray_npy::ReadNpyExt;
+use ndarray_npy::{ReadNpyExt, WriteNpyExt};
 
 fn writer(dir: &Path) -> DumpWriter {
     let inputs = Inputs { texts: vec!["test".into()], pair: None };
@@ -140,4 +140,40 @@ fn recycled_buffers_hold_exactly_each_stages_values() {
     for (stage, values) in &expected {
         check(&dir, *stage, values);
     }
+}
+
+#[test]
+fn files_are_byte_for_byte_what_ndarray_npy_writes() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("dump");
+    let values = tensor(&[2, 3, 5], 0.5);
+    write_dump(&dir, &[(OUTPUT, values.clone())]);
+    let mut expected = Vec::new();
+    values.write_npy(&mut expected).unwrap();
+    let got = std::fs::read(dir.join(OUTPUT.file_name())).unwrap();
+    assert!(got == expected, "{OUTPUT}: {} bytes written, ndarray-npy writes {}", got.len(), expected.len());
+}
+
+#[test]
+fn a_stage_file_replaced_by_a_symbolic_link_is_never_written_through() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("dump");
+    write_dump(&dir, &[(OUTPUT, tensor(&[3, 4], 1.0))]);
+    // The user points the stage's name at a file of their own.
+    let theirs = temp.path().join("theirs.npy");
+    std::fs::write(&theirs, b"the user's bytes").unwrap();
+    let link = dir.join(OUTPUT.file_name());
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&theirs, &link).unwrap();
+
+    let inputs = Inputs { texts: vec!["test".into()], pair: None };
+    let refused = DumpWriter::create(&dir, serde_json::json!({}), "test".into(), inputs.clone(), false);
+    assert!(refused.is_err(), "a symbolic link is not a file of ours: the directory must be refused without force");
+    let mut forced = DumpWriter::create(&dir, serde_json::json!({}), "test".into(), inputs, true).unwrap();
+    let new = tensor(&[3, 4], 7.0);
+    emit(&mut forced, OUTPUT, &new);
+    forced.finish().unwrap();
+
+    assert_eq!(std::fs::read(&theirs).unwrap(), b"the user's bytes", "the link's target changed");
+    check(&dir, OUTPUT, &new);
 }

@@ -13,7 +13,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use ndarray::{ArrayD, ArrayViewD};
-use ndarray_npy::WriteNpyExt;
+use ndarray_npy::npy::header::{Header, Layout};
+use ndarray_npy::WritableElement;
 
 use super::atomic::write_atomically;
 use crate::error::{BertError, Result};
@@ -171,10 +172,10 @@ impl Shared {
     fn write(&self, job: Job) {
         let Job { path, reuse, tensor } = job;
         if !self.failed.load(Ordering::Acquire) {
-            let result = write_atomically(&path, reuse, |writer| match &tensor {
-                Tensor::F32(a) => a.write_npy(writer),
-                Tensor::I64(a) => a.write_npy(writer),
-            });
+            let result = match &tensor {
+                Tensor::F32(a) => write_npy(&path, reuse, a),
+                Tensor::I64(a) => write_npy(&path, reuse, a),
+            };
             if let Err(e) = result {
                 *self.error.lock().expect("not poisoned") = Some(e);
                 self.failed.store(true, Ordering::Release);
@@ -222,6 +223,18 @@ impl Shared {
             problem: "an earlier stage could not be written".into(),
         }))
     }
+}
+
+/// Writes `a` as a `.npy` file, byte for byte as ndarray-npy's `write_npy` would: its header,
+/// whose type descriptor names this CPU's byte order, then the values as they lie in memory.
+fn write_npy<A: WritableElement + bytemuck::Pod>(path: &Path, reuse: bool, a: &ArrayD<A>) -> Result<()> {
+    let header = Header { type_descriptor: A::type_descriptor(), layout: Layout::Standard, shape: a.shape().to_vec() };
+    let header = header.to_bytes().map_err(|e| BertError::Dump {
+        path: path.into(),
+        problem: format!("cannot write: {e}"),
+    })?;
+    let values = a.as_slice().expect("queued stages are copies in C order");
+    write_atomically(path, reuse, &[&header, bytemuck::cast_slice(values)])
 }
 
 fn byte_size(tensor: &Tensor) -> usize {
