@@ -28,7 +28,7 @@ use ndarray::ArrayD;
 use ndarray_npy::ReadNpyExt;
 
 use self::atomic::write_atomically;
-use self::queue::{Job, Writer};
+use self::queue::Writer;
 
 use crate::error::{BertError, Result};
 use crate::manifest::{Inputs, Manifest, ManifestStage, FORMAT};
@@ -184,14 +184,10 @@ impl Sink for DumpWriter {
         let entry = ManifestStage::new(&stage, tensor.shape().to_vec());
         let path = self.dir.join(&entry.file);
         let reuse = self.stale.remove(&entry.file);
-        // One copy, in C order as .npy files are: the view belongs to the forward pass, which
-        // overwrites some buffers in place as soon as this call returns.
-        let writer = self.writer();
-        let tensor = match tensor {
-            TensorView::F32(a) => Tensor::F32(writer.copy(&a)),
-            TensorView::I64(a) => Tensor::I64(a.as_standard_layout().into_owned()),
-        };
-        writer.send(Job { path, reuse, tensor })?;
+        // The view belongs to the forward pass, which overwrites some buffers in place as soon
+        // as this call returns: the writer copies it (in C order, as .npy files are) unless it
+        // writes it at once.
+        self.writer().write(path, reuse, tensor)?;
         self.manifest.stages.push(entry);
         Ok(())
     }

@@ -177,3 +177,17 @@ fn a_stage_file_replaced_by_a_symbolic_link_is_never_written_through() {
     assert_eq!(std::fs::read(&theirs).unwrap(), b"the user's bytes", "the link's target changed");
     check(&dir, OUTPUT, &new);
 }
+
+#[test]
+fn a_stage_larger_than_the_queue_is_written_whole() {
+    // 17 million values, 68 MB: more than the 64 MB of copies the writer may hold, so it is
+    // written at once from the view; the stages around it still go through the queue.
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("dump");
+    let large = ArrayD::from_shape_fn(IxDyn(&[1, 17, 1000, 1000]), |i| (i[1] * 1_000_000 + i[2] * 1000 + i[3]) as f32);
+    let stages = [(PROBS, tensor(&[1, 2, 8, 8], 1.0)), (SCORES, large), (OUTPUT, tensor(&[1, 8, 4], 2.0))];
+    write_dump(&dir, &stages);
+    for (stage, values) in &stages {
+        check(&dir, *stage, values);
+    }
+}

@@ -18,25 +18,26 @@ use ndarray_npy::WritableElement;
 
 use super::atomic::write_atomically;
 use crate::error::{BertError, Result};
-use crate::trace::Tensor;
+use crate::trace::{Tensor, TensorView};
 
 /// How many bytes of copied stages may wait to be written. When the disk is slower than the
-/// forward pass, `send` waits (helping) rather than letting the copies fill memory; a stage
-/// larger than this is still accepted, alone.
+/// forward pass, `send` waits (helping) rather than letting the copies fill memory. A stage
+/// larger than this is written at once, from the forward pass's own buffer, without a copy.
 const QUEUE_BYTES: usize = 64 << 20;
 
 /// How many bytes of written stages' buffers are kept for the copies of later stages. A new
 /// buffer is fresh memory from the kernel, which faults in one 4 KiB page at a time on its
 /// first write; in a 512-token trace that cost more than the copying itself. The stages of one
-/// layer recur in the next, so a few layers' worth of buffers serves them all.
+/// layer recur in the next, so a few layers' worth of buffers serves them all. (Counting them
+/// against [`QUEUE_BYTES`] instead made a 512-token trace 5% slower.)
 const SPARE_BYTES: usize = QUEUE_BYTES;
 
 /// One stage to write.
-pub(super) struct Job {
-    pub path: PathBuf,
+struct Job {
+    path: PathBuf,
     /// Whether `path` is the previous run's file, to be written over.
-    pub reuse: bool,
-    pub tensor: Tensor,
+    reuse: bool,
+    tensor: Tensor,
 }
 
 /// The queue of stages and the thread that writes them.
@@ -90,9 +91,24 @@ impl Writer {
         Writer { shared, thread }
     }
 
+    /// Writes one stage to `path`: a copy queued for the writer thread or, for a stage larger
+    /// than [`QUEUE_BYTES`] (the scores of a batch of long sequences), at once on this thread,
+    /// straight from the view.
+    pub fn write(&self, path: PathBuf, reuse: bool, tensor: TensorView<'_>) -> Result<()> {
+        self.shared.check()?;
+        let tensor = match tensor {
+            TensorView::F32(a) => match a.as_slice() {
+                Some(values) if values.len() * 4 > QUEUE_BYTES => return write_npy(&path, reuse, a.shape(), values),
+                _ => Tensor::F32(self.copy(&a)),
+            },
+            TensorView::I64(a) => Tensor::I64(a.as_standard_layout().into_owned()),
+        };
+        self.send(Job { path, reuse, tensor })
+    }
+
     /// `a` in C order (the order of a `.npy` file's values), copied into a spare buffer when
     /// one is large enough.
-    pub fn copy(&self, a: &ArrayViewD<'_, f32>) -> ArrayD<f32> {
+    fn copy(&self, a: &ArrayViewD<'_, f32>) -> ArrayD<f32> {
         let mut buffer = self.shared.spare(a.len());
         match a.as_slice() {
             Some(values) => buffer.extend_from_slice(values),
@@ -112,8 +128,7 @@ impl Writer {
 
     /// Queues a stage once the queue has room for it, writing queued stages on this thread
     /// while it waits.
-    pub fn send(&self, job: Job) -> Result<()> {
-        self.shared.check()?;
+    fn send(&self, job: Job) -> Result<()> {
         let bytes = byte_size(&job.tensor);
         let mut queue = self.shared.lock();
         while queue.bytes > 0 && queue.bytes + bytes > QUEUE_BYTES {
@@ -173,8 +188,8 @@ impl Shared {
         let Job { path, reuse, tensor } = job;
         if !self.failed.load(Ordering::Acquire) {
             let result = match &tensor {
-                Tensor::F32(a) => write_npy(&path, reuse, a),
-                Tensor::I64(a) => write_npy(&path, reuse, a),
+                Tensor::F32(a) => write_npy(&path, reuse, a.shape(), a.as_slice().expect("copies are in C order")),
+                Tensor::I64(a) => write_npy(&path, reuse, a.shape(), a.as_slice().expect("copies are in C order")),
             };
             if let Err(e) = result {
                 *self.error.lock().expect("not poisoned") = Some(e);
@@ -225,15 +240,15 @@ impl Shared {
     }
 }
 
-/// Writes `a` as a `.npy` file, byte for byte as ndarray-npy's `write_npy` would: its header,
-/// whose type descriptor names this CPU's byte order, then the values as they lie in memory.
-fn write_npy<A: WritableElement + bytemuck::Pod>(path: &Path, reuse: bool, a: &ArrayD<A>) -> Result<()> {
-    let header = Header { type_descriptor: A::type_descriptor(), layout: Layout::Standard, shape: a.shape().to_vec() };
+/// Writes an array of `shape` whose values, in C order, are `values` as a `.npy` file, byte for
+/// byte as ndarray-npy's `write_npy` would: its header, whose type descriptor names this CPU's
+/// byte order, then the values as they lie in memory.
+fn write_npy<A: WritableElement + bytemuck::Pod>(path: &Path, reuse: bool, shape: &[usize], values: &[A]) -> Result<()> {
+    let header = Header { type_descriptor: A::type_descriptor(), layout: Layout::Standard, shape: shape.to_vec() };
     let header = header.to_bytes().map_err(|e| BertError::Dump {
         path: path.into(),
         problem: format!("cannot write: {e}"),
     })?;
-    let values = a.as_slice().expect("queued stages are copies in C order");
     write_atomically(path, reuse, &[&header, bytemuck::cast_slice(values)])
 }
 
