@@ -6,7 +6,7 @@
 use ndarray::{ArrayViewMut2, Axis};
 
 use crate::error::Result;
-use crate::simd::{vectorized, LANES};
+use crate::simd::{lane_sum, vectorized};
 use crate::weights::{Param, WeightStore};
 
 #[derive(Clone)]
@@ -55,28 +55,12 @@ vectorized! {
     }
 }
 
-/// Mean and biased variance of one row, summed in f64 so long rows lose no precision.
-///
-/// The sums run over [`LANES`] interleaved partial sums, which the compiler keeps in vector
-/// registers; one running sum would force it to add the values one at a time, in order.
+/// Mean and biased variance of one row, summed in f64 so long rows lose no precision, with
+/// `simd::lane_sum`'s interleaved partial sums (which the compiler keeps in vector registers).
 #[inline(always)]
 pub fn mean_var(row: &[f32]) -> (f32, f32) {
     let n = row.len() as f64;
     let mean = lane_sum(row, |v| v as f64) / n;
     let var = lane_sum(row, |v| (v as f64 - mean) * (v as f64 - mean)) / n;
     (mean as f32, var as f32)
-}
-
-/// Σ f(v) over `row`, in f64, with [`LANES`] partial sums.
-#[inline(always)]
-fn lane_sum(row: &[f32], f: impl Fn(f32) -> f64) -> f64 {
-    let mut partial = [0.0f64; LANES];
-    let chunks = row.chunks_exact(LANES);
-    let tail: f64 = chunks.remainder().iter().map(|&v| f(v)).sum();
-    for chunk in chunks {
-        for (p, &v) in partial.iter_mut().zip(chunk) {
-            *p += f(v);
-        }
-    }
-    partial.iter().sum::<f64>() + tail
 }

@@ -52,6 +52,21 @@ pub(crate) use vectorized;
 /// How many values a reduction keeps side by side: one AVX-512 register of f32.
 pub const LANES: usize = 16;
 
+/// Σ f(v) over `values`, in f64, with [`LANES`] partial sums, which the compiler keeps in vector
+/// registers; one running sum would force it to add the values one at a time, in order.
+#[inline(always)]
+pub(crate) fn lane_sum(values: &[f32], f: impl Fn(f32) -> f64) -> f64 {
+    let mut partial = [0.0f64; LANES];
+    let chunks = values.chunks_exact(LANES);
+    let tail: f64 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    for chunk in chunks {
+        for (p, &v) in partial.iter_mut().zip(chunk) {
+            *p += f(v);
+        }
+    }
+    partial.iter().sum::<f64>() + tail
+}
+
 /// e^x for f32, branch-free so that loops calling it vectorize; within 2 ulp of `f32::exp`.
 ///
 /// x = n·ln2 + r with n an integer and |r| ≤ ln2/2, so e^x = 2^n · e^r: 2^n is built directly in

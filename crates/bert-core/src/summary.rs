@@ -6,7 +6,7 @@
 //! compiler keeps in vector registers, in blocks that the threads share. The blocks' partial
 //! results are combined in block order, so the numbers do not depend on the thread count.
 
-use crate::simd::{vectorized, LANES};
+use crate::simd::{lane_sum, vectorized, LANES};
 use crate::threads::{self, PARALLEL_MIN_LEN};
 
 /// min, mean, population standard deviation (divided by n, numpy's default) and max.
@@ -72,40 +72,28 @@ fn per_block<R: Copy + Default + Send>(values: &[f32], f: impl Fn(&[f32]) -> R +
 }
 
 vectorized! {
-    /// (Σ v, min v, max v) of one block, the sum in f64.
+    /// (Σ v in f64, min v, max v) of one block.
     fn sum_min_max(values: &[f32]) -> (f64, f32, f32) {
-        let mut sum = [0.0f64; LANES];
         let mut min = [f32::INFINITY; LANES];
         let mut max = [f32::NEG_INFINITY; LANES];
         let chunks = values.chunks_exact(LANES);
         let tail = chunks.remainder();
         for chunk in chunks {
             for i in 0..LANES {
-                sum[i] += chunk[i] as f64;
                 min[i] = min[i].min(chunk[i]);
                 max[i] = max[i].max(chunk[i]);
             }
         }
-        let sum = sum.iter().sum::<f64>() + tail.iter().map(|&v| v as f64).sum::<f64>();
         let min = min.iter().chain(tail).copied().fold(f32::INFINITY, f32::min);
         let max = max.iter().chain(tail).copied().fold(f32::NEG_INFINITY, f32::max);
-        (sum, min, max)
+        (lane_sum(values, |v| v as f64), min, max)
     }
 }
 
 vectorized! {
     /// Σ (v - mean)² of one block, in f64.
     fn squared_deviations(values: &[f32], mean: f64) -> f64 {
-        let mut sum = [0.0f64; LANES];
-        let chunks = values.chunks_exact(LANES);
-        let tail = chunks.remainder();
-        for chunk in chunks {
-            for i in 0..LANES {
-                let d = chunk[i] as f64 - mean;
-                sum[i] += d * d;
-            }
-        }
-        sum.iter().sum::<f64>() + tail.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>()
+        lane_sum(values, |v| (v as f64 - mean) * (v as f64 - mean))
     }
 }
 

@@ -3,7 +3,7 @@
 //! Nearly all of BERT's arithmetic is matrix products. The dense layers (Q, K, V, the attention
 //! output and the feed-forward pair: over 90% of the work) and attention's per-head products go
 //! through our own product in [`crate::gemm`], which splits its output between the threads of
-//! our pool ([`for_each_range`], [`for_each_part`]); so do softmax, the activation and the
+//! our pool (`for_each_range`, `for_each_part`); so do softmax, the activation and the
 //! statistics of [`crate::summary`] on large tensors.
 //!
 //! The count is, in order of precedence:
