@@ -10,8 +10,8 @@
 //!
 //! - a call to [`set_threads`] (the `bert-trace --threads N` option);
 //! - the environment variable `BERT_TRACE_THREADS`, read by [`init_from_env`] or, failing that,
-//!   at the first forward pass (a value that is not a whole number of at least 1 is an error
-//!   from [`init_from_env`], and ignored by the forward pass);
+//!   at the first forward pass (a value that is not a whole number from 1 to [`MAX_THREADS`]
+//!   is an error from [`init_from_env`], and ignored by the forward pass);
 //! - otherwise, the number of physical cores (`num_cpus::get_physical`: hyper-threads share one
 //!   core's vector units, so they add little to matrix products).
 //!
@@ -38,6 +38,10 @@ pub const ENV_VAR: &str = "BERT_TRACE_THREADS";
 /// The variable matrixmultiply reads at its first product.
 pub const MATMUL_ENV_VAR: &str = "MATMUL_NUM_THREADS";
 
+/// The most threads bert-core starts. More would only contend for the cores of any machine it
+/// runs on today, and a count far beyond it (a typo) would fail to start the threads at all.
+pub const MAX_THREADS: usize = 1024;
+
 /// The most threads matrixmultiply can use; it clamps larger requests to this.
 pub const MAX_MATMUL_THREADS: usize = 4;
 
@@ -51,21 +55,23 @@ static CHOSEN: OnceLock<usize> = OnceLock::new();
 /// Why a thread count was refused.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ThreadsError {
-    #[error("{var} is `{value}`, expected a whole number of threads of at least 1")]
-    NotANumber { var: &'static str, value: String },
+    #[error("{setting} is `{value}`, expected a whole number of threads from 1 to {MAX_THREADS}")]
+    OutOfRange { setting: &'static str, value: String },
     #[error("the thread count is already fixed at {fixed} (by the first forward pass or an earlier setting), so {wanted} cannot take effect")]
     TooLate { fixed: usize, wanted: usize },
 }
 
-/// Uses `n` threads (at least 1) for this process's forward passes and returns the number that
-/// will be used.
+/// Uses `n` threads (1 to [`MAX_THREADS`]) for this process's forward passes and returns the
+/// number that will be used.
 ///
 /// Call it at the start of `main`, before other threads exist: it also sets
 /// `MATMUL_NUM_THREADS` for matrixmultiply (see the module documentation). After the first
 /// forward pass the count is fixed; asking for another number then is
 /// [`ThreadsError::TooLate`].
 pub fn set_threads(n: usize) -> Result<usize, ThreadsError> {
-    let n = n.max(1);
+    if !(1..=MAX_THREADS).contains(&n) {
+        return Err(ThreadsError::OutOfRange { setting: "the thread count", value: n.to_string() });
+    }
     let fixed = *CHOSEN.get_or_init(|| {
         // Setting a variable races with threads that read the environment at the same moment,
         // which is why this belongs at the start of `main`.
@@ -93,20 +99,21 @@ pub fn init_from_env() -> Result<usize, ThreadsError> {
 fn from_env() -> Option<Result<usize, ThreadsError>> {
     let value = std::env::var(ENV_VAR).ok().filter(|v| !v.trim().is_empty())?;
     Some(match value.trim().parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(ThreadsError::NotANumber { var: ENV_VAR, value }),
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(ThreadsError::OutOfRange { setting: ENV_VAR, value }),
     })
 }
 
 /// The number of threads the forward pass uses. The first call fixes it, if [`set_threads`]
-/// has not: to `BERT_TRACE_THREADS`, or else the number of physical cores.
+/// has not: to `BERT_TRACE_THREADS`, or else the number of physical cores (at most
+/// [`MAX_THREADS`]).
 pub fn threads() -> usize {
     *CHOSEN.get_or_init(|| {
         let n = match from_env() {
             Some(Ok(n)) => n,
-            _ => num_cpus::get_physical(),
+            _ => num_cpus::get_physical().clamp(1, MAX_THREADS),
         };
-        apply_to_blas(n.max(1))
+        apply_to_blas(n)
     })
 }
 

@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use bert_core::dump::{Dump, DumpWriter};
 use bert_core::manifest::Inputs;
 use bert_core::stage::{DType, Part, Stage};
+use bert_core::threads;
 use bert_core::trace::{Discard, Sink};
 use bert_core::{Batch, BertModel};
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -25,9 +26,11 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
     // First, while this is the only thread: the setting is passed on to matrixmultiply through
     // the environment (see bert_core::threads).
     let threads = match args.threads {
-        Some(0) => bail!("--threads is 0, expected a whole number of threads of at least 1"),
-        Some(n) => bert_core::threads::set_threads(n)?,
-        None => bert_core::threads::init_from_env()?,
+        Some(n) if !(1..=threads::MAX_THREADS).contains(&n) => {
+            bail!("--threads is {n}, expected a whole number of threads from 1 to {}", threads::MAX_THREADS)
+        }
+        Some(n) => threads::set_threads(n)?,
+        None => threads::init_from_env()?,
     };
     let texts = texts(args)?;
     if texts.is_empty() {

@@ -173,9 +173,11 @@ fn cases() -> Vec<Case> {
         Case { name: "only empty lines in --file", run: Run::Args(&["--no-dump", "--file", "{dir}/input.txt"]), breaks: |d| std::fs::write(d.join("input.txt"), "\n\n").unwrap(), says: "no TEXT given" },
         // The dumps.
         // The thread count.
-        Case { name: "BERT_TRACE_THREADS not a number", run: Run::Env("BERT_TRACE_THREADS", "two"), breaks: |_| {}, says: "BERT_TRACE_THREADS is `two`, expected a whole number of threads of at least 1" },
+        Case { name: "BERT_TRACE_THREADS not a number", run: Run::Env("BERT_TRACE_THREADS", "two"), breaks: |_| {}, says: "BERT_TRACE_THREADS is `two`, expected a whole number of threads from 1 to 1024" },
         Case { name: "BERT_TRACE_THREADS zero", run: Run::Env("BERT_TRACE_THREADS", "0"), breaks: |_| {}, says: "BERT_TRACE_THREADS is `0`" },
-        Case { name: "--threads zero", run: Run::Args(&["--threads", "0", "--out", "{out}", "x"]), breaks: |_| {}, says: "--threads is 0, expected a whole number of threads of at least 1" },
+        Case { name: "--threads zero", run: Run::Args(&["--threads", "0", "--out", "{out}", "x"]), breaks: |_| {}, says: "--threads is 0, expected a whole number of threads from 1 to 1024" },
+        Case { name: "--threads absurd", run: Run::Args(&["--threads", "100000", "--out", "{out}", "x"]), breaks: |_| {}, says: "--threads is 100000, expected" },
+        Case { name: "BERT_TRACE_THREADS absurd", run: Run::Env("BERT_TRACE_THREADS", "100000"), breaks: |_| {}, says: "BERT_TRACE_THREADS is `100000`" },
         Case { name: "reference dump missing", run: Run::Args(&["diff", "{dir}/absent", "{dir}"]), breaks: |_| {}, says: "{dir}/absent: not a directory" },
         Case { name: "manifest lists a missing file", run: Run::Diff, breaks: |d| std::fs::remove_file(d.join("layer0.attention.probs.npy")).unwrap(), says: "layer0.attention.probs.npy: cannot open" },
         Case { name: "manifest of another format", run: Run::Diff, breaks: |d| {
