@@ -100,6 +100,9 @@ pub fn gelu_tanh(x: f32) -> f32 {
 
 /// erf(x) for f32, within a few ulp, as a ratio of two polynomials in x² (the approximation
 /// Eigen and XLA use). Outside [-4, 4], erf is ±1 to f32 precision, so x is clamped there.
+// The coefficients are written as Eigen publishes them, so that a reader can check them against
+// its source; one has more digits than an f32 holds, which rounds to the same f32.
+#[allow(clippy::excessive_precision)]
 #[inline(always)]
 pub fn erf(x: f32) -> f32 {
     let x = x.clamp(-4.0, 4.0);

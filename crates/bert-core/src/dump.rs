@@ -9,14 +9,18 @@
 //! The `.npy` files are written by a background thread, so that the forward pass computes the
 //! next stage while the file system takes the previous one.
 //!
-//! A rerun into the same directory writes over the previous run's files rather than deleting
-//! them and creating new ones: each old `<stage>.npy` is renamed to its temporary name and
-//! overwritten there. Creating a file and giving the file system new pages for it costs far
-//! more than reusing both (on the machine in BENCHMARKS.md, 56 to 250 µs per created file,
-//! against a few µs to reopen one). A file with another hard link (a copy the user kept with
-//! `cp -l`) is never written over; it is left alone and a new file takes its name.
+//! A rerun into the same directory writes into the previous run's files rather than deleting
+//! them and creating new ones: creating a file and giving the file system new pages for it costs
+//! far more than reusing both (on the machine in BENCHMARKS.md, 56 to 250 µs per created file,
+//! against a few µs to reopen one). On Linux a stage is written into an old file of its size
+//! under a temporary name, which then trades places with the stage's old file in one rename
+//! (see `dump/carrier.rs`); elsewhere, or when no such file is at hand, the stage's old file is
+//! renamed to its temporary name, overwritten there and renamed back (`dump/atomic.rs`). A file
+//! with another hard link (a copy the user kept with `cp -l`) is never written over; it is left
+//! alone and a new file takes its name.
 
 mod atomic;
+mod carrier;
 mod queue;
 
 use std::collections::HashSet;
@@ -28,7 +32,7 @@ use ndarray::ArrayD;
 use ndarray_npy::ReadNpyExt;
 
 use self::atomic::write_atomically;
-use self::queue::Writer;
+use self::queue::{npy_file_len, Writer};
 
 use crate::error::{BertError, Result};
 use crate::manifest::{Inputs, Manifest, ManifestStage, FORMAT};
@@ -52,6 +56,11 @@ pub struct DumpWriter {
     /// The previous run's stage files not yet written over: reused by the stages of this run
     /// that have the same name, and removed by [`Sink::finish`] if none does.
     stale: HashSet<String>,
+    /// The previous run's stage files with their lengths, in the order its manifest lists them
+    /// (the order they were emitted), for choosing donors (see `dump/carrier.rs`).
+    previous_files: Vec<(String, u64)>,
+    /// The file lengths for which a carrier will be idle once the queued stages are written.
+    carried: HashSet<u64>,
 }
 
 impl DumpWriter {
@@ -117,6 +126,12 @@ impl DumpWriter {
                 remove_if_present(&dir.join(name))?;
             }
         }
+        let previous_files = previous
+            .iter()
+            .flat_map(|m| &m.stages)
+            .filter(|s| stale.contains(&s.file))
+            .filter_map(|s| Some((s.file.clone(), npy_file_len(&s.shape, &s.dtype)?)))
+            .collect();
         std::fs::write(dir.join(MARKER), MARKER_TEXT).map_err(|e| BertError::io(dir.join(MARKER), e))?;
         Ok(DumpWriter {
             dir: dir.into(),
@@ -132,6 +147,8 @@ impl DumpWriter {
             filter: Box::new(|_| true),
             writer: None,
             stale,
+            previous_files,
+            carried: HashSet::new(),
         })
     }
 
@@ -166,6 +183,36 @@ impl DumpWriter {
         self.writer.get_or_insert_with(|| Writer::start(dir))
     }
 
+    /// Whether this run's stage `file`, `len` bytes long, is to be written over the previous
+    /// run's file of that name. When it is and no carrier of its size is planned, the previous
+    /// run's file of the last stage of that size becomes one (see `dump/carrier.rs`). This plans
+    /// what the writer will find: a stage written over its old file leaves a carrier of its
+    /// size, and a stage written under a name now free (a donor's) uses one up.
+    fn plan(&mut self, file: &str, len: u64) -> bool {
+        let reuse = self.stale.remove(file);
+        if !reuse {
+            self.carried.remove(&len);
+            return false;
+        }
+        if self.carried.contains(&len) {
+            return true;
+        }
+        // The last stage of the same size gives its file: the chain then runs through every
+        // stage of that size before it, and ends when that stage takes its name back.
+        let stale = &self.stale;
+        let donor = self.previous_files.iter().rev().find(|(name, size)| *size == len && stale.contains(name));
+        if let Some((name, _)) = donor {
+            let (name, path) = (name.clone(), self.dir.join(name));
+            // A donor that cannot be adopted stays stale: its stage reuses it, or `finish`
+            // removes it.
+            if self.writer().adopt(&path) {
+                self.stale.remove(&name);
+                self.carried.insert(len);
+            }
+        }
+        true
+    }
+
     /// Removes the previous run's files that this run did not write over.
     fn remove_stale(&mut self) -> Result<()> {
         for name in self.stale.drain() {
@@ -183,7 +230,8 @@ impl Sink for DumpWriter {
     fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()> {
         let entry = ManifestStage::new(&stage, tensor.shape().to_vec());
         let path = self.dir.join(&entry.file);
-        let reuse = self.stale.remove(&entry.file);
+        let len = npy_file_len(&entry.shape, &entry.dtype).unwrap_or(u64::MAX);
+        let reuse = self.plan(&entry.file, len);
         // The view belongs to the forward pass, which overwrites some buffers in place as soon
         // as this call returns: the writer copies it (in C order, as .npy files are) unless it
         // writes it at once.

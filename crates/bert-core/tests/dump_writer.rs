@@ -191,3 +191,113 @@ fn a_stage_larger_than_the_queue_is_written_whole() {
         check(&dir, *stage, values);
     }
 }
+
+/// Stages as a forward pass emits them: per layer, two stages of one size and one of another,
+/// with values that depend on `seed`.
+fn layered_stages(layers: usize, t: usize, seed: f32) -> Vec<(Stage, ArrayD<f32>)> {
+    let mut stages = Vec::new();
+    for layer in 0..layers {
+        let seed = seed + layer as f32 * 100.0;
+        stages.push((Stage::layer(layer, StageKind::AttnScores), tensor(&[1, 2, t, t], seed)));
+        stages.push((Stage::layer(layer, StageKind::AttnProbs), tensor(&[1, 2, t, t], seed + 1.0)));
+        stages.push((Stage::layer(layer, StageKind::AttnOutput), tensor(&[1, t, 8], seed + 2.0)));
+    }
+    stages
+}
+
+/// The listing a finished dump of `stages` has: the marker, the stage files, the manifest.
+fn dump_listing(stages: &[(Stage, ArrayD<f32>)]) -> Vec<String> {
+    let mut names: Vec<String> = stages.iter().map(|(stage, _)| stage.file_name()).collect();
+    names.extend([".bert-trace-dump".to_string(), "manifest.json".into()]);
+    names.sort();
+    names
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_rerun_carries_each_stage_into_place_in_the_previous_runs_files() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("dump");
+    let first = layered_stages(4, 6, 1.0);
+    write_dump(&dir, &first);
+    // Held open, the first run's files keep their inode numbers from being given to new files.
+    let held: Vec<std::fs::File> = first.iter().map(|(stage, _)| std::fs::File::open(dir.join(stage.file_name())).unwrap()).collect();
+    let old_inode = |stage: Stage| inode(&dir.join(stage.file_name()));
+    let before: Vec<(Stage, u64)> = first.iter().map(|(stage, _)| (*stage, old_inode(*stage))).collect();
+    let was = |stage: Stage| before.iter().find(|(s, _)| *s == stage).expect("in the first run").1;
+
+    let second = layered_stages(4, 6, 1000.0);
+    write_dump(&dir, &second);
+
+    for (stage, values) in &second {
+        check(&dir, *stage, values);
+    }
+    assert_eq!(listing(&dir), dump_listing(&second), "the rerun's directory");
+    // The last stage of each size lends its file (it is the donor) to the first stage of that
+    // size that is written. Which stage that is depends on which thread writes first (the
+    // forward pass's thread helps at the end); that one of them has it does not.
+    let donors = [
+        (Stage::layer(3, StageKind::AttnProbs), [StageKind::AttnScores, StageKind::AttnProbs]),
+        (Stage::layer(3, StageKind::AttnOutput), [StageKind::AttnOutput, StageKind::AttnOutput]),
+    ];
+    // No other stage's file was created: each went into a file of the first run. (A donor's
+    // stage gets a new file when the carrier that would have taken its name back is still
+    // being written by the other thread.)
+    let after: Vec<(Stage, u64)> = second.iter().map(|(stage, _)| (*stage, old_inode(*stage))).collect();
+    for (stage, got) in after.iter().filter(|(stage, _)| donors.iter().all(|(donor, _)| donor != stage)) {
+        assert!(before.iter().any(|(_, old)| old == got), "{stage}: inode {got} is a new file, expected one of the first run's {before:?}");
+    }
+    for (donor, size_class) in donors {
+        let holder = after.iter().find(|(_, got)| *got == was(donor)).map(|(stage, _)| *stage);
+        assert!(
+            holder.is_some_and(|stage| stage != donor && size_class.contains(&stage.kind)),
+            "{donor}'s first file: expected it under an earlier stage of its size, got it under {holder:?}"
+        );
+    }
+    drop(held);
+}
+
+#[test]
+fn a_rerun_that_stops_early_or_changes_shape_leaves_only_its_own_files() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("dump");
+    write_dump(&dir, &layered_stages(4, 6, 1.0));
+
+    // Stopped after two layers, as with --stop-at: the chains never reach their donors.
+    let stopped = layered_stages(2, 6, 50.0);
+    write_dump(&dir, &stopped);
+    for (stage, values) in &stopped {
+        check(&dir, *stage, values);
+    }
+    assert_eq!(listing(&dir), dump_listing(&stopped), "after the stopped rerun");
+
+    // Longer input: no previous file has the size of any stage.
+    let longer = layered_stages(3, 9, 70.0);
+    write_dump(&dir, &longer);
+    for (stage, values) in &longer {
+        check(&dir, *stage, values);
+    }
+    assert_eq!(listing(&dir), dump_listing(&longer), "after the rerun with longer input");
+}
+
+#[test]
+fn a_hard_link_in_the_middle_of_a_chain_keeps_the_first_runs_values() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("dump");
+    let first = layered_stages(4, 5, 1.0);
+    write_dump(&dir, &first);
+    let kept_stage = Stage::layer(1, StageKind::AttnOutput);
+    let kept_values = &first.iter().find(|(stage, _)| *stage == kept_stage).unwrap().1;
+    let kept = temp.path().join("kept.npy");
+    std::fs::hard_link(dir.join(kept_stage.file_name()), &kept).unwrap();
+
+    let second = layered_stages(4, 5, 500.0);
+    write_dump(&dir, &second);
+
+    for (stage, values) in &second {
+        check(&dir, *stage, values);
+    }
+    assert_eq!(listing(&dir), dump_listing(&second), "the rerun's directory");
+    let got = ArrayD::<f32>::read_npy(std::fs::File::open(&kept).unwrap()).unwrap();
+    assert!(got == *kept_values, "the kept link to {kept_stage}: expected the first run's {kept_values:?}, got {got:?}");
+}

@@ -3,7 +3,7 @@
 //!
 //! A dump writes about 190 files, so the system calls per file count: a new file is opened,
 //! written with one vectored write and renamed; a reused one costs a rename, an open, an fstat,
-//! the write and the rename back.
+//! the write and the rename back. (`carrier.rs` saves one of those renames on a rerun.)
 
 use std::fs::File;
 use std::io::{IoSlice, Write};
@@ -42,7 +42,7 @@ pub(super) fn write_atomically(path: &Path, reuse: bool, parts: &[&[u8]]) -> Res
 }
 
 /// Writes every part, in as few system calls as the kernel allows.
-fn write_all_vectored(file: &mut File, parts: &[&[u8]]) -> std::io::Result<()> {
+pub(super) fn write_all_vectored(file: &mut File, parts: &[&[u8]]) -> std::io::Result<()> {
     let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|part| IoSlice::new(part)).collect();
     let mut remaining = &mut slices[..];
     while !remaining.is_empty() {
@@ -62,15 +62,20 @@ fn write_all_vectored(file: &mut File, parts: &[&[u8]]) -> std::io::Result<()> {
 /// takes).
 fn reusable(path: &Path, temp: &Path) -> Option<(File, u64)> {
     std::fs::rename(path, temp).ok()?;
-    let reopened = open_no_follow(temp).and_then(|file| Ok((file.metadata()?, file)));
-    match reopened {
-        Ok((metadata, file)) if metadata.is_file() && has_one_link(&metadata) => Some((file, metadata.len())),
+    let reopened = open_if_ours_alone(temp);
+    if reopened.is_none() {
         // The other link keeps the contents; only our name for them goes.
-        _ => {
-            let _ = std::fs::remove_file(temp);
-            None
-        }
+        let _ = std::fs::remove_file(temp);
     }
+    reopened
+}
+
+/// The file at `path` opened for writing from its start, with its length, if it may be written
+/// over: a regular file (not reached through a symbolic link) that no other name links to.
+pub(super) fn open_if_ours_alone(path: &Path) -> Option<(File, u64)> {
+    let file = open_no_follow(path).ok()?;
+    let metadata = file.metadata().ok()?;
+    (metadata.is_file() && has_one_link(&metadata)).then_some((file, metadata.len()))
 }
 
 /// Opens `path` for writing, failing if it is a symbolic link: writing through one would change

@@ -16,7 +16,7 @@ use ndarray::{ArrayD, ArrayViewD};
 use ndarray_npy::npy::header::{Header, Layout};
 use ndarray_npy::WritableElement;
 
-use super::atomic::write_atomically;
+use super::carrier::Carriers;
 use crate::error::{BertError, Result};
 use crate::trace::{Tensor, TensorView};
 
@@ -59,6 +59,8 @@ struct Shared {
     /// Buffers of stages already written, for the copies of the next ones (emptied, at most
     /// [`SPARE_BYTES`] in all).
     spares: Mutex<Vec<Vec<f32>>>,
+    /// The files that carry stages into place.
+    carriers: Carriers,
 }
 
 struct Queue {
@@ -78,6 +80,7 @@ impl Writer {
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
             spares: Mutex::new(Vec::new()),
+            carriers: Carriers::new(dir),
         });
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -98,7 +101,9 @@ impl Writer {
         self.shared.check()?;
         let tensor = match tensor {
             TensorView::F32(a) => match a.as_slice() {
-                Some(values) if values.len() * 4 > QUEUE_BYTES => return write_npy(&path, reuse, a.shape(), values),
+                Some(values) if values.len() * 4 > QUEUE_BYTES => {
+                    return write_npy(&self.shared.carriers, &path, reuse, a.shape(), values)
+                }
                 _ => Tensor::F32(self.copy(&a)),
             },
             TensorView::I64(a) => Tensor::I64(a.as_standard_layout().into_owned()),
@@ -124,6 +129,16 @@ impl Writer {
             }
         }
         ArrayD::from_shape_vec(a.raw_dim(), buffer).expect("the copy holds every value of the view")
+    }
+
+    /// Makes the previous run's file `donor` an idle carrier (see `carrier.rs`); false if it
+    /// cannot be one.
+    ///
+    /// This happens at once, on the calling thread, not in the queue: the donor's own stage,
+    /// queued later, may then be written by another thread before this stage is, and must find
+    /// the donor's name already free rather than see its new file taken for a carrier.
+    pub fn adopt(&self, donor: &Path) -> bool {
+        self.shared.carriers.adopt(donor)
     }
 
     /// Queues a stage once the queue has room for it, writing queued stages on this thread
@@ -160,6 +175,7 @@ impl Writer {
             shared.write(job);
         }
         thread.join().expect("the dump writer thread does not panic");
+        shared.carriers.remove_idle();
         shared.check()
     }
 }
@@ -187,9 +203,10 @@ impl Shared {
     fn write(&self, job: Job) {
         let Job { path, reuse, tensor } = job;
         if !self.failed.load(Ordering::Acquire) {
+            let carriers = &self.carriers;
             let result = match &tensor {
-                Tensor::F32(a) => write_npy(&path, reuse, a.shape(), a.as_slice().expect("copies are in C order")),
-                Tensor::I64(a) => write_npy(&path, reuse, a.shape(), a.as_slice().expect("copies are in C order")),
+                Tensor::F32(a) => write_npy(carriers, &path, reuse, a.shape(), a.as_slice().expect("copies are in C order")),
+                Tensor::I64(a) => write_npy(carriers, &path, reuse, a.shape(), a.as_slice().expect("copies are in C order")),
             };
             if let Err(e) = result {
                 *self.error.lock().expect("not poisoned") = Some(e);
@@ -243,13 +260,35 @@ impl Shared {
 /// Writes an array of `shape` whose values, in C order, are `values` as a `.npy` file, byte for
 /// byte as ndarray-npy's `write_npy` would: its header, whose type descriptor names this CPU's
 /// byte order, then the values as they lie in memory.
-fn write_npy<A: WritableElement + bytemuck::Pod>(path: &Path, reuse: bool, shape: &[usize], values: &[A]) -> Result<()> {
-    let header = Header { type_descriptor: A::type_descriptor(), layout: Layout::Standard, shape: shape.to_vec() };
-    let header = header.to_bytes().map_err(|e| BertError::Dump {
+fn write_npy<A: WritableElement + bytemuck::Pod>(
+    carriers: &Carriers,
+    path: &Path,
+    reuse: bool,
+    shape: &[usize],
+    values: &[A],
+) -> Result<()> {
+    let header = npy_header::<A>(shape).map_err(|e| BertError::Dump {
         path: path.into(),
         problem: format!("cannot write: {e}"),
     })?;
-    write_atomically(path, reuse, &[&header, bytemuck::cast_slice(values)])
+    carriers.write(path, reuse, &[&header, bytemuck::cast_slice(values)])
+}
+
+/// The `.npy` header of an array of `A` of `shape`, in C order.
+fn npy_header<A: WritableElement>(shape: &[usize]) -> std::result::Result<Vec<u8>, ndarray_npy::npy::header::FormatHeaderError> {
+    Header { type_descriptor: A::type_descriptor(), layout: Layout::Standard, shape: shape.to_vec() }.to_bytes()
+}
+
+/// How long the `.npy` file of an array of `shape` is, with `dtype` as a manifest names it
+/// (`float32` or `int64`); None for another dtype or a shape no header can hold.
+pub(super) fn npy_file_len(shape: &[usize], dtype: &str) -> Option<u64> {
+    let (header, element) = match dtype {
+        "float32" => (npy_header::<f32>(shape), 4),
+        "int64" => (npy_header::<i64>(shape), 8),
+        _ => return None,
+    };
+    let values = shape.iter().try_fold(element, |bytes: u64, &dim| bytes.checked_mul(dim as u64))?;
+    values.checked_add(header.ok()?.len() as u64)
 }
 
 fn byte_size(tensor: &Tensor) -> usize {
