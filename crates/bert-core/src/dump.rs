@@ -132,7 +132,9 @@ impl DumpWriter {
             .filter(|s| stale.contains(&s.file))
             .filter_map(|s| Some((s.file.clone(), npy_file_len(&s.shape, &s.dtype)?)))
             .collect();
-        std::fs::write(dir.join(MARKER), MARKER_TEXT).map_err(|e| BertError::io(dir.join(MARKER), e))?;
+        if !marked {
+            std::fs::write(dir.join(MARKER), MARKER_TEXT).map_err(|e| BertError::io(dir.join(MARKER), e))?;
+        }
         Ok(DumpWriter {
             dir: dir.into(),
             manifest: Manifest {

@@ -18,14 +18,16 @@
 //! written into it, so a plan upset by the order of writes costs renames, never a file.
 //!
 //! Whenever there is no carrier of the right size (the first run into a directory, a stage
-//! whose shape changed, or the other writing thread holding it), a stage is written as before.
+//! whose shape changed), a stage is written as before. So is a stage with an old file of its own
+//! when the carrier of its size is being written by the other thread (the forward pass's thread
+//! helps the writer at the end); a stage without one, such as a donor's, waits for it instead.
 //! Where `RENAME_EXCHANGE` is missing (other systems; file systems that refuse it), no carrier is
 //! kept and every stage is written as before.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 use super::atomic::{open_if_ours_alone, write_all_vectored, write_atomically};
 use crate::error::{BertError, Result};
@@ -38,21 +40,31 @@ struct Carrier {
     len: u64,
 }
 
-/// The idle carriers of one dump directory.
+/// The carriers of one dump directory.
 pub(super) struct Carriers {
     dir: PathBuf,
-    idle: Mutex<Vec<Carrier>>,
+    pool: Mutex<Pool>,
+    /// Signalled when a carrier in use is done with.
+    returned: Condvar,
     /// For the carriers' names, unique within the run.
     next_id: AtomicUsize,
     /// Cleared when the file system cannot exchange two names; no carrier is kept after that.
     exchange_works: AtomicBool,
 }
 
+#[derive(Default)]
+struct Pool {
+    idle: Vec<Carrier>,
+    /// The lengths of the carriers being written by a thread now.
+    in_use: Vec<u64>,
+}
+
 impl Carriers {
     pub fn new(dir: &Path) -> Carriers {
         Carriers {
             dir: dir.into(),
-            idle: Mutex::new(Vec::new()),
+            pool: Mutex::new(Pool::default()),
+            returned: Condvar::new(),
             next_id: AtomicUsize::new(0),
             exchange_works: AtomicBool::new(cfg!(target_os = "linux")),
         }
@@ -63,26 +75,48 @@ impl Carriers {
     /// [`write_atomically`] does. `reuse` says that `path` is the previous run's file, which
     /// then becomes the next carrier.
     pub fn write(&self, path: &Path, reuse: bool, parts: &[&[u8]]) -> Result<()> {
-        let len: usize = parts.iter().map(|part| part.len()).sum();
-        match self.take(len as u64) {
-            Some(carrier) => self.deliver(carrier, path, reuse, parts, len as u64),
-            None => write_atomically(path, reuse, parts),
-        }
+        let len = parts.iter().map(|part| part.len() as u64).sum();
+        // A stage with no old file of its own would need a new one, which costs far more than
+        // waiting for the other thread to finish the stage before it in the chain.
+        let Some(carrier) = self.take(len, !reuse) else {
+            return write_atomically(path, reuse, parts);
+        };
+        let result = self.deliver(carrier, path, reuse, parts, len);
+        let mut pool = self.lock();
+        let done = pool.in_use.iter().position(|&used| used == len).expect("taken by this thread");
+        pool.in_use.swap_remove(done);
+        let result = result.map(|next| pool.idle.extend(next));
+        drop(pool);
+        self.returned.notify_all();
+        result
     }
 
     /// Removes the carriers left idle (a chain whose donor's stage never came: a run stopped
     /// early, or shapes that changed since the previous run).
     pub fn remove_idle(&self) {
-        for carrier in self.idle.lock().expect("not poisoned").drain(..) {
+        for carrier in self.lock().idle.drain(..) {
             let _ = std::fs::remove_file(&carrier.path);
         }
     }
 
-    /// An idle carrier exactly `len` bytes long.
-    fn take(&self, len: u64) -> Option<Carrier> {
-        let mut idle = self.idle.lock().expect("not poisoned");
-        let found = idle.iter().position(|carrier| carrier.len == len)?;
-        Some(idle.swap_remove(found))
+    fn lock(&self) -> MutexGuard<'_, Pool> {
+        self.pool.lock().expect("not poisoned")
+    }
+
+    /// An idle carrier exactly `len` bytes long, marked in use; with `wait`, waits for one that
+    /// another thread is using.
+    fn take(&self, len: u64, wait: bool) -> Option<Carrier> {
+        let mut pool = self.lock();
+        loop {
+            if let Some(found) = pool.idle.iter().position(|carrier| carrier.len == len) {
+                pool.in_use.push(len);
+                return Some(pool.idle.swap_remove(found));
+            }
+            if !wait || !pool.in_use.contains(&len) {
+                return None;
+            }
+            pool = self.returned.wait(pool).expect("not poisoned");
+        }
     }
 
     /// Moves the previous run's file `donor` to a new carrier's name and makes it idle; false
@@ -99,7 +133,7 @@ impl Carriers {
         }
         match open_if_ours_alone(&path) {
             Some((file, len)) => {
-                self.idle.lock().expect("not poisoned").push(Carrier { file, path, len });
+                self.lock().idle.push(Carrier { file, path, len });
                 true
             }
             None => {
@@ -109,9 +143,9 @@ impl Carriers {
         }
     }
 
-    /// Writes the stage into `carrier` and puts it in place at `path`; the previous run's file
-    /// there, if ours alone, becomes an idle carrier.
-    fn deliver(&self, mut carrier: Carrier, path: &Path, reuse: bool, parts: &[&[u8]], len: u64) -> Result<()> {
+    /// Writes the stage into `carrier` and puts it in place at `path`. Returns the previous
+    /// run's file there, under the carrier's name, when it is ours alone: the next carrier.
+    fn deliver(&self, mut carrier: Carrier, path: &Path, reuse: bool, parts: &[&[u8]], len: u64) -> Result<Option<Carrier>> {
         let failed = |carrier: &Carrier, problem: String| {
             let _ = std::fs::remove_file(&carrier.path);
             BertError::Dump {
@@ -133,17 +167,17 @@ impl Carriers {
         let old = if reuse && self.exchange_works.load(Ordering::Relaxed) { open_if_ours_alone(path) } else { None };
         if let Some((file, old_len)) = old {
             match exchange(&carrier.path, path) {
-                Ok(()) => {
-                    self.idle.lock().expect("not poisoned").push(Carrier { file, path: carrier.path, len: old_len });
-                    return Ok(());
-                }
+                Ok(()) => return Ok(Some(Carrier { file, path: carrier.path, len: old_len })),
                 // The file system cannot exchange names: from now on every stage is written
                 // through a temporary name, and this one is renamed as one.
                 Err(e) if exchange_unsupported(&e) => self.exchange_works.store(false, Ordering::Relaxed),
                 Err(e) => return Err(failed(&carrier, format!("cannot rename into place: {e}"))),
             }
         }
-        std::fs::rename(&carrier.path, path).map_err(|e| failed(&carrier, format!("cannot rename into place: {e}")))
+        match std::fs::rename(&carrier.path, path) {
+            Ok(()) => Ok(None),
+            Err(e) => Err(failed(&carrier, format!("cannot rename into place: {e}"))),
+        }
     }
 }
 
