@@ -302,3 +302,32 @@ fn a_hard_link_anywhere_in_a_chain_keeps_the_first_runs_values() {
         assert!(got == *kept_values, "the kept link to {kept_stage}: expected the first run's {kept_values:?}, got {got:?}");
     }
 }
+
+#[test]
+fn the_next_run_cleans_up_after_a_killed_one() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("dump");
+    let first = layered_stages(2, 4, 1.0);
+    write_dump(&dir, &first);
+    // Killed mid-run: the manifest is gone (removed at the start of every run), a stage was
+    // being written under its temporary name, and a carrier was waiting.
+    std::fs::remove_file(dir.join("manifest.json")).unwrap();
+    let leftovers = [format!(".{}.tmp", SCORES.file_name()), ".bert-trace-carrier-3.tmp".to_string()];
+    for name in &leftovers {
+        std::fs::write(dir.join(name), b"half written").unwrap();
+    }
+
+    let second = layered_stages(2, 4, 9.0);
+    write_dump(&dir, &second);
+    for (stage, values) in &second {
+        check(&dir, *stage, values);
+    }
+    assert_eq!(listing(&dir), dump_listing(&second), "after the run that followed the killed one");
+
+    // A hidden file of the user's is not ours, even in our directory.
+    std::fs::write(dir.join(".notes.txt"), b"mine").unwrap();
+    let inputs = Inputs { texts: vec!["test".into()], pair: None };
+    let refused = DumpWriter::create(&dir, serde_json::json!({}), "test".into(), inputs, false);
+    assert!(refused.is_err(), "a directory holding the user's .notes.txt must be refused without --force");
+    assert_eq!(std::fs::read(dir.join(".notes.txt")).unwrap(), b"mine", "the user's file changed");
+}
