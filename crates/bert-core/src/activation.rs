@@ -48,7 +48,7 @@ impl Activation {
     /// Applies the activation in place, element by element, with the same formulas as
     /// [`Activation::apply`].
     ///
-    /// A large tensor is split between the threads (see [`threads::for_each_part`]).
+    /// A large tensor is split between the threads (see `threads::for_each_part`).
     pub fn apply_inplace<D: Dimension>(self, mut x: ArrayViewMut<'_, f32, D>) {
         match x.as_slice_memory_order_mut() {
             Some(values) => threads::for_each_part(values, LANES, PARALLEL_MIN_LEN / LANES, |_, part| match self {

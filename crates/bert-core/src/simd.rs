@@ -4,7 +4,7 @@
 //! A Rust binary for x86-64 may only assume SSE2 (4 floats per instruction). The CPUs that run
 //! BERT have AVX2 (8 floats) and often AVX-512 (16 floats), but the compiler uses them only in
 //! functions marked `#[target_feature(enable = ...)]`, and such a function may only be called
-//! after checking that the CPU has those features. [`vectorized!`] writes that boilerplate: it
+//! after checking that the CPU has those features. `vectorized!` writes that boilerplate: it
 //! compiles one loop body three times and picks the best copy at run time.
 //!
 //! The loops themselves are plain Rust over slices; the compiler turns them into vector code

@@ -1,4 +1,4 @@
-//! Where the forward pass sends each stage: a [`Sink`] picked by the caller, and the [`Tracer`]
+//! Where the forward pass sends each stage: a [`Sink`] picked by the caller, and the `Tracer`
 //! that hands stages to it in execution order and stops the pass where asked.
 
 use ndarray::{ArrayD, ArrayViewD};
