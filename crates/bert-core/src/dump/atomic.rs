@@ -60,7 +60,7 @@ pub(super) fn write_all_vectored(file: &mut File, parts: &[&[u8]]) -> std::io::R
 /// with its length; None when it is not there, cannot be moved or opened, is a symbolic link or
 /// has another link (then nothing of it is touched but the name `path`, which the new file
 /// takes).
-fn reusable(path: &Path, temp: &Path) -> Option<(File, u64)> {
+pub(super) fn reusable(path: &Path, temp: &Path) -> Option<(File, u64)> {
     std::fs::rename(path, temp).ok()?;
     let reopened = open_if_ours_alone(temp);
     if reopened.is_none() {

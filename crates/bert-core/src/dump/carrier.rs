@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use super::atomic::{open_if_ours_alone, write_all_vectored, write_atomically};
+use super::atomic::{open_if_ours_alone, reusable, write_all_vectored, write_atomically};
 use crate::error::{BertError, Result};
 
 /// A file under a temporary name, open for writing from its start.
@@ -128,19 +128,11 @@ impl Carriers {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!(".bert-trace-carrier-{id}.tmp"));
-        if std::fs::rename(donor, &path).is_err() {
+        let Some((file, len)) = reusable(donor, &path) else {
             return false;
-        }
-        match open_if_ours_alone(&path) {
-            Some((file, len)) => {
-                self.lock().idle.push(Carrier { file, path, len });
-                true
-            }
-            None => {
-                let _ = std::fs::remove_file(&path);
-                false
-            }
-        }
+        };
+        self.lock().idle.push(Carrier { file, path, len });
+        true
     }
 
     /// Writes the stage into `carrier` and puts it in place at `path`. Returns the previous
