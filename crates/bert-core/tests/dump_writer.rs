@@ -205,12 +205,17 @@ fn layered_stages(layers: usize, t: usize, seed: f32) -> Vec<(Stage, ArrayD<f32>
     stages
 }
 
-/// The listing a finished dump of `stages` has: the marker, the stage files, the manifest.
-fn dump_listing(stages: &[(Stage, ArrayD<f32>)]) -> Vec<String> {
-    let mut names: Vec<String> = stages.iter().map(|(stage, _)| stage.file_name()).collect();
-    names.extend([".bert-trace-dump".to_string(), "manifest.json".into()]);
-    names.sort();
-    names
+/// Checks that `dir` is a finished dump of exactly `stages`: each stage holds its values, and
+/// the directory holds the marker, the stage files and the manifest, nothing else. `when` names
+/// the moment in the test's message.
+fn check_whole_dump(dir: &Path, stages: &[(Stage, ArrayD<f32>)], when: &str) {
+    for (stage, values) in stages {
+        check(dir, *stage, values);
+    }
+    let mut expected: Vec<String> = stages.iter().map(|(stage, _)| stage.file_name()).collect();
+    expected.extend([".bert-trace-dump".to_string(), "manifest.json".into()]);
+    expected.sort();
+    assert_eq!(listing(dir), expected, "{when}");
 }
 
 #[cfg(target_os = "linux")]
@@ -229,10 +234,7 @@ fn a_rerun_carries_each_stage_into_place_in_the_previous_runs_files() {
     let second = layered_stages(4, 6, 1000.0);
     write_dump(&dir, &second);
 
-    for (stage, values) in &second {
-        check(&dir, *stage, values);
-    }
-    assert_eq!(listing(&dir), dump_listing(&second), "the rerun's directory");
+    check_whole_dump(&dir, &second, "the rerun's directory");
     // No file was created: every stage went into a file of the first run.
     let after: Vec<(Stage, u64)> = second.iter().map(|(stage, _)| (*stage, old_inode(*stage))).collect();
     for (stage, got) in &after {
@@ -264,18 +266,12 @@ fn a_rerun_that_stops_early_or_changes_shape_leaves_only_its_own_files() {
     // Stopped after two layers, as with --stop-at: the chains never reach their donors.
     let stopped = layered_stages(2, 6, 50.0);
     write_dump(&dir, &stopped);
-    for (stage, values) in &stopped {
-        check(&dir, *stage, values);
-    }
-    assert_eq!(listing(&dir), dump_listing(&stopped), "after the stopped rerun");
+    check_whole_dump(&dir, &stopped, "after the stopped rerun");
 
     // Longer input: no previous file has the size of any stage.
     let longer = layered_stages(3, 9, 70.0);
     write_dump(&dir, &longer);
-    for (stage, values) in &longer {
-        check(&dir, *stage, values);
-    }
-    assert_eq!(listing(&dir), dump_listing(&longer), "after the rerun with longer input");
+    check_whole_dump(&dir, &longer, "after the rerun with longer input");
 }
 
 #[test]
@@ -294,10 +290,7 @@ fn a_hard_link_anywhere_in_a_chain_keeps_the_first_runs_values() {
         let second = layered_stages(4, 5, 500.0);
         write_dump(&dir, &second);
 
-        for (stage, values) in &second {
-            check(&dir, *stage, values);
-        }
-        assert_eq!(listing(&dir), dump_listing(&second), "the rerun's directory, {kept_stage} linked");
+        check_whole_dump(&dir, &second, &format!("the rerun's directory, {kept_stage} linked"));
         let got = ArrayD::<f32>::read_npy(std::fs::File::open(&kept).unwrap()).unwrap();
         assert!(got == *kept_values, "the kept link to {kept_stage}: expected the first run's {kept_values:?}, got {got:?}");
     }
@@ -319,10 +312,7 @@ fn the_next_run_cleans_up_after_a_killed_one() {
 
     let second = layered_stages(2, 4, 9.0);
     write_dump(&dir, &second);
-    for (stage, values) in &second {
-        check(&dir, *stage, values);
-    }
-    assert_eq!(listing(&dir), dump_listing(&second), "after the run that followed the killed one");
+    check_whole_dump(&dir, &second, "after the run that followed the killed one");
 
     // A hidden file of the user's is not ours, even in our directory.
     std::fs::write(dir.join(".notes.txt"), b"mine").unwrap();
