@@ -21,6 +21,8 @@
 # each round short. Settings, from the environment:
 #   WHAT=forward  ROUNDS=10  THREADS=2
 #   for forward: TOKENS=12,128,512  BATCH=1  TRACE=off  MIN_SECS=1
+#   DUMPS=target/ab/dumps: where traced runs write (a directory on tmpfs, such as
+#   /dev/shm/bert-trace-ab, leaves out the disk's file system and measures bert-core's own part)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -86,7 +88,7 @@ for round in $(seq "$rounds"); do
       done
     else
       BERT_TRACE_THREADS="$threads" "$ab/bin-$side" forward --model "$model" --tokens "${TOKENS:-12,128,512}" \
-        --batch "${BATCH:-1}" --trace "${TRACE:-off}" --min-secs "${MIN_SECS:-1}" --out "$ab/dumps" \
+        --batch "${BATCH:-1}" --trace "${TRACE:-off}" --min-secs "${MIN_SECS:-1}" --out "${DUMPS:-$ab/dumps}" \
         | sed "s/\"side\":\"bert-core\"/\"side\":\"$side\"/" >> "$ab/results.jsonl"
     fi
   done

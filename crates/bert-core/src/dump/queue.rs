@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use ndarray::{ArrayD, ArrayViewD};
+use ndarray::{ArrayD, ArrayViewD, Axis, Slice};
 use ndarray_npy::npy::header::{Header, Layout};
 use ndarray_npy::WritableElement;
 
 use super::carrier::Carriers;
 use crate::error::{BertError, Result};
+use crate::threads::{self, PARALLEL_MIN_LEN};
 use crate::trace::{Tensor, TensorView};
 
 /// How many bytes of copied stages may wait to be written. When the disk is slower than the
@@ -115,19 +116,7 @@ impl Writer {
     /// one is large enough.
     fn copy(&self, a: &ArrayViewD<'_, f32>) -> ArrayD<f32> {
         let mut buffer = self.shared.spare(a.len());
-        match a.as_slice() {
-            Some(values) => buffer.extend_from_slice(values),
-            // A transposed view, such as the heads-first [B,nh,T,hs] view of Q, K and V: its
-            // last axis is still contiguous in every layout the forward pass emits.
-            None => {
-                for row in a.rows() {
-                    match row.as_slice() {
-                        Some(values) => buffer.extend_from_slice(values),
-                        None => buffer.extend(row.iter().copied()),
-                    }
-                }
-            }
-        }
+        copy_c_order_in_parallel(a, &mut buffer);
         ArrayD::from_shape_vec(a.raw_dim(), buffer).expect("the copy holds every value of the view")
     }
 
@@ -220,22 +209,28 @@ impl Shared {
         }
     }
 
-    /// An empty buffer with room for `len` values: the smallest spare one that is large enough,
-    /// or else a new one.
+    /// A buffer of `len` values: the smallest spare one that is large enough, or else a new
+    /// one. Its values are whatever the buffer held before, to be written over.
     fn spare(&self, len: usize) -> Vec<f32> {
         let mut spares = self.spares.lock().expect("not poisoned");
         let best = (0..spares.len())
             .filter(|&i| spares[i].capacity() >= len)
             .min_by_key(|&i| spares[i].capacity());
         match best {
-            Some(i) => spares.swap_remove(i),
-            None => Vec::with_capacity(len),
+            Some(i) => {
+                let mut buffer = spares.swap_remove(i);
+                // A spare usually served a stage of the same size, so this rarely fills anything.
+                buffer.resize(len, 0.0);
+                buffer
+            }
+            // Zeroed memory comes from the kernel as pages that fault in on the first write:
+            // that write is the copy, which the pool's threads share.
+            None => vec![0.0; len],
         }
     }
 
     /// Keeps a written stage's buffer for a later copy, unless the spares already hold enough.
-    fn keep_spare(&self, mut buffer: Vec<f32>) {
-        buffer.clear();
+    fn keep_spare(&self, buffer: Vec<f32>) {
         let mut spares = self.spares.lock().expect("not poisoned");
         let kept: usize = spares.iter().map(Vec::capacity).sum();
         if (kept + buffer.capacity()) * 4 <= SPARE_BYTES {
@@ -254,6 +249,38 @@ impl Shared {
             path: self.dir.clone(),
             problem: "an earlier stage could not be written".into(),
         }))
+    }
+}
+
+/// Copies the values of `a` into `out`, as long as `a`, in C order. A large stage is split
+/// between the pool's threads, which would otherwise wait while this thread copies it alone.
+fn copy_c_order_in_parallel(a: &ArrayViewD<'_, f32>, out: &mut [f32]) {
+    // The parts of the view along its first axis longer than 1 are contiguous runs of the
+    // C-order copy, whatever the view's strides.
+    let Some(axis) = a.shape().iter().position(|&n| n > 1) else { return copy_c_order(a, out) };
+    let unit: usize = a.shape()[axis + 1..].iter().product();
+    if unit == 0 {
+        return;
+    }
+    threads::for_each_part(out, unit, PARALLEL_MIN_LEN.div_ceil(unit), |first, part| {
+        let count = part.len() / unit;
+        copy_c_order(&a.slice_axis(Axis(axis), Slice::from(first..first + count)), part);
+    });
+}
+
+/// Copies the values of `a` into `out`, as long as `a`, in C order, on this thread.
+fn copy_c_order(a: &ArrayViewD<'_, f32>, out: &mut [f32]) {
+    if let Some(values) = a.as_slice() {
+        return out.copy_from_slice(values);
+    }
+    // A transposed view, such as the heads-first [B,nh,T,hs] view of Q, K and V: its last axis
+    // is still contiguous in every layout the forward pass emits.
+    let row_len = a.shape().last().copied().unwrap_or(1).max(1);
+    for (row, out) in a.rows().into_iter().zip(out.chunks_exact_mut(row_len)) {
+        match row.as_slice() {
+            Some(values) => out.copy_from_slice(values),
+            None => out.iter_mut().zip(row).for_each(|(out, value)| *out = *value),
+        }
     }
 }
 
