@@ -6,8 +6,10 @@
 //! manifest lists a file that is not complete. We only ever delete files that our own previous
 //! manifest lists.
 //!
-//! The `.npy` files are written by a background thread, so that the forward pass computes the
-//! next stage while the file system takes the previous one.
+//! The `.npy` files are written by the forward pass's thread pool whenever its threads have no
+//! arithmetic to do (between parallel loops, and while one thread waits for the other at the end
+//! of one), so that the file system takes the previous stages while the pass computes the next
+//! ones, without a third thread taking a core from one of the pass's threads.
 //!
 //! A rerun into the same directory writes into the previous run's files rather than deleting
 //! them and creating new ones: creating a file and giving the file system new pages for it costs
@@ -46,7 +48,7 @@ const MARKER_TEXT: &str = "bert-trace writes dumps here; files named <stage>.npy
 /// A sink that writes each wanted stage to `dir/<stage>.npy`, then `dir/manifest.json`.
 ///
 /// [`Sink::emit`] copies the stage (its view is only valid during the call) and queues it for
-/// the writer thread; [`Sink::finish`] waits for every file, then writes the manifest. A failed
+/// the pool's threads to write; [`Sink::finish`] waits for every file, then writes the manifest. A failed
 /// write is reported by the next `emit` or by `finish`.
 pub struct DumpWriter {
     dir: PathBuf,
@@ -179,7 +181,7 @@ impl DumpWriter {
         &self.manifest.stages
     }
 
-    /// The writer thread, started at the first stage.
+    /// The queue of stages to write, made at the first stage.
     fn writer(&mut self) -> &Writer {
         let dir = &self.dir;
         self.writer.get_or_insert_with(|| Writer::start(dir))
@@ -255,7 +257,7 @@ impl Sink for DumpWriter {
 
 impl Drop for DumpWriter {
     /// Without [`Sink::finish`] (the trace failed), the queued files are still completed, so
-    /// that no thread outlives the writer, and the previous run's other files are removed; the
+    /// that no write outlives the writer, and the previous run's other files are removed; the
     /// manifest is not written.
     fn drop(&mut self) {
         if let Some(writer) = self.writer.take() {

@@ -165,6 +165,11 @@ pub(crate) fn for_each_range(count: usize, work: impl Fn(std::ops::Range<usize>)
     });
 }
 
+/// Runs `job` on the [`pool`] once one of its threads has nothing else to do.
+pub(crate) fn spawn(job: impl FnOnce() + Send + 'static) {
+    pool().spawn(job)
+}
+
 /// Whether this thread is one of the pool's: work it splits further runs on it alone (all the
 /// pool's threads are already busy with parts of the outer loop).
 fn in_pool() -> bool {

@@ -19,8 +19,9 @@
 //!
 //! Whenever there is no carrier of the right size (the first run into a directory, a stage
 //! whose shape changed), a stage is written as before. So is a stage with an old file of its own
-//! when the carrier of its size is being written by the other thread (the forward pass's thread
-//! helps the writer at the end); a stage without one, such as a donor's, waits for it instead.
+//! when the carrier of its size is being written by another thread (the pool's threads write
+//! stages side by side, and the forward pass's thread helps); a stage without one, such as a
+//! donor's, waits for it instead.
 //! Where `RENAME_EXCHANGE` is missing (other systems; file systems that refuse it), no carrier is
 //! kept and every stage is written as before.
 
@@ -77,7 +78,7 @@ impl Carriers {
     pub fn write(&self, path: &Path, reuse: bool, parts: &[&[u8]]) -> Result<()> {
         let len = parts.iter().map(|part| part.len() as u64).sum();
         // A stage with no old file of its own would need a new one, which costs far more than
-        // waiting for the other thread to finish the stage before it in the chain.
+        // waiting for the thread that writes the stage before it in the chain.
         let Some(carrier) = self.take(len, !reuse) else {
             return write_atomically(path, reuse, parts);
         };
