@@ -3,6 +3,7 @@
 //! file and the problem, exit status 2, no panic, and no dump left behind.
 //!
 //! Every case starts from a copy of golden/tiny (or of one of its dumps) and breaks one thing.
+//! A last test makes a write fail partway through a trace, which no broken file can do.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -208,4 +209,100 @@ fn every_bad_input_gets_one_line_and_status_2() {
     assert!(cases.len() >= 30, "issue 6 asks for at least 30 cases, have {}", cases.len());
     let failures: Vec<String> = cases.iter().filter_map(check).collect();
     assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
+
+/// Runs `bert-trace` on golden/tiny into `out` with `threads` threads, every file it writes
+/// limited to `max_file_bytes` (`RLIMIT_FSIZE`, with `SIGXFSZ` ignored, so that a longer write
+/// fails with EFBIG instead of killing the process).
+#[cfg(unix)]
+fn trace_with_file_limit(out: &Path, threads: usize, max_file_bytes: Option<u64>) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_bert-trace"));
+    command.env("BERT_TRACE_THREADS", threads.to_string());
+    command.args(["--model", &root().join("golden/tiny").display().to_string(), "--out", &out.display().to_string(), TEXT]);
+    if let Some(limit) = max_file_bytes {
+        // SAFETY: between fork and exec this calls only async-signal-safe functions (signal and
+        // setrlimit) and allocates nothing.
+        unsafe {
+            command.pre_exec(move || {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                let rlimit = libc::rlimit { rlim_cur: limit as libc::rlim_t, rlim_max: limit as libc::rlim_t };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &rlimit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    command.output().unwrap()
+}
+
+/// The names in `dir` that are neither a stage file nor ours to keep: the temporary names a
+/// write goes through, and anything else.
+#[cfg(unix)]
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| {
+            let stage_file = name.ends_with(".npy") && !name.starts_with('.');
+            !stage_file && name != ".bert-trace-dump" && name != "manifest.json"
+        })
+        .collect()
+}
+
+/// A write that fails partway through a trace (here a file-size limit: the inputs' stages fit,
+/// the embeddings do not), into an empty directory or over the previous dump, with one
+/// thread writing or several: one line naming the file, status 2, no manifest, no temporary or
+/// carrier file left behind; and the next run writes a whole dump.
+#[cfg(unix)]
+#[test]
+fn a_write_that_fails_partway_gets_one_line_and_leaves_no_temporary_file() {
+    let mut failures = Vec::new();
+    for (over_previous_dump, threads) in [(false, 1), (false, 2), (true, 1), (true, 2)] {
+        let case = format!("{} with {threads} thread(s)", if over_previous_dump { "over the previous dump" } else { "into an empty directory" });
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        if over_previous_dump {
+            let first = trace_with_file_limit(&out, threads, None);
+            assert!(first.status.success(), "{case}: the first run failed: {}", String::from_utf8_lossy(&first.stderr));
+        }
+        let failed = trace_with_file_limit(&out, threads, Some(1024));
+        let stderr = String::from_utf8_lossy(&failed.stderr);
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("note:")).collect();
+        let problem = if failed.status.code() != Some(2) {
+            Some(format!("exit status {:?}, expected 2", failed.status.code()))
+        } else if lines.len() != 1 || !lines[0].contains(&format!("{}/", out.display())) || !lines[0].contains(".npy: cannot write") {
+            // Which stage fails first depends on which thread writes first.
+            Some(format!("expected one line naming a stage file in {} and `cannot write`", out.display()))
+        } else if stderr.contains("panicked") {
+            Some("a panic reached the user".into())
+        } else if out.join("manifest.json").exists() {
+            Some("a manifest was written for a failed run".into())
+        } else if !leftovers(&out).is_empty() {
+            Some(format!("left behind {:?}", leftovers(&out)))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            failures.push(format!("{case}: {problem}\n  stderr: {stderr}"));
+            continue;
+        }
+        let next = trace_with_file_limit(&out, threads, None);
+        let manifest: Value = match std::fs::read_to_string(out.join("manifest.json")) {
+            Ok(text) if next.status.success() => serde_json::from_str(&text).unwrap(),
+            _ => {
+                failures.push(format!("{case}: the next run failed: {}", String::from_utf8_lossy(&next.stderr)));
+                continue;
+            }
+        };
+        let mut listed: Vec<String> = manifest["stages"].as_array().unwrap().iter().map(|s| s["file"].as_str().unwrap().to_string()).collect();
+        let mut present: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".npy")).collect();
+        listed.sort();
+        present.sort();
+        if listed != present || !leftovers(&out).is_empty() {
+            failures.push(format!("{case}: after the next run, expected exactly the manifest's {} files, found {} (and {:?})", listed.len(), present.len(), leftovers(&out)));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
