@@ -23,6 +23,7 @@
 
 mod atomic;
 mod carrier;
+mod lock;
 mod queue;
 
 use std::collections::HashSet;
@@ -63,6 +64,9 @@ pub struct DumpWriter {
     previous_files: Vec<(String, u64)>,
     /// The file lengths for which a carrier will be idle once the queued stages are written.
     carried: HashSet<u64>,
+    /// The directory's lock (see `dump/lock.rs`), released when the writer is dropped, after
+    /// [`Drop::drop`] has completed or removed every file.
+    _lock: Option<File>,
 }
 
 impl DumpWriter {
@@ -77,6 +81,9 @@ impl DumpWriter {
             return Err(bad("exists and is not a directory".into()));
         }
         std::fs::create_dir_all(dir).map_err(|e| BertError::io(dir, e))?;
+        // Before anything is read: what another run is writing is neither ours to judge nor to
+        // clean up.
+        let lock = lock::lock(dir)?;
         let manifest_path = dir.join("manifest.json");
         let previous = if manifest_path.is_file() {
             read_manifest(&manifest_path).ok()
@@ -153,6 +160,7 @@ impl DumpWriter {
             stale,
             previous_files,
             carried: HashSet::new(),
+            _lock: lock,
         })
     }
 

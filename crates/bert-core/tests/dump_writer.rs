@@ -321,3 +321,29 @@ fn the_next_run_cleans_up_after_a_killed_one() {
     assert!(refused.is_err(), "a directory holding the user's .notes.txt must be refused without --force");
     assert_eq!(std::fs::read(dir.join(".notes.txt")).unwrap(), b"mine", "the user's file changed");
 }
+
+#[test]
+fn a_second_run_into_a_directory_being_written_is_refused_and_the_first_is_untouched() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("dump");
+    let values = tensor(&[1, 2, 4, 4], 1.0);
+    write_dump(&dir, &[(SCORES, values.clone())]);
+
+    let mut first = writer(&dir);
+    emit(&mut first, SCORES, &values);
+    let inputs = Inputs { texts: vec!["other".into()], pair: None };
+    match DumpWriter::create(&dir, serde_json::json!({"name": "test"}), "test".into(), inputs, false) {
+        Ok(_) => panic!("a second writer was given {} while the first was writing it", dir.display()),
+        Err(e) => {
+            let message = e.to_string();
+            let expected = format!("{}: another run is writing a dump into this directory", dir.display());
+            assert!(message.starts_with(&expected), "expected `{expected}...`, got `{message}`");
+        }
+    }
+    emit(&mut first, PROBS, &values);
+    first.finish().expect("the first run finishes");
+    drop(first);
+    check_whole_dump(&dir, &[(SCORES, values.clone()), (PROBS, values.clone())], "after the first run, with the second refused");
+    // Once the first writer is gone, the directory is free again.
+    write_dump(&dir, &[(OUTPUT, tensor(&[1, 4, 8], 3.0))]);
+}

@@ -117,7 +117,7 @@ fn check(case: &Case) -> Option<String> {
 }
 
 fn cases() -> Vec<Case> {
-    vec![
+    let mut cases = vec![
         // The model directory.
         Case { name: "no config.json", run: Run::Trace, breaks: |d| std::fs::remove_file(d.join("config.json")).unwrap(), says: "no config.json" },
         Case { name: "config.json not JSON", run: Run::Trace, breaks: |d| std::fs::write(d.join("config.json"), "hidden_size = 32").unwrap(), says: "{dir}/config.json: not a valid BERT config.json" },
@@ -200,8 +200,33 @@ fn cases() -> Vec<Case> {
         // The output.
         Case { name: "OUT under a file", run: Run::Args(&["--out", "{dir}/config.json/out", TEXT]), breaks: |_| {}, says: "{dir}/config.json" },
         Case { name: "OUT holds files that are not ours", run: Run::Args(&["--out", "{dir}", TEXT]), breaks: |_| {}, says: "not a bert-trace dump" },
-    ]
+    ];
+    if cfg!(unix) {
+        cases.push(Case {
+            name: "OUT being written by another run",
+            run: Run::Args(&["--out", "{dir}/dump", TEXT]),
+            breaks: |d| lock_as_another_run(&d.join("dump")),
+            says: "{dir}/dump: another run is writing a dump into this directory",
+        });
+    }
+    cases
 }
+
+/// Creates `dir` and takes its lock as a run of `bert-trace` would, for as long as this test
+/// process lives.
+#[cfg(unix)]
+fn lock_as_another_run(dir: &Path) {
+    use std::os::fd::AsRawFd;
+    std::fs::create_dir_all(dir).unwrap();
+    let file = std::fs::File::open(dir).unwrap();
+    // SAFETY: flock only reads the descriptor, which stays open: it is leaked on purpose, so that
+    // the lock outlives this call.
+    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0, "{} could not be locked", dir.display());
+    std::mem::forget(file);
+}
+
+#[cfg(not(unix))]
+fn lock_as_another_run(_dir: &Path) {}
 
 #[test]
 fn every_bad_input_gets_one_line_and_status_2() {
