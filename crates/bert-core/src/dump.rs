@@ -23,7 +23,7 @@
 
 mod atomic;
 mod carrier;
-mod lock;
+pub mod lock;
 mod queue;
 
 use std::collections::HashSet;
@@ -66,7 +66,7 @@ pub struct DumpWriter {
     carried: HashSet<u64>,
     /// The directory's lock (see `dump/lock.rs`), released when the writer is dropped, after
     /// [`Drop::drop`] has completed or removed every file.
-    _lock: Option<File>,
+    _lock: Option<lock::DirLock>,
 }
 
 impl DumpWriter {

@@ -5,6 +5,7 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use bert_core::dump::lock::DirLock;
 use bert_core::stage::Stage;
 use bert_core::trace::{Sink, TensorView};
 use bert_core::BertError;
@@ -19,11 +20,15 @@ pub struct NpzWriter {
     temp: PathBuf,
     path: PathBuf,
     only: Selection,
+    /// The output directory's lock, as a dump of `.npy` files holds it: two runs writing one
+    /// `.trace.npz.tmp` would each truncate the other's archive.
+    _lock: Option<DirLock>,
 }
 
 impl NpzWriter {
     pub fn create(dir: &Path, only: Selection) -> Result<NpzWriter> {
         std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+        let lock = bert_core::dump::lock::lock(dir)?;
         let path = dir.join("trace.npz");
         let temp = dir.join(".trace.npz.tmp");
         let file = File::create(&temp).with_context(|| format!("{}: cannot write", temp.display()))?;
@@ -32,6 +37,7 @@ impl NpzWriter {
             temp,
             path,
             only,
+            _lock: lock,
         })
     }
 

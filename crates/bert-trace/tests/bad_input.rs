@@ -208,25 +208,23 @@ fn cases() -> Vec<Case> {
             breaks: |d| lock_as_another_run(&d.join("dump")),
             says: "{dir}/dump: another run is writing a dump into this directory",
         });
+        cases.push(Case {
+            name: "OUT being written by another run, with --npz",
+            run: Run::Args(&["--npz", "--out", "{dir}/dump", TEXT]),
+            breaks: |d| lock_as_another_run(&d.join("dump")),
+            says: "{dir}/dump: another run is writing a dump into this directory",
+        });
     }
     cases
 }
 
-/// Creates `dir` and takes its lock as a run of `bert-trace` would, for as long as this test
-/// process lives.
-#[cfg(unix)]
+/// Creates `dir` and takes its lock as a run of `bert-trace` does, for as long as this test
+/// process lives (the lock is leaked on purpose, so that it outlives this call).
 fn lock_as_another_run(dir: &Path) {
-    use std::os::fd::AsRawFd;
     std::fs::create_dir_all(dir).unwrap();
-    let file = std::fs::File::open(dir).unwrap();
-    // SAFETY: flock only reads the descriptor, which stays open: it is leaked on purpose, so that
-    // the lock outlives this call.
-    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0, "{} could not be locked", dir.display());
-    std::mem::forget(file);
+    let lock = bert_core::dump::lock::lock(dir).unwrap().unwrap_or_else(|| panic!("{} could not be locked", dir.display()));
+    std::mem::forget(lock);
 }
-
-#[cfg(not(unix))]
-fn lock_as_another_run(_dir: &Path) {}
 
 #[test]
 fn every_bad_input_gets_one_line_and_status_2() {

@@ -1,10 +1,11 @@
-//! One run at a time per dump directory.
+//! One run at a time per output directory.
 //!
 //! Two runs writing one directory at once would each take the other's files for stale ones,
 //! trade the carriers of one for those of the other, and leave a manifest that lists files the
-//! other run wrote. So a run holds an exclusive advisory lock (`flock`) on the directory from
-//! [`crate::dump::DumpWriter::create`] until the writer is dropped, and a second run is refused at
-//! once instead of waiting. The kernel releases the lock when the process ends, however it ends,
+//! other run removed or is still writing. So a run holds an exclusive advisory lock (`flock`) on
+//! the directory, from [`crate::dump::DumpWriter::create`] until the writer is dropped (or for as
+//! long as any other writer of that directory keeps its [`DirLock`]), and a second run is refused
+//! at once instead of waiting. The kernel releases the lock when the process ends, however it ends,
 //! so a killed run never leaves the directory locked.
 //!
 //! Where a directory cannot be locked (a system without `flock`, or a file system that refuses
@@ -16,15 +17,21 @@ use std::path::Path;
 
 use crate::error::{BertError, Result};
 
-/// The held lock on `dir`, None where the directory cannot be locked; an error when another
-/// run holds it.
+/// A directory's lock, held until this is dropped.
+#[derive(Debug)]
+pub struct DirLock {
+    _directory: File,
+}
+
+/// Takes the lock on the directory `dir` (which must exist): None where the directory cannot be
+/// locked; an error naming `dir` when another run holds it.
 #[cfg(unix)]
-pub(super) fn lock(dir: &Path) -> Result<Option<File>> {
+pub fn lock(dir: &Path) -> Result<Option<DirLock>> {
     use std::os::fd::AsRawFd;
     let Ok(file) = File::open(dir) else { return Ok(None) };
     // SAFETY: flock only reads the descriptor, which `file` owns and keeps open.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(Some(file));
+        return Ok(Some(DirLock { _directory: file }));
     }
     if std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock {
         return Err(BertError::Dump {
@@ -35,7 +42,8 @@ pub(super) fn lock(dir: &Path) -> Result<Option<File>> {
     Ok(None)
 }
 
+/// Takes the lock on the directory `dir`: never possible on this system, so None.
 #[cfg(not(unix))]
-pub(super) fn lock(_dir: &Path) -> Result<Option<File>> {
+pub fn lock(_dir: &Path) -> Result<Option<DirLock>> {
     Ok(None)
 }
