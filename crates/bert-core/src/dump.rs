@@ -49,8 +49,8 @@ const MARKER_TEXT: &str = "bert-trace writes dumps here; files named <stage>.npy
 /// A sink that writes each wanted stage to `dir/<stage>.npy`, then `dir/manifest.json`.
 ///
 /// [`Sink::emit`] copies the stage (its view is only valid during the call) and queues it for
-/// the pool's threads to write; [`Sink::finish`] waits for every file, then writes the manifest. A failed
-/// write is reported by the next `emit` or by `finish`.
+/// the pool's threads to write; [`Sink::finish`] waits for every file, then writes the
+/// manifest. A failed write is reported by the next `emit` or by `finish`.
 pub struct DumpWriter {
     dir: PathBuf,
     manifest: Manifest,

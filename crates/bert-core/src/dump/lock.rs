@@ -2,11 +2,11 @@
 //!
 //! Two runs writing one directory at once would each take the other's files for stale ones,
 //! trade the carriers of one for those of the other, and leave a manifest that lists files the
-//! other run removed or is still writing. So a run holds an exclusive advisory lock (`flock`) on
-//! the directory, from [`crate::dump::DumpWriter::create`] until the writer is dropped (or for as
-//! long as any other writer of that directory keeps its [`DirLock`]), and a second run is refused
-//! at once instead of waiting. The kernel releases the lock when the process ends, however it ends,
-//! so a killed run never leaves the directory locked.
+//! other run removed or is still writing. So a writer holds an exclusive advisory lock (`flock`)
+//! on its directory, a [`DirLock`], from its start ([`crate::dump::DumpWriter::create`], or
+//! `bert-trace --npz`) until it is dropped, and a second run is refused at once instead of
+//! waiting. The kernel releases the lock when the process ends, however it ends, so a killed run
+//! never leaves the directory locked.
 //!
 //! Where a directory cannot be locked (a system without `flock`, or a file system that refuses
 //! it), the run goes on without the lock: it is a guard against a mistake, not a condition for
