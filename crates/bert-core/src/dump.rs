@@ -26,7 +26,7 @@ mod carrier;
 pub mod lock;
 mod queue;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -40,6 +40,7 @@ use self::queue::{npy_file_len, Writer};
 use crate::error::{BertError, Result};
 use crate::manifest::{Inputs, Manifest, ManifestStage, FORMAT};
 use crate::stage::{self, Stage};
+use crate::threads;
 use crate::trace::{Sink, Tensor, TensorView};
 
 /// The file that marks a directory as one we write dumps into.
@@ -62,8 +63,8 @@ pub struct DumpWriter {
     /// The previous run's stage files with their lengths, in the order its manifest lists them
     /// (the order they were emitted), for choosing donors (see `dump/carrier.rs`).
     previous_files: Vec<(String, u64)>,
-    /// The file lengths for which a carrier will be idle once the queued stages are written.
-    carried: HashSet<u64>,
+    /// For each file length, how many carriers will be idle once the queued stages are written.
+    carried: HashMap<u64, usize>,
     /// The directory's lock (see `dump/lock.rs`), released when the writer is dropped, after
     /// [`Drop::drop`] has completed or removed every file.
     _lock: Option<lock::DirLock>,
@@ -159,7 +160,7 @@ impl DumpWriter {
             writer: None,
             stale,
             previous_files,
-            carried: HashSet::new(),
+            carried: HashMap::new(),
             _lock: lock,
         })
     }
@@ -197,29 +198,37 @@ impl DumpWriter {
 
     /// Whether this run's stage `file`, `len` bytes long, is to be written over the previous
     /// run's file of that name. When it is and no carrier of its size is planned, the previous
-    /// run's file of the last stage of that size becomes one (see `dump/carrier.rs`). This plans
-    /// what the writer will find: a stage written over its old file leaves a carrier of its
-    /// size, and a stage written under a name now free (a donor's) uses one up.
+    /// run's files of the last stages of that size become carriers (see `dump/carrier.rs`). This
+    /// plans what the writer will find: a stage written over its old file leaves a carrier of
+    /// its size, and a stage written under a name now free (a donor's) uses one up.
     fn plan(&mut self, file: &str, len: u64) -> bool {
         let reuse = self.stale.remove(file);
         if !reuse {
-            self.carried.remove(&len);
+            if let Some(count) = self.carried.get_mut(&len) {
+                *count = count.saturating_sub(1);
+            }
             return false;
         }
-        if self.carried.contains(&len) {
+        if self.carried.get(&len).is_some_and(|&count| count > 0) {
             return true;
         }
-        // The last stage of the same size gives its file: the chain then runs through every
-        // stage of that size before it, and ends when that stage takes its name back.
+        // The last stages of the same size give their files: the chains then run through every
+        // stage of that size before them, and each ends when its donor takes its name back.
         let stale = &self.stale;
-        let donor = self.previous_files.iter().rev().find(|(name, size)| *size == len && stale.contains(name));
-        if let Some((name, _)) = donor {
-            let (name, path) = (name.clone(), self.dir.join(name));
+        let same_size: Vec<String> = self
+            .previous_files
+            .iter()
+            .filter(|(name, size)| *size == len && stale.contains(name))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let wanted = donors_wanted(same_size.len(), threads::threads());
+        for name in same_size.into_iter().rev().take(wanted) {
             // A donor that cannot be adopted stays stale: its stage reuses it, or `finish`
             // removes it.
+            let path = self.dir.join(&name);
             if self.writer().adopt(&path) {
                 self.stale.remove(&name);
-                self.carried.insert(len);
+                *self.carried.entry(len).or_default() += 1;
             }
         }
         true
@@ -232,6 +241,22 @@ impl DumpWriter {
         }
         Ok(())
     }
+}
+
+/// How many carriers the chain of a size gets: `stages` is the number of the previous run's
+/// files of that size still to be written over, and `writers` the number of threads that write
+/// stages side by side.
+///
+/// Each carrier costs two renames of its own (its donor's file to the carrier's name, and back),
+/// and a stage that finds every carrier of its size in use costs one rename more than a carried
+/// stage (it goes through a temporary name). In BERT one size serves a hundred stages or more
+/// (every `[B,T,H]` stage, and Q, K and V split into heads), so two threads often write two of
+/// them at once: in a 12-token rerun of the bench model with two threads, one carrier per size
+/// left 37 of 178 stages to a temporary name, and one per thread left 8 or 9. A carrier is
+/// given for every four stages, up to one per thread: a short chain keeps one, since a second
+/// would cost more renames than it saves.
+fn donors_wanted(stages: usize, writers: usize) -> usize {
+    (stages / 4).clamp(1, writers.max(1))
 }
 
 impl Sink for DumpWriter {

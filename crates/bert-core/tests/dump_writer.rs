@@ -14,8 +14,18 @@ use ndarray::{ArrayD, Dimension, IxDyn};
 use ndarray_npy::{ReadNpyExt, WriteNpyExt};
 
 fn writer(dir: &Path) -> DumpWriter {
+    two_threads();
     let inputs = Inputs { texts: vec!["test".into()], pair: None };
     DumpWriter::create(dir, serde_json::json!({"name": "test"}), "test".into(), inputs, false).expect("dump directory")
+}
+
+/// Fixes the thread count at two, before any writer asks for it, so that stages are written
+/// side by side, and each long chain of same-sized stages has two carriers, whatever the machine.
+fn two_threads() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        bert_core::threads::set_threads(2).expect("no forward pass has fixed the count yet");
+    });
 }
 
 /// A tensor of `shape` whose values all differ and depend on `seed`.
@@ -156,6 +166,7 @@ fn files_are_byte_for_byte_what_ndarray_npy_writes() {
 
 #[test]
 fn a_stage_file_replaced_by_a_symbolic_link_is_never_written_through() {
+    two_threads();
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("dump");
     write_dump(&dir, &[(OUTPUT, tensor(&[3, 4], 1.0))]);
@@ -221,40 +232,48 @@ fn check_whole_dump(dir: &Path, stages: &[(Stage, ArrayD<f32>)], when: &str) {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_rerun_carries_each_stage_into_place_in_the_previous_runs_files() {
-    let temp = tempfile::tempdir().unwrap();
-    let dir = temp.path().join("dump");
-    let first = layered_stages(4, 6, 1.0);
-    write_dump(&dir, &first);
-    // Held open, the first run's files keep their inode numbers from being given to new files.
-    let held: Vec<std::fs::File> = first.iter().map(|(stage, _)| std::fs::File::open(dir.join(stage.file_name())).unwrap()).collect();
-    let old_inode = |stage: Stage| inode(&dir.join(stage.file_name()));
-    let before: Vec<(Stage, u64)> = first.iter().map(|(stage, _)| (*stage, old_inode(*stage))).collect();
-    let was = |stage: Stage| before.iter().find(|(s, _)| *s == stage).expect("in the first run").1;
+    // With four layers each size has one donor, its last stage. With twelve, each size has one
+    // per writing thread (two), so that two threads can carry stages of one size at once.
+    for layers in [4, 12] {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("dump");
+        let first = layered_stages(layers, 6, 1.0);
+        write_dump(&dir, &first);
+        // Held open, the first run's files keep their inode numbers from being given to new files.
+        let held: Vec<std::fs::File> = first.iter().map(|(stage, _)| std::fs::File::open(dir.join(stage.file_name())).unwrap()).collect();
+        let old_inode = |stage: Stage| inode(&dir.join(stage.file_name()));
+        let before: Vec<(Stage, u64)> = first.iter().map(|(stage, _)| (*stage, old_inode(*stage))).collect();
+        let was = |stage: Stage| before.iter().find(|(s, _)| *s == stage).expect("in the first run").1;
 
-    let second = layered_stages(4, 6, 1000.0);
-    write_dump(&dir, &second);
+        let second = layered_stages(layers, 6, 1000.0);
+        write_dump(&dir, &second);
 
-    check_whole_dump(&dir, &second, "the rerun's directory");
-    // No file was created: every stage went into a file of the first run.
-    let after: Vec<(Stage, u64)> = second.iter().map(|(stage, _)| (*stage, old_inode(*stage))).collect();
-    for (stage, got) in &after {
-        assert!(before.iter().any(|(_, old)| old == got), "{stage}: inode {got} is a new file, expected one of the first run's {before:?}");
+        check_whole_dump(&dir, &second, &format!("the rerun's directory, {layers} layers"));
+        // No file was created: every stage went into a file of the first run.
+        let after: Vec<(Stage, u64)> = second.iter().map(|(stage, _)| (*stage, old_inode(*stage))).collect();
+        for (stage, got) in &after {
+            assert!(before.iter().any(|(_, old)| old == got), "{layers} layers, {stage}: inode {got} is a new file, expected one of the first run's {before:?}");
+        }
+        // The last stages of each size lend their files (they are its donors) to earlier stages
+        // of that size. Which stages those are depends on which thread writes first (the forward
+        // pass's thread helps at the end); that one of them has a donor's file does not. With
+        // two donors, one writing thread may carry the whole chain, and the other donor's file
+        // then waits, unused, for its own stage; so only one donor per size is certain to lend.
+        let last = layers - 1;
+        let donors = [
+            ([Stage::layer(last, StageKind::AttnProbs), Stage::layer(last, StageKind::AttnScores)], [StageKind::AttnScores, StageKind::AttnProbs]),
+            ([Stage::layer(last, StageKind::AttnOutput), Stage::layer(last - 1, StageKind::AttnOutput)], [StageKind::AttnOutput, StageKind::AttnOutput]),
+        ];
+        for (candidates, size_class) in donors {
+            let holders: Vec<(Stage, Option<Stage>)> =
+                candidates.iter().map(|&donor| (donor, after.iter().find(|(_, got)| *got == was(donor)).map(|(stage, _)| *stage))).collect();
+            assert!(
+                holders.iter().any(|(donor, holder)| holder.is_some_and(|stage| stage != *donor && size_class.contains(&stage.kind))),
+                "{layers} layers: expected one of these first files under an earlier stage of its size, got (donor, holder) {holders:?}"
+            );
+        }
+        drop(held);
     }
-    // The last stage of each size lends its file (it is the donor) to the first stage of that
-    // size that is written. Which stage that is depends on which thread writes first (the
-    // forward pass's thread helps at the end); that one of them has it does not.
-    let donors = [
-        (Stage::layer(3, StageKind::AttnProbs), [StageKind::AttnScores, StageKind::AttnProbs]),
-        (Stage::layer(3, StageKind::AttnOutput), [StageKind::AttnOutput, StageKind::AttnOutput]),
-    ];
-    for (donor, size_class) in donors {
-        let holder = after.iter().find(|(_, got)| *got == was(donor)).map(|(stage, _)| *stage);
-        assert!(
-            holder.is_some_and(|stage| stage != donor && size_class.contains(&stage.kind)),
-            "{donor}'s first file: expected it under an earlier stage of its size, got it under {holder:?}"
-        );
-    }
-    drop(held);
 }
 
 #[test]
@@ -298,6 +317,7 @@ fn a_hard_link_anywhere_in_a_chain_keeps_the_first_runs_values() {
 
 #[test]
 fn the_next_run_cleans_up_after_a_killed_one() {
+    two_threads();
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("dump");
     let first = layered_stages(2, 4, 1.0);
@@ -324,6 +344,7 @@ fn the_next_run_cleans_up_after_a_killed_one() {
 
 #[test]
 fn a_second_run_into_a_directory_being_written_is_refused_and_the_first_is_untouched() {
+    two_threads();
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("dump");
     let values = tensor(&[1, 2, 4, 4], 1.0);

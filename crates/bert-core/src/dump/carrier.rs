@@ -13,9 +13,11 @@
 //! last stage of that size (the *donor*, chosen by [`crate::dump::DumpWriter`]), which is moved
 //! to a carrier's name. When the donor's own stage comes, the carrier left by the stage before
 //! it takes the donor's name back with a plain rename. A chain of twelve same-sized stages thus
-//! costs thirteen renames instead of twenty-four, and no file is created or deleted. Whichever
-//! thread writes whichever stage, a carrier is only ever renamed to the name of the stage
-//! written into it, so a plan upset by the order of writes costs renames, never a file.
+//! costs thirteen renames instead of twenty-four, and no file is created or deleted. A size with
+//! many stages gets one donor, and so one chain, per thread that writes, so that two threads
+//! writing stages of one size at once both find a carrier. Whichever thread writes whichever
+//! stage, a carrier is only ever renamed to the name of the stage written into it, so a plan
+//! upset by the order of writes costs renames, never a file.
 //!
 //! Whenever there is no carrier of the right size (the first run into a directory, a stage
 //! whose shape changed), a stage is written as before. So is a stage with an old file of its own
