@@ -4,6 +4,8 @@
 # 2. Makes a virtual environment with numpy in target/py-venv/ (once) for the walkthrough's
 #    Python blocks.
 # 3. Runs every test of the workspace. Extra arguments go to `cargo test`.
+# 4. Builds the API documentation, private items included, and fails on any rustdoc warning (a
+#    shape such as [B,T,H] outside backticks is read as a broken link).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -18,3 +20,5 @@ fi
 export BERT_TRACE_PYTHON="$venv/bin/python"
 
 cargo test --workspace --locked "$@"
+
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --locked --no-deps --document-private-items --quiet

@@ -1,6 +1,6 @@
 //! The feed-forward activations that BERT checkpoints name in `hidden_act`.
 //!
-//! They run on every element of the [B,T,I] intermediate tensor (1.5 million values per layer
+//! They run on every element of the `[B,T,I]` intermediate tensor (1.5 million values per layer
 //! for one 512-token sequence), so they are written as branch-free formulas that the compiler
 //! vectorizes (see [`crate::simd`]) rather than calls into a maths library.
 

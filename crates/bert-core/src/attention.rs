@@ -15,7 +15,7 @@ use crate::stage::{Stage, StageKind};
 use crate::trace::{Halt, Tracer};
 use crate::weights::WeightStore;
 
-/// `attention.self`: the query, key and value projections, [H] -> [H] each.
+/// `attention.self`: the query, key and value projections, `[H]` -> `[H]` each.
 pub struct BertSelfAttention {
     pub query: Linear,
     pub key: Linear,
@@ -53,9 +53,9 @@ impl BertAttention {
         })
     }
 
-    /// [B,T,H] -> [B,T,H]
+    /// `[B,T,H]` -> `[B,T,H]`
     ///
-    /// `mask_add` [B,T] is 0 for real tokens and f32::MIN for padding; it is added to every
+    /// `mask_add` `[B,T]` is 0 for real tokens and f32::MIN for padding; it is added to every
     /// query's scores for the padded keys, so softmax gives them zero weight.
     pub(crate) fn forward(
         &self,
@@ -171,7 +171,7 @@ vectorized! {
     }
 }
 
-/// [T,T]: one head's scores, scores[i,j] = (q_i · k_j) · scale + mask[j], into `out`.
+/// `[T,T]`: one head's scores, `scores[i,j] = (q_i · k_j) · scale + mask[j]`, into `out`.
 fn head_scores(
     query: &Array4<f32>,
     key: &Array4<f32>,
@@ -200,7 +200,7 @@ fn head_scores(
     }
 }
 
-/// [T,hs]: one head's context, context[i] = Σ_j probs[i,j] · v_j, into `out`.
+/// `[T,hs]`: one head's context, `context[i] = Σ_j probs[i,j] · v_j`, into `out`.
 fn head_context(probs: &Array4<f32>, value: &Array4<f32>, (bi, hi): (usize, usize), out: &mut [f32]) {
     let (_, t, nh, hs) = value.dim();
     let p = probs.slice(s![bi, hi, .., ..]); // [T,T]
@@ -216,14 +216,14 @@ fn head_context(probs: &Array4<f32>, value: &Array4<f32>, (bi, hi): (usize, usiz
     }
 }
 
-/// Head `hi` of sequence `bi` of a [B,T,nh,hs] array, as the matrix [T,hs] (rows H apart).
+/// Head `hi` of sequence `bi` of a `[B,T,nh,hs]` array, as the matrix `[T,hs]` (rows H apart).
 fn head(a: &Array4<f32>, bi: usize, hi: usize) -> Matrix<'_> {
     let (_, t, nh, hs) = a.dim();
     let values = a.as_slice().expect("projections are new arrays");
     Matrix::row_major(&values[(bi * t * nh + hi) * hs..], nh * hs)
 }
 
-/// [B,T,nh,hs] seen as [B,nh,T,hs] (a transposed view, no copy), as HF's `transpose(1, 2)`.
+/// `[B,T,nh,hs]` seen as `[B,nh,T,hs]` (a transposed view, no copy), as HF's `transpose(1, 2)`.
 fn heads_first(a: &Array4<f32>) -> ArrayView4<'_, f32> {
     a.view().permuted_axes([0, 2, 1, 3])
 }

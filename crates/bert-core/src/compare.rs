@@ -222,7 +222,7 @@ fn execution_key(name: &str) -> (usize, usize, usize) {
     }
 }
 
-/// Compares one stage. `query_mask` [B,T] is the batch's attention mask, used to set apart the
+/// Compares one stage. `query_mask` `[B,T]` is the batch's attention mask, used to set apart the
 /// rows of padded query tokens.
 pub fn compare_tensors(
     name: &str,
@@ -269,7 +269,7 @@ pub fn compare_tensors(
     report
 }
 
-/// For a stage with a query-token axis and a batch with padding: that axis and the [B,T] mask.
+/// For a stage with a query-token axis and a batch with padding: that axis and the `[B,T]` mask.
 fn padded_selector(name: &str, shape: &[usize], mask: Option<&ArrayD<i64>>) -> Option<(usize, ndarray::Array2<i64>)> {
     let stage = stage::parse(name)?;
     if stage.info().part == stage::Part::Input {

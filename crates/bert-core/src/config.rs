@@ -30,7 +30,7 @@ pub struct BertConfig {
     pub layer_norm_eps: f64,
     /// V: rows of the word embedding table.
     pub vocab_size: usize,
-    /// The longest input (in tokens, with [CLS] and [SEP]) the position table covers.
+    /// The longest input (in tokens, with `[CLS]` and `[SEP]`) the position table covers.
     pub max_position_embeddings: usize,
     /// Rows of the token type table (2: sentence A and B).
     #[serde(default = "default_type_vocab")]

@@ -12,11 +12,11 @@ use crate::weights::{Param, WeightStore};
 
 /// The three lookup tables and the LayerNorm, named as in `bert.embeddings.*`.
 pub struct BertEmbeddings {
-    /// [V,H]; also the MLM decoder's weight (tied).
+    /// `[V,H]`; also the MLM decoder's weight (tied).
     pub word_embeddings: Param,
-    /// [max_position_embeddings,H]
+    /// `[max_position_embeddings,H]`
     pub position_embeddings: Param,
-    /// [type_vocab_size,H]
+    /// `[type_vocab_size,H]`
     pub token_type_embeddings: Param,
     pub layer_norm: LayerNorm,
 }
@@ -66,7 +66,7 @@ impl BertEmbeddings {
         Ok(())
     }
 
-    /// [B,T] ids -> [B,T,H] hidden states, emitting each of the five embedding stages.
+    /// `[B,T]` ids -> `[B,T,H]` hidden states, emitting each of the five embedding stages.
     pub(crate) fn forward(&self, batch: &Batch, tracer: &mut Tracer) -> Result<Array3<f32>, Halt> {
         let (b, t) = batch.dims();
         let h = self.word_embeddings.shape()[1];
@@ -92,7 +92,7 @@ impl BertEmbeddings {
     }
 }
 
-/// [B,T] ids -> [B,T,H]: the rows of `table` [rows,H] that the ids name (checked in range).
+/// `[B,T]` ids -> `[B,T,H]`: the rows of `table` `[rows,H]` that the ids name (checked in range).
 fn gather(table: &Param, ids: &ndarray::Array2<i64>, h: usize) -> Array3<f32> {
     let (b, t) = ids.dim();
     let table = table.view2();

@@ -34,7 +34,7 @@ impl FeedForward {
         })
     }
 
-    /// [B,T,H] -> [B,T,H]
+    /// `[B,T,H]` -> `[B,T,H]`
     pub(crate) fn forward(&self, layer_idx: usize, x: &Array3<f32>, tracer: &mut Tracer) -> Result<Array3<f32>, Halt> {
         let stage = |kind| Stage::layer(layer_idx, kind);
         let (b, t, _) = x.dim();

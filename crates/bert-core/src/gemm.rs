@@ -1,18 +1,18 @@
 //! The matrix product of a dense layer, out = x Wᵀ + b, written for the shapes BERT has; the
 //! attention heads' products use it too.
 //!
-//! A dense layer multiplies the tokens x [M,K] (M = B·T rows) by a weight W stored as PyTorch
-//! stores it, [N,K]: every output feature's weights in one row. Both operands are contiguous along
+//! A dense layer multiplies the tokens x `[M,K]` (M = B·T rows) by a weight W stored as PyTorch
+//! stores it, `[N,K]`: every output feature's weights in one row. Both operands are contiguous along
 //! K, the axis that is summed, and W is the large one (2.4 million values in a bert-base
 //! feed-forward layer, against 98 thousand for x at 128 tokens).
 //!
 //! The work is cut the way fast matrix products cut it (Goto's scheme, as in BLIS):
 //! - the tokens are copied ("packed") in blocks of up to [`MC`] rows, as panels of `NR` tokens
-//!   side by side: panel[k][j] = x[m0 + j, k], zero past the last token (see `gemm/pack.rs`);
+//!   side by side: `panel[k][j] = x[m0 + j, k]`, zero past the last token (see `gemm/pack.rs`);
 //!   the sum over K is cut into blocks of [`KC`] steps;
 //! - a *tile* is `MR` output features × one panel of `NR` tokens. Its `MR`·`NR` sums stay in
 //!   vector registers for a whole block of K: each step loads the panel's `NR` values for one k
-//!   (whole vector registers) and multiplies them by each of the `MR` weights W[n,k] (one value,
+//!   (whole vector registers) and multiplies them by each of the `MR` weights `W[n,k]` (one value,
 //!   broadcast), a fused multiply-add per register;
 //! - the threads share the output features: each walks its own tiles of W, one block of K after
 //!   the other, and a tile's weights (`MR` × `KC`) stay in cache while it passes over every
@@ -42,7 +42,7 @@ pub const KC: usize = 768;
 /// the L2 cache while the tiles pass over it.
 pub const MC: usize = 256;
 
-/// out [M,N] = x [M,K] · Wᵀ + bias, where `w` is W [N,K]; every slice contiguous and row-major.
+/// out `[M,N]` = x `[M,K]` · Wᵀ + bias, where `w` is W `[N,K]`; every slice contiguous and row-major.
 ///
 /// Returns false, having written nothing, when this CPU has no kernel here (see the module
 /// documentation).
@@ -55,8 +55,8 @@ pub fn linear(x: &[f32], w: &[f32], bias: &[f32], (m, k, n): (usize, usize, usiz
     product(x, w, Some(bias), 1.0, (m, k, n), MatrixMut { values: out, row_stride: n, col_stride: 1 })
 }
 
-/// A matrix somewhere in a slice: element [r,c] is `values[r * row_stride + c * col_stride]`.
-/// One head of a [B,T,nh,hs] array is [T,hs] with strides (H, 1); its transpose, (1, H).
+/// A matrix somewhere in a slice: element `[r,c]` is `values[r * row_stride + c * col_stride]`.
+/// One head of a `[B,T,nh,hs]` array is `[T,hs]` with strides (H, 1); its transpose, (1, H).
 #[derive(Clone, Copy)]
 pub struct Matrix<'a> {
     pub values: &'a [f32],
@@ -78,12 +78,12 @@ pub struct MatrixMut<'a> {
     pub col_stride: usize,
 }
 
-/// Whether a [rows,cols] matrix with these strides lies inside `len` values.
+/// Whether a `[rows,cols]` matrix with these strides lies inside `len` values.
 fn fits(rows: usize, cols: usize, len: usize, row_stride: usize, col_stride: usize) -> bool {
     rows == 0 || cols == 0 || (rows - 1) * row_stride + (cols - 1) * col_stride < len
 }
 
-/// out [M,N] = (x [M,K] · Wᵀ) · scale (+ bias [N]), where `w` holds W [N,K] with contiguous rows:
+/// out `[M,N]` = (x `[M,K]` · Wᵀ) · scale (+ bias `[N]`), where `w` holds W `[N,K]` with contiguous rows:
 /// the general form of [`linear`]. x and out may have any strides. The scale multiplies each
 /// finished sum, as PyTorch's `(q @ k.T) * scale` does.
 ///
@@ -335,7 +335,7 @@ unsafe fn store_tile<const MR: usize, const NR: usize>(
     }
 }
 
-/// sums[i][j] = Σ_k w[i·ldw + k] · panel[k·NR + j] for k < kc: `MR` weight rows by `NR` tokens.
+/// `sums[i][j] = Σ_k w[i·ldw + k] · panel[k·NR + j]` for k < kc: `MR` weight rows by `NR` tokens.
 ///
 /// The loops have fixed trip counts `MR` and `NR`, so the compiler keeps the sums in `MR`·`NR`/16
 /// vector registers (24 with AVX-512, of its 32; 12 with AVX2, of its 16) and each k is

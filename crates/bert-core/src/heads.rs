@@ -1,4 +1,4 @@
-//! The heads on the pooled [CLS] vector: next-sentence prediction (`cls.seq_relationship`) and
+//! The heads on the pooled `[CLS]` vector: next-sentence prediction (`cls.seq_relationship`) and
 //! sequence classification (`classifier`). Each is one dense layer.
 
 use ndarray::Array2;
@@ -32,7 +32,7 @@ impl NspHead {
         })
     }
 
-    /// [B,H] -> [B,2]
+    /// `[B,H]` -> `[B,2]`
     pub(crate) fn forward(&self, pooled: &Array2<f32>, tracer: &mut Tracer) -> Result<Array2<f32>, Halt> {
         let logits = self.dense.forward(pooled.view());
         tracer.f32(Stage::new(StageKind::NspLogits), logits.view())?;
@@ -71,7 +71,7 @@ impl ClassifierHead {
         Ok(ClassifierHead { dense, labels })
     }
 
-    /// [B,H] -> [B,L]
+    /// `[B,H]` -> `[B,L]`
     pub(crate) fn forward(&self, pooled: &Array2<f32>, tracer: &mut Tracer) -> Result<Array2<f32>, Halt> {
         let logits = self.dense.forward(pooled.view());
         tracer.f32(Stage::new(StageKind::ClassifierLogits), logits.view())?;

@@ -17,7 +17,7 @@ pub struct LayerNorm {
 }
 
 impl LayerNorm {
-    /// Loads `<prefix>.weight` / `.bias` (or `.gamma` / `.beta`), each [H].
+    /// Loads `<prefix>.weight` / `.bias` (or `.gamma` / `.beta`), each `[H]`.
     pub fn load(store: &WeightStore, prefix: &str, hidden: usize, eps: f32) -> Result<LayerNorm> {
         Ok(LayerNorm {
             weight: store.get(&format!("{prefix}.weight"), &[hidden])?,
@@ -26,14 +26,14 @@ impl LayerNorm {
         })
     }
 
-    /// [B,T,H] -> [B,T,H], in place.
+    /// `[B,T,H]` -> `[B,T,H]`, in place.
     pub fn forward_hidden(&self, x: &mut ndarray::Array3<f32>) {
         let (b, t, h) = x.dim();
         let rows = x.view_mut().into_shape_with_order((b * t, h)).expect("contiguous");
         self.forward_inplace(rows);
     }
 
-    /// [N,H] -> [N,H], in place: each row is normalised on its own.
+    /// `[N,H]` -> `[N,H]`, in place: each row is normalised on its own.
     pub fn forward_inplace(&self, mut x: ArrayViewMut2<'_, f32>) {
         let weight = self.weight.as_slice();
         let bias = self.bias.as_slice();

@@ -8,7 +8,7 @@ use crate::gemm;
 use crate::threads;
 use crate::weights::{Param, WeightStore};
 
-/// A dense layer loaded from `<prefix>.weight` [out,in] and `<prefix>.bias` [out].
+/// A dense layer loaded from `<prefix>.weight` `[out,in]` and `<prefix>.bias` `[out]`.
 #[derive(Clone)]
 pub struct Linear {
     pub weight: Param,
@@ -29,7 +29,7 @@ impl Linear {
         self.weight.shape()[0]
     }
 
-    /// [N,in] -> [N,out]
+    /// `[N,in]` -> `[N,out]`
     ///
     /// Through [`gemm::linear`], which reads W in place from the checkpoint. Without its
     /// kernels (a CPU without AVX2, another architecture, or the `blas` feature), through
@@ -54,15 +54,15 @@ impl Linear {
         }
     }
 
-    /// [N,in] -> [N,out] through ndarray's `general_mat_mul` (matrixmultiply, or a BLAS).
+    /// `[N,in]` -> `[N,out]` through ndarray's `general_mat_mul` (matrixmultiply, or a BLAS).
     ///
     /// The output starts as the bias in every row and the product is added onto it (β = 1), so
     /// the bias costs no extra pass over the output.
     ///
-    /// The product is computed transposed, outᵀ [out,N] = W [out,in] · xᵀ [in,N], with every
+    /// The product is computed transposed, outᵀ `[out,N]` = W `[out,in]` · xᵀ `[in,N]`, with every
     /// operand a view (W read in place from the checkpoint, xᵀ and outᵀ transposed views), because
     /// of how matrixmultiply works: it first copies ("packs") blocks of both operands into the
-    /// layout its kernel reads, and W, stored [out,in], is a strided gather to pack whichever
+    /// layout its kernel reads, and W, stored `[out,in]`, is a strided gather to pack whichever
     /// side it is on. The right-hand operand is packed by one thread before the threaded loop, the
     /// left-hand one inside it, by every thread for its own rows; W is the large operand (2.4
     /// million values for the feed-forward layers), so it goes on the left, where the threads
@@ -78,7 +78,7 @@ impl Linear {
     }
 }
 
-/// [B,T,H] -> [B*T,H]: every token as one row, so a dense layer is one matrix product.
+/// `[B,T,H]` -> `[B*T,H]`: every token as one row, so a dense layer is one matrix product.
 pub fn rows(x: &ndarray::Array3<f32>) -> ArrayView2<'_, f32> {
     let (b, t, h) = x.dim();
     x.view()
@@ -86,7 +86,7 @@ pub fn rows(x: &ndarray::Array3<f32>) -> ArrayView2<'_, f32> {
         .expect("hidden states are contiguous")
 }
 
-/// [B*T,n] -> [B,T,n]: the inverse of [`rows`].
+/// `[B*T,n]` -> `[B,T,n]`: the inverse of [`rows`].
 pub fn unrows(x: Array2<f32>, batch: usize, tokens: usize) -> ndarray::Array3<f32> {
     let n = x.ncols();
     x.into_shape_with_order((batch, tokens, n))

@@ -20,7 +20,7 @@ pub struct MlmHead {
     pub activation: Activation,
     /// `transform.LayerNorm`
     pub layer_norm: LayerNorm,
-    /// H -> V: weight [V,H] shared with `embeddings.word_embeddings`, bias `cls.predictions.bias`.
+    /// H -> V: weight `[V,H]` shared with `embeddings.word_embeddings`, bias `cls.predictions.bias`.
     pub decoder: Linear,
 }
 
@@ -50,7 +50,7 @@ impl MlmHead {
         })
     }
 
-    /// [B,T,H] -> [B,T,V]
+    /// `[B,T,H]` -> `[B,T,V]`
     pub(crate) fn forward(&self, hidden: &Array3<f32>, tracer: &mut Tracer) -> Result<Array3<f32>, Halt> {
         let (b, t, _) = hidden.dim();
         let mut x = unrows(self.transform.forward(rows(hidden)), b, t);

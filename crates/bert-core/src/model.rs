@@ -53,17 +53,17 @@ pub enum TokenizerFiles<'a> {
 /// What the forward pass returns besides the traced stages.
 #[derive(Default)]
 pub struct Outputs {
-    /// [B,T,H], the last layer's output.
+    /// `[B,T,H]`, the last layer's output.
     pub last_hidden: Option<Array3<f32>>,
-    /// [B,H]
+    /// `[B,H]`
     pub pooled: Option<Array2<f32>>,
-    /// [B,T,V]
+    /// `[B,T,V]`
     pub mlm_logits: Option<Array3<f32>>,
-    /// [B,2]
+    /// `[B,2]`
     pub nsp_logits: Option<Array2<f32>>,
-    /// [B,L]
+    /// `[B,L]`
     pub classifier_logits: Option<Array2<f32>>,
-    /// [B,H], the sentence embedding of a sentence-transformers model.
+    /// `[B,H]`, the sentence embedding of a sentence-transformers model.
     pub sentence: Option<Array2<f32>>,
 }
 

@@ -1,4 +1,4 @@
-//! `BertPooler`: the [CLS] token's final hidden state through a dense layer and tanh.
+//! `BertPooler`: the `[CLS]` token's final hidden state through a dense layer and tanh.
 //!
 //! Only the NSP and classification heads read it; the MLM head and sentence embeddings
 //! (mean pooling) do not.
@@ -25,7 +25,7 @@ impl BertPooler {
         })
     }
 
-    /// [B,T,H] -> [B,H]
+    /// `[B,T,H]` -> `[B,H]`
     pub(crate) fn forward(&self, hidden: &Array3<f32>, tracer: &mut Tracer) -> Result<Array2<f32>, Halt> {
         // [B,H]: position 0 of every sequence, which is always [CLS].
         let cls = hidden.index_axis(Axis(1), 0);

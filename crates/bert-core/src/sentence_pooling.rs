@@ -94,7 +94,7 @@ impl SentencePooling {
         Ok(Some(SentencePooling { config_path: path }))
     }
 
-    /// [B,T,H], [B,T] -> [B,H]: sentence-transformers computes
+    /// `[B,T,H]`, `[B,T]` -> `[B,H]`: sentence-transformers computes
     /// `sum(hidden * mask, over T) / clamp(sum(mask, over T), min=1e-9)`.
     pub(crate) fn forward(&self, hidden: &Array3<f32>, mask: &Array2<i64>, tracer: &mut Tracer) -> Result<Array2<f32>, Halt> {
         let (batch, _, width) = hidden.dim();

@@ -126,11 +126,11 @@ pub struct BertTokenizer {
 /// One tokenized batch: B sequences padded to T tokens.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Batch {
-    /// [B,T] token ids.
+    /// `[B,T]` token ids.
     pub ids: Array2<i64>,
-    /// [B,T] 0 for sentence A (with [CLS] and its [SEP]), 1 for sentence B.
+    /// `[B,T]` 0 for sentence A (with `[CLS]` and its `[SEP]`), 1 for sentence B.
     pub token_type_ids: Array2<i64>,
-    /// [B,T] 1 for real tokens, 0 for padding.
+    /// `[B,T]` 1 for real tokens, 0 for padding.
     pub attention_mask: Array2<i64>,
     /// The token strings of each sequence, without padding.
     pub tokens: Vec<Vec<String>>,

@@ -93,7 +93,7 @@ impl Param {
         matches!(self.data, ParamData::Mapped { .. })
     }
 
-    /// A bias or LayerNorm vector, [n].
+    /// A bias or LayerNorm vector, `[n]`.
     pub fn view1(&self) -> ArrayView1<'_, f32> {
         ArrayView1::from(self.as_slice())
     }

@@ -1,6 +1,10 @@
 //! The command line: `bert-trace [OPTIONS] [TEXT]...` traces; `diff`, `stages` and `inspect`
 //! compare and look around.
 
+// The doc comments below are the `--help` text, which names BERT's tokens as users type them
+// (`[MASK]`), not as rustdoc links or code.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};

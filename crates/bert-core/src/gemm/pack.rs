@@ -1,4 +1,4 @@
-//! Packing: copying a block of tokens into the panels the kernels read, panel[k][j] = the k-th
+//! Packing: copying a block of tokens into the panels the kernels read, `panel[k][j]` = the k-th
 //! value of token j, `NR` tokens side by side.
 //!
 //! The tokens come in two layouts:
@@ -11,7 +11,7 @@
 use super::Matrix;
 
 /// Packs tokens `first..end` (at most `part.len() / (NR·kc)` panels of them), sums `k0..k0+kc`,
-/// into `part` as panel[k][j]; zero past `end`.
+/// into `part` as `panel[k][j]`; zero past `end`.
 pub(super) fn pack_panels<const NR: usize>(x: Matrix<'_>, first: usize, end: usize, k0: usize, kc: usize, part: &mut [f32]) {
     for (p, panel) in part.chunks_exact_mut(NR * kc).enumerate() {
         let first_token = first + p * NR;
