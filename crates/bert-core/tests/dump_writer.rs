@@ -295,21 +295,22 @@ fn a_rerun_that_stops_early_or_changes_shape_leaves_only_its_own_files() {
 
 #[test]
 fn a_hard_link_anywhere_in_a_chain_keeps_the_first_runs_values() {
-    // Layer 1's file is in the middle of its chain; layer 3's is the chain's donor.
-    for layer in [1, 3] {
+    // With four layers, layer 1's file is in the middle of its chain and layer 3's is the
+    // chain's donor. With twelve, layers 10 and 11 are the two donors of their size.
+    for (layers, layer) in [(4, 1), (4, 3), (12, 10), (12, 11)] {
         let temp = tempfile::tempdir().unwrap();
         let dir = temp.path().join("dump");
-        let first = layered_stages(4, 5, 1.0);
+        let first = layered_stages(layers, 5, 1.0);
         write_dump(&dir, &first);
         let kept_stage = Stage::layer(layer, StageKind::AttnOutput);
         let kept_values = &first.iter().find(|(stage, _)| *stage == kept_stage).unwrap().1;
         let kept = temp.path().join("kept.npy");
         std::fs::hard_link(dir.join(kept_stage.file_name()), &kept).unwrap();
 
-        let second = layered_stages(4, 5, 500.0);
+        let second = layered_stages(layers, 5, 500.0);
         write_dump(&dir, &second);
 
-        check_whole_dump(&dir, &second, &format!("the rerun's directory, {kept_stage} linked"));
+        check_whole_dump(&dir, &second, &format!("the rerun's directory, {layers} layers, {kept_stage} linked"));
         let got = ArrayD::<f32>::read_npy(std::fs::File::open(&kept).unwrap()).unwrap();
         assert!(got == *kept_values, "the kept link to {kept_stage}: expected the first run's {kept_values:?}, got {got:?}");
     }
