@@ -2,8 +2,9 @@
 //! them back (ours or `scripts/dump_reference.py`'s).
 //!
 //! A dump is whole or visibly incomplete: each `.npy` is written under a temporary name and
-//! renamed, and the manifest is written last, so a killed run never leaves a directory whose
-//! manifest lists a file that is not complete. We only ever delete files that our own previous
+//! renamed (on Linux a new file is written with no name and linked into place: see
+//! `dump/atomic.rs`), and the manifest is written last, so a killed run never leaves a directory
+//! whose manifest lists a file that is not complete. We only ever delete files that our own previous
 //! manifest lists.
 //!
 //! The `.npy` files are written by the forward pass's thread pool whenever its threads have no
