@@ -46,9 +46,9 @@ pub(super) fn write_atomically(path: &Path, reuse: bool, parts: &[&[u8]]) -> Res
             write_all_vectored(&mut file, parts).map_err(|e| failed(format!("cannot write: {e}")))?;
             match link_into_place(&file, path) {
                 Ok(()) => return Ok(()),
-                // A file of that name is there after all (one with another link, which
-                // `reusable` left alone): the new file takes the name by a rename, which
-                // replaces it atomically.
+                // Something not of the previous run has the name (with `--force`, say, a
+                // symbolic link): the new file takes the name by a rename, which replaces that
+                // entry atomically and never writes through it.
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let _ = std::fs::remove_file(&temp);
                     link_into_place(&file, &temp).map_err(|e| failed(format!("cannot write: {e}")))?;
