@@ -87,35 +87,51 @@ impl DumpWriter {
         // clean up.
         let lock = lock::lock(dir)?;
         let manifest_path = dir.join("manifest.json");
+        // A directory we wrote into before carries the marker, so that the stage files of a run
+        // that was killed before its manifest are still recognised as ours and cleaned up.
+        let marked = dir.join(MARKER).is_file();
+        // Without the marker, only a manifest that bert-trace wrote makes the directory ours
+        // (dumps from before the marker). A dump of `scripts/dump_reference.py` has the same
+        // format and the same file names, but it is the user's reference, not ours to replace.
         let previous = if manifest_path.is_file() {
             read_manifest(&manifest_path).ok()
         } else {
             None
         };
-        // A directory we wrote into before carries the marker, so that the stage files of a run
-        // that was killed before its manifest are still recognised as ours and cleaned up.
-        let marked = dir.join(MARKER).is_file();
+        if let Some(theirs) = previous.as_ref().filter(|m| !marked && !written_by_us(m)) {
+            let producer = theirs.producer.get("name").and_then(|name| name.as_str()).unwrap_or("another program");
+            return Err(bad(format!(
+                "holds a dump written by {producer}, not by bert-trace, which it never replaces (not even with --force): choose another --out"
+            )));
+        }
         let listed: Vec<&str> = previous
             .iter()
             .flat_map(|m| m.stages.iter().map(|s| s.file.as_str()))
             .collect();
         let is_ours = |name: &str| {
-            name == "manifest.json"
-                || name == MARKER
-                || (name.starts_with('.') && name.ends_with(".tmp"))
+            name == MARKER
+                || (name == "manifest.json" && (marked || previous.is_some()))
                 || listed.contains(&name)
-                || (marked && name.strip_suffix(".npy").and_then(stage::parse).is_some())
+                || (marked && (is_stage_file(name) || is_our_temporary(name)))
         };
         let mut ours = Vec::new();
         let mut foreign = Vec::new();
+        // Entries that are not ours but have a name this run may write: even `--force` must not
+        // replace them (a symbolic link excepted: replacing it loses nothing, and it is never
+        // written through).
+        let mut in_the_way = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(|e| BertError::io(dir, e))? {
             let entry = entry.map_err(|e| BertError::io(dir, e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             // The type as the directory listing gives it, without a system call per entry: a
             // symbolic link is not ours, even one named like a stage.
-            if is_ours(&name) && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let file_type = entry.file_type().ok();
+            if is_ours(&name) && file_type.is_some_and(|t| t.is_file()) {
                 ours.push(name);
             } else {
+                if is_our_name(&name) && !file_type.is_some_and(|t| t.is_symlink()) {
+                    in_the_way.push(name.clone());
+                }
                 foreign.push(name);
             }
         }
@@ -124,6 +140,13 @@ impl DumpWriter {
             return Err(bad(format!(
                 "holds files that are not a bert-trace dump ({}); choose another --out or pass --force",
                 preview(&foreign)
+            )));
+        }
+        if !in_the_way.is_empty() {
+            in_the_way.sort();
+            return Err(bad(format!(
+                "holds files that bert-trace did not write but would replace ({}); --force keeps other files, never these: choose another --out",
+                preview(&in_the_way)
             )));
         }
         // The manifest goes first, so that the previous run's files, kept for reuse, are never
@@ -319,6 +342,31 @@ fn preview(names: &[String]) -> String {
         n if n > 3 => format!("{} and {} more", shown.join(", "), n - 3),
         _ => shown.join(", "),
     }
+}
+
+/// Whether bert-trace wrote this manifest (and not, say, `scripts/dump_reference.py`).
+fn written_by_us(manifest: &Manifest) -> bool {
+    manifest.producer.get("name").and_then(|name| name.as_str()) == Some("bert-trace")
+}
+
+/// Whether `name` is a stage's file, `<stage>.npy`.
+fn is_stage_file(name: &str) -> bool {
+    name.strip_suffix(".npy").and_then(stage::parse).is_some()
+}
+
+/// Whether `name` is one of the temporary names a run writes through: `.<file>.tmp` for a stage
+/// file or the manifest (`dump/atomic.rs`), a carrier (`dump/carrier.rs`) or `--npz`'s archive.
+fn is_our_temporary(name: &str) -> bool {
+    let Some(inner) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+        return false;
+    };
+    let carrier = inner.strip_prefix("bert-trace-carrier-").is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()));
+    carrier || inner == "manifest.json" || inner == "trace.npz" || is_stage_file(inner)
+}
+
+/// Whether a run may write a file named `name` into its directory.
+fn is_our_name(name: &str) -> bool {
+    name == "manifest.json" || is_stage_file(name) || is_our_temporary(name)
 }
 
 /// Reads and checks a `manifest.json`.

@@ -369,3 +369,72 @@ fn a_second_run_into_a_directory_being_written_is_refused_and_the_first_is_untou
     // Once the first writer is gone, the directory is free again.
     write_dump(&dir, &[(OUTPUT, tensor(&[1, 4, 8], 3.0))]);
 }
+
+/// Every file under `dir` (one level), with its bytes, sorted by name.
+fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .expect("readable")
+        .map(|e| {
+            let e = e.expect("entry");
+            (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).expect("a file"))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// A PyTorch reference dump made by `scripts/dump_reference.py`, committed under golden/.
+fn reference_dump() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden/tiny/dumps/pair")
+}
+
+/// Directories holding what the user made, which no run may replace, with or without `--force`:
+/// a PyTorch reference dump of `scripts/dump_reference.py` (the same format and file names as
+/// ours), and a `manifest.json` of some other program's.
+#[test]
+fn what_the_user_made_is_refused_and_left_byte_for_byte() {
+    two_threads();
+    let cases: [(&str, fn(&Path)); 2] = [
+        ("a reference dump of dump_reference.py", |dir| {
+            for entry in std::fs::read_dir(reference_dump()).unwrap() {
+                let entry = entry.unwrap();
+                std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+            }
+        }),
+        ("another program's manifest.json", |dir| std::fs::write(dir.join("manifest.json"), b"{\"name\": \"my web app\"}").unwrap()),
+    ];
+    assert!(reference_dump().join("manifest.json").is_file(), "the golden reference dump is at {}", reference_dump().display());
+    for (what, make) in cases {
+        for force in [false, true] {
+            let temp = tempfile::tempdir().unwrap();
+            let dir = temp.path().join("theirs");
+            std::fs::create_dir(&dir).unwrap();
+            make(&dir);
+            let before = contents(&dir);
+            let inputs = Inputs { texts: vec!["test".into()], pair: None };
+            let result = DumpWriter::create(&dir, serde_json::json!({"name": "test"}), "test".into(), inputs, force);
+            assert!(result.is_err(), "{what}, force {force}: expected the directory refused, it was accepted");
+            assert!(contents(&dir) == before, "{what}, force {force}: the directory changed");
+        }
+    }
+}
+
+/// With `--force`, files that are not ours and have names a run never writes stay as they were,
+/// even names like our temporary files', in a directory without our marker.
+#[test]
+fn force_keeps_the_users_other_files() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("mixed");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), b"mine").unwrap();
+    std::fs::write(dir.join(".draft.tmp"), b"also mine").unwrap();
+    two_threads();
+    let inputs = Inputs { texts: vec!["test".into()], pair: None };
+    let mut sink = DumpWriter::create(&dir, serde_json::json!({"name": "test"}), "test".into(), inputs, true).expect("accepted with force");
+    let values = tensor(&[2, 3], 1.0);
+    emit(&mut sink, OUTPUT, &values);
+    sink.finish().expect("finish");
+    check(&dir, OUTPUT, &values);
+    assert_eq!(std::fs::read(dir.join("notes.txt")).unwrap(), b"mine", "notes.txt");
+    assert_eq!(std::fs::read(dir.join(".draft.tmp")).unwrap(), b"also mine", ".draft.tmp");
+}

@@ -78,7 +78,8 @@ pub struct TraceArgs {
     #[arg(long)]
     pub npz: bool,
 
-    /// Write into OUT even if it holds files that are not a bert-trace dump (they are kept)
+    /// Write into OUT even if it holds files that are not a bert-trace dump (they are kept; a
+    /// file named like one bert-trace writes, or another program's dump, is refused even so)
     #[arg(long)]
     pub force: bool,
 

@@ -200,6 +200,13 @@ fn cases() -> Vec<Case> {
         // The output.
         Case { name: "OUT under a file", run: Run::Args(&["--out", "{dir}/config.json/out", TEXT]), breaks: |_| {}, says: "{dir}/config.json" },
         Case { name: "OUT holds files that are not ours", run: Run::Args(&["--out", "{dir}", TEXT]), breaks: |_| {}, says: "not a bert-trace dump" },
+        Case { name: "OUT is a PyTorch reference dump, with --force", run: Run::Args(&["--model", "{dir}", "--force", "--out", "{dir}/reference", TEXT]), breaks: |d| {
+            copy_dir(&root().join("golden/tiny/dumps/mask"), &d.join("reference"));
+        }, says: "{dir}/reference: holds a dump written by dump_reference.py, not by bert-trace" },
+        Case { name: "OUT holds another program's manifest.json, with --force", run: Run::Args(&["--model", "{dir}", "--force", "--out", "{dir}/web", TEXT]), breaks: |d| {
+            std::fs::create_dir(d.join("web")).unwrap();
+            std::fs::write(d.join("web/manifest.json"), "{\"name\": \"my web app\"}").unwrap();
+        }, says: "{dir}/web: holds files that bert-trace did not write but would replace (manifest.json)" },
     ];
     if cfg!(unix) {
         cases.push(Case {
