@@ -100,16 +100,29 @@ fn unnamed_file(_: &Path) -> Option<File> {
 /// Gives the unnamed `file` the name `path`; fails with `AlreadyExists` if the name is taken.
 #[cfg(target_os = "linux")]
 fn link_into_place(file: &File, path: &Path) -> std::io::Result<()> {
-    use std::ffi::CString;
     use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
     // `linkat` with `AT_EMPTY_PATH` would link the descriptor itself, but needs a capability
     // that users do not have; the descriptor's entry in /proc is open to its own process.
-    let from = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
-    let to = CString::new(path.as_os_str().as_bytes())?;
+    let from = format!("/proc/self/fd/{}", file.as_raw_fd());
     // SAFETY: both are valid NUL-terminated paths; linkat reads nothing else of ours.
-    let status = unsafe { libc::linkat(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW) };
-    if status == 0 {
+    with_two_paths(Path::new(&from), path, |from, to| unsafe {
+        libc::linkat(libc::AT_FDCWD, from, libc::AT_FDCWD, to, libc::AT_SYMLINK_FOLLOW)
+    })
+}
+
+/// Runs a system call that takes two paths (`a` and `b` as C strings) and returns 0 on success,
+/// and turns its status into a `Result`.
+#[cfg(target_os = "linux")]
+pub(super) fn with_two_paths(
+    a: &Path,
+    b: &Path,
+    call: impl FnOnce(*const libc::c_char, *const libc::c_char) -> libc::c_int,
+) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let a = CString::new(a.as_os_str().as_bytes())?;
+    let b = CString::new(b.as_os_str().as_bytes())?;
+    if call(a.as_ptr(), b.as_ptr()) == 0 {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())

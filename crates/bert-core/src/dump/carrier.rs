@@ -179,17 +179,10 @@ impl Carriers {
 /// Swaps the files named `a` and `b`, both in one directory, in one atomic step.
 #[cfg(target_os = "linux")]
 fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let a = CString::new(a.as_os_str().as_bytes())?;
-    let b = CString::new(b.as_os_str().as_bytes())?;
     // SAFETY: both are valid NUL-terminated paths; renameat2 reads nothing else of ours.
-    let status = unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    super::atomic::with_two_paths(a, b, |a, b| unsafe {
+        libc::renameat2(libc::AT_FDCWD, a, libc::AT_FDCWD, b, libc::RENAME_EXCHANGE)
+    })
 }
 
 #[cfg(not(target_os = "linux"))]
