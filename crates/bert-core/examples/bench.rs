@@ -3,8 +3,10 @@
 //!
 //! ```text
 //! cargo run --release -p bert-core --example bench -- forward --model DIR
-//!     [--tokens 12,128,512] [--batch 1,8] [--trace off,on,rerun] [--out DUMP_DIR] [--min-secs 3]
+//!     [--tokens 12,128,512] [--batch 1,8] [--trace off,on,rerun,rerun-unsynced] [--out DUMP_DIR]
+//!     [--min-secs 3]
 //! cargo run --release -p bert-core --example bench -- profile --model DIR [--tokens 12] [--batch 1]
+//!     [--trace off,rerun] [--out DUMP_DIR]
 //! cargo run --release -p bert-core --example bench -- open --model DIR
 //! cargo run --release -p bert-core --example bench -- cold --model DIR --out DUMP_DIR TEXT
 //! ```
@@ -15,12 +17,16 @@
 //! --out DIR` does) or rerun (into the directory that holds the previous run's dump, as every
 //! later run does). Before each timed run, outside the timing, the file system is synced: the
 //! previous run's files are then on disk, and neither their write-back nor their deletion falls
-//! into the next run. The token ids are the same deterministic pattern `bench_pytorch.py` uses,
-//! with no padding.
+//! into the next run. `rerun-unsynced` leaves that sync out: the previous run's pages are then
+//! still dirty in the page cache, as they are for a rerun within half a minute of the last one
+//! (the kernel writes dirty pages back after `vm.dirty_expire_centisecs`, 30 s by default). The
+//! token ids are the same deterministic pattern `bench_pytorch.py` uses, with no padding.
 //!
 //! `profile` runs the forward pass and prints, for each kind of stage (`attention.scores`,
-//! `ffn.intermediate`, ...), the time spent computing it, summed over the layers: the time from
-//! the previous stage to this one, taken by a sink that looks at nothing.
+//! `ffn.intermediate`, ...), the time spent on it, summed over the layers: the time from the
+//! previous stage to this one having been handed on, to nothing (trace off, the default) or to a
+//! dump writer (each `--trace` mode as in `forward`, in alternating runs, one column each). The
+//! difference between two columns is where tracing's cost falls.
 //!
 //! `open` times [`BertModel::load`] alone (config, memory map, tokenizer) and reports how many
 //! parameters are read straight from the map. `cold` is the whole `bert-trace` command in one
@@ -49,6 +55,8 @@ struct Args {
     trace: Vec<Trace>,
     min_secs: f64,
     text: Option<String>,
+    /// Whether `--trace` was given (`profile` defaults to off alone).
+    trace_given: bool,
 }
 
 fn parse_args() -> Args {
@@ -63,6 +71,7 @@ fn parse_args() -> Args {
         trace: vec![Trace::Off, Trace::On, Trace::Rerun],
         min_secs: 3.0,
         text: None,
+        trace_given: false,
     };
     let list = |value: String| -> Vec<usize> {
         value
@@ -78,13 +87,15 @@ fn parse_args() -> Args {
             "--tokens" => args.tokens = list(value()),
             "--batch" => args.batch = list(value()),
             "--trace" => {
+                args.trace_given = true;
                 args.trace = value()
                     .split(',')
                     .map(|v| match v {
                         "off" => Trace::Off,
                         "on" => Trace::On,
                         "rerun" => Trace::Rerun,
-                        _ => usage("--trace takes a list of off, on and rerun"),
+                        "rerun-unsynced" => Trace::RerunUnsynced,
+                        _ => usage("--trace takes a list of off, on, rerun and rerun-unsynced"),
                     })
                     .collect()
             }
@@ -105,6 +116,10 @@ enum Trace {
     Off,
     On,
     Rerun,
+    /// A rerun with no sync before it: the previous run's pages are still dirty in the page
+    /// cache, as they are for a rerun within half a minute (the kernel writes dirty pages back
+    /// after `vm.dirty_expire_centisecs`, 30 s by default).
+    RerunUnsynced,
 }
 
 impl Trace {
@@ -113,7 +128,19 @@ impl Trace {
             Trace::Off => "off",
             Trace::On => "on",
             Trace::Rerun => "rerun",
+            Trace::RerunUnsynced => "rerun-unsynced",
         }
+    }
+}
+
+/// What comes before a timed run with `trace` into `dir`, untimed: the previous dump removed for
+/// `on`, and the file system synced but for `rerun-unsynced`.
+fn prepare(trace: Trace, dir: &Path) {
+    if trace == Trace::On {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    if trace != Trace::RerunUnsynced {
+        sync_file_system();
     }
 }
 
@@ -211,12 +238,7 @@ fn forward(args: &Args, threads: usize) {
                     texts: vec![format!("{tokens} synthetic tokens"); batch_size],
                     pair: None,
                 };
-                let prepare = || {
-                    if trace == Trace::On {
-                        let _ = std::fs::remove_dir_all(&dir);
-                    }
-                    sync_file_system();
-                };
+                let prepare = || prepare(trace, &dir);
                 let run = || {
                     if trace == Trace::Off {
                         model.trace(&batch, &mut Discard, None).expect("trace");
@@ -247,42 +269,111 @@ fn forward(args: &Args, threads: usize) {
     }
 }
 
-/// Notes the time at which each stage arrives; copies nothing.
+/// Notes the time at which each stage has been handed on: to a dump writer, or to nothing.
 struct StageClock {
     last: Instant,
     /// (stage kind pattern, seconds), in execution order of first appearance.
     spent: Vec<(String, f64)>,
+    /// Where the stages go in a traced run; in an untraced one the clock looks at them and
+    /// copies nothing.
+    dump: Option<DumpWriter>,
+}
+
+impl StageClock {
+    fn add(&mut self, kind: &str, secs: f64) {
+        match self.spent.iter_mut().find(|(k, _)| k == kind) {
+            Some((_, total)) => *total += secs,
+            None => self.spent.push((kind.to_string(), secs)),
+        }
+    }
 }
 
 impl Sink for StageClock {
-    fn emit(&mut self, stage: Stage, _: TensorView<'_>) -> bert_core::Result<()> {
-        let now = Instant::now();
-        let kind = stage.info().pattern.to_string();
-        let secs = (now - self.last).as_secs_f64();
-        match self.spent.iter_mut().find(|(k, _)| *k == kind) {
-            Some((_, total)) => *total += secs,
-            None => self.spent.push((kind, secs)),
+    fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> bert_core::Result<()> {
+        if let Some(dump) = &mut self.dump {
+            dump.emit(stage, tensor)?;
         }
-        self.last = Instant::now();
+        let now = Instant::now();
+        self.add(stage.info().pattern, (now - self.last).as_secs_f64());
+        self.last = now;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> bert_core::Result<()> {
+        if let Some(dump) = &mut self.dump {
+            dump.finish()?;
+            self.add("(last files and manifest)", self.last.elapsed().as_secs_f64());
+        }
         Ok(())
     }
 }
 
+/// For each trace mode asked for (off alone by default), the median over nine runs of the time
+/// to each kind of stage, summed over the layers; the modes' runs alternate, so that the
+/// machine's drift falls on all of them alike.
 fn profile(args: &Args) {
     let model = load(&args.model);
-    let batch = synthetic_batch(args.batch[0], args.tokens[0]);
-    let runs = 5;
-    let mut clock = StageClock { last: Instant::now(), spent: Vec::new() };
-    model.trace(&batch, &mut Discard, None).expect("trace");
-    for _ in 0..runs {
-        clock.last = Instant::now();
-        model.trace(&batch, &mut clock, None).expect("trace");
+    let (batch_size, tokens) = (args.batch[0], args.tokens[0]);
+    let batch = synthetic_batch(batch_size, tokens);
+    let dir = args.out.join(format!("profile_b{batch_size}_t{tokens}"));
+    let modes = if args.trace_given { args.trace.clone() } else { vec![Trace::Off] };
+    let runs = 9;
+    let mut spent: Vec<Vec<Vec<(String, f64)>>> = vec![Vec::new(); modes.len()];
+    for run in 0..=runs {
+        for (mode, &trace) in modes.iter().enumerate() {
+            prepare(trace, &dir);
+            let dump = (trace != Trace::Off).then(|| {
+                let inputs = Inputs { texts: vec![format!("{tokens} synthetic tokens"); batch_size], pair: None };
+                DumpWriter::create(&dir, serde_json::json!({"program": "bench"}), "bench".into(), inputs, false).expect("dump directory")
+            });
+            let mut clock = StageClock { last: Instant::now(), spent: Vec::new(), dump };
+            model.trace(&batch, &mut clock, None).expect("trace");
+            // The first round warms up (and writes the dump that the reruns write over).
+            if run > 0 {
+                spent[mode].push(clock.spent);
+            }
+        }
     }
-    let total: f64 = clock.spent.iter().map(|(_, s)| s).sum();
-    println!("batch {} x {} tokens, mean of {runs} runs: {:.1} ms", args.batch[0], args.tokens[0], total / runs as f64 * 1e3);
-    for (kind, secs) in &clock.spent {
-        println!("  {kind:<32} {:>8.2} ms {:>5.1}%", secs / runs as f64 * 1e3, secs / total * 100.0);
+    // None for a kind that a mode never has (the dump's last files, untraced).
+    let median = |mode: usize, kind: &str| {
+        let mut times: Vec<f64> =
+            spent[mode].iter().filter_map(|run| run.iter().find(|(k, _)| k == kind).map(|(_, s)| *s)).collect();
+        times.sort_by(f64::total_cmp);
+        times.get(times.len() / 2).map(|secs| secs * 1e3)
+    };
+    println!("batch {batch_size} x {tokens} tokens, median of {runs} runs, ms per kind of stage (summed over layers):");
+    print!("  {:<32}", "stage");
+    for trace in &modes {
+        print!(" {:>14}", trace.name());
     }
+    println!();
+    let mut kinds: Vec<String> = Vec::new();
+    for run in spent.iter().flatten() {
+        for (kind, _) in run {
+            if !kinds.contains(kind) {
+                kinds.push(kind.clone());
+            }
+        }
+    }
+    let mut totals = vec![0.0; modes.len()];
+    for kind in &kinds {
+        print!("  {kind:<32}");
+        for (mode, total) in totals.iter_mut().enumerate() {
+            match median(mode, kind) {
+                Some(ms) => {
+                    *total += ms;
+                    print!(" {ms:>14.2}");
+                }
+                None => print!(" {:>14}", "-"),
+            }
+        }
+        println!();
+    }
+    print!("  {:<32}", "sum of the medians");
+    for total in &totals {
+        print!(" {total:>14.2}");
+    }
+    println!();
 }
 
 fn open(args: &Args) {
