@@ -234,17 +234,20 @@ fn forward(args: &Args, threads: usize) {
             let batch = synthetic_batch(batch_size, tokens);
             for &trace in &args.trace {
                 let dir = args.out.join(format!("b{batch_size}_t{tokens}"));
-                let inputs = Inputs {
-                    texts: vec![format!("{tokens} synthetic tokens"); batch_size],
-                    pair: None,
-                };
+                let inputs = Inputs { texts: vec![format!("{tokens} synthetic tokens"); batch_size], pair: None };
                 let prepare = || prepare(trace, &dir);
                 let run = || {
                     if trace == Trace::Off {
                         model.trace(&batch, &mut Discard, None).expect("trace");
                     } else {
-                        let mut sink = DumpWriter::create(&dir, serde_json::json!({"program": "bench"}), "bench".into(), inputs.clone(), false)
-                            .expect("dump directory");
+                        let mut sink = DumpWriter::create(
+                            &dir,
+                            serde_json::json!({"program": "bench"}),
+                            "bench".into(),
+                            inputs.clone(),
+                            false,
+                        )
+                        .expect("dump directory");
                         model.trace(&batch, &mut sink, None).expect("trace");
                     }
                 };
@@ -324,7 +327,8 @@ fn profile(args: &Args) {
             prepare(trace, &dir);
             let dump = (trace != Trace::Off).then(|| {
                 let inputs = Inputs { texts: vec![format!("{tokens} synthetic tokens"); batch_size], pair: None };
-                DumpWriter::create(&dir, serde_json::json!({"program": "bench"}), "bench".into(), inputs, false).expect("dump directory")
+                DumpWriter::create(&dir, serde_json::json!({"program": "bench"}), "bench".into(), inputs, false)
+                    .expect("dump directory")
             });
             let mut clock = StageClock { last: Instant::now(), spent: Vec::new(), dump };
             model.trace(&batch, &mut clock, None).expect("trace");

@@ -136,10 +136,7 @@ mod tests {
 
     /// The largest |approximation - reference| over [-10, 10].
     fn worst(approx: impl Fn(f32) -> f32, reference: impl Fn(f32) -> f32) -> f32 {
-        (-10_000..=10_000)
-            .map(|i| i as f32 * 1e-3)
-            .map(|x| (approx(x) - reference(x)).abs())
-            .fold(0.0, f32::max)
+        (-10_000..=10_000).map(|i| i as f32 * 1e-3).map(|x| (approx(x) - reference(x)).abs()).fold(0.0, f32::max)
     }
 
     #[test]

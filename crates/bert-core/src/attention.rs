@@ -10,8 +10,8 @@ use crate::gemm::{self, Matrix, MatrixMut};
 use crate::layer_norm::LayerNorm;
 use crate::linear::{rows, unrows, Linear};
 use crate::simd::{self, vectorized, LANES};
-use crate::threads::{self, PARALLEL_MIN_LEN};
 use crate::stage::{Stage, StageKind};
+use crate::threads::{self, PARALLEL_MIN_LEN};
 use crate::trace::{Halt, Tracer};
 use crate::weights::WeightStore;
 
@@ -70,12 +70,8 @@ impl BertAttention {
         let hs = h / nh;
 
         // [B,T,H] -> [B,T,nh,hs]: the H features of a token are nh consecutive groups of hs.
-        let split = |linear: &Linear| {
-            linear
-                .forward(rows(x))
-                .into_shape_with_order((b, t, nh, hs))
-                .expect("H = nh * hs")
-        };
+        let split =
+            |linear: &Linear| linear.forward(rows(x)).into_shape_with_order((b, t, nh, hs)).expect("H = nh * hs");
         let query = split(&self.self_attention.query);
         tracer.f32(stage(StageKind::AttnQuery), heads_first(&query))?;
         let key = split(&self.self_attention.key);
@@ -204,8 +200,8 @@ fn head_scores(
 fn head_context(probs: &Array4<f32>, value: &Array4<f32>, (bi, hi): (usize, usize), out: &mut [f32]) {
     let (_, t, nh, hs) = value.dim();
     let p = probs.slice(s![bi, hi, .., ..]); // [T,T]
-    // contextᵀ [hs,queries] = Vᵀ Pᵀ: the hs values of a head are the side kept in vector
-    // registers, read from V's rows; P is read by rows, as stored.
+                                             // contextᵀ [hs,queries] = Vᵀ Pᵀ: the hs values of a head are the side kept in vector
+                                             // registers, read from V's rows; P is read by rows, as stored.
     let v_t = Matrix { row_stride: 1, col_stride: nh * hs, ..head(value, bi, hi) };
     let p_rows = Matrix::row_major(p.to_slice().expect("a [T,T] block of a new array"), t);
     let transposed = MatrixMut { values: &mut *out, row_stride: 1, col_stride: hs };

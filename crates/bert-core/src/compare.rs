@@ -136,10 +136,7 @@ pub struct ToleranceOverride {
 
 impl ToleranceOverride {
     pub fn apply(&self, tol: Tolerance) -> Tolerance {
-        Tolerance {
-            atol: self.atol.unwrap_or(tol.atol),
-            rtol: self.rtol.unwrap_or(tol.rtol),
-        }
+        Tolerance { atol: self.atol.unwrap_or(tol.atol), rtol: self.rtol.unwrap_or(tol.rtol) }
     }
 }
 
@@ -254,9 +251,7 @@ pub fn compare_tensors(
     let mut pad = Accumulator::default();
     for ((index, &r), &o) in reference.indexed_iter().zip(ours.iter()) {
         let index: Vec<usize> = index.slice().to_vec();
-        let is_padded = padded.as_ref().is_some_and(|(axis, mask)| {
-            mask[[index[0], index[*axis]]] == 0
-        });
+        let is_padded = padded.as_ref().is_some_and(|(axis, mask)| mask[[index[0], index[*axis]]] == 0);
         let acc = if is_padded { &mut pad } else { &mut real };
         acc.add(&index, r, o, &tolerance);
     }
@@ -338,11 +333,7 @@ impl Accumulator {
         if (used, diff) > (self.used, self.worst_diff) {
             self.used = used;
             self.worst_diff = diff;
-            self.worst = Some(Worst {
-                index: index.to_vec(),
-                reference: r,
-                ours: o,
-            });
+            self.worst = Some(Worst { index: index.to_vec(), reference: r, ours: o });
         }
     }
 

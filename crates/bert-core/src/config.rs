@@ -118,10 +118,7 @@ impl BertConfig {
     }
 
     fn validate(&self, path: &Path) -> Result<()> {
-        let problem = |problem: String| BertError::Config {
-            path: path.into(),
-            problem,
-        };
+        let problem = |problem: String| BertError::Config { path: path.into(), problem };
         let sizes = [
             ("hidden_size", self.hidden_size, MAX_HIDDEN),
             ("num_hidden_layers", self.num_hidden_layers, MAX_LAYERS),
@@ -136,9 +133,7 @@ impl BertConfig {
                 return Err(problem(format!("{field} is 0; it must be at least 1")));
             }
             if value > max {
-                return Err(problem(format!(
-                    "{field} is {value}, more than the {max} this tool accepts"
-                )));
+                return Err(problem(format!("{field} is {value}, more than the {max} this tool accepts")));
             }
         }
         if self.hidden_size % self.num_attention_heads != 0 {
@@ -159,10 +154,7 @@ impl BertConfig {
             )));
         }
         if !(self.layer_norm_eps.is_finite() && self.layer_norm_eps > 0.0) {
-            return Err(problem(format!(
-                "layer_norm_eps {} must be a positive number",
-                self.layer_norm_eps
-            )));
+            return Err(problem(format!("layer_norm_eps {} must be a positive number", self.layer_norm_eps)));
         }
         Activation::from_name(&self.hidden_act).map_err(|e| problem(e.to_string()))?;
         Ok(())

@@ -74,11 +74,14 @@ pub struct DumpWriter {
 impl DumpWriter {
     /// Prepares `dir`: creates it, or clears our own previous dump from it. A directory that
     /// holds anything else is refused unless `force`, and even then nothing else is deleted.
-    pub fn create(dir: &Path, producer: serde_json::Value, model: String, inputs: Inputs, force: bool) -> Result<DumpWriter> {
-        let bad = |problem: String| BertError::Dump {
-            path: dir.into(),
-            problem,
-        };
+    pub fn create(
+        dir: &Path,
+        producer: serde_json::Value,
+        model: String,
+        inputs: Inputs,
+        force: bool,
+    ) -> Result<DumpWriter> {
+        let bad = |problem: String| BertError::Dump { path: dir.into(), problem };
         if dir.exists() && !dir.is_dir() {
             return Err(bad("exists and is not a directory".into()));
         }
@@ -93,21 +96,14 @@ impl DumpWriter {
         // Without the marker, only a manifest that bert-trace wrote makes the directory ours
         // (dumps from before the marker). A dump of `scripts/dump_reference.py` has the same
         // format and the same file names, but it is the user's reference, not ours to replace.
-        let previous = if manifest_path.is_file() {
-            read_manifest(&manifest_path).ok()
-        } else {
-            None
-        };
+        let previous = if manifest_path.is_file() { read_manifest(&manifest_path).ok() } else { None };
         if let Some(theirs) = previous.as_ref().filter(|m| !marked && !written_by_us(m)) {
             let producer = theirs.producer.get("name").and_then(|name| name.as_str()).unwrap_or("another program");
             return Err(bad(format!(
                 "holds a dump written by {producer}, not by bert-trace, which it never replaces (not even with --force): choose another --out"
             )));
         }
-        let listed: Vec<&str> = previous
-            .iter()
-            .flat_map(|m| m.stages.iter().map(|s| s.file.as_str()))
-            .collect();
+        let listed: Vec<&str> = previous.iter().flat_map(|m| m.stages.iter().map(|s| s.file.as_str())).collect();
         let is_ours = |name: &str| {
             name == MARKER
                 || (name == "manifest.json" && (marked || previous.is_some()))
@@ -360,7 +356,9 @@ fn is_our_temporary(name: &str) -> bool {
     let Some(inner) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
         return false;
     };
-    let carrier = inner.strip_prefix("bert-trace-carrier-").is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()));
+    let carrier = inner
+        .strip_prefix("bert-trace-carrier-")
+        .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()));
     carrier || inner == "manifest.json" || inner == "trace.npz" || is_stage_file(inner)
 }
 
@@ -371,21 +369,14 @@ fn is_our_name(name: &str) -> bool {
 
 /// Reads and checks a `manifest.json`.
 pub fn read_manifest(path: &Path) -> Result<Manifest> {
-    let bad = |problem: String| BertError::Dump {
-        path: path.into(),
-        problem,
-    };
+    let bad = |problem: String| BertError::Dump { path: path.into(), problem };
     let bytes = std::fs::read(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => bad("not found; is this a dump directory?".into()),
         _ => BertError::io(path, e),
     })?;
-    let manifest: Manifest =
-        serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a valid manifest: {e}")))?;
+    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a valid manifest: {e}")))?;
     if manifest.format != FORMAT {
-        return Err(bad(format!(
-            "format is `{}`, expected `{FORMAT}`",
-            manifest.format
-        )));
+        return Err(bad(format!("format is `{}`, expected `{FORMAT}`", manifest.format)));
     }
     for stage in &manifest.stages {
         if !is_plain_file_name(&stage.file) {
@@ -395,10 +386,7 @@ pub fn read_manifest(path: &Path) -> Result<Manifest> {
             )));
         }
         if stage.dtype != "float32" && stage.dtype != "int64" {
-            return Err(bad(format!(
-                "stage `{}` has dtype `{}`, expected float32 or int64",
-                stage.name, stage.dtype
-            )));
+            return Err(bad(format!("stage `{}` has dtype `{}`, expected float32 or int64", stage.name, stage.dtype)));
         }
     }
     Ok(manifest)
@@ -427,9 +415,7 @@ fn check_npy_claims(file: &mut File, element_size: u64) -> std::result::Result<(
         _ => return file.rewind().map_err(cannot_read),
     };
     if header_len > file_len {
-        return Err(format!(
-            "the .npy header claims to be {header_len} bytes long; the file has {file_len}"
-        ));
+        return Err(format!("the .npy header claims to be {header_len} bytes long; the file has {file_len}"));
     }
     file.rewind().map_err(cannot_read)?;
     let header = ndarray_npy::npy::header::Header::from_reader(&mut BufReader::new(&mut *file));
@@ -438,10 +424,7 @@ fn check_npy_claims(file: &mut File, element_size: u64) -> std::result::Result<(
         return Ok(());
     };
     let available = file_len - header_len;
-    let claimed = header
-        .shape
-        .iter()
-        .try_fold(element_size, |bytes, &dim| bytes.checked_mul(dim as u64));
+    let claimed = header.shape.iter().try_fold(element_size, |bytes, &dim| bytes.checked_mul(dim as u64));
     match claimed {
         Some(bytes) if bytes <= available => Ok(()),
         _ => Err(format!(
@@ -460,15 +443,9 @@ pub struct Dump {
 impl Dump {
     pub fn open(dir: &Path) -> Result<Dump> {
         if !dir.is_dir() {
-            return Err(BertError::Dump {
-                path: dir.into(),
-                problem: "not a directory".into(),
-            });
+            return Err(BertError::Dump { path: dir.into(), problem: "not a directory".into() });
         }
-        Ok(Dump {
-            dir: dir.into(),
-            manifest: read_manifest(&dir.join("manifest.json"))?,
-        })
+        Ok(Dump { dir: dir.into(), manifest: read_manifest(&dir.join("manifest.json"))? })
     }
 
     pub fn entry(&self, name: &str) -> Option<&ManifestStage> {
@@ -478,28 +455,23 @@ impl Dump {
     /// Reads one stage's tensor, checking its dtype and shape against the manifest.
     pub fn read(&self, entry: &ManifestStage) -> Result<Tensor> {
         let path = self.dir.join(&entry.file);
-        let bad = |problem: String| BertError::Dump {
-            path: path.clone(),
-            problem,
-        };
+        let bad = |problem: String| BertError::Dump { path: path.clone(), problem };
         let mut file = File::open(&path).map_err(|e| bad(format!("cannot open: {e}")))?;
         let element_size = if entry.dtype == "int64" { 8 } else { 4 };
         check_npy_claims(&mut file, element_size).map_err(bad)?;
         let reader = BufReader::new(file);
         let tensor = match entry.dtype.as_str() {
             "int64" => Tensor::I64(
-                ArrayD::<i64>::read_npy(reader).map_err(|e| bad(format!("not an int64 .npy as the manifest says: {e}")))?,
+                ArrayD::<i64>::read_npy(reader)
+                    .map_err(|e| bad(format!("not an int64 .npy as the manifest says: {e}")))?,
             ),
             _ => Tensor::F32(
-                ArrayD::<f32>::read_npy(reader).map_err(|e| bad(format!("not a float32 .npy as the manifest says: {e}")))?,
+                ArrayD::<f32>::read_npy(reader)
+                    .map_err(|e| bad(format!("not a float32 .npy as the manifest says: {e}")))?,
             ),
         };
         if tensor.shape() != entry.shape.as_slice() {
-            return Err(bad(format!(
-                "shape {:?} differs from {:?} in manifest.json",
-                tensor.shape(),
-                entry.shape
-            )));
+            return Err(bad(format!("shape {:?} differs from {:?} in manifest.json", tensor.shape(), entry.shape)));
         }
         Ok(tensor)
     }

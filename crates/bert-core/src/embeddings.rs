@@ -26,14 +26,10 @@ impl BertEmbeddings {
         let h = config.hidden_size;
         Ok(BertEmbeddings {
             word_embeddings: store.get("bert.embeddings.word_embeddings.weight", &[config.vocab_size, h])?,
-            position_embeddings: store.get(
-                "bert.embeddings.position_embeddings.weight",
-                &[config.max_position_embeddings, h],
-            )?,
-            token_type_embeddings: store.get(
-                "bert.embeddings.token_type_embeddings.weight",
-                &[config.type_vocab_size, h],
-            )?,
+            position_embeddings: store
+                .get("bert.embeddings.position_embeddings.weight", &[config.max_position_embeddings, h])?,
+            token_type_embeddings: store
+                .get("bert.embeddings.token_type_embeddings.weight", &[config.type_vocab_size, h])?,
             layer_norm: LayerNorm::load(store, "bert.embeddings.LayerNorm", h, config.eps())?,
         })
     }
@@ -98,9 +94,7 @@ fn gather(table: &Param, ids: &ndarray::Array2<i64>, h: usize) -> Array3<f32> {
     let table = table.view2();
     let mut out = Array3::zeros((b, t, h));
     for ((bi, ti), &id) in ids.indexed_iter() {
-        out.index_axis_mut(Axis(0), bi)
-            .row_mut(ti)
-            .assign(&table.row(id as usize));
+        out.index_axis_mut(Axis(0), bi).row_mut(ti).assign(&table.row(id as usize));
     }
     out
 }

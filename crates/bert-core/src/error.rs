@@ -21,26 +21,13 @@ pub enum BertError {
     Safetensors { path: PathBuf, problem: String },
 
     #[error("{path}: tensor `{name}` is missing (looked for {tried})")]
-    MissingTensor {
-        path: PathBuf,
-        name: String,
-        tried: String,
-    },
+    MissingTensor { path: PathBuf, name: String, tried: String },
 
     #[error("{path}: tensor `{name}` has shape {found:?}, expected {expected:?} from config.json")]
-    TensorShape {
-        path: PathBuf,
-        name: String,
-        expected: Vec<usize>,
-        found: Vec<usize>,
-    },
+    TensorShape { path: PathBuf, name: String, expected: Vec<usize>, found: Vec<usize> },
 
     #[error("{path}: tensor `{name}` has dtype {found}, expected one of F32, F16, BF16")]
-    TensorDtype {
-        path: PathBuf,
-        name: String,
-        found: String,
-    },
+    TensorDtype { path: PathBuf, name: String, found: String },
 
     #[error("{path}: {problem}")]
     Tokenizer { path: PathBuf, problem: String },
@@ -49,10 +36,7 @@ pub enum BertError {
     Input { index: usize, problem: String },
 
     #[error("unknown stage `{name}`{}", hint(suggestions))]
-    UnknownStage {
-        name: String,
-        suggestions: Vec<String>,
-    },
+    UnknownStage { name: String, suggestions: Vec<String> },
 
     #[error("this model has no stage `{name}`: {reason}")]
     AbsentStage { name: String, reason: String },
@@ -71,10 +55,7 @@ fn hint(suggestions: &[String]) -> String {
 
 impl BertError {
     pub(crate) fn io(path: impl Into<PathBuf>, error: std::io::Error) -> BertError {
-        BertError::Io {
-            path: path.into(),
-            error,
-        }
+        BertError::Io { path: path.into(), error }
     }
 }
 

@@ -184,7 +184,14 @@ fn blocked<const MR: usize, const NR: usize>(problem: Problem<'_>, out: &mut [f3
                 for (p, panel) in part.chunks_exact_mut(NR * k).enumerate() {
                     for k0 in (0..k).step_by(KC) {
                         let kc = KC.min(k - k0);
-                        pack_panels::<NR>(problem.x, m0 + (first_panel + p) * NR, m0 + mc, k0, kc, &mut panel[NR * k0..][..NR * kc]);
+                        pack_panels::<NR>(
+                            problem.x,
+                            m0 + (first_panel + p) * NR,
+                            m0 + mc,
+                            k0,
+                            kc,
+                            &mut panel[NR * k0..][..NR * kc],
+                        );
                     }
                 }
             });
@@ -347,7 +354,13 @@ unsafe fn store_tile<const MR: usize, const NR: usize>(
 /// from memory, and the hardware's prefetcher, which follows each row only a few KiB at a
 /// time, left the memory bus half idle: this took the 12-token pass from 22.7 to 18.0 ms.
 #[inline(always)]
-fn tile_sums<const MR: usize, const NR: usize>(kc: usize, w: &[f32], ldw: usize, panel: &[f32], prefetch: Option<*const f32>) -> [[f32; NR]; MR] {
+fn tile_sums<const MR: usize, const NR: usize>(
+    kc: usize,
+    w: &[f32],
+    ldw: usize,
+    panel: &[f32],
+    prefetch: Option<*const f32>,
+) -> [[f32; NR]; MR] {
     assert!(panel.len() >= kc * NR && w.len() >= (MR - 1) * ldw + kc, "a tile's operands are in bounds");
     let mut sums = [[0.0f32; NR]; MR];
     for kk in 0..kc {
@@ -356,7 +369,11 @@ fn tile_sums<const MR: usize, const NR: usize>(kc: usize, w: &[f32], ldw: usize,
             if kk % 16 == 0 {
                 for i in 0..MR {
                     // SAFETY: a prefetch is only a hint; it reads nothing, whatever the address.
-                    unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(next.wrapping_add(i * ldw + kk) as *const i8) };
+                    unsafe {
+                        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                            next.wrapping_add(i * ldw + kk) as *const i8,
+                        )
+                    };
                 }
             }
         }
@@ -403,7 +420,14 @@ mod tests {
     /// `blocked` with one kernel, for contiguous operands: (x, W, bias, (M,K,N), out).
     type Kernel = fn(&[f32], &[f32], &[f32], (usize, usize, usize), &mut [f32]);
 
-    fn run<const MR: usize, const NR: usize>(x: &[f32], w: &[f32], bias: &[f32], (m, k, n): (usize, usize, usize), out: &mut [f32], tiles: TilesFn) {
+    fn run<const MR: usize, const NR: usize>(
+        x: &[f32],
+        w: &[f32],
+        bias: &[f32],
+        (m, k, n): (usize, usize, usize),
+        out: &mut [f32],
+        tiles: TilesFn,
+    ) {
         let (x, w) = (Matrix::row_major(x, k), Matrix::row_major(w, k));
         let problem = Problem { x, w, bias: Some(bias), scale: 1.0, m, k, n, out_strides: (n, 1) };
         blocked::<MR, NR>(problem, out, tiles)
@@ -474,7 +498,11 @@ mod tests {
                 for r in 0..m {
                     for c in 0..n {
                         let got = out[offset + r * row_stride + c * col_stride];
-                        assert_eq!(got.to_bits(), want[r * n + c].to_bits(), "x {name}, out transposed {transposed_out}, [{r},{c}]");
+                        assert_eq!(
+                            got.to_bits(),
+                            want[r * n + c].to_bits(),
+                            "x {name}, out transposed {transposed_out}, [{r},{c}]"
+                        );
                     }
                 }
                 let written = out.iter().filter(|v| !v.is_nan()).count();

@@ -27,9 +27,7 @@ impl NspHead {
     }
 
     pub fn load(store: &WeightStore, config: &BertConfig) -> Result<NspHead> {
-        Ok(NspHead {
-            dense: Linear::load(store, "cls.seq_relationship", config.hidden_size, 2)?,
-        })
+        Ok(NspHead { dense: Linear::load(store, "cls.seq_relationship", config.hidden_size, 2)? })
     }
 
     /// `[B,H]` -> `[B,2]`
@@ -52,9 +50,8 @@ impl ClassifierHead {
         let labels = if config.id2label.is_empty() {
             (0..n_labels).map(|i| format!("LABEL_{i}")).collect()
         } else {
-            let labels: Option<Vec<String>> = (0..n_labels)
-                .map(|i| config.id2label.get(&i.to_string()).cloned())
-                .collect();
+            let labels: Option<Vec<String>> =
+                (0..n_labels).map(|i| config.id2label.get(&i.to_string()).cloned()).collect();
             match labels {
                 Some(labels) if config.id2label.len() == n_labels => labels,
                 _ => {

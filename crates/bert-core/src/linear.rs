@@ -81,16 +81,13 @@ impl Linear {
 /// `[B,T,H]` -> `[B*T,H]`: every token as one row, so a dense layer is one matrix product.
 pub fn rows(x: &ndarray::Array3<f32>) -> ArrayView2<'_, f32> {
     let (b, t, h) = x.dim();
-    x.view()
-        .into_shape_with_order((b * t, h))
-        .expect("hidden states are contiguous")
+    x.view().into_shape_with_order((b * t, h)).expect("hidden states are contiguous")
 }
 
 /// `[B*T,n]` -> `[B,T,n]`: the inverse of [`rows`].
 pub fn unrows(x: Array2<f32>, batch: usize, tokens: usize) -> ndarray::Array3<f32> {
     let n = x.ncols();
-    x.into_shape_with_order((batch, tokens, n))
-        .expect("B*T rows")
+    x.into_shape_with_order((batch, tokens, n)).expect("B*T rows")
 }
 
 // With the `blas` feature, ndarray sends `general_mat_mul` to `cblas_sgemm`, which this links

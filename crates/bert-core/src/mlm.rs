@@ -43,10 +43,7 @@ impl MlmHead {
             transform: Linear::load(store, "cls.predictions.transform.dense", h, h)?,
             activation: config.activation(),
             layer_norm: LayerNorm::load(store, "cls.predictions.transform.LayerNorm", h, config.eps())?,
-            decoder: Linear {
-                weight: word_embeddings.clone(),
-                bias: store.get(bias_name, &[v])?,
-            },
+            decoder: Linear { weight: word_embeddings.clone(), bias: store.get(bias_name, &[v])? },
         })
     }
 

@@ -44,10 +44,7 @@ pub struct BertModel {
 /// The tokenizer's files, when they do not come from a directory.
 pub enum TokenizerFiles<'a> {
     Json(&'a [u8]),
-    Vocab {
-        vocab: &'a [u8],
-        config: Option<&'a [u8]>,
-    },
+    Vocab { vocab: &'a [u8], config: Option<&'a [u8]> },
 }
 
 /// What the forward pass returns besides the traced stages.
@@ -78,10 +75,7 @@ impl BertModel {
     /// Loads `dir`: config.json, model.safetensors (memory-mapped), tokenizer.json or vocab.txt,
     /// and for a sentence-transformers model, `1_Pooling/config.json`.
     pub fn load(dir: &Path) -> Result<BertModel> {
-        let problem = |problem: &str| BertError::ModelDir {
-            path: dir.into(),
-            problem: problem.into(),
-        };
+        let problem = |problem: &str| BertError::ModelDir { path: dir.into(), problem: problem.into() };
         if !dir.exists() {
             return Err(problem("it does not exist"));
         }
@@ -131,7 +125,12 @@ impl BertModel {
     }
 
     /// Loads every module from `store`, finding the heads from the tensor names.
-    pub fn assemble(config: BertConfig, store: &WeightStore, tokenizer: BertTokenizer, source: PathBuf) -> Result<BertModel> {
+    pub fn assemble(
+        config: BertConfig,
+        store: &WeightStore,
+        tokenizer: BertTokenizer,
+        source: PathBuf,
+    ) -> Result<BertModel> {
         let embeddings = BertEmbeddings::load(store, &config)?;
         let layers = (0..config.num_hidden_layers)
             .map(|i| {
@@ -142,26 +141,16 @@ impl BertModel {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let pooler = if store.contains("bert.pooler.dense.weight") {
-            Some(BertPooler::load(store, &config)?)
-        } else {
-            None
-        };
+        let pooler =
+            if store.contains("bert.pooler.dense.weight") { Some(BertPooler::load(store, &config)?) } else { None };
         let mlm = if MlmHead::present(store) {
             Some(MlmHead::load(store, &config, &embeddings.word_embeddings)?)
         } else {
             None
         };
-        let nsp = if NspHead::present(store) {
-            Some(NspHead::load(store, &config)?)
-        } else {
-            None
-        };
-        let classifier = if ClassifierHead::present(store) {
-            Some(ClassifierHead::load(store, &config)?)
-        } else {
-            None
-        };
+        let nsp = if NspHead::present(store) { Some(NspHead::load(store, &config)?) } else { None };
+        let classifier =
+            if ClassifierHead::present(store) { Some(ClassifierHead::load(store, &config)?) } else { None };
         if pooler.is_none() && (nsp.is_some() || classifier.is_some()) {
             return Err(BertError::MissingTensor {
                 path: store.path().into(),
@@ -213,17 +202,9 @@ impl BertModel {
             return Ok(*stage);
         }
         // A name that some BERT computes, but not this one, deserves to be told why.
-        let every_head = HeadSet {
-            pooler: true,
-            mlm: true,
-            nsp: true,
-            classifier: true,
-            sentence: true,
-        };
+        let every_head = HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
         let n_layers = self.config.num_hidden_layers;
-        let elsewhere = stage::plan(n_layers + 1000, every_head)
-            .into_iter()
-            .find(|s| stage::in_group(&s.name(), name));
+        let elsewhere = stage::plan(n_layers + 1000, every_head).into_iter().find(|s| stage::in_group(&s.name(), name));
         match elsewhere {
             Some(stage) => Err(BertError::AbsentStage {
                 name: name.into(),
@@ -232,17 +213,13 @@ impl BertModel {
                     None => format!("its checkpoint has no {} weights", stage.info().part.weights()),
                 },
             }),
-            None => Err(BertError::UnknownStage {
-                name: name.into(),
-                suggestions: stage::suggestions(name, &plan),
-            }),
+            None => Err(BertError::UnknownStage { name: name.into(), suggestions: stage::suggestions(name, &plan) }),
         }
     }
 
     /// Tokenizes `texts` (with sentence B from `pairs`) for this model.
     pub fn encode(&self, texts: &[String], pairs: Option<&[String]>, truncate: bool) -> Result<Batch> {
-        self.tokenizer
-            .encode(texts, pairs, self.config.max_position_embeddings, truncate)
+        self.tokenizer.encode(texts, pairs, self.config.max_position_embeddings, truncate)
     }
 
     /// Runs the forward pass on `batch`, handing every stage to `sink` in execution order, and

@@ -20,9 +20,7 @@ pub struct BertPooler {
 impl BertPooler {
     pub fn load(store: &WeightStore, config: &BertConfig) -> Result<BertPooler> {
         let h = config.hidden_size;
-        Ok(BertPooler {
-            dense: Linear::load(store, "bert.pooler.dense", h, h)?,
-        })
+        Ok(BertPooler { dense: Linear::load(store, "bert.pooler.dense", h, h)? })
     }
 
     /// `[B,T,H]` -> `[B,H]`

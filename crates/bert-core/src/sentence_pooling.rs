@@ -96,10 +96,17 @@ impl SentencePooling {
 
     /// `[B,T,H]`, `[B,T]` -> `[B,H]`: sentence-transformers computes
     /// `sum(hidden * mask, over T) / clamp(sum(mask, over T), min=1e-9)`.
-    pub(crate) fn forward(&self, hidden: &Array3<f32>, mask: &Array2<i64>, tracer: &mut Tracer) -> Result<Array2<f32>, Halt> {
+    pub(crate) fn forward(
+        &self,
+        hidden: &Array3<f32>,
+        mask: &Array2<i64>,
+        tracer: &mut Tracer,
+    ) -> Result<Array2<f32>, Halt> {
         let (batch, _, width) = hidden.dim();
         let mut pooled = Array2::<f32>::zeros((batch, width));
-        for ((sequence, sequence_mask), mut sum) in hidden.outer_iter().zip(mask.outer_iter()).zip(pooled.outer_iter_mut()) {
+        for ((sequence, sequence_mask), mut sum) in
+            hidden.outer_iter().zip(mask.outer_iter()).zip(pooled.outer_iter_mut())
+        {
             let mut count = 0.0f32;
             for (token, &real) in sequence.axis_iter(Axis(0)).zip(sequence_mask) {
                 if real != 0 {
@@ -134,9 +141,7 @@ fn pooling_dir(dir: &Path) -> Result<Option<String>> {
         return Ok(None);
     };
     // The path names a folder of the model directory; anything that could leave it is refused.
-    let inside = Path::new(&module.path)
-        .components()
-        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    let inside = Path::new(&module.path).components().all(|c| matches!(c, std::path::Component::Normal(_)));
     if !inside || module.path.is_empty() {
         return Err(BertError::Config {
             path: modules_path,

@@ -89,8 +89,7 @@ pub fn exp(x: f32) -> f32 {
     let p = 1.0
         + r * (1.0
             + r * (1.0 / 2.0
-                + r * (1.0 / 6.0
-                    + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
     // `shifted` is 1.5 · 2^23 + n exactly, and the float's ulp there is 1, so its bits are those of
     // 1.5 · 2^23 plus n: n as an integer without a float-to-int conversion (`as i32` clamps
     // each lane on its own, which the compiler cannot vectorize). Then 2^n has n + 127 in the

@@ -249,10 +249,7 @@ impl Stage {
     /// A stage of encoder layer `layer_idx`.
     pub fn layer(layer_idx: usize, kind: StageKind) -> Stage {
         debug_assert!(kind.per_layer(), "{kind:?} is not a per-layer stage");
-        Stage {
-            kind,
-            layer: Some(layer_idx),
-        }
+        Stage { kind, layer: Some(layer_idx) }
     }
 
     pub fn info(&self) -> &'static StageInfo {
@@ -287,9 +284,7 @@ impl Stage {
 
     fn fill(&self, pattern: &str) -> String {
         match self.layer {
-            Some(i) => pattern
-                .replace("{i+1}", &(i + 1).to_string())
-                .replace("{i}", &i.to_string()),
+            Some(i) => pattern.replace("{i+1}", &(i + 1).to_string()).replace("{i}", &i.to_string()),
             None => pattern.to_string(),
         }
     }
@@ -375,24 +370,17 @@ pub fn parse(name: &str) -> Option<Stage> {
         let (index, suffix) = rest.split_once('.')?;
         // `layer03` is not `layer3`: only the canonical spelling names a stage.
         let layer_idx: usize = index.parse().ok().filter(|i: &usize| i.to_string() == index)?;
-        let info = STAGES
-            .iter()
-            .find(|s| s.kind.per_layer() && s.pattern.strip_prefix("layer{i}.") == Some(suffix))?;
+        let info = STAGES.iter().find(|s| s.kind.per_layer() && s.pattern.strip_prefix("layer{i}.") == Some(suffix))?;
         return Some(Stage::layer(layer_idx, info.kind));
     }
-    STAGES
-        .iter()
-        .find(|s| !s.kind.per_layer() && s.pattern == name)
-        .map(|s| Stage::new(s.kind))
+    STAGES.iter().find(|s| !s.kind.per_layer() && s.pattern == name).map(|s| Stage::new(s.kind))
 }
 
 /// Whether `name` equals `selector` or lies inside it on a dot boundary
 /// (`layer0.attention` holds `layer0.attention.query`; `layer1` does not hold `layer10.ffn.output`).
 pub fn in_group(name: &str, selector: &str) -> bool {
     name == selector
-        || (name.len() > selector.len()
-            && name.starts_with(selector)
-            && name.as_bytes()[selector.len()] == b'.')
+        || (name.len() > selector.len() && name.starts_with(selector) && name.as_bytes()[selector.len()] == b'.')
 }
 
 /// The valid names (stages and the groups above them) that are closest to `wanted`, best first.
@@ -411,11 +399,8 @@ pub fn suggestions(wanted: &str, stages: &[Stage]) -> Vec<String> {
             }
         }
     }
-    let mut scored: Vec<(f64, String)> = names
-        .into_iter()
-        .map(|n| (strsim::jaro_winkler(wanted, &n), n))
-        .filter(|(score, _)| *score > 0.75)
-        .collect();
+    let mut scored: Vec<(f64, String)> =
+        names.into_iter().map(|n| (strsim::jaro_winkler(wanted, &n), n)).filter(|(score, _)| *score > 0.75).collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
     scored.into_iter().take(3).map(|(_, n)| n).collect()
 }
@@ -433,11 +418,7 @@ mod tests {
 
     #[test]
     fn plan_orders_layers_between_embeddings_and_heads() {
-        let heads = HeadSet {
-            pooler: true,
-            mlm: true,
-            ..HeadSet::default()
-        };
+        let heads = HeadSet { pooler: true, mlm: true, ..HeadSet::default() };
         let names: Vec<String> = plan(2, heads).iter().map(Stage::name).collect();
         assert_eq!(names[7], "embeddings.layernorm");
         assert_eq!(names[8], "layer0.attention.query");

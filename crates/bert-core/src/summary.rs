@@ -121,7 +121,10 @@ mod tests {
             let (min, mean, std, max) = plain(&values);
             let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
             assert!(got.min == min && got.max == max, "{len} values: min/max {got:?}, expected {min} / {max}");
-            assert!(close(got.mean, mean) && close(got.std, std), "{len} values: {got:?}, expected mean {mean}, std {std}");
+            assert!(
+                close(got.mean, mean) && close(got.std, std),
+                "{len} values: {got:?}, expected mean {mean}, std {std}"
+            );
         }
     }
 

@@ -62,9 +62,7 @@ impl TokenizerConfig {
     /// Whether transformers would build a `BertTokenizer` (or its fast twin) from this config:
     /// an explicit other class keeps its own normalizer.
     fn is_bert(&self) -> bool {
-        self.tokenizer_class
-            .as_deref()
-            .is_none_or(|class| class.starts_with("BertTokenizer"))
+        self.tokenizer_class.as_deref().is_none_or(|class| class.starts_with("BertTokenizer"))
     }
 
     /// The normalizer `BertTokenizer` builds from these fields and its defaults.
@@ -162,10 +160,7 @@ impl BertTokenizer {
             let text = std::fs::read(&vocab).map_err(|e| BertError::io(&vocab, e))?;
             BertTokenizer::from_vocab(&text, config.as_deref(), &vocab)
         } else {
-            Err(BertError::Tokenizer {
-                path: dir.into(),
-                problem: "no tokenizer.json and no vocab.txt".into(),
-            })
+            Err(BertError::Tokenizer { path: dir.into(), problem: "no tokenizer.json and no vocab.txt".into() })
         }
     }
 
@@ -184,9 +179,7 @@ impl BertTokenizer {
         // Some checkpoints ship fixed padding to 128 and truncation; both would silently change
         // what the model sees, so they are switched off and applied only when asked for.
         inner.with_padding(None);
-        inner
-            .with_truncation(None)
-            .expect("turning truncation off cannot fail");
+        inner.with_truncation(None).expect("turning truncation off cannot fail");
         let mut notes = Vec::new();
         if let Some(config_bytes) = config_json {
             let config_path = path.with_file_name("tokenizer_config.json");
@@ -211,12 +204,8 @@ impl BertTokenizer {
 
     /// Builds the tokenizer from `vocab.txt` text and an optional `tokenizer_config.json`.
     pub fn from_vocab(vocab_text: &[u8], config_json: Option<&[u8]>, path: &Path) -> Result<BertTokenizer> {
-        let bad = |problem: String| BertError::Tokenizer {
-            path: path.into(),
-            problem,
-        };
-        let text = std::str::from_utf8(vocab_text)
-            .map_err(|e| bad(format!("vocab.txt is not UTF-8: {e}")))?;
+        let bad = |problem: String| BertError::Tokenizer { path: path.into(), problem };
+        let text = std::str::from_utf8(vocab_text).map_err(|e| bad(format!("vocab.txt is not UTF-8: {e}")))?;
         let vocab = parse_vocab(text);
         for special in [CLS, SEP, UNK] {
             if !vocab.contains_key(special) {
@@ -237,10 +226,7 @@ impl BertTokenizer {
         let mut inner = Tokenizer::new(model);
         inner.with_normalizer(Some(config.normalizer().build()));
         inner.with_pre_tokenizer(Some(BertPreTokenizer));
-        inner.with_post_processor(Some(BertProcessing::new(
-            (SEP.into(), vocab[SEP]),
-            (CLS.into(), vocab[CLS]),
-        )));
+        inner.with_post_processor(Some(BertProcessing::new((SEP.into(), vocab[SEP]), (CLS.into(), vocab[CLS]))));
         inner.with_decoder(Some(WordPieceDecoder::default()));
         // [MASK] and the other specials must never be split by the pre-tokenizer.
         let specials: Vec<tokenizers::AddedToken> = [PAD, UNK, CLS, SEP, MASK]
@@ -262,12 +248,7 @@ impl BertTokenizer {
             }
         }
         let pad_id = inner.token_to_id(PAD).unwrap_or(0);
-        Ok(BertTokenizer {
-            inner,
-            source: path.into(),
-            pad_id,
-            notes: Vec::new(),
-        })
+        Ok(BertTokenizer { inner, source: path.into(), pad_id, notes: Vec::new() })
     }
 
     /// Things a user should know about how the files were read (e.g. `tokenizer.json` and
@@ -298,10 +279,7 @@ impl BertTokenizer {
     /// Sequences longer than `max_len` are an error unless `truncate` is set.
     pub fn encode(&self, texts: &[String], pairs: Option<&[String]>, max_len: usize, truncate: bool) -> Result<Batch> {
         if texts.is_empty() {
-            return Err(BertError::Input {
-                index: 0,
-                problem: "no text to trace".into(),
-            });
+            return Err(BertError::Input { index: 0, problem: "no text to trace".into() });
         }
         if let Some(pairs) = pairs {
             if pairs.len() != texts.len() {
@@ -331,10 +309,7 @@ impl BertTokenizer {
         let mut encodings = Vec::with_capacity(texts.len());
         for (index, text) in texts.iter().enumerate() {
             if text.trim().is_empty() {
-                return Err(BertError::Input {
-                    index,
-                    problem: "the text is empty".into(),
-                });
+                return Err(BertError::Input { index, problem: "the text is empty".into() });
             }
             let input: EncodeInput = match pairs {
                 Some(pairs) => (text.as_str(), pairs[index].as_str()).into(),
@@ -342,10 +317,7 @@ impl BertTokenizer {
             };
             let encoding = tokenizer
                 .encode(input, true)
-                .map_err(|e| BertError::Input {
-                    index,
-                    problem: format!("cannot tokenize: {e}"),
-                })?;
+                .map_err(|e| BertError::Input { index, problem: format!("cannot tokenize: {e}") })?;
             if encoding.len() > max_len {
                 return Err(BertError::Input {
                     index,
@@ -364,12 +336,8 @@ impl BertTokenizer {
         let mut token_type_ids = Array2::zeros((batch, tokens));
         let mut attention_mask = Array2::zeros((batch, tokens));
         for (row, encoding) in encodings.iter().enumerate() {
-            for (col, ((&id, &type_id), &mask)) in encoding
-                .get_ids()
-                .iter()
-                .zip(encoding.get_type_ids())
-                .zip(encoding.get_attention_mask())
-                .enumerate()
+            for (col, ((&id, &type_id), &mask)) in
+                encoding.get_ids().iter().zip(encoding.get_type_ids()).zip(encoding.get_attention_mask()).enumerate()
             {
                 ids[[row, col]] = id as i64;
                 token_type_ids[[row, col]] = type_id as i64;

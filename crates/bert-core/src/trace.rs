@@ -109,10 +109,7 @@ pub struct Memory {
 
 impl Memory {
     pub fn get(&self, name: &str) -> Option<&Tensor> {
-        self.stages
-            .iter()
-            .find(|(stage, _)| stage.name() == name)
-            .map(|(_, t)| t)
+        self.stages.iter().find(|(stage, _)| stage.name() == name).map(|(_, t)| t)
     }
 }
 
@@ -145,11 +142,7 @@ pub(crate) struct Tracer<'s> {
 
 impl<'s> Tracer<'s> {
     pub(crate) fn new(sink: &'s mut dyn Sink, stop_after: Option<Stage>) -> Tracer<'s> {
-        Tracer {
-            sink,
-            stop_after,
-            emitted: 0,
-        }
+        Tracer { sink, stop_after, emitted: 0 }
     }
 
     /// Emits an f32 stage of any rank.
@@ -172,8 +165,7 @@ impl<'s> Tracer<'s> {
         tensor: ndarray::ArrayView<'_, i64, D>,
     ) -> Result<(), Halt> {
         if self.sink.wants(&stage) {
-            self.sink
-                .emit(stage, TensorView::I64(tensor.into_dyn()))?;
+            self.sink.emit(stage, TensorView::I64(tensor.into_dyn()))?;
         }
         self.after(stage)
     }

@@ -54,11 +54,7 @@ pub struct Param {
 
 #[derive(Clone)]
 enum ParamData {
-    Mapped {
-        storage: Arc<Storage>,
-        start: usize,
-        len: usize,
-    },
+    Mapped { storage: Arc<Storage>, start: usize, len: usize },
     Owned(Arc<Vec<f32>>),
 }
 
@@ -66,10 +62,7 @@ impl Param {
     /// A parameter from values in memory (used by tests and tools that build weights).
     pub fn from_vec(values: Vec<f32>, shape: Vec<usize>) -> Param {
         assert_eq!(values.len(), shape.iter().product::<usize>());
-        Param {
-            data: ParamData::Owned(Arc::new(values)),
-            shape,
-        }
+        Param { data: ParamData::Owned(Arc::new(values)), shape }
     }
 
     pub fn shape(&self) -> &[usize] {
@@ -79,11 +72,7 @@ impl Param {
     /// The values in row-major order.
     pub fn as_slice(&self) -> &[f32] {
         match &self.data {
-            ParamData::Mapped {
-                storage,
-                start,
-                len,
-            } => bytemuck::cast_slice(&storage[*start..*start + *len]),
+            ParamData::Mapped { storage, start, len } => bytemuck::cast_slice(&storage[*start..*start + *len]),
             ParamData::Owned(values) => values,
         }
     }
@@ -122,10 +111,7 @@ pub struct WeightStore {
 impl WeightStore {
     /// Reads the header of `storage` (the bytes of the file at `path`).
     pub fn new(path: &Path, storage: Storage) -> Result<WeightStore> {
-        let bad = |problem: String| BertError::Safetensors {
-            path: path.into(),
-            problem,
-        };
+        let bad = |problem: String| BertError::Safetensors { path: path.into(), problem };
         if storage.len() < 8 {
             return Err(bad(format!(
                 "the file is {} bytes long, too short for the 8-byte header length",
@@ -147,20 +133,11 @@ impl WeightStore {
                 let start = view.data().as_ptr() as usize - base;
                 entries.insert(
                     name,
-                    Entry {
-                        dtype: view.dtype(),
-                        shape: view.shape().to_vec(),
-                        start,
-                        end: start + view.data().len(),
-                    },
+                    Entry { dtype: view.dtype(), shape: view.shape().to_vec(), start, end: start + view.data().len() },
                 );
             }
         }
-        Ok(WeightStore {
-            path: path.into(),
-            storage: Arc::new(storage),
-            entries,
-        })
+        Ok(WeightStore { path: path.into(), storage: Arc::new(storage), entries })
     }
 
     pub fn path(&self) -> &Path {
@@ -176,9 +153,7 @@ impl WeightStore {
 
     /// The name under which this file stores the tensor HF calls `name`, if any.
     pub fn resolve(&self, name: &str) -> Option<String> {
-        aliases(name)
-            .into_iter()
-            .find(|alias| self.entries.contains_key(alias))
+        aliases(name).into_iter().find(|alias| self.entries.contains_key(alias))
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -210,29 +185,16 @@ impl WeightStore {
         let bytes = &self.storage[entry.start..entry.end];
         let data = match entry.dtype {
             Dtype::F32 if cfg!(target_endian = "little") && bytemuck::try_cast_slice::<u8, f32>(bytes).is_ok() => {
-                ParamData::Mapped {
-                    storage: Arc::clone(&self.storage),
-                    start: entry.start,
-                    len: bytes.len(),
-                }
+                ParamData::Mapped { storage: Arc::clone(&self.storage), start: entry.start, len: bytes.len() }
             }
             Dtype::F32 => ParamData::Owned(Arc::new(
-                bytes
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-                    .collect(),
+                bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect(),
             )),
             Dtype::F16 => ParamData::Owned(Arc::new(
-                bytes
-                    .chunks_exact(2)
-                    .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                    .collect(),
+                bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
             )),
             Dtype::BF16 => ParamData::Owned(Arc::new(
-                bytes
-                    .chunks_exact(2)
-                    .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-                    .collect(),
+                bytes.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
             )),
             other => {
                 return Err(BertError::TensorDtype {
@@ -242,10 +204,7 @@ impl WeightStore {
                 })
             }
         };
-        Ok(Param {
-            data,
-            shape: entry.shape.clone(),
-        })
+        Ok(Param { data, shape: entry.shape.clone() })
     }
 }
 

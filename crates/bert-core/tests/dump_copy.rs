@@ -32,10 +32,19 @@ fn cases() -> Vec<Case> {
     let wide = leak(tensor(&[1, 400, 400]));
     let small = leak(tensor(&[1, 5, 8]));
     vec![
-        Case { what: "heads-first view of a batch of 2 (split along B)", view: heads_last_b2.view().permuted_axes(vec![0, 2, 1, 3]) },
-        Case { what: "heads-first view of one sequence (split along nh)", view: heads_last_b1.view().permuted_axes(vec![0, 2, 1, 3]) },
+        Case {
+            what: "heads-first view of a batch of 2 (split along B)",
+            view: heads_last_b2.view().permuted_axes(vec![0, 2, 1, 3]),
+        },
+        Case {
+            what: "heads-first view of one sequence (split along nh)",
+            view: heads_last_b1.view().permuted_axes(vec![0, 2, 1, 3]),
+        },
         Case { what: "contiguous scores", view: scores.view() },
-        Case { what: "every other value of each row (no contiguous row)", view: wide.slice(s![.., .., ..;2]).into_dyn() },
+        Case {
+            what: "every other value of each row (no contiguous row)",
+            view: wide.slice(s![.., .., ..;2]).into_dyn(),
+        },
         Case { what: "a small stage (copied on one thread)", view: small.view() },
     ]
 }
@@ -47,7 +56,8 @@ fn a_stage_copied_by_several_threads_is_written_in_c_order() {
     let dir = temp.path().join("dump");
     let cases = cases();
     let inputs = Inputs { texts: vec!["test".into()], pair: None };
-    let mut sink = DumpWriter::create(&dir, serde_json::json!({"name": "test"}), "test".into(), inputs, false).expect("dump directory");
+    let mut sink = DumpWriter::create(&dir, serde_json::json!({"name": "test"}), "test".into(), inputs, false)
+        .expect("dump directory");
     let stage = |i: usize| Stage { layer: Some(i), kind: StageKind::AttnQuery };
     for (i, case) in cases.iter().enumerate() {
         sink.emit(stage(i), TensorView::F32(case.view.clone())).expect("emit");

@@ -30,7 +30,9 @@ fn two_threads() {
 
 /// A tensor of `shape` whose values all differ and depend on `seed`.
 fn tensor(shape: &[usize], seed: f32) -> ArrayD<f32> {
-    ArrayD::from_shape_fn(IxDyn(shape), |index| seed + index.as_array_view().iter().fold(0.0, |acc, &i| acc * 7.0 + i as f32))
+    ArrayD::from_shape_fn(IxDyn(shape), |index| {
+        seed + index.as_array_view().iter().fold(0.0, |acc, &i| acc * 7.0 + i as f32)
+    })
 }
 
 fn emit(sink: &mut DumpWriter, stage: Stage, values: &ArrayD<f32>) {
@@ -78,7 +80,14 @@ const OUTPUT: Stage = Stage { layer: Some(0), kind: StageKind::AttnOutput };
 fn a_rerun_writes_over_the_previous_files_and_removes_those_it_did_not_write() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("dump");
-    write_dump(&dir, &[(SCORES, tensor(&[1, 2, 64, 64], 1.0)), (PROBS, tensor(&[1, 2, 64, 64], 2.0)), (OUTPUT, tensor(&[1, 64, 8], 3.0))]);
+    write_dump(
+        &dir,
+        &[
+            (SCORES, tensor(&[1, 2, 64, 64], 1.0)),
+            (PROBS, tensor(&[1, 2, 64, 64], 2.0)),
+            (OUTPUT, tensor(&[1, 64, 8], 3.0)),
+        ],
+    );
     // Held open, the first run's file keeps its inode number from being given to a new file.
     let scores_file = dir.join(SCORES.file_name());
     let held = std::fs::File::open(&scores_file).unwrap();
@@ -240,7 +249,8 @@ fn a_rerun_carries_each_stage_into_place_in_the_previous_runs_files() {
         let first = layered_stages(layers, 6, 1.0);
         write_dump(&dir, &first);
         // Held open, the first run's files keep their inode numbers from being given to new files.
-        let held: Vec<std::fs::File> = first.iter().map(|(stage, _)| std::fs::File::open(dir.join(stage.file_name())).unwrap()).collect();
+        let held: Vec<std::fs::File> =
+            first.iter().map(|(stage, _)| std::fs::File::open(dir.join(stage.file_name())).unwrap()).collect();
         let old_inode = |stage: Stage| inode(&dir.join(stage.file_name()));
         let before: Vec<(Stage, u64)> = first.iter().map(|(stage, _)| (*stage, old_inode(*stage))).collect();
         let was = |stage: Stage| before.iter().find(|(s, _)| *s == stage).expect("in the first run").1;
@@ -252,7 +262,10 @@ fn a_rerun_carries_each_stage_into_place_in_the_previous_runs_files() {
         // No file was created: every stage went into a file of the first run.
         let after: Vec<(Stage, u64)> = second.iter().map(|(stage, _)| (*stage, old_inode(*stage))).collect();
         for (stage, got) in &after {
-            assert!(before.iter().any(|(_, old)| old == got), "{layers} layers, {stage}: inode {got} is a new file, expected one of the first run's {before:?}");
+            assert!(
+                before.iter().any(|(_, old)| old == got),
+                "{layers} layers, {stage}: inode {got} is a new file, expected one of the first run's {before:?}"
+            );
         }
         // The last stages of each size lend their files (they are its donors) to earlier stages
         // of that size. Which stages those are depends on which thread writes first (the forward
@@ -261,12 +274,20 @@ fn a_rerun_carries_each_stage_into_place_in_the_previous_runs_files() {
         // then waits, unused, for its own stage; so only one donor per size is certain to lend.
         let last = layers - 1;
         let donors = [
-            ([Stage::layer(last, StageKind::AttnProbs), Stage::layer(last, StageKind::AttnScores)], [StageKind::AttnScores, StageKind::AttnProbs]),
-            ([Stage::layer(last, StageKind::AttnOutput), Stage::layer(last - 1, StageKind::AttnOutput)], [StageKind::AttnOutput, StageKind::AttnOutput]),
+            (
+                [Stage::layer(last, StageKind::AttnProbs), Stage::layer(last, StageKind::AttnScores)],
+                [StageKind::AttnScores, StageKind::AttnProbs],
+            ),
+            (
+                [Stage::layer(last, StageKind::AttnOutput), Stage::layer(last - 1, StageKind::AttnOutput)],
+                [StageKind::AttnOutput, StageKind::AttnOutput],
+            ),
         ];
         for (candidates, size_class) in donors {
-            let holders: Vec<(Stage, Option<Stage>)> =
-                candidates.iter().map(|&donor| (donor, after.iter().find(|(_, got)| *got == was(donor)).map(|(stage, _)| *stage))).collect();
+            let holders: Vec<(Stage, Option<Stage>)> = candidates
+                .iter()
+                .map(|&donor| (donor, after.iter().find(|(_, got)| *got == was(donor)).map(|(stage, _)| *stage)))
+                .collect();
             assert!(
                 holders.iter().any(|(donor, holder)| holder.is_some_and(|stage| stage != *donor && size_class.contains(&stage.kind))),
                 "{layers} layers: expected one of these first files under an earlier stage of its size, got (donor, holder) {holders:?}"
@@ -312,7 +333,10 @@ fn a_hard_link_anywhere_in_a_chain_keeps_the_first_runs_values() {
 
         check_whole_dump(&dir, &second, &format!("the rerun's directory, {layers} layers, {kept_stage} linked"));
         let got = ArrayD::<f32>::read_npy(std::fs::File::open(&kept).unwrap()).unwrap();
-        assert!(got == *kept_values, "the kept link to {kept_stage}: expected the first run's {kept_values:?}, got {got:?}");
+        assert!(
+            got == *kept_values,
+            "the kept link to {kept_stage}: expected the first run's {kept_values:?}, got {got:?}"
+        );
     }
 }
 
@@ -365,7 +389,11 @@ fn a_second_run_into_a_directory_being_written_is_refused_and_the_first_is_untou
     emit(&mut first, PROBS, &values);
     first.finish().expect("the first run finishes");
     drop(first);
-    check_whole_dump(&dir, &[(SCORES, values.clone()), (PROBS, values.clone())], "after the first run, with the second refused");
+    check_whole_dump(
+        &dir,
+        &[(SCORES, values.clone()), (PROBS, values.clone())],
+        "after the first run, with the second refused",
+    );
     // Once the first writer is gone, the directory is free again.
     write_dump(&dir, &[(OUTPUT, tensor(&[1, 4, 8], 3.0))]);
 }
@@ -401,9 +429,15 @@ fn what_the_user_made_is_refused_and_left_byte_for_byte() {
                 std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
             }
         }),
-        ("another program's manifest.json", |dir| std::fs::write(dir.join("manifest.json"), b"{\"name\": \"my web app\"}").unwrap()),
+        ("another program's manifest.json", |dir| {
+            std::fs::write(dir.join("manifest.json"), b"{\"name\": \"my web app\"}").unwrap()
+        }),
     ];
-    assert!(reference_dump().join("manifest.json").is_file(), "the golden reference dump is at {}", reference_dump().display());
+    assert!(
+        reference_dump().join("manifest.json").is_file(),
+        "the golden reference dump is at {}",
+        reference_dump().display()
+    );
     for (what, make) in cases {
         for force in [false, true] {
             let temp = tempfile::tempdir().unwrap();
@@ -430,7 +464,8 @@ fn force_keeps_the_users_other_files() {
     std::fs::write(dir.join(".draft.tmp"), b"also mine").unwrap();
     two_threads();
     let inputs = Inputs { texts: vec!["test".into()], pair: None };
-    let mut sink = DumpWriter::create(&dir, serde_json::json!({"name": "test"}), "test".into(), inputs, true).expect("accepted with force");
+    let mut sink = DumpWriter::create(&dir, serde_json::json!({"name": "test"}), "test".into(), inputs, true)
+        .expect("accepted with force");
     let values = tensor(&[2, 3], 1.0);
     emit(&mut sink, OUTPUT, &values);
     sink.finish().expect("finish");

@@ -63,10 +63,7 @@ struct Case {
 
 /// The bytes written in `text` as hexadecimal digits.
 fn hex(text: &str) -> Vec<u8> {
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
-        .collect()
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap()).collect()
 }
 
 /// A .npy file: the header dictionary `dict`, padded as numpy pads it, then `data`.
@@ -290,10 +287,7 @@ fn read_stage(stage: &str, bytes: &[u8]) -> bert_core::Result<bert_core::trace::
     let entry = golden.entry(stage).unwrap_or_else(|| panic!("no stage {stage}")).clone();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(&entry.file), bytes).unwrap();
-    let dump = Dump {
-        dir: dir.path().into(),
-        manifest: golden.manifest,
-    };
+    let dump = Dump { dir: dir.path().into(), manifest: golden.manifest };
     dump.read(&entry)
 }
 
@@ -336,12 +330,29 @@ fn golden_files_pass_every_reader() {
 /// most of them fall in the first `focus` bytes, where the header is.
 #[derive(Clone, Debug)]
 enum Mutation {
-    Set { at: Index, in_focus: bool, byte: u8 },
-    Insert { at: Index, in_focus: bool, bytes: Vec<u8> },
-    Remove { at: Index, in_focus: bool, len: usize },
+    Set {
+        at: Index,
+        in_focus: bool,
+        byte: u8,
+    },
+    Insert {
+        at: Index,
+        in_focus: bool,
+        bytes: Vec<u8>,
+    },
+    Remove {
+        at: Index,
+        in_focus: bool,
+        len: usize,
+    },
     /// Replaces the run of digits around `at` (if any) with a number chosen to overflow.
-    Number { at: Index, value: &'static str },
-    Truncate { at: Index },
+    Number {
+        at: Index,
+        value: &'static str,
+    },
+    Truncate {
+        at: Index,
+    },
 }
 
 /// Bytes that matter to JSON and to numpy's header syntax, and any byte at all.

@@ -47,9 +47,9 @@ fn check_dump(model: &BertModel, dump_dir: &Path) -> Vec<String> {
     // difference in the lists is a failure.
     let subset_ok = reference.manifest.only_stages.is_some()
         && their_names.iter().all(|n| our_names.contains(n))
-        && their_names.windows(2).all(|w| {
-            our_names.iter().position(|n| *n == w[0]) < our_names.iter().position(|n| *n == w[1])
-        });
+        && their_names
+            .windows(2)
+            .all(|w| our_names.iter().position(|n| *n == w[0]) < our_names.iter().position(|n| *n == w[1]));
     if our_names != their_names && !subset_ok {
         failures.push(format!(
             "stage lists differ:\n  expected (PyTorch) {their_names:?}\n  got (bert-core)    {our_names:?}"
@@ -100,7 +100,12 @@ fn check_all(model: &BertModel, dumps: &Path, min_cases: usize) {
         .filter(|p| p.join("manifest.json").is_file())
         .collect();
     cases.sort();
-    assert!(cases.len() >= min_cases, "{}: expected at least {min_cases} dumps, found {}", dumps.display(), cases.len());
+    assert!(
+        cases.len() >= min_cases,
+        "{}: expected at least {min_cases} dumps, found {}",
+        dumps.display(),
+        cases.len()
+    );
     let failures: Vec<String> = cases.iter().flat_map(|case| check_dump(model, case)).collect();
     assert!(failures.is_empty(), "{} stage(s) differ from PyTorch:\n{}", failures.len(), failures.join("\n"));
 }

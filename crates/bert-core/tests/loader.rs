@@ -9,7 +9,6 @@ use bert_core::{BertError, BertModel};
 use serde_json::json;
 use support::{assert_identical, assert_mentions, first_difference, trace_all, Checkpoint, Dtype, RawTensor};
 
-
 // ---------------------------------------------------------------------------------------------
 // The baseline
 
@@ -17,42 +16,18 @@ use support::{assert_identical, assert_mentions, first_difference, trace_all, Ch
 fn baseline_loads_with_all_heads_and_a_tied_decoder() {
     let ck = Checkpoint::tiny();
     let (_dir, model) = ck.load();
-    let expected = HeadSet {
-        pooler: true,
-        mlm: true,
-        nsp: true,
-        ..HeadSet::default()
-    };
-    assert_eq!(
-        model.heads(),
-        expected,
-        "heads: expected {expected:?}, got {:?}",
-        model.heads()
-    );
+    let expected = HeadSet { pooler: true, mlm: true, nsp: true, ..HeadSet::default() };
+    assert_eq!(model.heads(), expected, "heads: expected {expected:?}, got {:?}", model.heads());
     assert_eq!(model.layers.len(), 1);
 
     let word = model.embeddings.word_embeddings.as_slice();
-    assert_eq!(
-        word,
-        &ck.tensor("bert.embeddings.word_embeddings.weight")
-            .f32_values()[..]
-    );
+    assert_eq!(word, &ck.tensor("bert.embeddings.word_embeddings.weight").f32_values()[..]);
     let mlm = model.mlm.as_ref().expect("MLM head");
-    assert_eq!(
-        mlm.decoder.weight.shape(),
-        model.embeddings.word_embeddings.shape()
-    );
-    assert_eq!(
-        mlm.decoder.weight.as_slice(),
-        word,
-        "the MLM decoder weight must be the word embedding table"
-    );
+    assert_eq!(mlm.decoder.weight.shape(), model.embeddings.word_embeddings.shape());
+    assert_eq!(mlm.decoder.weight.as_slice(), word, "the MLM decoder weight must be the word embedding table");
     // Tied, not copied: the very same memory.
     assert_eq!(mlm.decoder.weight.as_slice().as_ptr(), word.as_ptr());
-    assert_eq!(
-        mlm.decoder.bias.as_slice(),
-        &ck.tensor("cls.predictions.bias").f32_values()[..]
-    );
+    assert_eq!(mlm.decoder.bias.as_slice(), &ck.tensor("cls.predictions.bias").f32_values()[..]);
 
     let memory = trace_all(&model);
     let names: Vec<String> = memory.stages.iter().map(|(s, _)| s.name()).collect();
@@ -60,10 +35,7 @@ fn baseline_loads_with_all_heads_and_a_tied_decoder() {
     assert_eq!(names, plan, "every planned stage is traced, in order");
     for (stage, tensor) in &memory.stages {
         if let bert_core::trace::Tensor::F32(a) = tensor {
-            assert!(
-                a.iter().all(|v| v.is_finite()),
-                "{stage} has non-finite values"
-            );
+            assert!(a.iter().all(|v| v.is_finite()), "{stage} has non-finite values");
         }
     }
 }
@@ -72,40 +44,16 @@ fn baseline_loads_with_all_heads_and_a_tied_decoder() {
 fn f32_params_are_memory_mapped_not_copied() {
     let (_dir, model) = Checkpoint::tiny().load();
     let params = [
-        (
-            "embeddings.word_embeddings",
-            &model.embeddings.word_embeddings,
-        ),
-        (
-            "embeddings.position_embeddings",
-            &model.embeddings.position_embeddings,
-        ),
-        (
-            "embeddings.LayerNorm.weight",
-            &model.embeddings.layer_norm.weight,
-        ),
-        (
-            "layer0.attention.self.query.weight",
-            &model.layers[0].attention.self_attention.query.weight,
-        ),
-        (
-            "layer0.intermediate.dense.weight",
-            &model.layers[0].feed_forward.intermediate.weight,
-        ),
-        (
-            "pooler.dense.weight",
-            &model.pooler.as_ref().unwrap().dense.weight,
-        ),
-        (
-            "mlm.decoder.bias",
-            &model.mlm.as_ref().unwrap().decoder.bias,
-        ),
+        ("embeddings.word_embeddings", &model.embeddings.word_embeddings),
+        ("embeddings.position_embeddings", &model.embeddings.position_embeddings),
+        ("embeddings.LayerNorm.weight", &model.embeddings.layer_norm.weight),
+        ("layer0.attention.self.query.weight", &model.layers[0].attention.self_attention.query.weight),
+        ("layer0.intermediate.dense.weight", &model.layers[0].feed_forward.intermediate.weight),
+        ("pooler.dense.weight", &model.pooler.as_ref().unwrap().dense.weight),
+        ("mlm.decoder.bias", &model.mlm.as_ref().unwrap().decoder.bias),
     ];
     for (name, param) in params {
-        assert!(
-            param.is_mapped(),
-            "{name}: expected a window into the mapped file, got a copy"
-        );
+        assert!(param.is_mapped(), "{name}: expected a window into the mapped file, got a copy");
     }
 }
 
@@ -119,11 +67,7 @@ fn misaligned_f32_data_is_copied_and_gives_identical_output() {
     ck.align_header = false;
     let (_d1, model1) = ck.load();
     assert!(!model1.embeddings.word_embeddings.is_mapped());
-    assert_identical(
-        "misaligned header",
-        &trace_all(&model0),
-        &trace_all(&model1),
-    );
+    assert_identical("misaligned header", &trace_all(&model0), &trace_all(&model1));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -139,10 +83,7 @@ fn no_bert_prefix(ck: &mut Checkpoint) {
 
 fn gamma_beta(ck: &mut Checkpoint) {
     // The original TensorFlow conversion: LayerNorm.gamma / LayerNorm.beta.
-    ck.rename_all(|n| {
-        n.replace("LayerNorm.weight", "LayerNorm.gamma")
-            .replace("LayerNorm.bias", "LayerNorm.beta")
-    });
+    ck.rename_all(|n| n.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"));
 }
 
 fn no_prefix_and_gamma_beta(ck: &mut Checkpoint) {
@@ -159,10 +100,7 @@ fn decoder_weight_stored(ck: &mut Checkpoint) {
     // stored copy is made different here so that using it would show.
     let word = ck.tensor("bert.embeddings.word_embeddings.weight").clone();
     let other: Vec<f32> = word.f32_values().iter().map(|v| -2.0 * v + 0.25).collect();
-    ck.insert(
-        "cls.predictions.decoder.weight",
-        RawTensor::f32(&word.shape, &other),
-    );
+    ck.insert("cls.predictions.decoder.weight", RawTensor::f32(&word.shape, &other));
 }
 
 fn decoder_weight_and_bias_stored(ck: &mut Checkpoint) {
@@ -175,10 +113,7 @@ fn decoder_weight_and_bias_stored(ck: &mut Checkpoint) {
 fn position_ids_buffer(ck: &mut Checkpoint) {
     // transformers < 4.31 saved the registered buffer.
     let ids: Vec<i64> = (0..support::POSITIONS as i64).collect();
-    ck.insert(
-        "bert.embeddings.position_ids",
-        RawTensor::i64(&[1, support::POSITIONS], &ids),
-    );
+    ck.insert("bert.embeddings.position_ids", RawTensor::i64(&[1, support::POSITIONS], &ids));
 }
 
 fn position_ids_buffer_without_prefix(ck: &mut Checkpoint) {
@@ -198,22 +133,10 @@ const SAME_OUTPUT: &[Variation] = &[
     ("LayerNorm gamma/beta", gamma_beta),
     ("no `bert.` and gamma/beta", no_prefix_and_gamma_beta),
     ("cls.predictions.decoder.bias", decoder_bias),
-    (
-        "cls.predictions.decoder.weight stored",
-        decoder_weight_stored,
-    ),
-    (
-        "decoder.weight, decoder.bias and bias stored",
-        decoder_weight_and_bias_stored,
-    ),
-    (
-        "bert.embeddings.position_ids I64 buffer",
-        position_ids_buffer,
-    ),
-    (
-        "embeddings.position_ids without `bert.`",
-        position_ids_buffer_without_prefix,
-    ),
+    ("cls.predictions.decoder.weight stored", decoder_weight_stored),
+    ("decoder.weight, decoder.bias and bias stored", decoder_weight_and_bias_stored),
+    ("bert.embeddings.position_ids I64 buffer", position_ids_buffer),
+    ("embeddings.position_ids without `bert.`", position_ids_buffer_without_prefix),
     ("unrelated extra tensors", unrelated_extra_tensors),
 ];
 
@@ -235,11 +158,7 @@ fn naming_variations_load_and_give_bit_identical_outputs() {
             }
         };
         if model.heads() != model0.heads() {
-            failures.push(format!(
-                "{label}: heads expected {:?}, got {:?}",
-                model0.heads(),
-                model.heads()
-            ));
+            failures.push(format!("{label}: heads expected {:?}, got {:?}", model0.heads(), model.heads()));
             continue;
         }
         if let Some(diff) = first_difference(&expected, &trace_all(&model)) {
@@ -247,11 +166,7 @@ fn naming_variations_load_and_give_bit_identical_outputs() {
         }
         println!("ok: {label}");
     }
-    assert!(
-        failures.is_empty(),
-        "variations that failed:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "variations that failed:\n{}", failures.join("\n"));
 }
 
 #[test]
@@ -260,14 +175,8 @@ fn the_stored_decoder_weight_is_ignored_for_the_tied_embeddings() {
     decoder_weight_stored(&mut ck);
     let (_dir, model) = ck.load();
     let mlm = model.mlm.as_ref().unwrap();
-    assert_eq!(
-        mlm.decoder.weight.as_slice(),
-        model.embeddings.word_embeddings.as_slice()
-    );
-    assert_ne!(
-        mlm.decoder.weight.as_slice(),
-        &ck.tensor("cls.predictions.decoder.weight").f32_values()[..]
-    );
+    assert_eq!(mlm.decoder.weight.as_slice(), model.embeddings.word_embeddings.as_slice());
+    assert_ne!(mlm.decoder.weight.as_slice(), &ck.tensor("cls.predictions.decoder.weight").f32_values()[..]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -276,10 +185,8 @@ fn the_stored_decoder_weight_is_ignored_for_the_tied_embeddings() {
 #[test]
 fn f16_and_bf16_files_match_the_f32_model_with_rounded_weights() {
     type Round = fn(f32) -> f32;
-    let cases: [(Dtype, Round); 2] = [
-        (Dtype::F16, |v| half::f16::from_f32(v).to_f32()),
-        (Dtype::BF16, |v| half::bf16::from_f32(v).to_f32()),
-    ];
+    let cases: [(Dtype, Round); 2] =
+        [(Dtype::F16, |v| half::f16::from_f32(v).to_f32()), (Dtype::BF16, |v| half::bf16::from_f32(v).to_f32())];
     for (dtype, round) in cases {
         let mut rounded = Checkpoint::tiny();
         rounded.map_values(round);
@@ -288,42 +195,23 @@ fn f16_and_bf16_files_match_the_f32_model_with_rounded_weights() {
         // Rounding the rounded values again changes nothing, so both files hold the same numbers.
         let (_d0, reference) = rounded.load();
         let (_d1, model) = stored.load();
-        assert!(
-            !model.embeddings.word_embeddings.is_mapped(),
-            "{dtype:?} weights are converted to f32 in memory"
-        );
+        assert!(!model.embeddings.word_embeddings.is_mapped(), "{dtype:?} weights are converted to f32 in memory");
         assert_eq!(model.heads(), reference.heads());
-        assert_identical(
-            &format!("{dtype:?} file"),
-            &trace_all(&reference),
-            &trace_all(&model),
-        );
+        assert_identical(&format!("{dtype:?} file"), &trace_all(&reference), &trace_all(&model));
 
         // And the rounding is real: the half model differs from the unrounded baseline, a little.
         let (_d2, exact) = Checkpoint::tiny().load();
         let got = trace_all(&model);
         let want = trace_all(&exact);
-        assert!(
-            first_difference(&want, &got).is_some(),
-            "{dtype:?}: rounding changed nothing?"
-        );
+        assert!(first_difference(&want, &got).is_some(), "{dtype:?}: rounding changed nothing?");
         let name = "embeddings.layernorm";
         let (a, b) = match (want.get(name), got.get(name)) {
-            (Some(bert_core::trace::Tensor::F32(a)), Some(bert_core::trace::Tensor::F32(b))) => {
-                (a, b)
-            }
+            (Some(bert_core::trace::Tensor::F32(a)), Some(bert_core::trace::Tensor::F32(b))) => (a, b),
             _ => panic!("no stage {name}"),
         };
-        let worst = a
-            .iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0f32, f32::max);
+        let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
         println!("{dtype:?}: largest difference at {name} vs the unrounded f32 model: {worst:e}");
-        assert!(
-            worst < 0.1,
-            "{dtype:?}: {name} differs by {worst} from the unrounded model"
-        );
+        assert!(worst < 0.1, "{dtype:?}: {name} differs by {worst} from the unrounded model");
     }
 }
 
@@ -367,9 +255,7 @@ fn a_missing_tensor_is_named() {
             BertError::MissingTensor { name: got, .. } => {
                 // The MLM bias may be reported under either of its names.
                 assert!(
-                    got == name
-                        || (name == "cls.predictions.bias"
-                            && got == "cls.predictions.decoder.bias"),
+                    got == name || (name == "cls.predictions.bias" && got == "cls.predictions.decoder.bias"),
                     "expected MissingTensor {name}, got {got}"
                 );
             }
@@ -384,10 +270,7 @@ fn a_missing_mlm_bias_names_both_of_its_names() {
     let mut ck = Checkpoint::tiny();
     ck.remove("cls.predictions.bias");
     let (_dir, err) = ck.load_err();
-    assert_mentions(
-        &err.to_string(),
-        &["cls.predictions.bias", "cls.predictions.decoder.bias"],
-    );
+    assert_mentions(&err.to_string(), &["cls.predictions.bias", "cls.predictions.decoder.bias"]);
 }
 
 #[test]
@@ -397,11 +280,7 @@ fn a_missing_tensor_lists_the_names_tried() {
     let (_dir, err) = ck.load_err();
     assert_mentions(
         &err.to_string(),
-        &[
-            "bert.embeddings.LayerNorm.weight",
-            "embeddings.LayerNorm.weight",
-            "embeddings.LayerNorm.gamma",
-        ],
+        &["bert.embeddings.LayerNorm.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.gamma"],
     );
 }
 
@@ -409,14 +288,8 @@ fn a_missing_tensor_lists_the_names_tried() {
 fn a_tensor_of_the_wrong_shape_names_both_shapes() {
     let cases: [(&str, Vec<usize>); 3] = [
         // Transposed, as a TF checkpoint converted by hand would be.
-        (
-            "bert.encoder.layer.0.intermediate.dense.weight",
-            vec![8, 16],
-        ),
-        (
-            "bert.embeddings.word_embeddings.weight",
-            vec![support::VOCAB.len() + 1, 8],
-        ),
+        ("bert.encoder.layer.0.intermediate.dense.weight", vec![8, 16]),
+        ("bert.embeddings.word_embeddings.weight", vec![support::VOCAB.len() + 1, 8]),
         ("bert.pooler.dense.bias", vec![1, 8]),
     ];
     for (name, bad_shape) in cases {
@@ -429,27 +302,14 @@ fn a_tensor_of_the_wrong_shape_names_both_shapes() {
         let text = err.to_string();
         println!("{name} as {bad_shape:?}: {text}");
         match &err {
-            BertError::TensorShape {
-                name: got,
-                expected,
-                found,
-                ..
-            } => {
+            BertError::TensorShape { name: got, expected, found, .. } => {
                 assert_eq!(got, name);
                 assert_eq!(expected, &t.shape, "expected shape");
                 assert_eq!(found, &bad_shape, "found shape");
             }
             other => panic!("expected TensorShape for {name}, got {other:?}"),
         }
-        assert_mentions(
-            &text,
-            &[
-                "model.safetensors",
-                name,
-                &format!("{bad_shape:?}"),
-                &format!("{:?}", t.shape),
-            ],
-        );
+        assert_mentions(&text, &["model.safetensors", name, &format!("{bad_shape:?}"), &format!("{:?}", t.shape)]);
     }
 }
 
@@ -468,9 +328,7 @@ fn a_tensor_of_an_unsupported_dtype_is_refused() {
         let text = err.to_string();
         println!("{name} as {dtype:?}: {text}");
         match &err {
-            BertError::TensorDtype {
-                name: got, found, ..
-            } => {
+            BertError::TensorDtype { name: got, found, .. } => {
                 assert_eq!(got, name);
                 assert_eq!(found, dtype.name());
             }
@@ -496,14 +354,9 @@ fn without_pooler_and_heads_the_encoder_still_runs() {
     let full = trace_all(&model0);
     let bare = trace_all(&model);
     let last = model.plan().last().unwrap().name();
-    assert!(
-        last.starts_with("layer0."),
-        "the last stage is the encoder's: {last}"
-    );
+    assert!(last.starts_with("layer0."), "the last stage is the encoder's: {last}");
     // The encoder's stages are the baseline's, bit for bit.
-    let prefix = bert_core::trace::Memory {
-        stages: full.stages[..bare.stages.len()].to_vec(),
-    };
+    let prefix = bert_core::trace::Memory { stages: full.stages[..bare.stages.len()].to_vec() };
     assert_identical("no heads", &prefix, &bare);
 }
 
@@ -511,13 +364,9 @@ fn without_pooler_and_heads_the_encoder_still_runs() {
 fn mlm_only_checkpoint_has_no_pooler() {
     // BertForMaskedLM: no pooler, no NSP.
     let mut ck = Checkpoint::tiny();
-    ck.remove_prefix("bert.pooler.")
-        .remove_prefix("cls.seq_relationship.");
+    ck.remove_prefix("bert.pooler.").remove_prefix("cls.seq_relationship.");
     let (_dir, model) = ck.load();
-    let expected = HeadSet {
-        mlm: true,
-        ..HeadSet::default()
-    };
+    let expected = HeadSet { mlm: true, ..HeadSet::default() };
     assert_eq!(model.heads(), expected);
     let memory = trace_all(&model);
     assert!(memory.get("mlm.logits").is_some(), "mlm.logits traced");
@@ -527,27 +376,12 @@ fn classifier_checkpoint(labels: &[&str]) -> Checkpoint {
     let mut ck = Checkpoint::tiny();
     ck.remove_prefix("cls.");
     let mut rng = support::Lcg::new(42);
-    ck.insert(
-        "classifier.weight",
-        RawTensor::f32(
-            &[3, support::HIDDEN],
-            &rng.values(3 * support::HIDDEN, 0.0, 0.3),
-        ),
-    );
-    ck.insert(
-        "classifier.bias",
-        RawTensor::f32(&[3], &rng.values(3, 0.0, 0.1)),
-    );
-    let id2label: serde_json::Map<String, serde_json::Value> = labels
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (i.to_string(), json!(l)))
-        .collect();
-    let label2id: serde_json::Map<String, serde_json::Value> = labels
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (l.to_string(), json!(i)))
-        .collect();
+    ck.insert("classifier.weight", RawTensor::f32(&[3, support::HIDDEN], &rng.values(3 * support::HIDDEN, 0.0, 0.3)));
+    ck.insert("classifier.bias", RawTensor::f32(&[3], &rng.values(3, 0.0, 0.1)));
+    let id2label: serde_json::Map<String, serde_json::Value> =
+        labels.iter().enumerate().map(|(i, l)| (i.to_string(), json!(l))).collect();
+    let label2id: serde_json::Map<String, serde_json::Value> =
+        labels.iter().enumerate().map(|(i, l)| (l.to_string(), json!(i))).collect();
     ck.set_config("architectures", json!(["BertForSequenceClassification"]))
         .set_config("id2label", json!(id2label))
         .set_config("label2id", json!(label2id));
@@ -558,18 +392,12 @@ fn classifier_checkpoint(labels: &[&str]) -> Checkpoint {
 fn classifier_head_takes_its_labels_from_id2label() {
     let ck = classifier_checkpoint(&["negative", "neutral", "positive"]);
     let (_dir, model) = ck.load();
-    let expected = HeadSet {
-        pooler: true,
-        classifier: true,
-        ..HeadSet::default()
-    };
+    let expected = HeadSet { pooler: true, classifier: true, ..HeadSet::default() };
     assert_eq!(model.heads(), expected);
     let labels = &model.classifier.as_ref().unwrap().labels;
     assert_eq!(labels, &["negative", "neutral", "positive"]);
     let memory = trace_all(&model);
-    let logits = memory
-        .get("classifier.logits")
-        .expect("classifier.logits traced");
+    let logits = memory.get("classifier.logits").expect("classifier.logits traced");
     assert_eq!(logits.shape(), &[2, 3]);
 }
 
@@ -578,10 +406,7 @@ fn classifier_without_id2label_gets_default_names() {
     let mut ck = classifier_checkpoint(&["a", "b", "c"]);
     ck.config.as_object_mut().unwrap().remove("id2label");
     let (_dir, model) = ck.load();
-    assert_eq!(
-        model.classifier.unwrap().labels,
-        ["LABEL_0", "LABEL_1", "LABEL_2"]
-    );
+    assert_eq!(model.classifier.unwrap().labels, ["LABEL_0", "LABEL_1", "LABEL_2"]);
 }
 
 #[test]
@@ -591,14 +416,8 @@ fn id2label_of_the_wrong_length_is_an_error() {
         let (_dir, err) = ck.load_err();
         let text = err.to_string();
         println!("{} labels: {text}", labels.len());
-        assert!(
-            matches!(err, BertError::Config { .. }),
-            "expected a Config error, got {err:?}"
-        );
-        assert_mentions(
-            &text,
-            &["config.json", "id2label", &labels.len().to_string(), "3"],
-        );
+        assert!(matches!(err, BertError::Config { .. }), "expected a Config error, got {err:?}");
+        assert_mentions(&text, &["config.json", "id2label", &labels.len().to_string(), "3"]);
     }
 }
 
@@ -607,14 +426,8 @@ fn a_classifier_without_a_pooler_is_an_error() {
     let mut ck = classifier_checkpoint(&["a", "b", "c"]);
     ck.remove_prefix("bert.pooler.");
     let (_dir, err) = ck.load_err();
-    assert!(
-        matches!(err, BertError::MissingTensor { .. }),
-        "got {err:?}"
-    );
-    assert_mentions(
-        &err.to_string(),
-        &["bert.pooler.dense.weight", "model.safetensors"],
-    );
+    assert!(matches!(err, BertError::MissingTensor { .. }), "got {err:?}");
+    assert_mentions(&err.to_string(), &["bert.pooler.dense.weight", "model.safetensors"]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -629,18 +442,8 @@ fn config_errors_name_config_json_and_the_field() {
             json!(3),
             &["hidden_size", "num_attention_heads", "divisible"],
         ),
-        (
-            "zero layers",
-            "num_hidden_layers",
-            json!(0),
-            &["num_hidden_layers", "0"],
-        ),
-        (
-            "zero heads",
-            "num_attention_heads",
-            json!(0),
-            &["num_attention_heads"],
-        ),
+        ("zero layers", "num_hidden_layers", json!(0), &["num_hidden_layers", "0"]),
+        ("zero heads", "num_attention_heads", json!(0), &["num_attention_heads"]),
         (
             "relative positions",
             "position_embedding_type",
@@ -653,54 +456,14 @@ fn config_errors_name_config_json_and_the_field() {
             json!("relative_key_query"),
             &["position_embedding_type"],
         ),
-        (
-            "swish",
-            "hidden_act",
-            json!("swish"),
-            &["hidden_act", "swish"],
-        ),
-        (
-            "absurd vocab_size",
-            "vocab_size",
-            json!(1u64 << 40),
-            &["vocab_size"],
-        ),
-        (
-            "absurd hidden_size",
-            "hidden_size",
-            json!(1u64 << 30),
-            &["hidden_size"],
-        ),
-        (
-            "absurd max_position_embeddings",
-            "max_position_embeddings",
-            json!(1u64 << 40),
-            &["max_position_embeddings"],
-        ),
-        (
-            "negative eps",
-            "layer_norm_eps",
-            json!(-1.0),
-            &["layer_norm_eps"],
-        ),
-        (
-            "vocab_size a string",
-            "vocab_size",
-            json!("30522"),
-            &["vocab_size"],
-        ),
-        (
-            "vocab_size negative",
-            "vocab_size",
-            json!(-1),
-            &["vocab_size"],
-        ),
-        (
-            "a RoBERTa config",
-            "model_type",
-            json!("roberta"),
-            &["model_type", "roberta", "expected `bert`"],
-        ),
+        ("swish", "hidden_act", json!("swish"), &["hidden_act", "swish"]),
+        ("absurd vocab_size", "vocab_size", json!(1u64 << 40), &["vocab_size"]),
+        ("absurd hidden_size", "hidden_size", json!(1u64 << 30), &["hidden_size"]),
+        ("absurd max_position_embeddings", "max_position_embeddings", json!(1u64 << 40), &["max_position_embeddings"]),
+        ("negative eps", "layer_norm_eps", json!(-1.0), &["layer_norm_eps"]),
+        ("vocab_size a string", "vocab_size", json!("30522"), &["vocab_size"]),
+        ("vocab_size negative", "vocab_size", json!(-1), &["vocab_size"]),
+        ("a RoBERTa config", "model_type", json!("roberta"), &["model_type", "roberta", "expected `bert`"]),
     ];
     let mut failures = Vec::new();
     for (label, field, value, needles) in cases {
@@ -789,13 +552,9 @@ fn broken_safetensors_files_are_named() {
                 let text = err.to_string();
                 println!("{label}: {text}");
                 if !matches!(err, BertError::Safetensors { .. }) {
-                    failures.push(format!(
-                        "{label}: expected BertError::Safetensors, got {err:?}"
-                    ));
+                    failures.push(format!("{label}: expected BertError::Safetensors, got {err:?}"));
                 } else if !text.contains("model.safetensors") {
-                    failures.push(format!(
-                        "{label}: the message does not name the file: {text}"
-                    ));
+                    failures.push(format!("{label}: the message does not name the file: {text}"));
                 }
             }
         }
@@ -808,19 +567,12 @@ fn only_pytorch_model_bin_points_to_the_converter() {
     let ck = Checkpoint::tiny();
     let dir = ck.write();
     std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
-    std::fs::write(
-        dir.path().join("pytorch_model.bin"),
-        b"PK\x03\x04 a pickle in a zip",
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("pytorch_model.bin"), b"PK\x03\x04 a pickle in a zip").unwrap();
     let err = BertModel::load(dir.path()).err().expect("an error");
     let text = err.to_string();
     println!("{text}");
     assert!(matches!(err, BertError::ModelDir { .. }), "got {err:?}");
-    assert_mentions(
-        &text,
-        &["pytorch_model.bin", "scripts/convert_to_safetensors.py"],
-    );
+    assert_mentions(&text, &["pytorch_model.bin", "scripts/convert_to_safetensors.py"]);
 }
 
 #[test]
@@ -828,25 +580,10 @@ fn directory_problems_are_named() {
     let ck = Checkpoint::tiny();
     let dir = ck.write();
     /// label, the path to load, how to prepare it, what the message mentions
-    type Case = (
-        &'static str,
-        std::path::PathBuf,
-        Box<dyn Fn(&std::path::Path)>,
-        &'static str,
-    );
+    type Case = (&'static str, std::path::PathBuf, Box<dyn Fn(&std::path::Path)>, &'static str);
     let cases: Vec<Case> = vec![
-        (
-            "no such directory",
-            dir.path().join("nope"),
-            Box::new(|_| {}),
-            "does not exist",
-        ),
-        (
-            "a file, not a directory",
-            dir.path().join("config.json"),
-            Box::new(|_| {}),
-            "file",
-        ),
+        ("no such directory", dir.path().join("nope"), Box::new(|_| {}), "does not exist"),
+        ("a file, not a directory", dir.path().join("config.json"), Box::new(|_| {}), "file"),
         (
             "no config.json",
             dir.path().join("no_config"),
@@ -861,26 +598,17 @@ fn directory_problems_are_named() {
             dir.path().join("no_weights"),
             Box::new(|p| {
                 std::fs::create_dir(p).unwrap();
-                std::fs::copy(
-                    p.parent().unwrap().join("config.json"),
-                    p.join("config.json"),
-                )
-                .unwrap();
+                std::fs::copy(p.parent().unwrap().join("config.json"), p.join("config.json")).unwrap();
             }),
             "model.safetensors",
         ),
     ];
     for (label, path, setup, needle) in cases {
         setup(&path);
-        let err = BertModel::load(&path)
-            .err()
-            .unwrap_or_else(|| panic!("{label}: loaded"));
+        let err = BertModel::load(&path).err().unwrap_or_else(|| panic!("{label}: loaded"));
         let text = err.to_string();
         println!("{label}: {text}");
-        assert!(
-            matches!(err, BertError::ModelDir { .. }),
-            "{label}: got {err:?}"
-        );
+        assert!(matches!(err, BertError::ModelDir { .. }), "{label}: got {err:?}");
         assert_mentions(&text, &[needle]);
     }
 }
@@ -901,11 +629,7 @@ fn a_mistyped_field_in_a_one_line_config_is_named() {
     let mut ck = Checkpoint::tiny();
     ck.set_config("vocab_size", json!(null));
     let dir = ck.write();
-    std::fs::write(
-        dir.path().join("config.json"),
-        serde_json::to_vec(&ck.config).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("config.json"), serde_json::to_vec(&ck.config).unwrap()).unwrap();
     let err = BertModel::load(dir.path()).err().expect("an error");
     let text = err.to_string();
     println!("{text}");

@@ -103,7 +103,9 @@ fn bert_large_stage_shapes_from_config_alone() {
     let mismatches: Vec<String> = plan
         .iter()
         .filter(|stage| stage.shape(&dims) != bert_large_shape(&stage.name()))
-        .map(|stage| format!("{}: expected {:?}, got {:?}", stage.name(), bert_large_shape(&stage.name()), stage.shape(&dims)))
+        .map(|stage| {
+            format!("{}: expected {:?}, got {:?}", stage.name(), bert_large_shape(&stage.name()), stage.shape(&dims))
+        })
         .collect();
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
     assert_eq!(plan.last().unwrap().name(), "nsp.logits");

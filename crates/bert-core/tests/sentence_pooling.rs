@@ -43,7 +43,8 @@ fn load_with(files: &[(&str, &str)]) -> (tempfile::TempDir, bert_core::Result<Be
 #[test]
 fn the_stage_is_there_only_for_mean_pooling() {
     let only_modules = modules("2_Pool");
-    let no_pooling_module = r#"[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]"#;
+    let no_pooling_module =
+        r#"[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]"#;
     // (what the directory holds, whether sentence.pooled is traced)
     let cases: Vec<(&str, Files, bool)> = vec![
         ("plain BERT", vec![], false),
@@ -51,7 +52,11 @@ fn the_stage_is_there_only_for_mean_pooling() {
         ("1_Pooling, CLS", vec![("1_Pooling/config.json", CLS)], false),
         ("1_Pooling, mean and max", vec![("1_Pooling/config.json", MEAN_AND_MAX)], false),
         ("modules.json names 2_Pool", vec![("modules.json", &only_modules), ("2_Pool/config.json", MEAN)], true),
-        ("modules.json without a Pooling module", vec![("modules.json", no_pooling_module), ("1_Pooling/config.json", MEAN)], false),
+        (
+            "modules.json without a Pooling module",
+            vec![("modules.json", no_pooling_module), ("1_Pooling/config.json", MEAN)],
+            false,
+        ),
         ("modules.json names a missing folder", vec![("modules.json", &only_modules)], false),
     ];
     let mut failures = Vec::new();
@@ -72,11 +77,23 @@ fn broken_pooling_configs_are_named() {
     let escaping = modules("../elsewhere");
     // (files, what the one-line error must mention)
     let cases: Vec<(Files, Vec<&str>)> = vec![
-        (vec![("1_Pooling/config.json", WRONG_WIDTH)], vec!["1_Pooling/config.json", "word_embedding_dimension is 384", "expected 8"]),
-        (vec![("1_Pooling/config.json", "{ not json")], vec!["1_Pooling/config.json", "not a valid sentence-transformers pooling config"]),
-        (vec![("1_Pooling/config.json", r#"{"pooling_mode_mean_tokens": true}"#)], vec!["1_Pooling/config.json", "word_embedding_dimension"]),
+        (
+            vec![("1_Pooling/config.json", WRONG_WIDTH)],
+            vec!["1_Pooling/config.json", "word_embedding_dimension is 384", "expected 8"],
+        ),
+        (
+            vec![("1_Pooling/config.json", "{ not json")],
+            vec!["1_Pooling/config.json", "not a valid sentence-transformers pooling config"],
+        ),
+        (
+            vec![("1_Pooling/config.json", r#"{"pooling_mode_mean_tokens": true}"#)],
+            vec!["1_Pooling/config.json", "word_embedding_dimension"],
+        ),
         (vec![("modules.json", "[1, 2]")], vec!["modules.json", "not a valid sentence-transformers modules.json"]),
-        (vec![("modules.json", &escaping)], vec!["modules.json", "../elsewhere", "not a folder of the model directory"]),
+        (
+            vec![("modules.json", &escaping)],
+            vec!["modules.json", "../elsewhere", "not a folder of the model directory"],
+        ),
     ];
     for (files, needles) in cases {
         let (_dir, model) = load_with(&files);
@@ -111,9 +128,7 @@ fn sentence_pooled_is_the_mean_over_real_tokens_and_changes_nothing_else() {
     let with = trace_padded(&pooled.unwrap());
 
     // Every other stage is bit-identical; sentence.pooled is one more, at the end.
-    let trimmed = Memory {
-        stages: with.stages[..with.stages.len() - 1].to_vec(),
-    };
+    let trimmed = Memory { stages: with.stages[..with.stages.len() - 1].to_vec() };
     support::assert_identical("with 1_Pooling", &without, &trimmed);
     assert_eq!(with.stages.last().map(|(s, _)| s.name()).as_deref(), Some("sentence.pooled"));
 

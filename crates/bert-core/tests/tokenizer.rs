@@ -13,9 +13,8 @@ use tempfile::TempDir;
 
 /// [PAD] deliberately not at id 0, so that the pad id is looked up rather than assumed.
 const VOCAB: &[&str] = &[
-    "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[PAD]", "the", "cat", "sat", "on", "mat", "a", "dog",
-    "##s", "##ing", "run", "cafe", "Cat", "The", "café", ".", ",", "!", "中", "文", "hello",
-    "world", "naive",
+    "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[PAD]", "the", "cat", "sat", "on", "mat", "a", "dog", "##s", "##ing", "run",
+    "cafe", "Cat", "The", "café", ".", ",", "!", "中", "文", "hello", "world", "naive",
 ];
 
 fn strings(texts: &[&str]) -> Vec<String> {
@@ -23,10 +22,7 @@ fn strings(texts: &[&str]) -> Vec<String> {
 }
 
 fn id(token: &str) -> i64 {
-    VOCAB
-        .iter()
-        .position(|t| *t == token)
-        .unwrap_or_else(|| panic!("{token} not in VOCAB")) as i64
+    VOCAB.iter().position(|t| *t == token).unwrap_or_else(|| panic!("{token} not in VOCAB")) as i64
 }
 
 /// A directory with vocab.txt (and the given extra files).
@@ -53,9 +49,7 @@ fn tokenizer() -> (TempDir, BertTokenizer) {
 
 /// The tokens of one text (no pair), with [CLS] and [SEP].
 fn tokens(tok: &BertTokenizer, text: &str) -> Vec<String> {
-    let batch = tok
-        .encode(&strings(&[text]), None, 64, false)
-        .unwrap_or_else(|e| panic!("encode {text:?}: {e}"));
+    let batch = tok.encode(&strings(&[text]), None, 64, false).unwrap_or_else(|e| panic!("encode {text:?}: {e}"));
     batch.tokens[0].clone()
 }
 
@@ -68,9 +62,7 @@ fn check_tokens(tok: &BertTokenizer, cases: &[(&str, &[&str])]) {
         expected.push("[SEP]".into());
         let got = tokens(tok, text);
         if got != expected {
-            failures.push(format!(
-                "{text:?}:\n  expected {expected:?}\n  got      {got:?}"
-            ));
+            failures.push(format!("{text:?}:\n  expected {expected:?}\n  got      {got:?}"));
         } else {
             println!("ok: {text:?} -> {got:?}");
         }
@@ -78,30 +70,19 @@ fn check_tokens(tok: &BertTokenizer, cases: &[(&str, &[&str])]) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Layout and padding
 
 #[test]
 fn a_pair_is_cls_a_sep_b_sep_with_type_ids() {
     let (_dir, tok) = tokenizer();
-    let batch = tok
-        .encode(
-            &strings(&["the cat"]),
-            Some(&strings(&["a dog ran"])),
-            64,
-            false,
-        )
-        .unwrap();
+    let batch = tok.encode(&strings(&["the cat"]), Some(&strings(&["a dog ran"])), 64, false).unwrap();
     // "ran" is not in the vocabulary (only "run" is): [UNK].
     let want_tokens = ["[CLS]", "the", "cat", "[SEP]", "a", "dog", "[UNK]", "[SEP]"];
     assert_eq!(batch.tokens[0], want_tokens);
     let ids: Vec<i64> = want_tokens.iter().map(|t| id(t)).collect();
     assert_eq!(batch.ids.row(0).to_vec(), ids);
-    assert_eq!(
-        batch.token_type_ids.row(0).to_vec(),
-        [0, 0, 0, 0, 1, 1, 1, 1]
-    );
+    assert_eq!(batch.token_type_ids.row(0).to_vec(), [0, 0, 0, 0, 1, 1, 1, 1]);
     assert_eq!(batch.attention_mask.row(0).to_vec(), [1; 8]);
     assert_eq!(batch.dims(), (1, 8));
 }
@@ -112,67 +93,31 @@ fn a_batch_pads_to_its_longest_with_the_pad_id_and_mask_zero() {
     let texts = strings(&["the cat sat on the mat", "a dog", "hello world !"]);
     let batch = tok.encode(&texts, None, 64, false).unwrap();
     let lengths = [8, 4, 5];
-    assert_eq!(
-        batch.dims(),
-        (3, 8),
-        "padded to the longest (8), not to max_len"
-    );
+    assert_eq!(batch.dims(), (3, 8), "padded to the longest (8), not to max_len");
     let pad = id("[PAD]");
     assert_eq!(pad, 4);
     for (row, &len) in lengths.iter().enumerate() {
-        assert_eq!(
-            batch.tokens[row].len(),
-            len,
-            "tokens of row {row} are not padded"
-        );
+        assert_eq!(batch.tokens[row].len(), len, "tokens of row {row} are not padded");
         for col in 0..8 {
             let real = col < len;
-            assert_eq!(
-                batch.attention_mask[[row, col]],
-                real as i64,
-                "mask [{row},{col}]"
-            );
+            assert_eq!(batch.attention_mask[[row, col]], real as i64, "mask [{row},{col}]");
             if !real {
                 assert_eq!(batch.ids[[row, col]], pad, "pad id at [{row},{col}]");
-                assert_eq!(
-                    batch.token_type_ids[[row, col]],
-                    0,
-                    "pad type id at [{row},{col}]"
-                );
+                assert_eq!(batch.token_type_ids[[row, col]], 0, "pad type id at [{row},{col}]");
             }
         }
-        assert_eq!(
-            batch.ids[[row, len - 1]],
-            id("[SEP]"),
-            "row {row} ends with [SEP]"
-        );
+        assert_eq!(batch.ids[[row, len - 1]], id("[SEP]"), "row {row} ends with [SEP]");
     }
 }
 
 #[test]
 fn a_pair_batch_pads_with_type_id_zero() {
     let (_dir, tok) = tokenizer();
-    let batch = tok
-        .encode(
-            &strings(&["the cat", "a"]),
-            Some(&strings(&["sat on the mat", "dog"])),
-            64,
-            false,
-        )
-        .unwrap();
+    let batch = tok.encode(&strings(&["the cat", "a"]), Some(&strings(&["sat on the mat", "dog"])), 64, false).unwrap();
     assert_eq!(batch.dims(), (2, 9));
-    assert_eq!(
-        batch.token_type_ids.row(0).to_vec(),
-        [0, 0, 0, 0, 1, 1, 1, 1, 1]
-    );
-    assert_eq!(
-        batch.token_type_ids.row(1).to_vec(),
-        [0, 0, 0, 1, 1, 0, 0, 0, 0]
-    );
-    assert_eq!(
-        batch.attention_mask.row(1).to_vec(),
-        [1, 1, 1, 1, 1, 0, 0, 0, 0]
-    );
+    assert_eq!(batch.token_type_ids.row(0).to_vec(), [0, 0, 0, 0, 1, 1, 1, 1, 1]);
+    assert_eq!(batch.token_type_ids.row(1).to_vec(), [0, 0, 0, 1, 1, 0, 0, 0, 0]);
+    assert_eq!(batch.attention_mask.row(1).to_vec(), [1, 1, 1, 1, 1, 0, 0, 0, 0]);
 }
 
 #[test]
@@ -182,19 +127,11 @@ fn a_single_input_is_never_padded() {
         let batch = tok.encode(&strings(&[text]), None, 64, false).unwrap();
         let n = batch.tokens[0].len();
         assert_eq!(batch.dims(), (1, n), "{text:?}");
-        assert!(
-            batch.attention_mask.iter().all(|&m| m == 1),
-            "{text:?}: no padding"
-        );
-        assert!(
-            !batch.ids.iter().any(|&i| i == id("[PAD]")),
-            "{text:?}: no [PAD]"
-        );
+        assert!(batch.attention_mask.iter().all(|&m| m == 1), "{text:?}: no padding");
+        assert!(!batch.ids.iter().any(|&i| i == id("[PAD]")), "{text:?}: no [PAD]");
     }
     // Equal lengths: nothing to pad either.
-    let batch = tok
-        .encode(&strings(&["the cat", "a dog"]), None, 64, false)
-        .unwrap();
+    let batch = tok.encode(&strings(&["the cat", "a dog"]), None, 64, false).unwrap();
     assert_eq!(batch.dims(), (2, 4));
     assert!(batch.attention_mask.iter().all(|&m| m == 1));
 }
@@ -221,26 +158,19 @@ fn uncased_by_default_lowercases_and_strips_accents() {
 
 #[test]
 fn do_lower_case_false_keeps_case_and_accents() {
-    let config =
-        br#"{"do_lower_case": false, "model_max_length": 512, "tokenize_chinese_chars": true,
+    let config = br#"{"do_lower_case": false, "model_max_length": 512, "tokenize_chinese_chars": true,
         "strip_accents": null, "cls_token": "[CLS]", "tokenizer_class": "BertTokenizer"}"#;
     let dir = dir_with(VOCAB, &[("tokenizer_config.json", config)]);
     let tok = load(dir.path());
     check_tokens(
         &tok,
-        &[
-            ("The Cat", &["The", "Cat"]),
-            ("the cat", &["the", "cat"]),
-            ("café", &["café"]),
-            ("CAT", &["[UNK]"]),
-        ],
+        &[("The Cat", &["The", "Cat"]), ("the cat", &["the", "cat"]), ("café", &["café"]), ("CAT", &["[UNK]"])],
     );
 }
 
 #[test]
 fn tokenizer_config_with_only_other_fields_stays_uncased() {
-    let config =
-        br#"{"model_max_length": 512, "padding_side": "right", "do_basic_tokenize": true}"#;
+    let config = br#"{"model_max_length": 512, "padding_side": "right", "do_basic_tokenize": true}"#;
     let dir = dir_with(VOCAB, &[("tokenizer_config.json", config)]);
     check_tokens(&load(dir.path()), &[("The Café", &["the", "cafe"])]);
 }
@@ -285,9 +215,7 @@ fn ids_and_decoding_agree_with_the_vocabulary() {
         assert_eq!(tok.token_to_id(token), Some(i as u32), "{token}");
         assert_eq!(tok.id_to_token(i as u32).as_deref(), Some(*token));
     }
-    let batch = tok
-        .encode(&strings(&["the cats sat"]), None, 64, false)
-        .unwrap();
+    let batch = tok.encode(&strings(&["the cats sat"]), None, 64, false).unwrap();
     let ids: Vec<u32> = batch.ids.iter().map(|&i| i as u32).collect();
     assert_eq!(tok.decode(&ids), "the cats sat");
 }
@@ -314,16 +242,9 @@ fn tokenizer_json_with_padding_and_truncation() -> String {
     use tokenizers::processors::bert::BertProcessing;
     use tokenizers::{AddedToken, PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
-    let vocab: ahash::AHashMap<String, u32> = VOCAB
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.to_string(), i as u32))
-        .collect();
-    let model = WordPiece::builder()
-        .vocab(vocab)
-        .unk_token("[UNK]".into())
-        .build()
-        .unwrap();
+    let vocab: ahash::AHashMap<String, u32> =
+        VOCAB.iter().enumerate().map(|(i, t)| (t.to_string(), i as u32)).collect();
+    let model = WordPiece::builder().vocab(vocab).unk_token("[UNK]".into()).build().unwrap();
     let mut tok = Tokenizer::new(model);
     tok.with_normalizer(Some(BertNormalizer::new(true, true, None, true)));
     tok.with_pre_tokenizer(Some(BertPreTokenizer));
@@ -332,10 +253,8 @@ fn tokenizer_json_with_padding_and_truncation() -> String {
         ("[CLS]".into(), id("[CLS]") as u32),
     )));
     tok.with_decoder(Some(WordPieceDecoder::default()));
-    let specials: Vec<AddedToken> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        .iter()
-        .map(|t| AddedToken::from(t.to_string(), true))
-        .collect();
+    let specials: Vec<AddedToken> =
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"].iter().map(|t| AddedToken::from(t.to_string(), true)).collect();
     tok.add_special_tokens(&specials);
     tok.with_padding(Some(PaddingParams {
         strategy: PaddingStrategy::Fixed(128),
@@ -343,33 +262,18 @@ fn tokenizer_json_with_padding_and_truncation() -> String {
         pad_token: "[PAD]".into(),
         ..Default::default()
     }));
-    tok.with_truncation(Some(TruncationParams {
-        max_length: 5,
-        ..Default::default()
-    }))
-    .unwrap();
+    tok.with_truncation(Some(TruncationParams { max_length: 5, ..Default::default() })).unwrap();
     // Check that the file really carries both, so the test below means something.
     let probe = tok.encode("the cat sat on the mat", true).unwrap();
     assert_eq!(probe.len(), 128, "the test tokenizer.json pads to 128");
-    assert_eq!(
-        probe
-            .get_attention_mask()
-            .iter()
-            .filter(|&&m| m == 1)
-            .count(),
-        5,
-        "and truncates to 5"
-    );
+    assert_eq!(probe.get_attention_mask().iter().filter(|&&m| m == 1).count(), 5, "and truncates to 5");
     tok.to_string(true).unwrap()
 }
 
 #[test]
 fn tokenizer_json_padding_and_truncation_are_ignored() {
     let json = tokenizer_json_with_padding_and_truncation();
-    assert!(
-        json.contains("\"Fixed\"") && json.contains("\"max_length\""),
-        "{json}"
-    );
+    assert!(json.contains("\"Fixed\"") && json.contains("\"max_length\""), "{json}");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tokenizer.json"), &json).unwrap();
     let from_json = load(dir.path());
@@ -381,19 +285,12 @@ fn tokenizer_json_padding_and_truncation_are_ignored() {
     for pairs in [None, Some(&pairs[..])] {
         let got = from_json.encode(&texts, pairs, 64, false).unwrap();
         let want = from_vocab.encode(&texts, pairs, 64, false).unwrap();
-        assert_eq!(
-            got,
-            want,
-            "tokenizer.json and vocab.txt disagree (pairs: {})",
-            pairs.is_some()
-        );
+        assert_eq!(got, want, "tokenizer.json and vocab.txt disagree (pairs: {})", pairs.is_some());
         let longest = got.tokens.iter().map(Vec::len).max().unwrap();
         assert_eq!(got.dims(), (2, longest), "not padded to 128, not cut to 5");
         assert!(longest > 5);
     }
-    let single = from_json
-        .encode(&strings(&["the cat"]), None, 64, false)
-        .unwrap();
+    let single = from_json.encode(&strings(&["the cat"]), None, 64, false).unwrap();
     assert_eq!(single.dims(), (1, 4), "a single input is not padded to 128");
 }
 
@@ -401,10 +298,7 @@ fn tokenizer_json_padding_and_truncation_are_ignored() {
 fn tokenizer_json_is_preferred_over_vocab_txt() {
     // The vocab.txt here lacks [CLS]; it must not even be read when tokenizer.json is present.
     let json = tokenizer_json_with_padding_and_truncation();
-    let dir = dir_with(
-        &["[UNK]", "[SEP]", "oops"],
-        &[("tokenizer.json", json.as_bytes())],
-    );
+    let dir = dir_with(&["[UNK]", "[SEP]", "oops"], &[("tokenizer.json", json.as_bytes())]);
     let tok = load(dir.path());
     assert_eq!(tok.token_to_id("[CLS]"), Some(1));
 }
@@ -419,7 +313,12 @@ fn tokenizer_config_decides_the_normalizer_of_tokenizer_json() {
         (Some(r#"{}"#), "The Café", &["the", "cafe"], ""),
         (Some(r#"{"do_lower_case": true}"#), "The Café", &["the", "cafe"], ""),
         (Some(r#"{"do_lower_case": false}"#), "The café", &["The", "café"], "do_lower_case"),
-        (Some(r#"{"do_lower_case": false, "tokenizer_class": "BertTokenizerFast"}"#), "The café", &["The", "café"], "do_lower_case"),
+        (
+            Some(r#"{"do_lower_case": false, "tokenizer_class": "BertTokenizerFast"}"#),
+            "The café",
+            &["The", "café"],
+            "do_lower_case",
+        ),
         (Some(r#"{"do_lower_case": false, "strip_accents": true}"#), "The Café", &["The", "[UNK]"], "strip_accents"),
         (Some(r#"{"do_lower_case": false, "tokenizer_class": "MyTokenizer"}"#), "The Café", &["the", "cafe"], ""),
         (Some(r#"{"tokenize_chinese_chars": false}"#), "中文", &["[UNK]"], "tokenize_chinese_chars"),
@@ -483,42 +382,15 @@ fn an_input_longer_than_max_len_is_an_error_that_mentions_truncate() {
 #[test]
 fn truncate_cuts_to_max_len_and_keeps_the_separators() {
     let (_dir, tok) = tokenizer();
-    let batch = tok
-        .encode(
-            &strings(&["the cat sat on the mat", "a dog"]),
-            None,
-            6,
-            true,
-        )
-        .unwrap();
+    let batch = tok.encode(&strings(&["the cat sat on the mat", "a dog"]), None, 6, true).unwrap();
     assert_eq!(batch.dims(), (2, 6));
-    assert_eq!(
-        batch.tokens[0],
-        ["[CLS]", "the", "cat", "sat", "on", "[SEP]"]
-    );
-    assert_eq!(
-        batch.tokens[1],
-        ["[CLS]", "a", "dog", "[SEP]"],
-        "short inputs are untouched"
-    );
+    assert_eq!(batch.tokens[0], ["[CLS]", "the", "cat", "sat", "on", "[SEP]"]);
+    assert_eq!(batch.tokens[1], ["[CLS]", "a", "dog", "[SEP]"], "short inputs are untouched");
 
     // A pair: the longer sentence loses tokens first, and both [SEP] stay.
-    let batch = tok
-        .encode(
-            &strings(&["the cat sat on the mat"]),
-            Some(&strings(&["a dog"])),
-            8,
-            true,
-        )
-        .unwrap();
-    assert_eq!(
-        batch.tokens[0],
-        ["[CLS]", "the", "cat", "sat", "[SEP]", "a", "dog", "[SEP]"]
-    );
-    assert_eq!(
-        batch.token_type_ids.row(0).to_vec(),
-        [0, 0, 0, 0, 0, 1, 1, 1]
-    );
+    let batch = tok.encode(&strings(&["the cat sat on the mat"]), Some(&strings(&["a dog"])), 8, true).unwrap();
+    assert_eq!(batch.tokens[0], ["[CLS]", "the", "cat", "sat", "[SEP]", "a", "dog", "[SEP]"]);
+    assert_eq!(batch.token_type_ids.row(0).to_vec(), [0, 0, 0, 0, 0, 1, 1, 1]);
 }
 
 #[test]
@@ -527,15 +399,10 @@ fn the_model_limits_inputs_to_max_position_embeddings() {
     let (_dir, model) = Checkpoint::tiny().load();
     let long = vec!["the cat sat on the mat ".repeat(3)]; // 18 words + 2 specials
     let err = model.encode(&long, None, false).expect_err("too long");
-    assert_mentions(
-        &err.to_string(),
-        &["20 tokens", "max_position_embeddings", "16", "--truncate"],
-    );
+    assert_mentions(&err.to_string(), &["20 tokens", "max_position_embeddings", "16", "--truncate"]);
     let batch = model.encode(&long, None, true).unwrap();
     assert_eq!(batch.dims(), (1, 16));
-    assert!(model
-        .trace(&batch, &mut bert_core::trace::Discard, None)
-        .is_ok());
+    assert!(model.trace(&batch, &mut bert_core::trace::Discard, None).is_ok());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -544,46 +411,19 @@ fn the_model_limits_inputs_to_max_position_embeddings() {
 #[test]
 fn tokenizer_file_errors_are_clear() {
     let empty = tempfile::tempdir().unwrap();
-    let corrupt = dir_with(
-        VOCAB,
-        &[("tokenizer.json", b"{\"version\": \"1.0\", \"model\": ")],
-    );
+    let corrupt = dir_with(VOCAB, &[("tokenizer.json", b"{\"version\": \"1.0\", \"model\": ")]);
     let no_cls = dir_with(&["[PAD]", "[UNK]", "[SEP]", "[MASK]", "the"], &[]);
     let no_sep = dir_with(&["[PAD]", "[UNK]", "[CLS]", "[MASK]", "the"], &[]);
     let no_unk = dir_with(&["[PAD]", "[CLS]", "[SEP]", "[MASK]", "the"], &[]);
     let not_utf8 = tempfile::tempdir().unwrap();
     std::fs::write(not_utf8.path().join("vocab.txt"), b"[CLS]\n\xff\xfe\n").unwrap();
     let cases: [(&str, &Path, &[&str]); 6] = [
-        (
-            "no tokenizer files",
-            empty.path(),
-            &["tokenizer.json", "vocab.txt"],
-        ),
-        (
-            "corrupt tokenizer.json",
-            corrupt.path(),
-            &["tokenizer.json", "not a valid"],
-        ),
-        (
-            "vocab without [CLS]",
-            no_cls.path(),
-            &["vocab.txt", "[CLS]"],
-        ),
-        (
-            "vocab without [SEP]",
-            no_sep.path(),
-            &["vocab.txt", "[SEP]"],
-        ),
-        (
-            "vocab without [UNK]",
-            no_unk.path(),
-            &["vocab.txt", "[UNK]"],
-        ),
-        (
-            "vocab.txt not UTF-8",
-            not_utf8.path(),
-            &["vocab.txt", "UTF-8"],
-        ),
+        ("no tokenizer files", empty.path(), &["tokenizer.json", "vocab.txt"]),
+        ("corrupt tokenizer.json", corrupt.path(), &["tokenizer.json", "not a valid"]),
+        ("vocab without [CLS]", no_cls.path(), &["vocab.txt", "[CLS]"]),
+        ("vocab without [SEP]", no_sep.path(), &["vocab.txt", "[SEP]"]),
+        ("vocab without [UNK]", no_unk.path(), &["vocab.txt", "[UNK]"]),
+        ("vocab.txt not UTF-8", not_utf8.path(), &["vocab.txt", "UTF-8"]),
     ];
     let mut failures = Vec::new();
     for (label, dir, needles) in cases {
@@ -593,9 +433,7 @@ fn tokenizer_file_errors_are_clear() {
                 let text = err.to_string();
                 println!("{label}: {text}");
                 if !matches!(err, BertError::Tokenizer { .. }) {
-                    failures.push(format!(
-                        "{label}: expected BertError::Tokenizer, got {err:?}"
-                    ));
+                    failures.push(format!("{label}: expected BertError::Tokenizer, got {err:?}"));
                 }
                 for needle in needles {
                     if !text.contains(needle) {
@@ -613,9 +451,7 @@ fn a_model_dir_without_tokenizer_files_fails_to_load() {
     let ck = Checkpoint::tiny();
     let dir = ck.write();
     std::fs::remove_file(dir.path().join("vocab.txt")).unwrap();
-    let err = bert_core::BertModel::load(dir.path())
-        .err()
-        .expect("an error");
+    let err = bert_core::BertModel::load(dir.path()).err().expect("an error");
     assert!(matches!(err, BertError::Tokenizer { .. }), "got {err:?}");
     assert_mentions(&err.to_string(), &["tokenizer.json", "vocab.txt"]);
 }
@@ -624,38 +460,14 @@ fn a_model_dir_without_tokenizer_files_fails_to_load() {
 fn bad_inputs_are_errors() {
     let (_dir, tok) = tokenizer();
     /// label, texts, pairs, the index the error names, what its message mentions
-    type Case = (
-        &'static str,
-        Vec<String>,
-        Option<Vec<String>>,
-        usize,
-        &'static [&'static str],
-    );
+    type Case = (&'static str, Vec<String>, Option<Vec<String>>, usize, &'static [&'static str]);
     let cases: Vec<Case> = vec![
         ("no texts", vec![], None, 0, &["no text"]),
         ("empty text", strings(&[""]), None, 0, &["empty"]),
         ("whitespace only", strings(&[" \t\n"]), None, 0, &["empty"]),
-        (
-            "second text empty",
-            strings(&["the cat", ""]),
-            None,
-            1,
-            &["input 1", "empty"],
-        ),
-        (
-            "fewer pairs",
-            strings(&["the cat", "a dog"]),
-            Some(strings(&["hello"])),
-            0,
-            &["2 text(s)", "1 pair"],
-        ),
-        (
-            "more pairs",
-            strings(&["the cat"]),
-            Some(strings(&["a", "b", "c"])),
-            0,
-            &["1 text(s)", "3 pair"],
-        ),
+        ("second text empty", strings(&["the cat", ""]), None, 1, &["input 1", "empty"]),
+        ("fewer pairs", strings(&["the cat", "a dog"]), Some(strings(&["hello"])), 0, &["2 text(s)", "1 pair"]),
+        ("more pairs", strings(&["the cat"]), Some(strings(&["a", "b", "c"])), 0, &["1 text(s)", "3 pair"]),
     ];
     let mut failures = Vec::new();
     for (label, texts, pairs, want_index, needles) in cases {
@@ -666,9 +478,7 @@ fn bad_inputs_are_errors() {
                 println!("{label}: {text}");
                 match &err {
                     BertError::Input { index, .. } if *index == want_index => {}
-                    other => failures.push(format!(
-                        "{label}: expected Input at {want_index}, got {other:?}"
-                    )),
+                    other => failures.push(format!("{label}: expected Input at {want_index}, got {other:?}")),
                 }
                 for needle in needles {
                     if !text.contains(needle) {

@@ -17,10 +17,7 @@ pub fn run(args: &DiffArgs) -> Result<i32> {
 
 /// Compares and prints; shared with `bert-trace --reference`.
 pub fn report(reference: &Dump, trace: &Dump, tolerance: ToleranceArgs, json: bool) -> Result<i32> {
-    let overrides = ToleranceOverride {
-        atol: tolerance.atol,
-        rtol: tolerance.rtol,
-    };
+    let overrides = ToleranceOverride { atol: tolerance.atol, rtol: tolerance.rtol };
     let report = compare_dumps(reference, trace, overrides)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -119,11 +116,7 @@ fn row(stage: &StageReport) -> Vec<String> {
         Status::OnlyInReference => "reference only".into(),
         Status::OnlyInTrace => "trace only".into(),
     };
-    let shape_text = stage
-        .reference_shape
-        .as_deref()
-        .or(stage.trace_shape.as_deref())
-        .map_or("-".to_string(), shape);
+    let shape_text = stage.reference_shape.as_deref().or(stage.trace_shape.as_deref()).map_or("-".to_string(), shape);
     let tolerance = format!("{} / {}", num(stage.tolerance.atol), num(stage.tolerance.rtol));
     match &stage.stats {
         Some(s) => vec![
@@ -137,6 +130,16 @@ fn row(stage: &StageReport) -> Vec<String> {
             if s.tolerance_used.is_finite() { format!("{:.1}%", s.tolerance_used * 100.0) } else { "-".into() },
             result,
         ],
-        None => vec![stage.name.clone(), shape_text, "-".into(), "-".into(), "-".into(), "-".into(), tolerance, "-".into(), result],
+        None => vec![
+            stage.name.clone(),
+            shape_text,
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            tolerance,
+            "-".into(),
+            result,
+        ],
     }
 }

@@ -60,9 +60,7 @@ pub fn offline(env: Env<'_>) -> bool {
 /// `~` at the start of a path is the home directory, as Python's `os.path.expanduser` has it.
 fn expand_home(path: String, env: Env<'_>) -> PathBuf {
     match (path.strip_prefix('~'), env("HOME")) {
-        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
-            PathBuf::from(format!("{home}{rest}"))
-        }
+        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => PathBuf::from(format!("{home}{rest}")),
         _ => PathBuf::from(path),
     }
 }
@@ -105,20 +103,13 @@ impl HubCache {
             text.trim().to_string()
         };
         let dir = repo_dir.join("snapshots").join(&commit);
-        dir.is_dir().then(|| Snapshot {
-            repo: repo.to_string(),
-            commit,
-            dir,
-        })
+        dir.is_dir().then(|| Snapshot { repo: repo.to_string(), commit, dir })
     }
 
     /// The snapshot of `id` under either spelling of its repo id, preferring a complete one.
     pub fn find(&self, id: &HubId) -> Option<Snapshot> {
-        let found: Vec<Snapshot> = id
-            .cache_aliases()
-            .iter()
-            .filter_map(|repo| self.snapshot(repo, &id.revision))
-            .collect();
+        let found: Vec<Snapshot> =
+            id.cache_aliases().iter().filter_map(|repo| self.snapshot(repo, &id.revision)).collect();
         let complete = found.iter().find(|s| s.missing().is_empty()).cloned();
         complete.or_else(|| found.into_iter().next())
     }

@@ -48,11 +48,7 @@ impl Downloader {
             .with_progress(progress)
             .build()
             .context("cannot set up the HTTP client")?;
-        Ok(Downloader {
-            api,
-            endpoint,
-            cache: cache.clone(),
-        })
+        Ok(Downloader { api, endpoint, cache: cache.clone() })
     }
 
     /// The URL a file is downloaded from.
@@ -61,8 +57,7 @@ impl Downloader {
     }
 
     fn repo(&self, id: &HubId) -> hf_hub::api::sync::ApiRepo {
-        self.api
-            .repo(Repo::with_revision(id.repo.clone(), RepoType::Model, id.revision.clone()))
+        self.api.repo(Repo::with_revision(id.repo.clone(), RepoType::Model, id.revision.clone()))
     }
 
     /// Downloads `file` of `id` into the cache and returns its path in the snapshot, or `None`
@@ -116,7 +111,10 @@ impl Downloader {
                  and run again",
                 self.cache.repo_dir(&id.repo).join("blobs").display()
             ),
-            _ => bail!("{id}: {url} answered HTTP {status}{}", if code.is_empty() { String::new() } else { format!(" ({code})") }),
+            _ => bail!(
+                "{id}: {url} answered HTTP {status}{}",
+                if code.is_empty() { String::new() } else { format!(" ({code})") }
+            ),
         }
     }
 

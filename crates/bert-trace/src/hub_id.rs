@@ -28,10 +28,7 @@ impl HubId {
             && !revision.split('/').any(|part| part.is_empty() || part == "." || part == "..");
         let parts: Vec<&str> = repo.split('/').collect();
         let repo_ok = repo.len() <= 96 && (1..=2).contains(&parts.len()) && parts.iter().all(|p| name_ok(p));
-        (repo_ok && revision_ok).then(|| HubId {
-            repo: repo.to_string(),
-            revision: revision.to_string(),
-        })
+        (repo_ok && revision_ok).then(|| HubId { repo: repo.to_string(), revision: revision.to_string() })
     }
 
     /// The repo ids under which the hub cache may hold this model, the id as given first.

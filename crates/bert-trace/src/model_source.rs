@@ -69,10 +69,7 @@ pub fn embedded() -> Result<BertModel> {
     Ok(BertModel::from_bytes(
         CONFIG,
         Storage::Static(WEIGHTS),
-        TokenizerFiles::Vocab {
-            vocab: VOCAB,
-            config: Some(TOKENIZER_CONFIG),
-        },
+        TokenizerFiles::Vocab { vocab: VOCAB, config: Some(TOKENIZER_CONFIG) },
         Path::new(EMBEDDED_NAME),
     )?)
 }

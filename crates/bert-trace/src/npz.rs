@@ -32,21 +32,12 @@ impl NpzWriter {
         let path = dir.join("trace.npz");
         let temp = dir.join(".trace.npz.tmp");
         let file = File::create(&temp).with_context(|| format!("{}: cannot write", temp.display()))?;
-        Ok(NpzWriter {
-            npz: Some(Npz::new(BufWriter::new(file))),
-            temp,
-            path,
-            only,
-            _lock: lock,
-        })
+        Ok(NpzWriter { npz: Some(Npz::new(BufWriter::new(file))), temp, path, only, _lock: lock })
     }
 
     fn failed(&self, problem: impl std::fmt::Display) -> BertError {
         let _ = std::fs::remove_file(&self.temp);
-        BertError::Dump {
-            path: self.path.clone(),
-            problem: format!("cannot write: {problem}"),
-        }
+        BertError::Dump { path: self.path.clone(), problem: format!("cannot write: {problem}") }
     }
 }
 

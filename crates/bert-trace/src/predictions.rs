@@ -46,10 +46,8 @@ pub fn report(model: &BertModel, batch: &Batch, outputs: &Outputs, top_k: usize)
                     best as u32
                 })
                 .collect();
-            let tokens: Vec<String> = ids
-                .iter()
-                .map(|&id| model.tokenizer.id_to_token(id).unwrap_or_default())
-                .collect();
+            let tokens: Vec<String> =
+                ids.iter().map(|&id| model.tokenizer.id_to_token(id).unwrap_or_default()).collect();
             let _ = writeln!(
                 out,
                 "\nargmax of mlm.logits, sequence {b}: {}\n  decoded: {}",
@@ -59,7 +57,8 @@ pub fn report(model: &BertModel, batch: &Batch, outputs: &Outputs, top_k: usize)
         }
     }
     if let Some(logits) = &outputs.nsp_logits {
-        let mut table = new_table(&["sequence", "logit is_next", "logit random", "P(is_next)", "P(random)"], &[0, 1, 2, 3, 4]);
+        let mut table =
+            new_table(&["sequence", "logit is_next", "logit random", "P(is_next)", "P(random)"], &[0, 1, 2, 3, 4]);
         for (b, row) in logits.outer_iter().enumerate() {
             let p = softmax(row);
             table.add_row(vec![
@@ -77,7 +76,12 @@ pub fn report(model: &BertModel, batch: &Batch, outputs: &Outputs, top_k: usize)
         for (b, row) in logits.outer_iter().enumerate() {
             let p = softmax(row);
             for (label_idx, label) in head.labels.iter().enumerate() {
-                table.add_row(vec![b.to_string(), label.clone(), format!("{:.4}", row[label_idx]), format!("{:.4}", p[label_idx])]);
+                table.add_row(vec![
+                    b.to_string(),
+                    label.clone(),
+                    format!("{:.4}", row[label_idx]),
+                    format!("{:.4}", p[label_idx]),
+                ]);
             }
         }
         let _ = writeln!(out, "\nclassifier (classifier.logits):\n{table}");

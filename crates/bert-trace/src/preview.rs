@@ -54,10 +54,8 @@ fn shown_values(values: ArrayViewD<'_, f64>) -> Vec<f64> {
 /// As PyTorch: scientific when the shown magnitudes span more than 1e3 or leave [1e-4, 1e8).
 fn use_scientific(values: &[f64]) -> bool {
     let nonzero: Vec<f64> = values.iter().map(|v| v.abs()).filter(|&a| a > 0.0 && a.is_finite()).collect();
-    let (Some(min), Some(max)) = (
-        nonzero.iter().copied().reduce(f64::min),
-        nonzero.iter().copied().reduce(f64::max),
-    ) else {
+    let (Some(min), Some(max)) = (nonzero.iter().copied().reduce(f64::min), nonzero.iter().copied().reduce(f64::max))
+    else {
         return false;
     };
     max / min > 1e3 || max >= 1e8 || min < 1e-4
@@ -66,11 +64,7 @@ fn use_scientific(values: &[f64]) -> bool {
 /// The indices shown along an axis of length `n`; `None` marks the `...`.
 fn indices(n: usize) -> Vec<Option<usize>> {
     if n > 2 * EDGE {
-        (0..EDGE)
-            .map(Some)
-            .chain([None])
-            .chain((n - EDGE..n).map(Some))
-            .collect()
+        (0..EDGE).map(Some).chain([None]).chain((n - EDGE..n).map(Some)).collect()
     } else {
         (0..n).map(Some).collect()
     }
@@ -83,10 +77,8 @@ fn block(values: ArrayViewD<'_, f64>, indent: usize, format: &dyn Fn(f64) -> Str
     }
     let n = values.len_of(Axis(0));
     if values.ndim() == 1 {
-        let items: Vec<String> = indices(n)
-            .into_iter()
-            .map(|i| i.map_or_else(|| "...".to_string(), |i| format(values[[i]])))
-            .collect();
+        let items: Vec<String> =
+            indices(n).into_iter().map(|i| i.map_or_else(|| "...".to_string(), |i| format(values[[i]]))).collect();
         return format!("[{}]", items.join(", "));
     }
     let separator = format!(",{}{}", "\n".repeat(values.ndim() - 1), " ".repeat(indent + 1));

@@ -26,12 +26,7 @@ pub struct Recorder<'a> {
 impl<'a> Recorder<'a> {
     /// Records into `rows`, passes stages on to `inner`, and keeps a copy of `keep`.
     pub fn new(inner: &'a mut dyn Sink, keep: Option<Stage>) -> Recorder<'a> {
-        Recorder {
-            inner,
-            keep,
-            rows: Vec::new(),
-            kept: None,
-        }
+        Recorder { inner, keep, rows: Vec::new(), kept: None }
     }
 }
 
@@ -46,14 +41,7 @@ impl Sink for Recorder<'_> {
             },
             TensorView::I64(a) => Summary::of_i64(&a.iter().copied().collect::<Vec<i64>>()),
         };
-        self.rows.push(StageStats {
-            stage,
-            shape: tensor.shape().to_vec(),
-            min,
-            mean,
-            std,
-            max,
-        });
+        self.rows.push(StageStats { stage, shape: tensor.shape().to_vec(), min, mean, std, max });
         if self.keep == Some(stage) {
             self.kept = Some(tensor.to_owned());
         }

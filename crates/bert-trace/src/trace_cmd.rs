@@ -16,8 +16,8 @@ use crate::cli::TraceArgs;
 use crate::diff_cmd;
 use crate::model_source;
 use crate::npz::NpzWriter;
-use crate::preview::preview;
 use crate::predictions;
+use crate::preview::preview;
 use crate::stats::Recorder;
 use crate::table::{new_table, num, shape};
 
@@ -51,11 +51,9 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
     } else if args.npz {
         Box::new(NpzWriter::create(&args.out, only.clone())?)
     } else {
-        let inputs = Inputs {
-            texts: texts.clone(),
-            pair: pairs.map(<[String]>::to_vec),
-        };
-        let producer = serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads});
+        let inputs = Inputs { texts: texts.clone(), pair: pairs.map(<[String]>::to_vec) };
+        let producer =
+            serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads});
         let mut writer = DumpWriter::create(&args.out, producer, model_name, inputs, args.force)?;
         writer.set_stopped_at(stop);
         if !args.only.is_empty() {
@@ -75,11 +73,7 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
         println!("{stage} {}:\n{}", shape(tensor.shape()), preview(tensor));
     }
     print!("{}", predictions::report(&model, &batch, &traced.outputs, args.top_k));
-    let written = recorder
-        .rows
-        .iter()
-        .filter(|r| only.keeps(&r.stage))
-        .count();
+    let written = recorder.rows.iter().filter(|r| only.keeps(&r.stage)).count();
     drop(recorder);
     if !args.no_dump {
         let what = if args.npz { "trace.npz" } else { "manifest.json" };
@@ -132,7 +126,11 @@ fn only_filter(patterns: &[String], plan: &[Stage]) -> Result<Selection> {
             let hint = bert_core::stage::suggestions(pattern, plan);
             bail!(
                 "--only `{pattern}` matches no stage of this model{}",
-                if hint.is_empty() { " (run `bert-trace stages` for the list)".to_string() } else { format!("; did you mean {}?", hint.join(", ")) }
+                if hint.is_empty() {
+                    " (run `bert-trace stages` for the list)".to_string()
+                } else {
+                    format!("; did you mean {}?", hint.join(", "))
+                }
             );
         }
         set.add(glob);

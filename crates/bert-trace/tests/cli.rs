@@ -15,7 +15,6 @@ use ndarray_npy::{ReadNpyExt, WriteNpyExt};
 
 const MASK_TEXT: &str = "When in Rome, do as the [MASK] do.";
 
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -28,10 +27,8 @@ fn written_stages(dir: &Path) -> Vec<String> {
     expected.push("manifest.json".into());
     expected.push(bert_core::dump::MARKER.into());
     expected.sort();
-    let mut found: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut found: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     found.sort();
     assert_eq!(found, expected, "files in {} vs its manifest", dir.display());
     dump.manifest.stages.iter().map(|s| s.name.clone()).collect()
@@ -54,7 +51,11 @@ fn stop_at_writes_up_to_the_stop_and_nothing_after() {
         let output = bert_trace(&["--stop-at", stop, "--out", dir.to_str().unwrap(), MASK_TEXT]);
         assert!(output.status.success(), "--stop-at {stop}: {}", text(&output.stderr));
         let stages = written_stages(&dir);
-        assert_eq!(stages.last().map(String::as_str), Some(last), "--stop-at {stop}: expected last {last}, got {stages:?}");
+        assert_eq!(
+            stages.last().map(String::as_str),
+            Some(last),
+            "--stop-at {stop}: expected last {last}, got {stages:?}"
+        );
         assert!(!stages.iter().any(|s| s == next), "--stop-at {stop}: {next} was written");
         let stdout = text(&output.stdout);
         assert!(stdout.contains(&format!("stopped after {last}")), "--stop-at {stop}: {stdout}");
@@ -83,7 +84,13 @@ fn only_writes_the_matching_stages() {
     let output = bert_trace(&["--only", "*.probs", "--only", "input.*", "--out", dir.to_str().unwrap(), MASK_TEXT]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let stages = written_stages(&dir);
-    let want = ["input.ids", "input.token_type_ids", "input.attention_mask", "layer0.attention.probs", "layer1.attention.probs"];
+    let want = [
+        "input.ids",
+        "input.token_type_ids",
+        "input.attention_mask",
+        "layer0.attention.probs",
+        "layer1.attention.probs",
+    ];
     assert_eq!(stages, want);
 }
 
@@ -133,7 +140,11 @@ fn diff_names_the_first_stage_that_diverges() {
     // (stage to perturb, how, what the report must say)
     type Change = fn(&mut ArrayD<f32>);
     let cases: [(&str, Change, &str); 3] = [
-        ("layer0.ffn.intermediate", |a| a.as_slice_mut().unwrap()[5] += 0.01, "first failing stage: layer0.ffn.intermediate"),
+        (
+            "layer0.ffn.intermediate",
+            |a| a.as_slice_mut().unwrap()[5] += 0.01,
+            "first failing stage: layer0.ffn.intermediate",
+        ),
         ("layer1.attention.probs", |a| a.as_slice_mut().unwrap()[0] = f32::NAN, "NaN"),
         ("embeddings.sum", |a| a.mapv_inplace(|v| v * 1.001), "first failing stage: embeddings.sum"),
     ];

@@ -60,7 +60,12 @@ fn repo_dir(home: &Path, id: &str) -> PathBuf {
 
 /// Expects success and returns stdout.
 fn ok(output: &Output, what: &str) -> String {
-    assert!(output.status.success(), "{what}: expected success\nstdout:\n{}\nstderr:\n{}", text(&output.stdout), text(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{what}: expected success\nstdout:\n{}\nstderr:\n{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
     text(&output.stdout)
 }
 
@@ -91,7 +96,12 @@ fn a_downloaded_model_lands_in_the_cache_in_huggingface_hub_layout_and_traces_li
     // (repo id, the golden directory it is made of, a text for it, the files the repo lacks)
     let cases = [
         ("test-org/tiny-bert", "golden/tiny", TEXT, vec!["tokenizer.json", "modules.json", "1_Pooling/config.json"]),
-        ("test-org/tiny-chinese", "golden/tiny-chinese", "北京是中国的[MASK]都。", vec!["modules.json", "1_Pooling/config.json"]),
+        (
+            "test-org/tiny-chinese",
+            "golden/tiny-chinese",
+            "北京是中国的[MASK]都。",
+            vec!["modules.json", "1_Pooling/config.json"],
+        ),
     ];
     let server = HubServer::start(vec![tiny("test-org/tiny-bert"), tiny_chinese("test-org/tiny-chinese")]);
     let home = tempfile::tempdir().unwrap();
@@ -108,16 +118,26 @@ fn a_downloaded_model_lands_in_the_cache_in_huggingface_hub_layout_and_traces_li
         for (file, bytes) in &repo.files {
             let link = repo_dir.join("snapshots").join(&commit).join(file);
             let hash = if file.ends_with(".safetensors") { sha256(bytes) } else { git_sha1(bytes) };
-            assert_eq!(std::fs::read_link(&link).unwrap(), PathBuf::from(format!("../../blobs/{hash}")), "{id}: {file}");
+            assert_eq!(
+                std::fs::read_link(&link).unwrap(),
+                PathBuf::from(format!("../../blobs/{hash}")),
+                "{id}: {file}"
+            );
             assert_eq!(&std::fs::read(&link).unwrap(), bytes, "{id}: {file} bytes");
         }
         for file in absent {
-            assert!(repo_dir.join(".no_exist").join(&commit).join(file).is_file(), "{id}: no .no_exist marker for {file}");
+            assert!(
+                repo_dir.join(".no_exist").join(&commit).join(file).is_file(),
+                "{id}: no .no_exist marker for {file}"
+            );
         }
-        let parts: Vec<_> = std::fs::read_dir(repo_dir.join("blobs")).unwrap().filter_map(|e| {
-            let name = e.unwrap().file_name().to_string_lossy().into_owned();
-            name.ends_with(".part").then_some(name)
-        }).collect();
+        let parts: Vec<_> = std::fs::read_dir(repo_dir.join("blobs"))
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                name.ends_with(".part").then_some(name)
+            })
+            .collect();
         assert!(parts.is_empty(), "{id}: partial files left: {parts:?}");
     }
 
@@ -126,12 +146,18 @@ fn a_downloaded_model_lands_in_the_cache_in_huggingface_hub_layout_and_traces_li
     let out = tempfile::tempdir().unwrap();
     let out_dir = out.path().join("t");
     for offline in ["0", "1"] {
-        let output = bert_trace(home.path(), &server.endpoint, &[("HF_HUB_OFFLINE", offline)], &["--model", "test-org/tiny-bert", "--out", out_dir.to_str().unwrap(), TEXT]);
+        let output = bert_trace(
+            home.path(),
+            &server.endpoint,
+            &[("HF_HUB_OFFLINE", offline)],
+            &["--model", "test-org/tiny-bert", "--out", out_dir.to_str().unwrap(), TEXT],
+        );
         ok(&output, "from the cache");
         assert!(text(&output.stderr).contains("from the Hugging Face cache"), "{}", text(&output.stderr));
     }
     assert!(server.log().is_empty(), "a cached model made requests: {:?}", server.log());
-    let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(out_dir.join("manifest.json")).unwrap()).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["model"], format!("test-org/tiny-bert@{}", tiny("test-org/tiny-bert").commit));
 }
 
@@ -146,7 +172,8 @@ fn a_legacy_id_is_cached_under_the_name_it_was_asked_by_and_found_by_either() {
     let redirected = server.log().iter().filter(|l| l.status == 307).count();
     assert!(redirected > 0, "the legacy id was not redirected: {:?}", server.log());
     for id in ["bert-tiny", "google-bert/bert-tiny"] {
-        let output = bert_trace(home.path(), &server.endpoint, &[("HF_HUB_OFFLINE", "1")], &["--model", id, "--no-dump", TEXT]);
+        let output =
+            bert_trace(home.path(), &server.endpoint, &[("HF_HUB_OFFLINE", "1")], &["--model", id, "--no-dump", TEXT]);
         ok(&output, id);
     }
 }
@@ -173,14 +200,22 @@ fn a_dropped_connection_fails_in_one_line_and_the_next_run_resumes() {
 
     // Offline, the incomplete snapshot is named with what it lacks.
     let offline = bert_trace(home.path(), &server.endpoint, &[("HF_HUB_OFFLINE", "1")], &args);
-    one_line_error(&offline, "offline, incomplete", &["test-org/tiny-bert", "lacks model.safetensors", "HF_HUB_OFFLINE"]);
+    one_line_error(
+        &offline,
+        "offline, incomplete",
+        &["test-org/tiny-bert", "lacks model.safetensors", "HF_HUB_OFFLINE"],
+    );
 
     server.clear_log();
     ok(&bert_trace(home.path(), &server.endpoint, &[], &args), "resumed download");
     let log = server.log();
     let resumed: Vec<&Logged> = requests_for(&log, &cdn).into_iter().filter(|l| l.sent > 1).collect();
     assert_eq!(resumed.len(), 1, "{resumed:?}");
-    assert_eq!(resumed[0].range.as_deref(), Some(format!("bytes={}-", weights.len() / 2).as_str()), "not resumed where it broke off");
+    assert_eq!(
+        resumed[0].range.as_deref(),
+        Some(format!("bytes={}-", weights.len() / 2).as_str()),
+        "not resumed where it broke off"
+    );
     assert_eq!(resumed[0].sent, weights.len() - weights.len() / 2);
     assert_eq!(std::fs::read(snapshot.join("model.safetensors")).unwrap(), weights);
     assert!(!part.exists());
@@ -201,7 +236,11 @@ fn a_server_that_cannot_resume_leaves_no_corrupt_file() {
     one_line_error(&bert_trace(home.path(), &server.endpoint, &[], &args), "cut", &["broke off"]);
     // The resumed request gets the whole file, appended to the half already there.
     let second = bert_trace(home.path(), &server.endpoint, &[], &args);
-    one_line_error(&second, "appended whole file", &["test-org/tiny-bert", "model.safetensors", "does not match its hash", "deleted"]);
+    one_line_error(
+        &second,
+        "appended whole file",
+        &["test-org/tiny-bert", "model.safetensors", "does not match its hash", "deleted"],
+    );
     assert!(!snapshot.join("model.safetensors").exists(), "a corrupt download is in the snapshot");
     assert!(!snapshot.join("../../blobs").join(sha256(&weights)).exists(), "a corrupt blob was kept");
     ok(&bert_trace(home.path(), &server.endpoint, &[], &args), "afresh");
@@ -233,8 +272,17 @@ fn a_cache_laid_out_by_huggingface_hub_is_used_without_the_network() {
         let output = bert_trace(home.path(), dead, &[("HF_HUB_CACHE", cache_dir)], &["--model", id, "--no-dump", TEXT]);
         ok(&output, id);
     }
-    let other = bert_trace(home.path(), dead, &[("HF_HUB_CACHE", cache_dir)], &["--model", "bert-base-uncased@v9", "--no-dump", TEXT]);
-    one_line_error(&other, "uncached revision", &["bert-base-uncased@v9", "cannot download config.json from http://127.0.0.1:9", "Connection Failed"]);
+    let other = bert_trace(
+        home.path(),
+        dead,
+        &[("HF_HUB_CACHE", cache_dir)],
+        &["--model", "bert-base-uncased@v9", "--no-dump", TEXT],
+    );
+    one_line_error(
+        &other,
+        "uncached revision",
+        &["bert-base-uncased@v9", "cannot download config.json from http://127.0.0.1:9", "Connection Failed"],
+    );
 }
 
 #[test]
@@ -242,13 +290,19 @@ fn sentence_transformers_files_are_fetched_and_add_sentence_pooled() {
     let pooling = r#"{"word_embedding_dimension": 32, "pooling_mode_mean_tokens": true}"#;
     let modules = r#"[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]"#;
-    let repo = tiny_chinese("test-org/tiny-st").with_file("1_Pooling/config.json", pooling).with_file("modules.json", modules);
+    let repo =
+        tiny_chinese("test-org/tiny-st").with_file("1_Pooling/config.json", pooling).with_file("modules.json", modules);
     let server = HubServer::start(vec![repo.clone()]);
     let home = tempfile::tempdir().unwrap();
-    let stdout = ok(&bert_trace(home.path(), &server.endpoint, &[], &["stages", "--model", "test-org/tiny-st"]), "stages");
+    let stdout =
+        ok(&bert_trace(home.path(), &server.endpoint, &[], &["stages", "--model", "test-org/tiny-st"]), "stages");
     assert!(stdout.contains("sentence.pooled"), "{stdout}");
-    let link = repo_dir(home.path(), "test-org/tiny-st").join("snapshots").join(&repo.commit).join("1_Pooling/config.json");
-    assert_eq!(std::fs::read_link(&link).unwrap(), PathBuf::from(format!("../../../blobs/{}", git_sha1(pooling.as_bytes()))));
+    let link =
+        repo_dir(home.path(), "test-org/tiny-st").join("snapshots").join(&repo.commit).join("1_Pooling/config.json");
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        PathBuf::from(format!("../../../blobs/{}", git_sha1(pooling.as_bytes())))
+    );
 }
 
 #[test]
@@ -270,10 +324,16 @@ fn missing_repos_revisions_and_files_are_one_line_naming_the_id_and_file() {
     let cases: &[(&str, &[&str])] = &[
         ("test-org/missing", &["test-org/missing", "no such model"]),
         ("test-org/tiny-bert@v2", &["test-org/tiny-bert@v2", "no revision `v2`"]),
-        ("test-org/no-config", &["test-org/no-config", "no config.json", "/test-org/no-config/resolve/main/config.json"]),
+        (
+            "test-org/no-config",
+            &["test-org/no-config", "no config.json", "/test-org/no-config/resolve/main/config.json"],
+        ),
         ("test-org/no-weights", &["test-org/no-weights", "no model.safetensors and no pytorch_model.bin"]),
         ("test-org/no-tokenizer", &["test-org/no-tokenizer", "neither tokenizer.json nor vocab.txt"]),
-        ("test-org/pickle", &["test-org/pickle", "has only pytorch_model.bin", "scripts/convert_to_safetensors.py", "snapshots/"]),
+        (
+            "test-org/pickle",
+            &["test-org/pickle", "has only pytorch_model.bin", "scripts/convert_to_safetensors.py", "snapshots/"],
+        ),
         ("test-org/roberta", &["test-org/roberta: ", "config.json", "model_type is `roberta`"]),
     ];
     for (id, needles) in cases {
@@ -283,14 +343,33 @@ fn missing_repos_revisions_and_files_are_one_line_naming_the_id_and_file() {
     // The RoBERTa config was refused before its weights were asked for.
     assert!(requests_for(&server.log(), "/test-org/roberta/resolve/main/model.safetensors").is_empty());
     // The pickle is in the snapshot, ready to convert; a second run says the same from the cache.
-    let second = bert_trace(home.path(), &server.endpoint, &[("HF_HUB_OFFLINE", "1")], &["--model", "test-org/pickle", "--no-dump", TEXT]);
+    let second = bert_trace(
+        home.path(),
+        &server.endpoint,
+        &[("HF_HUB_OFFLINE", "1")],
+        &["--model", "test-org/pickle", "--no-dump", TEXT],
+    );
     one_line_error(&second, "pickle, offline", &["has only pytorch_model.bin", "convert_to_safetensors.py"]);
 
     // Offline with nothing cached, and a hub that is not there.
-    let offline = bert_trace(home.path(), &server.endpoint, &[("HF_HUB_OFFLINE", "1")], &["--model", "test-org/never-seen", "--no-dump", TEXT]);
-    one_line_error(&offline, "offline", &["test-org/never-seen", "not in the Hugging Face cache", "models--test-org--never-seen", "HF_HUB_OFFLINE"]);
-    let unreachable = bert_trace(home.path(), "http://127.0.0.1:9", &[], &["--model", "test-org/never-seen", "--no-dump", TEXT]);
-    one_line_error(&unreachable, "unreachable", &["test-org/never-seen", "cannot download config.json from http://127.0.0.1:9", "Connection Failed"]);
+    let offline = bert_trace(
+        home.path(),
+        &server.endpoint,
+        &[("HF_HUB_OFFLINE", "1")],
+        &["--model", "test-org/never-seen", "--no-dump", TEXT],
+    );
+    one_line_error(
+        &offline,
+        "offline",
+        &["test-org/never-seen", "not in the Hugging Face cache", "models--test-org--never-seen", "HF_HUB_OFFLINE"],
+    );
+    let unreachable =
+        bert_trace(home.path(), "http://127.0.0.1:9", &[], &["--model", "test-org/never-seen", "--no-dump", TEXT]);
+    one_line_error(
+        &unreachable,
+        "unreachable",
+        &["test-org/never-seen", "cannot download config.json from http://127.0.0.1:9", "Connection Failed"],
+    );
 }
 
 #[test]
@@ -311,12 +390,23 @@ fn minilm_by_id_matches_the_pytorch_golden() {
         home.path(),
         &server.endpoint,
         &[],
-        &["--model", "sentence-transformers/all-MiniLM-L6-v2", "--out", out.path().join("t").to_str().unwrap(),
-          "--reference", golden.to_str().unwrap(), "When in Rome, do as the Romans do."],
+        &[
+            "--model",
+            "sentence-transformers/all-MiniLM-L6-v2",
+            "--out",
+            out.path().join("t").to_str().unwrap(),
+            "--reference",
+            golden.to_str().unwrap(),
+            "When in Rome, do as the Romans do.",
+        ],
     );
     let stdout = ok(&output, "MiniLM by id");
     let bytes: usize = server.log().iter().map(|l| l.sent).sum();
-    println!("downloaded {bytes} bytes in {} requests, trace and diff included: {:.2?}", server.log().len(), started.elapsed());
+    println!(
+        "downloaded {bytes} bytes in {} requests, trace and diff included: {:.2?}",
+        server.log().len(),
+        started.elapsed()
+    );
     assert!(stdout.contains("95 of 95 stages pass"), "{stdout}");
 }
 
@@ -370,11 +460,27 @@ else:
     print!("{}", run_python("test-org/by-python", "download", "0"));
     server.clear_log();
     let offline = [cache_env[0], ("HF_HUB_OFFLINE", "1")];
-    let stdout = ok(&bert_trace(home.path(), &server.endpoint, &offline, &["--model", "test-org/by-python", "--no-dump", "BERT和bert不一样"]), "bert-trace on Python's cache");
+    let stdout = ok(
+        &bert_trace(
+            home.path(),
+            &server.endpoint,
+            &offline,
+            &["--model", "test-org/by-python", "--no-dump", "BERT和bert不一样"],
+        ),
+        "bert-trace on Python's cache",
+    );
     assert!(server.log().is_empty(), "{:?}", server.log());
     assert!(stdout.contains("##RT"), "{stdout}");
 
-    ok(&bert_trace(home.path(), &server.endpoint, &cache_env, &["--model", "test-org/by-rust", "--no-dump", "BERT和bert不一样"]), "bert-trace download");
+    ok(
+        &bert_trace(
+            home.path(),
+            &server.endpoint,
+            &cache_env,
+            &["--model", "test-org/by-rust", "--no-dump", "BERT和bert不一样"],
+        ),
+        "bert-trace download",
+    );
     server.clear_log();
     let loaded = run_python("test-org/by-rust", "load", "1");
     println!("transformers on bert-trace's cache: {loaded}");

@@ -13,7 +13,6 @@ use ndarray_npy::ReadNpyExt;
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 
-
 /// Expects success and returns stdout.
 fn ok(output: Output, what: &str) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -77,7 +76,8 @@ fn classifier_dir() -> (tempfile::TempDir, Array2<f32>, Vec<f32>) {
     for file in ["vocab.txt", "tokenizer_config.json"] {
         std::fs::copy(tiny.join(file), dir.path().join(file)).unwrap();
     }
-    let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(tiny.join("config.json")).unwrap()).unwrap();
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tiny.join("config.json")).unwrap()).unwrap();
     config["architectures"] = serde_json::json!(["BertForSequenceClassification"]);
     config["id2label"] = serde_json::json!({"0": LABELS[0], "1": LABELS[1], "2": LABELS[2]});
     config["label2id"] = serde_json::json!({LABELS[0]: 0, LABELS[1]: 1, LABELS[2]: 2});
@@ -90,11 +90,8 @@ fn classifier_dir() -> (tempfile::TempDir, Array2<f32>, Vec<f32>) {
     let stored = SafeTensors::deserialize(&bytes).unwrap();
     let weight_bytes: Vec<u8> = weight.iter().flat_map(|v| v.to_le_bytes()).collect();
     let bias_bytes: Vec<u8> = bias.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let mut tensors: Vec<(String, TensorView<'_>)> = stored
-        .tensors()
-        .into_iter()
-        .filter(|(name, _)| !name.starts_with("cls."))
-        .collect();
+    let mut tensors: Vec<(String, TensorView<'_>)> =
+        stored.tensors().into_iter().filter(|(name, _)| !name.starts_with("cls.")).collect();
     tensors.push(("classifier.weight".into(), TensorView::new(Dtype::F32, vec![3, hidden], &weight_bytes).unwrap()));
     tensors.push(("classifier.bias".into(), TensorView::new(Dtype::F32, vec![3], &bias_bytes).unwrap()));
     let file = safetensors::serialize(tensors, None).unwrap();
@@ -107,7 +104,14 @@ fn a_classifier_shows_its_labels_by_name_and_its_logits_follow_its_weights() {
     let (dir, weight, bias) = classifier_dir();
     let out = tempfile::tempdir().unwrap();
     let dump = out.path().join("t");
-    let args = ["--model", dir.path().to_str().unwrap(), "--out", dump.to_str().unwrap(), "Rome was not built in a day.", "Do as the Romans."];
+    let args = [
+        "--model",
+        dir.path().to_str().unwrap(),
+        "--out",
+        dump.to_str().unwrap(),
+        "Rome was not built in a day.",
+        "Do as the Romans.",
+    ];
     let stdout = ok(bert_trace(&args), "classifier trace");
     let rows: &[&[&str]] = &[
         &["classifier.logits", "[2, 3]"],
@@ -121,13 +125,15 @@ fn a_classifier_shows_its_labels_by_name_and_its_logits_follow_its_weights() {
     assert!(!stdout.contains("LABEL_0"), "labels not taken from id2label:\n{stdout}");
 
     // logits = pooler.output @ W^T + b, in float64 from the dumped pooler output.
-    let read = |name: &str| ArrayD::<f32>::read_npy(std::fs::File::open(dump.join(format!("{name}.npy"))).unwrap()).unwrap();
+    let read =
+        |name: &str| ArrayD::<f32>::read_npy(std::fs::File::open(dump.join(format!("{name}.npy"))).unwrap()).unwrap();
     let pooled = read("pooler.output");
     let logits = read("classifier.logits");
     let mut failures = Vec::new();
     for b in 0..2 {
         for l in 0..3 {
-            let want: f64 = (0..weight.ncols()).map(|h| pooled[[b, h]] as f64 * weight[[l, h]] as f64).sum::<f64>() + bias[l] as f64;
+            let want: f64 = (0..weight.ncols()).map(|h| pooled[[b, h]] as f64 * weight[[l, h]] as f64).sum::<f64>()
+                + bias[l] as f64;
             let got = logits[[b, l]] as f64;
             if (got - want).abs() > 1e-5 {
                 failures.push(format!("[{b}, {l}] ({}): expected {want}, got {got}", LABELS[l]));
@@ -146,7 +152,14 @@ fn a_classifier_shows_its_labels_by_name_and_its_logits_follow_its_weights() {
 #[test]
 fn the_chinese_model_keeps_case_and_splits_every_cjk_character() {
     let stdout = ok(
-        bert_trace(&["--model", "golden/tiny-chinese", "--stop-at", "input", "--no-dump", "BERT和bert，Café不是café龘"]),
+        bert_trace(&[
+            "--model",
+            "golden/tiny-chinese",
+            "--stop-at",
+            "input",
+            "--no-dump",
+            "BERT和bert，Café不是café龘",
+        ]),
         "tiny-chinese",
     );
     let tokens: Vec<&str> = stdout

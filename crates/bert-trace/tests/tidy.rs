@@ -37,11 +37,8 @@ fn every_source_file_says_what_it_is() {
 #[test]
 fn every_stage_appears_in_the_walkthrough_index() {
     let index = std::fs::read_to_string(root().join("walkthrough/README.md")).expect("walkthrough/README.md");
-    let missing: Vec<String> = STAGES
-        .iter()
-        .map(|s| s.pattern.replace("{i}", "0"))
-        .filter(|name| !index.contains(name.as_str()))
-        .collect();
+    let missing: Vec<String> =
+        STAGES.iter().map(|s| s.pattern.replace("{i}", "0")).filter(|name| !index.contains(name.as_str())).collect();
     assert!(missing.is_empty(), "stages missing from walkthrough/README.md: {missing:?}");
 }
 

@@ -23,11 +23,7 @@ fn blocks(markdown: &str) -> Vec<Block> {
     for (idx, line) in markdown.lines().enumerate() {
         match (&mut current, line.strip_prefix("```")) {
             (None, Some(info)) => {
-                current = Some(Block {
-                    lang: info.trim().to_string(),
-                    text: String::new(),
-                    line: idx + 1,
-                })
+                current = Some(Block { lang: info.trim().to_string(), text: String::new(), line: idx + 1 })
             }
             (Some(_), Some(rest)) if rest.trim().is_empty() => blocks.push(current.take().expect("open")),
             (Some(block), _) => {
@@ -91,7 +87,10 @@ fn check_chapter(chapter: &Path) -> Vec<String> {
                     failures.push(format!("{place}: python failed:\n{}", String::from_utf8_lossy(&output.stderr)));
                 } else if let Some(next) = blocks.get(idx + 1).filter(|b| b.lang == "text") {
                     if stdout != next.text {
-                        failures.push(format!("{place}: printed output differs\n--- expected\n{}--- got\n{stdout}", next.text));
+                        failures.push(format!(
+                            "{place}: printed output differs\n--- expected\n{}--- got\n{stdout}",
+                            next.text
+                        ));
                     }
                 }
                 // Earlier blocks run again silently, so later ones see their variables.
@@ -124,7 +123,8 @@ fn walkthrough_python_blocks() {
     let mut ran = 0;
     let mut failures = Vec::new();
     for chapter in &chapters {
-        ran += blocks(&std::fs::read_to_string(chapter).expect("readable")).iter().filter(|b| b.lang == "python").count();
+        ran +=
+            blocks(&std::fs::read_to_string(chapter).expect("readable")).iter().filter(|b| b.lang == "python").count();
         failures.extend(check_chapter(chapter));
     }
     println!("{ran} python blocks in {} chapters", chapters.len());

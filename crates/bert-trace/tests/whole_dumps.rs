@@ -81,10 +81,8 @@ fn a_killed_trace_leaves_nothing_that_looks_complete() {
         let mut listed: Vec<String> = dump.manifest.stages.iter().map(|s| s.file.clone()).collect();
         listed.extend(["manifest.json".into(), bert_core::dump::MARKER.into()]);
         listed.sort();
-        let mut found: Vec<String> = std::fs::read_dir(&out)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
+        let mut found: Vec<String> =
+            std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         found.sort();
         assert_eq!(found, listed, "{when}: the rerun left files its manifest does not list");
     }
@@ -116,7 +114,8 @@ fn assert_identical_dumps(runs: &[(&str, Option<&str>)]) {
         }
         // The manifests differ only in the thread count they record.
         let manifests = [&dirs[0], dir].map(|d| {
-            let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("manifest.json")).unwrap()).unwrap();
+            let mut manifest: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(d.join("manifest.json")).unwrap()).unwrap();
             manifest["producer"].as_object_mut().unwrap().remove("threads");
             manifest
         });

@@ -36,10 +36,7 @@ pub(super) fn write_atomically(path: &Path, reuse: bool, parts: &[&[u8]]) -> Res
     let temp = path.with_file_name(format!(".{name}.tmp"));
     let failed = |problem: String| {
         let _ = std::fs::remove_file(&temp);
-        BertError::Dump {
-            path: path.into(),
-            problem,
-        }
+        BertError::Dump { path: path.into(), problem }
     };
     if !reuse {
         if let Some(mut file) = unnamed_file(path) {
@@ -237,8 +234,16 @@ mod tests {
                 // The unnamed route must have worked, not fallen back to a temporary name.
                 assert_eq!(UNNAMED_FILES_WORK.load(Ordering::Relaxed), unnamed, "{case}: unnamed files still on");
                 let got = std::fs::read(&path).unwrap();
-                assert_eq!(got, b"new contents", "{case}: expected the new contents, got {:?}", String::from_utf8_lossy(&got));
-                let mut names: Vec<String> = std::fs::read_dir(temp.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+                assert_eq!(
+                    got,
+                    b"new contents",
+                    "{case}: expected the new contents, got {:?}",
+                    String::from_utf8_lossy(&got)
+                );
+                let mut names: Vec<String> = std::fs::read_dir(temp.path())
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect();
                 names.sort();
                 let expected: &[&str] = match before {
                     Before::AFileLinkedElsewhere => &["kept", "stage.npy"],
@@ -246,7 +251,11 @@ mod tests {
                 };
                 assert_eq!(names, expected, "{case}: the directory");
                 if let Before::AFileLinkedElsewhere = before {
-                    assert_eq!(std::fs::read(&kept).unwrap(), b"old contents, longer than the new", "{case}: the other link");
+                    assert_eq!(
+                        std::fs::read(&kept).unwrap(),
+                        b"old contents, longer than the new",
+                        "{case}: the other link"
+                    );
                 }
             }
         }

@@ -140,13 +140,17 @@ impl Carriers {
 
     /// Writes the stage into `carrier` and puts it in place at `path`. Returns the previous
     /// run's file there, under the carrier's name, when it is ours alone: the next carrier.
-    fn deliver(&self, mut carrier: Carrier, path: &Path, reuse: bool, parts: &[&[u8]], len: u64) -> Result<Option<Carrier>> {
+    fn deliver(
+        &self,
+        mut carrier: Carrier,
+        path: &Path,
+        reuse: bool,
+        parts: &[&[u8]],
+        len: u64,
+    ) -> Result<Option<Carrier>> {
         let failed = |carrier: &Carrier, problem: String| {
             let _ = std::fs::remove_file(&carrier.path);
-            BertError::Dump {
-                path: path.into(),
-                problem,
-            }
+            BertError::Dump { path: path.into(), problem }
         };
         if let Err(e) = write_all_vectored(&mut carrier.file, parts) {
             return Err(failed(&carrier, format!("cannot write: {e}")));

@@ -36,7 +36,8 @@ pub fn lock(dir: &Path) -> Result<Option<DirLock>> {
     if std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock {
         return Err(BertError::Dump {
             path: dir.into(),
-            problem: "another run is writing a dump into this directory; wait for it to finish or choose another --out".into(),
+            problem: "another run is writing a dump into this directory; wait for it to finish or choose another --out"
+                .into(),
         });
     }
     Ok(None)

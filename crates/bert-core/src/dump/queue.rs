@@ -190,8 +190,12 @@ impl Shared {
         if !self.failed.load(Ordering::Acquire) {
             let carriers = &self.carriers;
             let result = match &tensor {
-                Tensor::F32(a) => write_npy(carriers, &path, reuse, a.shape(), a.as_slice().expect("copies are in C order")),
-                Tensor::I64(a) => write_npy(carriers, &path, reuse, a.shape(), a.as_slice().expect("copies are in C order")),
+                Tensor::F32(a) => {
+                    write_npy(carriers, &path, reuse, a.shape(), a.as_slice().expect("copies are in C order"))
+                }
+                Tensor::I64(a) => {
+                    write_npy(carriers, &path, reuse, a.shape(), a.as_slice().expect("copies are in C order"))
+                }
             };
             if let Err(e) = result {
                 *self.error.lock().expect("not poisoned") = Some(e);
@@ -212,9 +216,7 @@ impl Shared {
     /// one. Its values are whatever the buffer held before, to be written over.
     fn spare(&self, len: usize) -> Vec<f32> {
         let mut spares = self.spares.lock().expect("not poisoned");
-        let best = (0..spares.len())
-            .filter(|&i| spares[i].capacity() >= len)
-            .min_by_key(|&i| spares[i].capacity());
+        let best = (0..spares.len()).filter(|&i| spares[i].capacity() >= len).min_by_key(|&i| spares[i].capacity());
         match best {
             Some(i) => {
                 let mut buffer = spares.swap_remove(i);
@@ -293,15 +295,15 @@ fn write_npy<A: WritableElement + bytemuck::Pod>(
     shape: &[usize],
     values: &[A],
 ) -> Result<()> {
-    let header = npy_header::<A>(shape).map_err(|e| BertError::Dump {
-        path: path.into(),
-        problem: format!("cannot write: {e}"),
-    })?;
+    let header = npy_header::<A>(shape)
+        .map_err(|e| BertError::Dump { path: path.into(), problem: format!("cannot write: {e}") })?;
     carriers.write(path, reuse, &[&header, bytemuck::cast_slice(values)])
 }
 
 /// The `.npy` header of an array of `A` of `shape`, in C order.
-fn npy_header<A: WritableElement>(shape: &[usize]) -> std::result::Result<Vec<u8>, ndarray_npy::npy::header::FormatHeaderError> {
+fn npy_header<A: WritableElement>(
+    shape: &[usize],
+) -> std::result::Result<Vec<u8>, ndarray_npy::npy::header::FormatHeaderError> {
     Header { type_descriptor: A::type_descriptor(), layout: Layout::Standard, shape: shape.to_vec() }.to_bytes()
 }
 

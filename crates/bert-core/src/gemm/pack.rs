@@ -12,7 +12,14 @@ use super::Matrix;
 
 /// Packs tokens `first..end` (at most `part.len() / (NR·kc)` panels of them), sums `k0..k0+kc`,
 /// into `part` as `panel[k][j]`; zero past `end`.
-pub(super) fn pack_panels<const NR: usize>(x: Matrix<'_>, first: usize, end: usize, k0: usize, kc: usize, part: &mut [f32]) {
+pub(super) fn pack_panels<const NR: usize>(
+    x: Matrix<'_>,
+    first: usize,
+    end: usize,
+    k0: usize,
+    kc: usize,
+    part: &mut [f32],
+) {
     for (p, panel) in part.chunks_exact_mut(NR * kc).enumerate() {
         let first_token = first + p * NR;
         let tokens = NR.min(end.saturating_sub(first_token));
@@ -73,7 +80,10 @@ fn transpose_available() -> bool {
 unsafe fn transpose_avx2<const NR: usize>(rows: Rows<'_>, tokens: usize, kc: usize, panel: &mut [f32]) {
     use std::arch::x86_64::*;
     assert!(tokens <= NR && panel.len() >= kc * NR, "the panel holds kc steps of NR tokens");
-    assert!(tokens == 0 || rows.start + (tokens - 1) * rows.stride + kc <= rows.values.len(), "every token's kc values are in x");
+    assert!(
+        tokens == 0 || rows.start + (tokens - 1) * rows.stride + kc <= rows.values.len(),
+        "every token's kc values are in x"
+    );
     let (whole_tokens, whole_steps) = (tokens / 8 * 8, kc / 8 * 8);
     let src = rows.values.as_ptr().add(rows.start);
     let dst = panel.as_mut_ptr();

@@ -28,8 +28,8 @@ pub const TYPES: usize = 2;
 /// The tiny vocabulary: the five specials at bert-base's usual places (well, [PAD] first), then
 /// some words, a `##` piece, punctuation, an accented word's stripped form and two CJK characters.
 pub const VOCAB: &[&str] = &[
-    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
-    "##s", "ran", "cafe", "is", "good", ",", ".", "!", "中", "文", "hello", "world",
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog", "##s", "ran", "cafe",
+    "is", "good", ",", ".", "!", "中", "文", "hello", "world",
 ];
 
 /// The element types a test writes. `F64`, `I32` and `I64` never hold weights in a good file.
@@ -74,11 +74,7 @@ pub struct RawTensor {
 
 impl RawTensor {
     pub fn f32(shape: &[usize], values: &[f32]) -> RawTensor {
-        assert_eq!(
-            values.len(),
-            shape.iter().product::<usize>(),
-            "values for {shape:?}"
-        );
+        assert_eq!(values.len(), shape.iter().product::<usize>(), "values for {shape:?}");
         RawTensor {
             dtype: Dtype::F32,
             shape: shape.to_vec(),
@@ -87,11 +83,7 @@ impl RawTensor {
     }
 
     pub fn i64(shape: &[usize], values: &[i64]) -> RawTensor {
-        assert_eq!(
-            values.len(),
-            shape.iter().product::<usize>(),
-            "values for {shape:?}"
-        );
+        assert_eq!(values.len(), shape.iter().product::<usize>(), "values for {shape:?}");
         RawTensor {
             dtype: Dtype::I64,
             shape: shape.to_vec(),
@@ -101,16 +93,8 @@ impl RawTensor {
 
     /// The values of an F32 tensor.
     pub fn f32_values(&self) -> Vec<f32> {
-        assert_eq!(
-            self.dtype,
-            Dtype::F32,
-            "f32_values of a {:?} tensor",
-            self.dtype
-        );
-        self.bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
+        assert_eq!(self.dtype, Dtype::F32, "f32_values of a {:?} tensor", self.dtype);
+        self.bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
     }
 
     /// The same F32 values stored as `dtype` (F16 / BF16 round to nearest even, F64 is exact,
@@ -119,32 +103,13 @@ impl RawTensor {
         let values = self.f32_values();
         let bytes: Vec<u8> = match dtype {
             Dtype::F32 => self.bytes.clone(),
-            Dtype::F16 => values
-                .iter()
-                .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
-                .collect(),
-            Dtype::BF16 => values
-                .iter()
-                .flat_map(|&v| half::bf16::from_f32(v).to_le_bytes())
-                .collect(),
-            Dtype::F64 => values
-                .iter()
-                .flat_map(|&v| (v as f64).to_le_bytes())
-                .collect(),
-            Dtype::I32 => values
-                .iter()
-                .flat_map(|&v| (v as i32).to_le_bytes())
-                .collect(),
-            Dtype::I64 => values
-                .iter()
-                .flat_map(|&v| (v as i64).to_le_bytes())
-                .collect(),
+            Dtype::F16 => values.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect(),
+            Dtype::BF16 => values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect(),
+            Dtype::F64 => values.iter().flat_map(|&v| (v as f64).to_le_bytes()).collect(),
+            Dtype::I32 => values.iter().flat_map(|&v| (v as i32).to_le_bytes()).collect(),
+            Dtype::I64 => values.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect(),
         };
-        RawTensor {
-            dtype,
-            shape: self.shape.clone(),
-            bytes,
-        }
+        RawTensor { dtype, shape: self.shape.clone(), bytes }
     }
 }
 
@@ -157,10 +122,7 @@ impl Lcg {
     }
 
     pub fn next_f32(&mut self) -> f32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let bits = (self.0 >> 40) as u32; // 24 bits
         bits as f32 / (1u32 << 23) as f32 - 1.0
     }
@@ -214,14 +176,9 @@ impl Checkpoint {
         let mut tensors = BTreeMap::new();
         let mut matrix = |name: &str, rows: usize, cols: usize, rng: &mut Lcg| {
             let bound = 1.0 / (cols as f32).sqrt();
-            tensors.insert(
-                format!("{name}.weight"),
-                RawTensor::f32(&[rows, cols], &rng.values(rows * cols, 0.0, bound)),
-            );
-            tensors.insert(
-                format!("{name}.bias"),
-                RawTensor::f32(&[rows], &rng.values(rows, 0.0, 0.1)),
-            );
+            tensors
+                .insert(format!("{name}.weight"), RawTensor::f32(&[rows, cols], &rng.values(rows * cols, 0.0, bound)));
+            tensors.insert(format!("{name}.bias"), RawTensor::f32(&[rows], &rng.values(rows, 0.0, 0.1)));
         };
         let l = "bert.encoder.layer.0";
         for name in ["query", "key", "value"] {
@@ -239,14 +196,8 @@ impl Checkpoint {
             format!("{l}.output.LayerNorm"),
             "cls.predictions.transform.LayerNorm".to_string(),
         ] {
-            tensors.insert(
-                format!("{ln}.weight"),
-                RawTensor::f32(&[h], &rng.values(h, 1.0, 0.2)),
-            );
-            tensors.insert(
-                format!("{ln}.bias"),
-                RawTensor::f32(&[h], &rng.values(h, 0.0, 0.1)),
-            );
+            tensors.insert(format!("{ln}.weight"), RawTensor::f32(&[h], &rng.values(h, 1.0, 0.2)));
+            tensors.insert(format!("{ln}.bias"), RawTensor::f32(&[h], &rng.values(h, 0.0, 0.1)));
         }
         for (name, rows) in [("word", v), ("position", POSITIONS), ("token_type", TYPES)] {
             tensors.insert(
@@ -254,10 +205,7 @@ impl Checkpoint {
                 RawTensor::f32(&[rows, h], &rng.values(rows * h, 0.0, 0.5)),
             );
         }
-        tensors.insert(
-            "cls.predictions.bias".into(),
-            RawTensor::f32(&[v], &rng.values(v, 0.0, 0.1)),
-        );
+        tensors.insert("cls.predictions.bias".into(), RawTensor::f32(&[v], &rng.values(v, 0.0, 0.1)));
         Checkpoint {
             config,
             tensors,
@@ -268,34 +216,23 @@ impl Checkpoint {
     }
 
     pub fn tensor(&self, name: &str) -> &RawTensor {
-        self.tensors
-            .get(name)
-            .unwrap_or_else(|| panic!("the test checkpoint has no tensor `{name}`"))
+        self.tensors.get(name).unwrap_or_else(|| panic!("the test checkpoint has no tensor `{name}`"))
     }
 
     /// Renames every tensor through `f`.
     pub fn rename_all(&mut self, f: impl Fn(&str) -> String) -> &mut Self {
-        self.tensors = std::mem::take(&mut self.tensors)
-            .into_iter()
-            .map(|(name, t)| (f(&name), t))
-            .collect();
+        self.tensors = std::mem::take(&mut self.tensors).into_iter().map(|(name, t)| (f(&name), t)).collect();
         self
     }
 
     pub fn rename(&mut self, from: &str, to: &str) -> &mut Self {
-        let t = self
-            .tensors
-            .remove(from)
-            .unwrap_or_else(|| panic!("rename: no tensor `{from}`"));
+        let t = self.tensors.remove(from).unwrap_or_else(|| panic!("rename: no tensor `{from}`"));
         self.tensors.insert(to.into(), t);
         self
     }
 
     pub fn remove(&mut self, name: &str) -> &mut Self {
-        assert!(
-            self.tensors.remove(name).is_some(),
-            "remove: no tensor `{name}`"
-        );
+        assert!(self.tensors.remove(name).is_some(), "remove: no tensor `{name}`");
         self
     }
 
@@ -303,10 +240,7 @@ impl Checkpoint {
     pub fn remove_prefix(&mut self, prefix: &str) -> &mut Self {
         let before = self.tensors.len();
         self.tensors.retain(|name, _| !name.starts_with(prefix));
-        assert!(
-            self.tensors.len() < before,
-            "remove_prefix: nothing starts with `{prefix}`"
-        );
+        assert!(self.tensors.len() < before, "remove_prefix: nothing starts with `{prefix}`");
         self
     }
 
@@ -391,11 +325,7 @@ impl Checkpoint {
     /// Writes config.json, model.safetensors, vocab.txt and the extra files into `dir`.
     pub fn write_to(&self, dir: &Path) {
         std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(
-            dir.join("config.json"),
-            serde_json::to_vec_pretty(&self.config).unwrap(),
-        )
-        .unwrap();
+        std::fs::write(dir.join("config.json"), serde_json::to_vec_pretty(&self.config).unwrap()).unwrap();
         std::fs::write(dir.join("model.safetensors"), self.safetensors_bytes()).unwrap();
         let mut vocab = self.vocab.join("\n");
         vocab.push('\n');
@@ -415,8 +345,7 @@ impl Checkpoint {
     /// Writes and loads; panics with the error if loading fails.
     pub fn load(&self) -> (TempDir, BertModel) {
         let dir = self.write();
-        let model = BertModel::load(dir.path())
-            .unwrap_or_else(|e| panic!("loading the test checkpoint failed: {e}"));
+        let model = BertModel::load(dir.path()).unwrap_or_else(|e| panic!("loading the test checkpoint failed: {e}"));
         (dir, model)
     }
 
@@ -442,13 +371,9 @@ pub fn texts() -> (Vec<String>, Vec<String>) {
 /// Tokenizes [`texts`] and runs the full traced forward pass, keeping every stage.
 pub fn trace_all(model: &BertModel) -> Memory {
     let (texts, pairs) = texts();
-    let batch = model
-        .encode(&texts, Some(&pairs), false)
-        .unwrap_or_else(|e| panic!("encode failed: {e}"));
+    let batch = model.encode(&texts, Some(&pairs), false).unwrap_or_else(|e| panic!("encode failed: {e}"));
     let mut memory = Memory::default();
-    let traced = model
-        .trace(&batch, &mut memory, None)
-        .unwrap_or_else(|e| panic!("trace failed: {e}"));
+    let traced = model.trace(&batch, &mut memory, None).unwrap_or_else(|e| panic!("trace failed: {e}"));
     assert!(traced.stopped_at.is_none());
     memory
 }
@@ -458,19 +383,11 @@ pub fn trace_all(model: &BertModel) -> Memory {
 pub fn first_difference(expected: &Memory, got: &Memory) -> Option<String> {
     let names = |m: &Memory| m.stages.iter().map(|(s, _)| s.name()).collect::<Vec<_>>();
     if names(expected) != names(got) {
-        return Some(format!(
-            "stage lists differ:\n  expected {:?}\n  got      {:?}",
-            names(expected),
-            names(got)
-        ));
+        return Some(format!("stage lists differ:\n  expected {:?}\n  got      {:?}", names(expected), names(got)));
     }
     for ((stage, want), (_, have)) in expected.stages.iter().zip(&got.stages) {
         if want.shape() != have.shape() {
-            return Some(format!(
-                "{stage}: shape expected {:?}, got {:?}",
-                want.shape(),
-                have.shape()
-            ));
+            return Some(format!("{stage}: shape expected {:?}, got {:?}", want.shape(), have.shape()));
         }
         match (want, have) {
             (Tensor::F32(w), Tensor::F32(h)) => {
@@ -507,9 +424,6 @@ pub fn assert_identical(label: &str, expected: &Memory, got: &Memory) {
 #[track_caller]
 pub fn assert_mentions(text: &str, needles: &[&str]) {
     for needle in needles {
-        assert!(
-            text.contains(needle),
-            "expected the message to mention `{needle}`, got: {text}"
-        );
+        assert!(text.contains(needle), "expected the message to mention `{needle}`, got: {text}");
     }
 }

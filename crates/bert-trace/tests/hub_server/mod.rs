@@ -58,12 +58,7 @@ impl HubRepo {
         }
         let commit = hex(ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &all).as_ref());
         let sha256 = files.iter().map(|(name, bytes)| (name.clone(), sha256(bytes))).collect();
-        HubRepo {
-            id: id.into(),
-            commit,
-            files,
-            sha256,
-        }
+        HubRepo { id: id.into(), commit, files, sha256 }
     }
 
     pub fn with_file(mut self, name: &str, bytes: impl Into<Vec<u8>>) -> HubRepo {
@@ -130,10 +125,7 @@ impl HubServer {
     pub fn start(repos: Vec<HubRepo>) -> HubServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
-        let state = Arc::new(Mutex::new(State {
-            repos,
-            ..State::default()
-        }));
+        let state = Arc::new(Mutex::new(State { repos, ..State::default() }));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (state, stop, endpoint) = (Arc::clone(&state), Arc::clone(&stop), endpoint.clone());
@@ -148,12 +140,7 @@ impl HubServer {
                 }
             })
         };
-        HubServer {
-            endpoint,
-            state,
-            stop,
-            thread: Some(thread),
-        }
+        HubServer { endpoint, state, stop, thread: Some(thread) }
     }
 
     /// Makes `legacy` redirect to `id`, as `bert-base-uncased` does to `google-bert/bert-base-uncased`.
@@ -199,11 +186,7 @@ struct Reply {
 
 impl Reply {
     fn empty(status: u16, headers: Vec<(String, String)>) -> Reply {
-        Reply {
-            status,
-            headers,
-            body: Vec::new(),
-        }
+        Reply { status, headers, body: Vec::new() }
     }
 }
 
@@ -261,13 +244,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>, endpoint: &str) {
     let _ = stream.write_all(body);
     let _ = stream.flush();
     let _ = stream.shutdown(std::net::Shutdown::Both);
-    state.lock().unwrap().log.push(Logged {
-        method,
-        path,
-        range,
-        status: reply.status,
-        sent: body.len(),
-    });
+    state.lock().unwrap().log.push(Logged { method, path, range, status: reply.status, sent: body.len() });
 }
 
 fn reason(status: u16) -> &'static str {
@@ -339,11 +316,7 @@ fn ranged(bytes: &[u8], range: Option<&str>, ignore_range: bool, mut headers: Ve
     // A server that cannot resume answers a range that does not start at 0 with the whole file.
     let resumes = |(start, _): &(&str, &str)| !(ignore_range && *start != "0");
     let Some((start, end)) = wanted.filter(resumes) else {
-        return Reply {
-            status: 200,
-            headers,
-            body: bytes.to_vec(),
-        };
+        return Reply { status: 200, headers, body: bytes.to_vec() };
     };
     let len = bytes.len();
     let start: usize = start.parse().unwrap_or(0);
@@ -353,9 +326,5 @@ fn ranged(bytes: &[u8], range: Option<&str>, ignore_range: bool, mut headers: Ve
         return Reply::empty(416, headers);
     }
     headers.push(header("Content-Range", format!("bytes {start}-{end}/{len}")));
-    Reply {
-        status: 206,
-        headers,
-        body: bytes[start..=end].to_vec(),
-    }
+    Reply { status: 206, headers, body: bytes[start..=end].to_vec() }
 }
