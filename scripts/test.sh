@@ -8,6 +8,7 @@
 # 4. Runs every test of the workspace. Extra arguments go to `cargo test`.
 # 5. Builds the API documentation, private items included, and fails on any rustdoc warning (a
 #    shape such as [B,T,H] outside backticks is read as a broken link).
+# 6. Runs clippy on every crate, test and example, and fails on any warning.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -32,3 +33,5 @@ export BERT_TRACE_PYTHON="$venv/bin/python"
 cargo test --workspace --locked "$@"
 
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --locked --no-deps --document-private-items --quiet
+
+cargo clippy --workspace --all-targets --locked --quiet -- -D warnings

@@ -416,13 +416,16 @@ fn reference_dump() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden/tiny/dumps/pair")
 }
 
+/// Fills a directory with what a user made there.
+type MakeUsersFiles = fn(&Path);
+
 /// Directories holding what the user made, which no run may replace, with or without `--force`:
 /// a PyTorch reference dump of `scripts/dump_reference.py` (the same format and file names as
 /// ours), and a `manifest.json` of some other program's.
 #[test]
 fn what_the_user_made_is_refused_and_left_byte_for_byte() {
     two_threads();
-    let cases: [(&str, fn(&Path)); 2] = [
+    let cases: [(&str, MakeUsersFiles); 2] = [
         ("a reference dump of dump_reference.py", |dir| {
             for entry in std::fs::read_dir(reference_dump()).unwrap() {
                 let entry = entry.unwrap();
