@@ -4,7 +4,9 @@
 Usage:
 
     python scripts/dump_reference.py --model DIR --out OUT [--model-name NAME]
-        [--pair TEXT_B ...] [--only-stages GLOB[,GLOB...]] TEXT [TEXT ...]
+        [--pair TEXT_B ...] [--only-stages GLOB[,GLOB...]]
+        [--mask-prob P --seed N] [--mlm-target WORD ...] [--nsp-label 0|1 ...]
+        [--labels-from DUMP] TEXT [TEXT ...]
 
 DIR is any Hugging Face BERT checkpoint directory (config.json, model.safetensors,
 and a tokenizer: tokenizer.json or vocab.txt + tokenizer_config.json). The model
@@ -54,10 +56,92 @@ refused. --only-stages keeps the stages matching any of the given glob patterns
 (comma-separated or repeated; input.* are always kept), e.g.
 --only-stages 'embeddings.*,pooler.*'.
 
+Pretraining objectives (labels and losses)
+------------------------------------------
+
+These flags are a contract with the Rust side (`bert-trace` has the same ones and must give
+the same masks, labels and stages):
+
+--mask-prob P --seed N (always together; 0 < P <= 1, N a decimal integer in 0..2^64-1)
+    BERT's random masking of the tokenized input, as DataCollatorForLanguageModeling does it
+    (80% [MASK], 10% a random id, 10% kept), but drawn from SplitMix64 so that any language
+    can reproduce it:
+
+        state = N
+        next():    state = (state + 0x9E3779B97F4A7C15) mod 2^64
+                   z = state
+                   z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) mod 2^64
+                   z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) mod 2^64
+                   return z ^ (z >> 31)
+        uniform(): (next() >> 11) * 2^-53              (a float64 in [0, 1))
+
+    (seed 0 gives next() = 0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F, ...)
+    One generator for the whole batch, walked sequence by sequence (b = 0..B-1), position by
+    position (t = 0..T-1). A position is eligible when attention_mask[b,t] == 1 and
+    input_ids[b,t] is not one of tok.all_special_ids ([CLS] [SEP] [PAD] [UNK] [MASK]); only
+    eligible positions draw numbers. At an eligible position: u = uniform(); it is chosen if
+    u < P. If chosen, labels[b,t] = the original id, then v = uniform():
+        v < 0.8  -> the id becomes tok.mask_token_id                       (kind "mask")
+        v < 0.9  -> the id becomes next() % len(tok) (any id of the vocab)  (kind "random")
+        else     -> the id is kept                                          (kind "keep")
+    so an eligible position draws 1, 2 or 3 numbers. The eligible set is asserted to equal
+    DataCollatorForLanguageModeling's (tok.get_special_tokens_mask(ids,
+    already_has_special_tokens=True) plus padding). If no position is chosen the script exits
+    with one line "error: ..." (try another --seed or a larger --mask-prob).
+
+--mlm-target WORD (repeatable)
+    One per [MASK] typed in the texts, in order (sequence by sequence, left to right over the
+    whole row, sentence B included). WORD is tokenized without special tokens and must give
+    exactly one token that is not [UNK]; the label at that [MASK] is its id. The count must
+    equal the number of typed [MASK]s. Combines with --mask-prob (a typed [MASK] is special,
+    so random masking never picks it).
+
+--nsp-label 0|1 (once for every sequence, or once per TEXT; needs --pair)
+    0 = sentence B follows A, 1 = B is random (transformers' convention).
+
+--labels-from DUMP (excludes the four flags above)
+    Take input.ids, input.labels and input.next_sentence_label (whichever exist), and
+    input.original_ids when it exists, from the dump in DUMP (manifest.json + .npy,
+    bert-trace-dump/1) instead of masking here. DUMP's input.original_ids (or input.ids when it
+    has none) must equal this script's own tokenization, with the same shapes (its
+    token_type_ids and attention_mask too, when present).
+
+Stages, in execution order (each only when it applies):
+
+    input.original_ids [B,T] int64        (only with --mask-prob: the ids before masking)
+    input.ids          [B,T] int64        (what the model sees, after masking)
+    input.token_type_ids, input.attention_mask
+    input.labels       [B,T] int64        (any MLM label: -100 where nothing is predicted)
+    input.next_sentence_label [B] int64   (--nsp-label)
+    embeddings.*, layer{i}.*, pooler.dense, pooler.output,
+    mlm.transform, mlm.activation, mlm.layernorm, mlm.logits,
+    mlm.losses [B,T] float32   CrossEntropyLoss(reduction="none", ignore_index=-100): exactly
+                               0.0 where the label is -100
+    mlm.loss   []    float32   mean of mlm.losses over the labelled positions
+    nsp.logits,
+    nsp.losses [B]   float32   per-sequence cross-entropy of nsp.logits and the NSP label
+    nsp.loss   []    float32   their mean
+    loss       []    float32   mlm.loss + nsp.loss (as BertForPreTraining), or the one that exists
+    classifier.logits, sentence.pooled
+
+MLM labels on a model without cls.predictions.*, or --nsp-label without cls.seq_relationship.*,
+is a one-line error. Before anything is written the losses are checked against transformers:
+BertForPreTraining(labels=, next_sentence_label=).loss when both kinds of label are given, and
+BertForMaskedLM(labels=).loss / BertForNextSentencePrediction(labels=).loss (loaded from the same
+directory) for mlm.loss / nsp.loss.
+
+The manifest's "inputs" holds "texts" and "pair", "tokens" (per sequence, the token strings of
+input.ids as the model sees them, [PAD] included), and, only when set, "mask_prob" (float),
+"seed" (int), "mlm_targets" (list of str), "nsp_label" (list of int, one per sequence) and
+"labels_from" (the DUMP path as given; mask_prob/seed/mlm_targets/nsp_label are then copied from
+DUMP's manifest when it has them). These keys are enough to reproduce the dump.
+
 Example:
 
     python scripts/dump_reference.py --model golden/tiny --model-name golden/tiny \\
         --out golden/tiny/dumps/mask "When in Rome, do as the [MASK] do."
+    python scripts/dump_reference.py --model golden/tiny --model-name golden/tiny \\
+        --out golden/tiny/dumps/mlm_target --mlm-target romans "When in Rome, do as the [MASK] do."
 """
 
 from __future__ import annotations
@@ -241,6 +325,215 @@ def mean_pooling(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -
 
 
 # --------------------------------------------------------------------------------------
+# Pretraining labels: random masking (SplitMix64), typed [MASK] targets, NSP labels
+
+MASK64 = (1 << 64) - 1
+IGNORE = -100  # CrossEntropyLoss's ignore_index: no prediction at this position
+
+
+class SplitMix64:
+    """The documented generator behind --mask-prob/--seed (see the module docstring)."""
+
+    def __init__(self, seed: int):
+        assert 0 <= seed <= MASK64, seed
+        self.state = seed
+
+    def next(self) -> int:
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+    def uniform(self) -> float:
+        return (self.next() >> 11) * 2.0 ** -53  # exact: a 53-bit integer times a power of two
+
+
+# The first outputs for seed 0 (the reference values of SplitMix64); checked on every run.
+_gen = SplitMix64(0)
+assert [_gen.next() for _ in range(3)] == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
+del _gen
+
+
+@dataclass
+class Labels:
+    """What the pretraining flags add to the inputs, and how to record them."""
+    original_ids: torch.Tensor | None = None  # (B, T), only when --mask-prob masked the ids
+    ids: torch.Tensor | None = None  # (B, T), the ids the model sees (None: the tokenizer's)
+    labels: torch.Tensor | None = None  # (B, T), -100 where nothing is predicted
+    next_sentence_label: torch.Tensor | None = None  # (B,)
+    record: dict | None = None  # the manifest "inputs" keys these came from
+
+    def pair_required(self) -> bool:
+        return self.next_sentence_label is not None
+
+
+def eligible_positions(tok, ids: torch.Tensor, mask: torch.Tensor) -> list[list[bool]]:
+    """Positions random masking may choose: real tokens that are not special tokens.
+
+    Asserted equal to what DataCollatorForLanguageModeling allows (its special-tokens mask from
+    the tokenizer, plus padding)."""
+    special = set(tok.all_special_ids)
+    ours = [[m == 1 and i not in special for i, m in zip(row, mrow)]
+            for row, mrow in zip(ids.tolist(), mask.tolist())]
+    collator = [[not s and m == 1 for s, m in zip(tok.get_special_tokens_mask(row, already_has_special_tokens=True),
+                                                   mrow)]
+                for row, mrow in zip(ids.tolist(), mask.tolist())]
+    assert ours == collator, "eligible positions differ from DataCollatorForLanguageModeling's"
+    return ours
+
+
+def random_masking(tok, ids: torch.Tensor, mask: torch.Tensor, prob: float, seed: int,
+                   labels: torch.Tensor) -> tuple[torch.Tensor, list[tuple[int, int, str, int, int]]]:
+    """BERT's 80/10/10 masking drawn from SplitMix64(seed); fills `labels` in place.
+
+    Returns the masked ids and, per chosen position, (b, t, kind, original id, new id)."""
+    eligible = eligible_positions(tok, ids, mask)
+    gen = SplitMix64(seed)
+    out = ids.clone()
+    chosen = []
+    n_vocab = len(tok)
+    for b, row in enumerate(eligible):
+        for t, ok in enumerate(row):
+            if not ok:
+                continue  # draws nothing
+            if not gen.uniform() < prob:
+                continue
+            original = int(ids[b, t])
+            labels[b, t] = original
+            v = gen.uniform()
+            if v < 0.8:
+                kind, new = "mask", tok.mask_token_id
+            elif v < 0.9:
+                kind, new = "random", gen.next() % n_vocab
+            else:
+                kind, new = "keep", original
+            out[b, t] = new
+            chosen.append((b, t, kind, original, new))
+    return out, chosen
+
+
+def target_id(tok, word: str) -> int:
+    """The id of --mlm-target WORD: exactly one token of the vocabulary, not [UNK]."""
+    ids = tok(word, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1 or ids[0] == tok.unk_token_id:
+        pieces = " ".join(tok.convert_ids_to_tokens(ids)) if ids else "nothing"
+        sys.exit(f"error: --mlm-target {word!r} tokenizes as {pieces} ({len(ids)} token{'s' * (len(ids) != 1)}); "
+                 "it must be exactly one token of the vocabulary that is not [UNK]")
+    return ids[0]
+
+
+def read_label_dump(path: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """The manifest and the input.* arrays of a dump directory (for --labels-from)."""
+    manifest = read_our_manifest(path)
+    if manifest is None:
+        sys.exit(f"error: --labels-from {path}: no {FORMAT} manifest.json there")
+    arrays = {}
+    for st in manifest.get("stages", []):
+        if st["name"] in ("input.original_ids", "input.ids", "input.token_type_ids", "input.attention_mask",
+                          "input.labels", "input.next_sentence_label"):
+            arr = np.load(os.path.join(path, st["file"]), allow_pickle=False)
+            if arr.dtype != np.int64 or list(arr.shape) != st["shape"]:
+                sys.exit(f"error: --labels-from {path}: {st['file']} is {arr.dtype} {list(arr.shape)}, "
+                         f"the manifest says int64 {st['shape']}")
+            arrays[st["name"]] = arr
+    return manifest, arrays
+
+
+def labels_from_dump(tok, inputs: dict[str, torch.Tensor], path: str) -> Labels:
+    manifest, arrays = read_label_dump(path)
+    ids = inputs["input_ids"]
+    B, T = ids.shape
+    if "input.ids" not in arrays:
+        sys.exit(f"error: --labels-from {path}: the dump has no input.ids")
+    if "input.labels" not in arrays and "input.next_sentence_label" not in arrays:
+        sys.exit(f"error: --labels-from {path}: the dump has neither input.labels nor input.next_sentence_label")
+    source = "input.original_ids" if "input.original_ids" in arrays else "input.ids"
+    for name, ours in [(source, ids), ("input.ids", ids), ("input.token_type_ids", inputs["token_type_ids"]),
+                       ("input.attention_mask", inputs["attention_mask"]), ("input.labels", ids)]:
+        if name in arrays and list(arrays[name].shape) != [B, T]:
+            sys.exit(f"error: --labels-from {path}: {name} has shape {list(arrays[name].shape)}, "
+                     f"this tokenization gives {[B, T]}")
+    for name, ours in [(source, ids), ("input.token_type_ids", inputs["token_type_ids"]),
+                       ("input.attention_mask", inputs["attention_mask"])]:
+        if name in arrays and not np.array_equal(arrays[name], ours.numpy()):
+            sys.exit(f"error: --labels-from {path}: its {name} differ from this script's tokenization of the texts")
+    nsl = arrays.get("input.next_sentence_label")
+    if nsl is not None and list(nsl.shape) != [B]:
+        sys.exit(f"error: --labels-from {path}: input.next_sentence_label has shape {list(nsl.shape)}, want {[B]}")
+    labels = arrays.get("input.labels")
+    n_vocab = len(tok)
+    if labels is not None and not np.all((labels == IGNORE) | ((labels >= 0) & (labels < n_vocab))):
+        sys.exit(f"error: --labels-from {path}: input.labels holds values other than -100 and 0..{n_vocab - 1}")
+    if nsl is not None and not np.all((nsl == 0) | (nsl == 1)):
+        sys.exit(f"error: --labels-from {path}: input.next_sentence_label holds values other than 0 and 1")
+    if not np.all((arrays["input.ids"] >= 0) & (arrays["input.ids"] < n_vocab)):
+        sys.exit(f"error: --labels-from {path}: input.ids holds ids outside 0..{n_vocab - 1}")
+    src_inputs = manifest.get("inputs") or {}
+    record = {k: src_inputs[k] for k in ("mask_prob", "seed", "mlm_targets", "nsp_label") if k in src_inputs}
+    if nsl is not None and "nsp_label" in record and record["nsp_label"] != nsl.tolist():
+        sys.exit(f"error: --labels-from {path}: its manifest's nsp_label differs from its input.next_sentence_label")
+    record["labels_from"] = path
+    print(f"labels: from {path} ({', '.join(n for n in arrays if n in ('input.labels', 'input.next_sentence_label'))})",
+          file=sys.stderr)
+    return Labels(
+        original_ids=torch.from_numpy(arrays["input.original_ids"].copy()) if "input.original_ids" in arrays else None,
+        ids=torch.from_numpy(arrays["input.ids"].copy()),
+        labels=torch.from_numpy(labels.copy()) if labels is not None else None,
+        next_sentence_label=torch.from_numpy(nsl.copy()) if nsl is not None else None,
+        record=record,
+    )
+
+
+def make_labels(tok, inputs: dict[str, torch.Tensor], args) -> Labels:
+    """The labels asked for by --mask-prob/--seed, --mlm-target and --nsp-label (or --labels-from)."""
+    if args.labels_from is not None:
+        return labels_from_dump(tok, inputs, args.labels_from)
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    B, T = ids.shape
+    out = Labels(record={})
+    if args.mlm_target or args.mask_prob is not None:
+        labels = torch.full((B, T), IGNORE, dtype=torch.int64)
+        if args.mlm_target:
+            typed = [(b, t) for b in range(B) for t in range(T)
+                     if int(mask[b, t]) == 1 and int(ids[b, t]) == tok.mask_token_id]
+            if len(typed) != len(args.mlm_target):
+                sys.exit(f"error: {len(args.mlm_target)} --mlm-target for {len(typed)} [MASK] in the texts: "
+                         "give one per [MASK], in order")
+            for (b, t), word in zip(typed, args.mlm_target):
+                labels[b, t] = target_id(tok, word)
+                print(f"mlm target: sequence {b} position {t} [MASK] -> {word!r} (id {int(labels[b, t])})",
+                      file=sys.stderr)
+            out.record["mlm_targets"] = list(args.mlm_target)
+        if args.mask_prob is not None:
+            masked, chosen = random_masking(tok, ids, mask, args.mask_prob, args.seed, labels)
+            if not chosen:
+                sys.exit(f"error: --mask-prob {args.mask_prob} --seed {args.seed} chose no token to mask; "
+                         "try another --seed or a larger --mask-prob")
+            for b, t, kind, old, new in chosen:
+                old_tok, new_tok = tok.convert_ids_to_tokens([old, new])
+                print(f"masking: sequence {b} position {t} {old_tok} -> {new_tok} ({kind})", file=sys.stderr)
+            out.original_ids, out.ids = ids, masked
+            out.record["mask_prob"] = args.mask_prob
+            out.record["seed"] = args.seed
+        out.labels = labels
+    if args.nsp_label:
+        nsl = args.nsp_label * B if len(args.nsp_label) == 1 else list(args.nsp_label)
+        out.next_sentence_label = torch.tensor(nsl, dtype=torch.int64)
+        out.record["nsp_label"] = nsl
+    return out
+
+
+def require_heads(model: nn.Module, model_dir: str, mlm: bool, nsp: bool) -> None:
+    """One-line errors for labels the model has no head for."""
+    heads = getattr(model, "cls", None)
+    if mlm and getattr(heads, "predictions", None) is None:
+        sys.exit(f"error: MLM labels need an MLM head, but {model_dir} has no cls.predictions.* weights")
+    if nsp and getattr(heads, "seq_relationship", None) is None:
+        sys.exit(f"error: NSP labels need an NSP head, but {model_dir} has no cls.seq_relationship.* weights")
+
+
+# --------------------------------------------------------------------------------------
 # The step-by-step forward pass
 
 
@@ -253,11 +546,15 @@ class Stage:
 
 
 @torch.no_grad()
-def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: bool = False) -> list[Stage]:
+def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: bool = False,
+          labels: Labels | None = None) -> list[Stage]:
     """Recompute BERT's forward pass with HF's own submodules, keeping every stage.
 
     This mirrors transformers 5.23 modeling_bert.py / masking_utils.py line by line.
+    `inputs` holds the ids the model sees (after masking); `labels` adds the pretraining
+    stages (input.original_ids, input.labels, input.next_sentence_label and the losses).
     """
+    labels = labels or Labels()
     path = {id(m): n for n, m in model.named_modules()}  # module -> its HF name
 
     def hf(m: nn.Module) -> str:
@@ -275,9 +572,22 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
         stages.append(Stage(name, tensor, hf_name, formula))
 
     pair = "tokenizer(text, text_pair)" if (types != 0).any() else "tokenizer(text)"
-    keep("input.ids", ids, "input_ids", f"{pair}.input_ids")
+    if labels.original_ids is not None:
+        keep("input.original_ids", labels.original_ids, "input_ids (before masking)", f"{pair}.input_ids")
+        keep("input.ids", ids, "input_ids",
+             f"input.original_ids, masked: chosen with p = mask_prob (SplitMix64 seed), "
+             "then 80% [MASK], 10% a random id, 10% kept")
+    else:
+        keep("input.ids", ids, "input_ids", f"{pair}.input_ids")
     keep("input.token_type_ids", types, "token_type_ids", f"{pair}.token_type_ids")
     keep("input.attention_mask", mask, "attention_mask", f"{pair}.attention_mask (1 = token, 0 = padding)")
+    if labels.labels is not None:
+        keep("input.labels", labels.labels, "labels",
+             "the original id where a token is to be predicted, -100 elsewhere")
+    if labels.next_sentence_label is not None:
+        keep("input.next_sentence_label", labels.next_sentence_label, "next_sentence_label",
+             "0 = sentence B follows A, 1 = B is random")
+    losses: list[torch.Tensor] = []
 
     # ---- Embeddings (BertEmbeddings.forward) --------------------------------------
     emb = bert.embeddings
@@ -381,9 +691,33 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
         keep("mlm.layernorm", m_ln, hf(tr.LayerNorm), "LayerNorm(mlm.activation)")
         keep("mlm.logits", logits, "logits" if only_logits else "prediction_logits",
              "mlm.layernorm @ word_embeddings.weight^T + cls.predictions.bias (decoder tied)")
+        if labels.labels is not None:
+            lab = labels.labels
+            V = logits.shape[-1]
+            per_token = nn.functional.cross_entropy(logits.reshape(-1, V), lab.reshape(-1), reduction="none",
+                                                    ignore_index=IGNORE).view(B, T)  # (B, T)
+            # Exactly 0.0 (not -0.0) where nothing is predicted.
+            per_token = torch.where(lab == IGNORE, torch.zeros((), dtype=torch.float32), per_token)
+            mlm_loss = per_token[lab != IGNORE].mean()  # ()
+            keep("mlm.losses", per_token, "CrossEntropyLoss(reduction='none')(prediction_logits, labels)",
+                 "-log_softmax(mlm.logits)[input.labels], 0 where input.labels == -100")
+            keep("mlm.loss", mlm_loss, "masked_lm_loss", "mean of mlm.losses over positions with input.labels != -100")
+            losses.append(mlm_loss)
     if seq_relationship is not None:
-        keep("nsp.logits", seq_relationship(pooled), "logits" if only_logits else "seq_relationship_logits",
+        nsp_logits = seq_relationship(pooled)  # (B, 2)
+        keep("nsp.logits", nsp_logits, "logits" if only_logits else "seq_relationship_logits",
              "cls.seq_relationship(pooler.output)")
+        if labels.next_sentence_label is not None:
+            per_seq = nn.functional.cross_entropy(nsp_logits, labels.next_sentence_label, reduction="none")  # (B,)
+            nsp_loss = per_seq.mean()  # ()
+            keep("nsp.losses", per_seq, "CrossEntropyLoss(reduction='none')(seq_relationship_logits, next_sentence_label)",
+                 "-log_softmax(nsp.logits)[input.next_sentence_label]")
+            keep("nsp.loss", nsp_loss, "next_sentence_loss", "mean of nsp.losses")
+            losses.append(nsp_loss)
+    if losses:
+        total = losses[0] + losses[1] if len(losses) == 2 else losses[0]
+        keep("loss", total, "loss", "mlm.loss + nsp.loss" if len(losses) == 2 else
+             ("mlm.loss" if labels.labels is not None else "nsp.loss"))
     if hasattr(model, "classifier"):
         keep("classifier.logits", model.classifier(pooled), "logits", "classifier(pooler.output)")
 
@@ -399,6 +733,10 @@ def expected_shape(name: str, B: int, T: int, cfg) -> list[int]:
     H, nh, I, V = cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, cfg.vocab_size
     hs = H // nh
     tail = name.split(".", 1)[1] if name.startswith("layer") else name
+    scalars_and_vectors = {"input.next_sentence_label": [B], "mlm.losses": [B, T], "mlm.loss": [],
+                           "nsp.losses": [B], "nsp.loss": [], "loss": []}
+    if name in scalars_and_vectors:
+        return scalars_and_vectors[name]
     table = {
         "attention.query": [B, nh, T, hs], "attention.key": [B, nh, T, hs], "attention.value": [B, nh, T, hs],
         "attention.scores": [B, nh, T, T], "attention.probs": [B, nh, T, T],
@@ -452,6 +790,60 @@ def check_against_hf(model: nn.Module, inputs: dict[str, torch.Tensor], stages: 
     print(f"check: {len(refs)} stages match HF's forward (assert_close atol={ATOL} rtol={RTOL})", file=sys.stderr)
 
 
+def load_head_model(cls: type, model_dir: str) -> nn.Module:
+    """A single-head class (BertForMaskedLM, ...) loaded from model_dir, to check a loss with."""
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # the other head's weights are "unused": expected
+    try:
+        model, info = cls.from_pretrained(model_dir, attn_implementation="eager", dtype=torch.float32,
+                                          output_loading_info=True)
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    if info.get("missing_keys"):
+        sys.exit(f"error: {cls.__name__} from {model_dir}: weights missing: {sorted(info['missing_keys'])}")
+    return model.eval()
+
+
+@torch.no_grad()
+def check_losses(model: nn.Module, model_dir: str, inputs: dict[str, torch.Tensor], stages: list[Stage],
+                 labels: Labels) -> None:
+    """The loss stages against the losses transformers itself returns."""
+    by_name = {s.name: s.tensor for s in stages}
+    checks = []  # (stage, reference, what the reference is)
+    mlm, nsl = labels.labels, labels.next_sentence_label
+    if mlm is not None:
+        head = model if type(model) is transformers.BertForMaskedLM else \
+            load_head_model(transformers.BertForMaskedLM, model_dir)
+        checks.append(("mlm.loss", head(**inputs, labels=mlm, return_dict=True).loss,
+                       "BertForMaskedLM(labels=).loss"))
+    if nsl is not None:
+        head = model if type(model) is transformers.BertForNextSentencePrediction else \
+            load_head_model(transformers.BertForNextSentencePrediction, model_dir)
+        checks.append(("nsp.loss", head(**inputs, labels=nsl, return_dict=True).loss,
+                       "BertForNextSentencePrediction(labels=).loss"))
+    if mlm is not None and nsl is not None:
+        assert type(model) is transformers.BertForPreTraining, type(model)
+        out = model(**inputs, labels=mlm, next_sentence_label=nsl, return_dict=True)
+        checks.append(("loss", out.loss, "BertForPreTraining(labels=, next_sentence_label=).loss"))
+    elif checks:
+        checks.append(("loss", checks[0][1], checks[0][2]))
+    for name, ref, what in checks:
+        got = by_name[name]
+        assert ref is not None and ref.shape == got.shape == torch.Size([]), (name, ref)
+        torch.testing.assert_close(got, ref, atol=ATOL, rtol=RTOL, msg=lambda m: f"{name}: {m}")
+        diff = (got - ref).abs().item()
+        same = "bitwise equal" if torch.equal(got, ref) else f"max |diff| {diff:.3g}"
+        print(f"check: {name:28s} == {what} {same} ({got.item():.6f})", file=sys.stderr)
+    # The per-position losses: their mean over the labelled positions is the loss by definition.
+    if mlm is not None:
+        n = int((mlm != IGNORE).sum())
+        print(f"check: mlm.losses has {n} labelled position(s), 0.0 elsewhere", file=sys.stderr)
+        assert bool((by_name["mlm.losses"][mlm == IGNORE] == 0).all()) and n > 0
+    if checks:
+        print(f"check: {len(checks)} losses match transformers' (assert_close atol={ATOL} rtol={RTOL})",
+              file=sys.stderr)
+
+
 def sentence_reference(model: nn.Module, inputs: dict[str, torch.Tensor], last_hidden: torch.Tensor) -> torch.Tensor:
     """The sentence embedding from sentence-transformers' own Pooling module when it is installed,
     else from a float64 mean over the real tokens of HF's last hidden state."""
@@ -487,13 +879,22 @@ def read_our_manifest(out_dir: str) -> dict | None:
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     arr = t.detach().cpu().contiguous().numpy()
     dtype = {np.dtype(np.float32): np.dtype("<f4"), np.dtype(np.int64): np.dtype("<i8")}[arr.dtype]
-    return np.ascontiguousarray(arr.astype(dtype, copy=False))
+    # ascontiguousarray turns a 0-d array (mlm.loss, nsp.loss, loss) into shape (1,): put the shape back.
+    out = np.ascontiguousarray(arr.astype(dtype, copy=False)).reshape(tuple(t.shape))
+    assert out.shape == tuple(t.shape) and out.flags["C_CONTIGUOUS"], (out.shape, t.shape)
+    return out
 
 
 def manifest_json(manifest: dict) -> str:
     """Pretty JSON with one line per stage, so the manifest reads as a table."""
     head = {k: v for k, v in manifest.items() if k != "stages"}
+    # The token strings go one sequence per line: placeholders, replaced after dumping.
+    rows = head.get("inputs", {}).get("tokens")
+    if rows is not None:
+        head["inputs"] = dict(head["inputs"], tokens=[f"\0tokens{i}\0" for i in range(len(rows))])
     text = json.dumps(head, indent=2, ensure_ascii=False)
+    for i, row in enumerate(rows or []):
+        text = text.replace(json.dumps(f"\0tokens{i}\0"), json.dumps(row, ensure_ascii=False), 1)
     rows = ",\n".join("    " + json.dumps(st, ensure_ascii=False) for st in manifest["stages"])
     return text[:-2] + ',\n  "stages": [\n' + rows + "\n  ]\n}\n"
 
@@ -550,11 +951,40 @@ def main() -> int:
     ap.add_argument("--only-stages", action="append", metavar="GLOB[,GLOB...]",
                     help="keep only stages matching one of these globs (repeatable or comma-separated; "
                     "input.* are always kept)")
+    ap.add_argument("--mask-prob", type=float, metavar="P",
+                    help="BERT's random masking: choose each eligible token with probability P (0 < P <= 1); "
+                    "needs --seed")
+    ap.add_argument("--seed", metavar="N", help="seed of the SplitMix64 generator behind --mask-prob (0..2^64-1)")
+    ap.add_argument("--mlm-target", action="append", metavar="WORD",
+                    help="the word to predict at a [MASK] typed in the texts, one per [MASK] in order")
+    ap.add_argument("--nsp-label", action="append", type=int, choices=[0, 1], metavar="0|1",
+                    help="NSP label (0 = B follows A, 1 = B is random): once, or once per TEXT; needs --pair")
+    ap.add_argument("--labels-from", metavar="DUMP",
+                    help="take input.ids and the labels from this dump instead of masking here")
     ap.add_argument("texts", nargs="+", metavar="TEXT")
     args = ap.parse_args()
 
     if args.pair is not None and len(args.pair) != len(args.texts):
         ap.error(f"got {len(args.pair)} --pair for {len(args.texts)} TEXT: give one per TEXT")
+    if (args.mask_prob is None) != (args.seed is None):
+        ap.error("--mask-prob and --seed go together: give both or neither")
+    if args.mask_prob is not None and not 0.0 < args.mask_prob <= 1.0:
+        ap.error(f"--mask-prob {args.mask_prob}: must be a probability in (0, 1]")
+    if args.seed is not None:
+        if not (args.seed.isascii() and args.seed.isdigit()) or int(args.seed) > MASK64:
+            ap.error(f"--seed {args.seed}: must be a decimal integer in 0..{MASK64}")
+        args.seed = int(args.seed)
+    if args.nsp_label is not None:
+        if args.pair is None:
+            ap.error("--nsp-label needs sentence pairs (--pair)")
+        if len(args.nsp_label) not in (1, len(args.texts)):
+            ap.error(f"got {len(args.nsp_label)} --nsp-label for {len(args.texts)} TEXT: give one, or one per TEXT")
+    if args.labels_from is not None:
+        others = [flag for flag, value in [("--mask-prob", args.mask_prob), ("--seed", args.seed),
+                                           ("--mlm-target", args.mlm_target), ("--nsp-label", args.nsp_label)]
+                  if value is not None]
+        if others:
+            ap.error(f"--labels-from takes the labels from the dump: it excludes {', '.join(others)}")
     previous_dump(args.out)  # refuse early, before the slow part
     torch.manual_seed(0)
 
@@ -564,16 +994,28 @@ def main() -> int:
     B, T = inputs["input_ids"].shape
     if T > model.config.max_position_embeddings:
         sys.exit(f"error: {T} tokens but max_position_embeddings is {model.config.max_position_embeddings}")
+    # The heads first (before any masking is drawn), then again for labels read from a dump.
+    require_heads(model, args.model, bool(args.mlm_target) or args.mask_prob is not None, bool(args.nsp_label))
+    labels = make_labels(tok, inputs, args)
+    require_heads(model, args.model, labels.labels is not None, labels.next_sentence_label is not None)
+    if labels.pair_required() and args.pair is None:
+        sys.exit(f"error: --labels-from {args.labels_from} has NSP labels, which need sentence pairs (--pair)")
+    if labels.ids is not None:
+        inputs = dict(inputs, input_ids=labels.ids)  # what the model sees
+        if labels.original_ids is not None:
+            for row in labels.ids.tolist():
+                print("masked: " + " ".join(tok.convert_ids_to_tokens(row)), file=sys.stderr)
 
     pooling_config = sentence_pooling_config(args.model)
     if pooling_config:
         print(f"sentence pooling: mean, from {pooling_config}", file=sys.stderr)
-    stages = trace(model, inputs, sentence_pooling=pooling_config is not None)
+    stages = trace(model, inputs, sentence_pooling=pooling_config is not None, labels=labels)
     for s in stages:
         want = expected_shape(s.name, B, T, model.config)
         assert list(s.tensor.shape) == want, f"{s.name}: shape {list(s.tensor.shape)}, contract says {want}"
         assert s.tensor.dtype == (torch.int64 if s.name.startswith("input.") else torch.float32), s.name
     check_against_hf(model, inputs, stages)
+    check_losses(model, args.model, inputs, stages, labels)
 
     if args.only_stages:
         args.only_stages = [p for arg in args.only_stages for p in arg.split(",") if p]
@@ -592,7 +1034,15 @@ def main() -> int:
             "transformers": transformers.__version__,
         },
         "model": args.model_name or os.path.basename(os.path.normpath(args.model)),
-        "inputs": {"texts": list(args.texts), "pair": list(args.pair) if args.pair else None},
+        "inputs": {
+            "texts": list(args.texts),
+            "pair": list(args.pair) if args.pair else None,
+            # The token strings of input.ids as the model sees them (after masking, [PAD] included).
+            "tokens": [tok.convert_ids_to_tokens(row) for row in inputs["input_ids"].tolist()],
+            # Only the keys that were set, in this order: mask_prob, seed, mlm_targets, nsp_label, labels_from.
+            **{k: labels.record[k] for k in ("mask_prob", "seed", "mlm_targets", "nsp_label", "labels_from")
+               if k in labels.record},
+        },
         # A subset is recorded, so that a reader (and the Rust golden test) can tell a
         # deliberately partial dump from a truncated one.
         **({"only_stages": args.only_stages} if args.only_stages else {}),

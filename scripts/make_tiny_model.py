@@ -5,6 +5,8 @@ Usage:
 
     python scripts/make_tiny_model.py golden/tiny
     python scripts/make_tiny_model.py --chinese golden/tiny-chinese
+    python scripts/make_tiny_model.py --hidden-act gelu_new --seed 1 golden/tiny-gelu-new
+    python scripts/make_tiny_model.py --hidden-act relu --seed 2 golden/tiny-relu
 
 Writes, into OUT_DIR:
 
@@ -23,10 +25,16 @@ false``) and ``vocab.txt`` written the way ``BertTokenizer.save_pretrained``
 writes them (plus ``vocab.txt``, which bert-base-chinese also ships); and a
 ``BertForMaskedLM`` (MLM head, no pooler, no NSP head).
 
+``--hidden-act NAME`` sets the config's ``hidden_act`` (any name of
+transformers' ``ACT2FN``: ``gelu``, the default, is the exact erf form;
+``gelu_new`` the tanh approximation; ``relu``), used by every layer's
+feed-forward and by the MLM transform. ``--seed N`` (default 0) picks the
+random weights. With neither, the output is exactly what it always was.
+
 The model is random but deterministic: every number comes from
-``torch.manual_seed(0)``, and rerunning the script gives a byte-identical
-``model.safetensors`` (the script checks this itself by building the model
-twice). Biases and LayerNorm parameters are re-drawn so that none of them is 0
+``torch.manual_seed(N)`` (and ``N + 1`` for the biases and LayerNorms), and
+rerunning the script gives a byte-identical ``model.safetensors`` (the script
+checks this itself by building the model twice). Biases and LayerNorm parameters are re-drawn so that none of them is 0
 or 1, which means a forgotten bias or LayerNorm affine shows up as a mismatch.
 """
 
@@ -42,6 +50,7 @@ import tempfile
 import torch
 from safetensors import safe_open
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertForPreTraining, BertTokenizer
+from transformers.activations import ACT2FN
 
 SEED = 0
 
@@ -114,7 +123,7 @@ def build_vocab() -> list[str]:
     return vocab
 
 
-def build_config(vocab_size: int, architecture: str = "BertForPreTraining") -> BertConfig:
+def build_config(vocab_size: int, architecture: str = "BertForPreTraining", hidden_act: str = "gelu") -> BertConfig:
     return BertConfig(
         vocab_size=vocab_size,
         hidden_size=32,
@@ -123,7 +132,7 @@ def build_config(vocab_size: int, architecture: str = "BertForPreTraining") -> B
         intermediate_size=64,
         max_position_embeddings=64,
         type_vocab_size=2,
-        hidden_act="gelu",
+        hidden_act=hidden_act,
         layer_norm_eps=1e-12,
         # 0.2 rather than BERT's 0.02: with hidden_size 32 the default makes every
         # attention row nearly uniform, which would hide mistakes in the scores.
@@ -135,18 +144,19 @@ def build_config(vocab_size: int, architecture: str = "BertForPreTraining") -> B
     )
 
 
-def build_model(vocab_size: int, chinese: bool = False) -> BertForPreTraining | BertForMaskedLM:
-    torch.manual_seed(SEED)
+def build_model(vocab_size: int, chinese: bool = False, hidden_act: str = "gelu",
+                seed: int = SEED) -> BertForPreTraining | BertForMaskedLM:
+    torch.manual_seed(seed)
     if chinese:
-        model = BertForMaskedLM(build_config(vocab_size, "BertForMaskedLM"))
+        model = BertForMaskedLM(build_config(vocab_size, "BertForMaskedLM", hidden_act))
         assert model.bert.pooler is None, "BertForMaskedLM has no pooler"
     else:
-        model = BertForPreTraining(build_config(vocab_size))
+        model = BertForPreTraining(build_config(vocab_size, hidden_act=hidden_act))
     model.eval()
     # Re-draw every bias and LayerNorm parameter. named_parameters() yields each
     # shared parameter once (cls.predictions.decoder.bias IS cls.predictions.bias),
     # in module registration order, so the draws are deterministic.
-    gen = torch.Generator().manual_seed(SEED + 1)
+    gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "LayerNorm.weight" in name:
@@ -234,11 +244,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--chinese", action="store_true",
                     help="a cased Chinese-vocabulary BertForMaskedLM with tokenizer.json (like bert-base-chinese)")
+    ap.add_argument("--hidden-act", default="gelu", metavar="NAME",
+                    help="the config's hidden_act, e.g. gelu (default, exact erf form), gelu_new (tanh form), relu")
+    ap.add_argument("--seed", type=int, default=SEED, help=f"seed of the random weights (default {SEED})")
     ap.add_argument("out_dir")
     args = ap.parse_args()
+    if args.hidden_act not in ACT2FN:
+        ap.error(f"--hidden-act {args.hidden_act!r} is not an activation transformers knows: {sorted(ACT2FN)}")
+    if args.seed < 0:
+        ap.error("--seed must be >= 0")
 
     vocab = build_chinese_vocab() if args.chinese else build_vocab()
-    model = build_model(len(vocab), args.chinese)
+    model = build_model(len(vocab), args.chinese, args.hidden_act, args.seed)
     save(model, vocab, args.out_dir, args.chinese)
     st_path = os.path.join(args.out_dir, "model.safetensors")
 
@@ -247,11 +264,12 @@ def main() -> int:
     if args.chinese:
         files.append("tokenizer.json")
     with tempfile.TemporaryDirectory() as scratch:
-        save(build_model(len(vocab), args.chinese), vocab, scratch, args.chinese)
+        save(build_model(len(vocab), args.chinese, args.hidden_act, args.seed), vocab, scratch, args.chinese)
         for name in files:
             a, b = sha256(os.path.join(args.out_dir, name)), sha256(os.path.join(scratch, name))
             assert a == b, f"{name} differs between two runs: not deterministic"
 
+    print(f"hidden_act: {model.config.hidden_act}, seed {args.seed}")
     print(f"vocab: {len(vocab)} entries")
     print(f"model.safetensors: {os.path.getsize(st_path)} bytes, sha256 {sha256(st_path)} (rebuilt twice, identical)")
     print("safetensors tensors:")

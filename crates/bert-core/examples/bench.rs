@@ -33,15 +33,15 @@
 //! process: load, tokenize TEXT, trace every stage into DUMP_DIR; run it under
 //! `/usr/bin/time -v` for the wall time and the peak RSS.
 //!
-//! The thread count is bert-core's setting ([`bert_core::threads`]): `BERT_TRACE_THREADS`, or
+//! The thread count is bert-core's setting ([`bert_core::ops`]): `BERT_TRACE_THREADS`, or
 //! else all physical cores.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use bert_core::dump::DumpWriter;
-use bert_core::manifest::Inputs;
-use bert_core::stage::Stage;
+use bert_core::dump::{DumpWriter, Options};
+use bert_core::trace::manifest::Inputs;
+use bert_core::trace::stage::Stage;
 use bert_core::trace::{Discard, Sink, TensorView};
 use bert_core::{Batch, BertModel};
 use ndarray::Array2;
@@ -158,7 +158,7 @@ fn usage(problem: &str) -> ! {
 fn main() {
     let start = Instant::now();
     let args = parse_args();
-    let threads = bert_core::threads::init_from_env().unwrap_or_else(|e| usage(&e.to_string()));
+    let threads = bert_core::ops::init_from_env().unwrap_or_else(|e| usage(&e.to_string()));
     match args.command.as_str() {
         "forward" => forward(&args, threads),
         "profile" => profile(&args),
@@ -183,6 +183,8 @@ fn synthetic_batch(batch: usize, tokens: usize) -> Batch {
         token_type_ids: Array2::zeros((batch, tokens)),
         attention_mask: Array2::ones((batch, tokens)),
         tokens: vec![Vec::new(); batch],
+        pairs: false,
+        labels: Default::default(),
     }
 }
 
@@ -234,7 +236,8 @@ fn forward(args: &Args, threads: usize) {
             let batch = synthetic_batch(batch_size, tokens);
             for &trace in &args.trace {
                 let dir = args.out.join(format!("b{batch_size}_t{tokens}"));
-                let inputs = Inputs { texts: vec![format!("{tokens} synthetic tokens"); batch_size], pair: None };
+                let inputs =
+                    Inputs { texts: vec![format!("{tokens} synthetic tokens"); batch_size], ..Inputs::default() };
                 let prepare = || prepare(trace, &dir);
                 let run = || {
                     if trace == Trace::Off {
@@ -245,7 +248,7 @@ fn forward(args: &Args, threads: usize) {
                             serde_json::json!({"program": "bench"}),
                             "bench".into(),
                             inputs.clone(),
-                            false,
+                            Options::default(),
                         )
                         .expect("dump directory");
                         model.trace(&batch, &mut sink, None).expect("trace");
@@ -326,9 +329,16 @@ fn profile(args: &Args) {
         for (mode, &trace) in modes.iter().enumerate() {
             prepare(trace, &dir);
             let dump = (trace != Trace::Off).then(|| {
-                let inputs = Inputs { texts: vec![format!("{tokens} synthetic tokens"); batch_size], pair: None };
-                DumpWriter::create(&dir, serde_json::json!({"program": "bench"}), "bench".into(), inputs, false)
-                    .expect("dump directory")
+                let inputs =
+                    Inputs { texts: vec![format!("{tokens} synthetic tokens"); batch_size], ..Inputs::default() };
+                DumpWriter::create(
+                    &dir,
+                    serde_json::json!({"program": "bench"}),
+                    "bench".into(),
+                    inputs,
+                    Options::default(),
+                )
+                .expect("dump directory")
             });
             let mut clock = StageClock { last: Instant::now(), spent: Vec::new(), dump };
             model.trace(&batch, &mut clock, None).expect("trace");
@@ -419,9 +429,15 @@ fn cold(args: &Args, process_start: Instant) {
     let loaded = process_start.elapsed();
     let texts = vec![text];
     let batch = model.encode(&texts, None, false).expect("tokenize");
-    let inputs = Inputs { texts, pair: None };
-    let mut sink = DumpWriter::create(&args.out, serde_json::json!({"program": "bench"}), "bench".into(), inputs, true)
-        .expect("dump directory");
+    let inputs = Inputs { texts, ..Inputs::default() };
+    let mut sink = DumpWriter::create(
+        &args.out,
+        serde_json::json!({"program": "bench"}),
+        "bench".into(),
+        inputs,
+        Options { force: true, npz: false },
+    )
+    .expect("dump directory");
     let tokenized = process_start.elapsed();
     model.trace(&batch, &mut sink, None).expect("trace");
     let done = process_start.elapsed();

@@ -2,16 +2,18 @@
 //! for each kind of stage.
 //!
 //! An element passes when |ours - reference| <= atol + rtol * |reference| (numpy's `allclose`).
-//! Padding is handled the way the two sides really differ: masked scores hold f32::MIN or -inf
-//! depending on who wrote them, and compare equal; rows of padded query tokens are reported on
-//! their own and do not fail a stage, because no real token ever reads them.
+//! A value that is not finite (NaN, ±inf) never passes, on either side, with one exception: an
+//! attention score of a padding key is masked, written as f32::MIN or -inf depending on who wrote
+//! it, and two masked scores compare equal. The rows of padded query tokens are reported on
+//! their own and their finite differences do not fail a stage, because no real token ever reads
+//! them; a non-finite value there fails it like anywhere else.
 
 use ndarray::{ArrayD, Axis, Dimension};
 use serde::Serialize;
 
 use crate::dump::Dump;
-use crate::error::Result;
-use crate::stage::{self, Dim, StageKind};
+use crate::error::{BertError, Result};
+use crate::trace::stage::{self, Dim, StageKind};
 use crate::trace::Tensor;
 
 /// |ours - reference| <= atol + rtol * |reference|
@@ -36,17 +38,20 @@ impl Tolerance {
 pub fn default_tolerance(kind: StageKind) -> Tolerance {
     use StageKind::*;
     match kind {
-        InputIds | InputTokenTypeIds | InputAttentionMask => Tolerance::EXACT,
+        InputOriginalIds | InputIds | InputTokenTypeIds | InputAttentionMask => Tolerance::EXACT,
+        InputLabels | InputNextSentenceLabel => Tolerance::EXACT,
         // A table lookup and one or two additions: only the rounding of the sums.
         EmbWord | EmbPosition | EmbTokenType => Tolerance::EXACT,
         EmbSum => Tolerance { atol: 1e-7, rtol: 1e-6 },
         AttnProbs => Tolerance { atol: 1e-5, rtol: 1e-4 },
         MlmLogits | NspLogits | ClassifierLogits => Tolerance { atol: 1e-4, rtol: 1e-4 },
+        // A log-sum-exp over the logits: their error, at most, plus rounding.
+        MlmLosses | MlmLoss | NspLosses | NspLoss | Loss => Tolerance { atol: 1e-4, rtol: 1e-5 },
         _ => Tolerance { atol: 1e-4, rtol: 1e-4 },
     }
 }
 
-/// Values at or below this are a masked score, whether written as f32::MIN or -inf.
+/// Attention scores at or below this are masked, whether written as f32::MIN or -inf.
 const MASKED: f64 = -1e30;
 
 /// How one stage compares.
@@ -86,7 +91,7 @@ pub struct DiffStats {
     pub cosine: f64,
     /// The largest share of the tolerance any element used (> 1 fails).
     pub tolerance_used: f64,
-    /// Elements that are NaN or infinite on one side only, or NaN on either.
+    /// Elements that are NaN or infinite on either side (masked scores apart).
     pub non_finite: usize,
     /// Where the element that used most of the tolerance is, with both values.
     pub worst: Option<Worst>,
@@ -141,8 +146,21 @@ impl ToleranceOverride {
 }
 
 /// Compares every stage of `trace` with `reference`, in execution order. Stages present on one
-/// side only are listed (and fail the report).
+/// side only are listed (and fail the report). Two dumps with no stage in common are an error:
+/// a comparison of nothing must not pass.
 pub fn compare_dumps(reference: &Dump, trace: &Dump, overrides: ToleranceOverride) -> Result<Report> {
+    let common = reference.manifest.stages.iter().filter(|s| trace.entry(&s.name).is_some()).count();
+    if common == 0 {
+        return Err(BertError::Dump {
+            path: trace.dir.clone(),
+            problem: format!(
+                "has no stage in common with {} ({} and {} stages): nothing to compare",
+                reference.dir.display(),
+                trace.manifest.stages.len(),
+                reference.manifest.stages.len()
+            ),
+        });
+    }
     let mut names: Vec<String> = reference.manifest.stages.iter().map(|s| s.name.clone()).collect();
     for stage in &trace.manifest.stages {
         if !names.contains(&stage.name) {
@@ -247,20 +265,29 @@ pub fn compare_tensors(
     }
     let (reference, ours) = (reference.to_f64(), ours.to_f64());
     let padded = padded_selector(name, reference.shape(), query_mask);
+    // For attention scores: the `[B,T]` mask, whose zeros are the keys whose scores are masked.
+    let is_scores = stage::parse(name).is_some_and(|s| s.kind == StageKind::AttnScores);
+    let key_mask = query_mask.and_then(|m| m.clone().into_dimensionality::<ndarray::Ix2>().ok());
+    let masked_key = |index: &[usize]| match (&key_mask, index) {
+        (Some(mask), [b, _, _, key]) => mask.get([*b, *key]).is_some_and(|&m| m == 0),
+        (None, [_, _, _, _]) => true,
+        _ => false,
+    };
     let mut real = Accumulator::default();
     let mut pad = Accumulator::default();
     for ((index, &r), &o) in reference.indexed_iter().zip(ours.iter()) {
         let index: Vec<usize> = index.slice().to_vec();
         let is_padded = padded.as_ref().is_some_and(|(axis, mask)| mask[[index[0], index[*axis]]] == 0);
         let acc = if is_padded { &mut pad } else { &mut real };
-        acc.add(&index, r, o, &tolerance);
+        let masked = is_scores && r <= MASKED && o <= MASKED && masked_key(&index);
+        acc.add(&index, r, o, &tolerance, masked);
     }
     let stats = real.finish();
-    report.status = if stats.passed() { Status::Pass } else { Status::Fail };
+    let pad = (pad.elements > 0).then(|| pad.finish());
+    let padded_ok = pad.as_ref().is_none_or(|p| p.non_finite == 0);
+    report.status = if stats.passed() && padded_ok { Status::Pass } else { Status::Fail };
     report.stats = Some(stats);
-    if pad.elements > 0 {
-        report.padded_rows = Some(pad.finish());
-    }
+    report.padded_rows = pad;
     report
 }
 
@@ -297,14 +324,18 @@ struct Accumulator {
 }
 
 impl Accumulator {
-    fn add(&mut self, index: &[usize], r: f64, o: f64, tolerance: &Tolerance) {
+    /// Adds one element; `masked` when it is a masked attention score on both sides, which are
+    /// equal whether written as f32::MIN or -inf.
+    fn add(&mut self, index: &[usize], r: f64, o: f64, tolerance: &Tolerance, masked: bool) {
         self.elements += 1;
-        // Masked scores are equal whether written as f32::MIN or -inf.
-        if r <= MASKED && o <= MASKED {
+        if masked {
             return;
         }
-        let used = if r.is_nan() || o.is_nan() || (r.is_finite() != o.is_finite()) {
+        let used = if !r.is_finite() || !o.is_finite() {
             self.non_finite += 1;
+            // The error is as large as the values make it: NaN or infinite, never 0.
+            let diff = (o - r).abs();
+            self.max_abs = if diff.is_nan() || self.max_abs.is_nan() { f64::NAN } else { f64::INFINITY };
             f64::INFINITY
         } else if r == o {
             0.0

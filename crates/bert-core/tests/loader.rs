@@ -4,7 +4,7 @@
 
 mod support;
 
-use bert_core::stage::HeadSet;
+use bert_core::trace::stage::HeadSet;
 use bert_core::{BertError, BertModel};
 use serde_json::json;
 use support::{assert_identical, assert_mentions, first_difference, trace_all, Checkpoint, Dtype, RawTensor};
@@ -31,7 +31,7 @@ fn baseline_loads_with_all_heads_and_a_tied_decoder() {
 
     let memory = trace_all(&model);
     let names: Vec<String> = memory.stages.iter().map(|(s, _)| s.name()).collect();
-    let plan: Vec<String> = model.plan().iter().map(|s| s.name()).collect();
+    let plan: Vec<String> = model.plan(Default::default()).iter().map(|s| s.name()).collect();
     assert_eq!(names, plan, "every planned stage is traced, in order");
     for (stage, tensor) in &memory.stages {
         if let bert_core::trace::Tensor::F32(a) = tensor {
@@ -353,7 +353,7 @@ fn without_pooler_and_heads_the_encoder_still_runs() {
 
     let full = trace_all(&model0);
     let bare = trace_all(&model);
-    let last = model.plan().last().unwrap().name();
+    let last = model.plan(Default::default()).last().unwrap().name();
     assert!(last.starts_with("layer0."), "the last stage is the encoder's: {last}");
     // The encoder's stages are the baseline's, bit for bit.
     let prefix = bert_core::trace::Memory { stages: full.stages[..bare.stages.len()].to_vec() };

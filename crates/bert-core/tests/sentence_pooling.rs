@@ -63,7 +63,7 @@ fn the_stage_is_there_only_for_mean_pooling() {
     for (label, files, want) in cases {
         let (_dir, model) = load_with(&files);
         let model = model.unwrap_or_else(|e| panic!("{label}: {e}"));
-        let names: Vec<String> = model.plan().iter().map(|s| s.name()).collect();
+        let names: Vec<String> = model.plan(Default::default()).iter().map(|s| s.name()).collect();
         let got = names.last().map(String::as_str) == Some("sentence.pooled");
         if got != want || model.heads().sentence != want {
             failures.push(format!("{label}: expected sentence.pooled {want}, got plan ending {:?}", names.last()));

@@ -6,7 +6,7 @@ mod support;
 
 use std::path::Path;
 
-use bert_core::tokenize::BertTokenizer;
+use bert_core::load::tokenize::BertTokenizer;
 use bert_core::BertError;
 use support::{assert_mentions, Checkpoint};
 use tempfile::TempDir;

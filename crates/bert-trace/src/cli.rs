@@ -22,10 +22,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Compare two dump directories stage by stage (exit 0: all pass, 1: some fail, 2: bad input)
+    /// Compare two dumps (directories or .npz) stage by stage (exit 0: all pass, 1: some fail, 2: bad input)
     Diff(DiffArgs),
     /// List every stage name in execution order, with its shape, HF equivalent and formula
-    Stages(ModelArgs),
+    Stages(StagesArgs),
     /// Show the model's config and its parameter counts per part
     Inspect(InspectArgs),
 }
@@ -70,6 +70,32 @@ pub struct TraceArgs {
     #[arg(long, value_name = "DIR", default_value = "trace")]
     pub out: PathBuf,
 
+    /// Mask tokens at random as BERT's pretraining does: each token that is not special or
+    /// padding is chosen with probability P, then becomes [MASK] (80%), a random token (10%) or
+    /// stays (10%); adds the MLM loss. Needs --seed
+    #[arg(long, value_name = "P", requires = "seed")]
+    pub mask_prob: Option<f64>,
+
+    /// The seed of --mask-prob's random numbers (SplitMix64): the same seed gives the same masks
+    /// on every machine
+    #[arg(long, value_name = "N", requires = "mask_prob")]
+    pub seed: Option<u64>,
+
+    /// The word each [MASK] you typed is to be predicted as, in order (repeatable); adds the MLM loss
+    #[arg(long = "mlm-target", value_name = "WORD")]
+    pub mlm_targets: Vec<String>,
+
+    /// With --pair: 0 when sentence B follows A, 1 when B is random (once for all pairs, or once
+    /// per TEXT); adds the NSP loss
+    #[arg(long = "nsp-label", value_name = "0|1", requires = "pair", value_parser = clap::value_parser!(i64).range(0..=1))]
+    pub nsp_labels: Vec<i64>,
+
+    /// Which implementation of BERT's operations to run: fast (the default: fast kernels where
+    /// this CPU has them) or reference (the plain formulas the walkthrough quotes; slower)
+    /// [env: BERT_TRACE_KERNELS]
+    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
+    pub kernels: Option<String>,
+
     /// Only print; write nothing
     #[arg(long, conflicts_with_all = ["npz", "reference"])]
     pub no_dump: bool,
@@ -107,18 +133,35 @@ pub struct TraceArgs {
 #[derive(Debug, Args, Clone, Copy)]
 pub struct ToleranceArgs {
     /// Absolute tolerance for every stage: |ours - ref| <= atol + rtol * |ref|
-    #[arg(long, value_name = "ATOL")]
+    #[arg(long, value_name = "ATOL", value_parser = tolerance)]
     pub atol: Option<f64>,
     /// Relative tolerance for every stage
-    #[arg(long, value_name = "RTOL")]
+    #[arg(long, value_name = "RTOL", value_parser = tolerance)]
     pub rtol: Option<f64>,
+}
+
+/// A tolerance: a finite number, 0 or more.
+fn tolerance(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value.is_finite() && value >= 0.0 => Ok(value),
+        _ => Err(format!("`{text}` is not a tolerance: expected a finite number, 0 or more")),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct StagesArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Print only the stage names, one per line (for scripts)
+    #[arg(long)]
+    pub names: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The reference dump (e.g. from scripts/dump_reference.py)
+    /// The reference dump (e.g. from scripts/dump_reference.py): a directory, or its trace.npz
     pub reference: PathBuf,
-    /// The dump to check (e.g. from bert-trace)
+    /// The dump to check (e.g. from bert-trace): a directory, or its trace.npz
     pub trace: PathBuf,
     #[command(flatten)]
     pub tolerance: ToleranceArgs,

@@ -48,14 +48,16 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report) {
         let worst = padded
             .iter()
             .filter_map(|s| s.padded_rows.as_ref().map(|p| (s.name.as_str(), p.max_abs)))
-            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .max_by(|a, b| a.1.is_nan().cmp(&b.1.is_nan()).then(a.1.total_cmp(&b.1)))
             .expect("not empty");
+        let non_finite: usize = padded.iter().filter_map(|s| s.padded_rows.as_ref()).map(|p| p.non_finite).sum();
         println!(
-            "padded query rows, reported apart and not judged (no real token reads them): \
-             {} stages, largest max|Δ| {} in {}",
+            "padded query rows, reported apart and their finite differences not judged (no real token reads \
+             them): {} stages, largest max|Δ| {} in {}{}",
             padded.len(),
             num(worst.1),
-            worst.0
+            worst.0,
+            if non_finite > 0 { format!("; {non_finite} NaN/Inf there fail their stages") } else { String::new() }
         );
     }
     let passed = report.stages.iter().filter(|s| s.status == Status::Pass).count();
@@ -99,7 +101,7 @@ fn describe(status: &Status, stage: &StageReport) -> String {
         Status::DtypeMismatch => "dtypes differ".into(),
         Status::OnlyInReference => "present in the reference only".into(),
         Status::OnlyInTrace => "present in the trace only".into(),
-        Status::Fail => "non-finite values (NaN or Inf) where the other side has numbers".into(),
+        Status::Fail => "non-finite values (NaN or Inf), which never pass, in padded rows or elsewhere".into(),
         Status::Pass => "passes".into(),
     }
 }
@@ -107,10 +109,13 @@ fn describe(status: &Status, stage: &StageReport) -> String {
 fn row(stage: &StageReport) -> Vec<String> {
     let result = match &stage.status {
         Status::Pass => "ok".to_string(),
-        Status::Fail => match &stage.stats {
-            Some(s) if s.non_finite > 0 => format!("FAIL ({} NaN/Inf)", s.non_finite),
-            _ => "FAIL".into(),
-        },
+        Status::Fail => {
+            let padded = stage.padded_rows.as_ref().map_or(0, |p| p.non_finite);
+            match stage.stats.as_ref().map_or(0, |s| s.non_finite) + padded {
+                0 => "FAIL".into(),
+                n => format!("FAIL ({n} NaN/Inf)"),
+            }
+        }
         Status::ShapeMismatch => "FAIL (shape)".into(),
         Status::DtypeMismatch => "FAIL (dtype)".into(),
         Status::OnlyInReference => "reference only".into(),

@@ -4,7 +4,10 @@
 //! a download that breaks off leaves `blobs/<etag>.part`, which the next run resumes with an HTTP
 //! Range request.
 //!
-//! Two things hf-hub does not do are done here:
+//! Three things hf-hub does not do are done here:
+//! - It sets no timeout: a server that accepts the connection and never answers would hang the
+//!   command. A watchdog ends the run with one line when no byte has arrived for
+//!   `HF_HUB_DOWNLOAD_TIMEOUT` seconds (10 by default, huggingface_hub's variable and default).
 //! - It never checks a finished download. A server that ignores the Range header of a resumed
 //!   download answers with the whole file, which hf-hub appends to the part it has and renames
 //!   into place as if complete. So every blob fetched here is checked against its name, which
@@ -17,9 +20,13 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hf_hub::api::sync::{Api, ApiBuilder, ApiError};
+use hf_hub::api::Progress;
 use hf_hub::{Repo, RepoType};
 
 use crate::hub_cache::{hf_home, Env, HubCache};
@@ -33,6 +40,9 @@ pub struct Downloader {
     api: Api,
     pub endpoint: String,
     cache: HubCache,
+    progress: bool,
+    /// How long a download may go without a byte before it is given up.
+    timeout: Duration,
 }
 
 impl Downloader {
@@ -42,13 +52,20 @@ impl Downloader {
             .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
         let progress = !env("HF_HUB_DISABLE_PROGRESS_BARS")
             .is_some_and(|v| ["1", "ON", "YES", "TRUE"].contains(&v.to_uppercase().as_str()));
+        let timeout = match env("HF_HUB_DOWNLOAD_TIMEOUT") {
+            None => Duration::from_secs(10),
+            Some(text) => match text.trim().parse::<f64>() {
+                Ok(seconds) if seconds.is_finite() && seconds > 0.0 => Duration::from_secs_f64(seconds),
+                _ => bail!("HF_HUB_DOWNLOAD_TIMEOUT is `{text}`, expected a number of seconds greater than 0"),
+            },
+        };
         let api = ApiBuilder::from_cache(hf_hub::Cache::new(cache.dir.clone()))
             .with_endpoint(endpoint.clone())
             .with_token(token(env))
-            .with_progress(progress)
+            .with_progress(false)
             .build()
             .context("cannot set up the HTTP client")?;
-        Ok(Downloader { api, endpoint, cache: cache.clone() })
+        Ok(Downloader { api, endpoint, cache: cache.clone(), progress, timeout })
     }
 
     /// The URL a file is downloaded from.
@@ -64,7 +81,12 @@ impl Downloader {
     /// when the repo has no such file (HTTP 404).
     pub fn fetch(&self, id: &HubId, file: &str) -> Result<Option<PathBuf>> {
         let url = self.url(id, file);
-        match self.repo(id).download(file) {
+        let watch = Watch::start(format!("{id}: {file} from {}", self.endpoint), self.timeout);
+        let bar = (self.progress && std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .then(indicatif::ProgressBar::no_length);
+        let result = self.repo(id).download_with_progress(file, Watched { watch: &watch, bar });
+        watch.stop();
+        match result {
             Ok(path) => {
                 self.verify(id, file, &path)?;
                 Ok(Some(path))
@@ -140,6 +162,76 @@ impl Downloader {
             "{id}: the downloaded {file} ({size} bytes) does not match its hash {etag} (got {actual}); \
              it was deleted, run again to download it afresh"
         )
+    }
+}
+
+/// The time of a download's last sign of life, and the thread that ends the run when it is
+/// older than the timeout.
+struct Watch {
+    start: Instant,
+    /// Milliseconds from `start` to the last byte (or to the start).
+    last: Arc<AtomicU64>,
+    done: Arc<AtomicBool>,
+}
+
+impl Watch {
+    fn start(what: String, timeout: Duration) -> Watch {
+        let start = Instant::now();
+        let (last, done) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
+        let (seen, finished) = (Arc::clone(&last), Arc::clone(&done));
+        std::thread::spawn(move || {
+            while !finished.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(50).min(timeout));
+                let quiet = start.elapsed().saturating_sub(Duration::from_millis(seen.load(Ordering::Acquire)));
+                if quiet > timeout && !finished.load(Ordering::Acquire) {
+                    // Nothing of the user's is being written: the output directory is touched
+                    // only after the model is loaded, and a partial download is kept for the
+                    // next run to resume.
+                    eprintln!(
+                        "error: {what}: timed out: no data for {:.1} s (set HF_HUB_DOWNLOAD_TIMEOUT to wait longer)",
+                        timeout.as_secs_f64()
+                    );
+                    std::process::exit(2);
+                }
+            }
+        });
+        Watch { start, last, done }
+    }
+
+    fn alive(&self) {
+        self.last.store(self.start.elapsed().as_millis() as u64, Ordering::Release);
+    }
+
+    fn stop(&self) {
+        self.done.store(true, Ordering::Release);
+    }
+}
+
+/// hf-hub's progress callbacks, which mark the download alive and draw the bar.
+struct Watched<'a> {
+    watch: &'a Watch,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress for Watched<'_> {
+    fn init(&mut self, size: usize, filename: &str) {
+        self.watch.alive();
+        if let Some(bar) = &mut self.bar {
+            bar.init(size, filename);
+        }
+    }
+
+    fn update(&mut self, size: usize) {
+        self.watch.alive();
+        if let Some(bar) = &mut self.bar {
+            bar.update(size);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = &mut self.bar {
+            Progress::finish(bar);
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use bert_core::sentence_pooling::DEFAULT_POOLING_DIR;
+use bert_core::model::sentence_pooling::DEFAULT_POOLING_DIR;
 use bert_core::BertConfig;
 
 use crate::hub_cache::{offline, Env, HubCache, Snapshot, CONFIG, PICKLE, TOKENIZER_FILES, WEIGHTS};

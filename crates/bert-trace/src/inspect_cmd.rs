@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use bert_core::params::ParamCounts;
-use bert_core::stage::HeadSet;
+use bert_core::trace::stage::HeadSet;
 use bert_core::BertConfig;
 
 use crate::cli::InspectArgs;

@@ -9,12 +9,12 @@ mod hub_id;
 mod hub_model;
 mod inspect_cmd;
 mod model_source;
-mod npz;
 mod predictions;
 mod preview;
 mod stages_cmd;
 mod stats;
 mod table;
+mod tokens_table;
 mod trace_cmd;
 
 use std::process::ExitCode;
@@ -24,18 +24,24 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    // Like other Unix tools, end quietly when the reader of our output goes away
-    // (`bert-trace ... | head`), instead of failing to print.
     #[cfg(unix)]
-    // SAFETY: setting a signal's disposition to its default at start-up, before any thread.
+    // SAFETY: setting two signals' dispositions at start-up, before any thread exists.
     unsafe {
+        // Like other Unix tools, end quietly when the reader of our output goes away
+        // (`bert-trace ... | head`), instead of failing to print.
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        // A file-size limit (`ulimit -f`) then makes a write fail with an error we report,
+        // instead of killing the process without a word.
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
     // A bug must still end in one line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         eprintln!("error: internal error in bert-trace ({info}); please report it");
     }));
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return argument_error(error),
+    };
     let result = match &cli.command {
         None => trace_cmd::run(&cli.trace),
         Some(Command::Diff(args)) => diff_cmd::run(args),
@@ -49,4 +55,20 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `--help` and `--version` as clap prints them; any other argument error in one line, with
+/// clap's tip when it has one, like every other error.
+fn argument_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = error.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = error.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let problem = lines.next().unwrap_or("bad arguments").trim_start_matches("error: ");
+    let tip = lines.find_map(|l| l.strip_prefix("tip: ")).map(|t| format!("; {t}")).unwrap_or_default();
+    eprintln!("error: {problem}{tip} (see bert-trace --help)");
+    ExitCode::from(2)
 }

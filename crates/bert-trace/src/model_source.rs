@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use bert_core::model::TokenizerFiles;
-use bert_core::weights::Storage;
+use bert_core::load::checkpoint::TokenizerFiles;
+use bert_core::load::weights::Storage;
 use bert_core::BertModel;
 
 use crate::cli::ModelArgs;
@@ -78,7 +78,7 @@ pub fn embedded() -> Result<BertModel> {
 pub fn embedded_note(model: &BertModel) -> String {
     format!(
         "note: using the tiny random model built into bert-trace ({} layers, hidden {}, vocab {}); \
-         its predictions are meaningless. Pick a real one with --model DIR.",
+         its predictions are meaningless. Pick a real one with --model DIR or a hub id.",
         model.config.num_hidden_layers, model.config.hidden_size, model.config.vocab_size
     )
 }

@@ -1,10 +1,11 @@
 //! What the heads say: top-k tokens for each [MASK], the argmax sequence, NSP and classifier
-//! probabilities.
+//! probabilities; and with labels, the losses and how each labelled position fared.
 
 use std::fmt::Write;
 
+use bert_core::load::tokenize::MASK;
 use bert_core::model::Outputs;
-use bert_core::tokenize::MASK;
+use bert_core::objectives::IGNORE;
 use bert_core::{Batch, BertModel};
 use ndarray::{ArrayView1, Axis};
 
@@ -85,6 +86,65 @@ pub fn report(model: &BertModel, batch: &Batch, outputs: &Outputs, top_k: usize)
             }
         }
         let _ = writeln!(out, "\nclassifier (classifier.logits):\n{table}");
+    }
+    out
+}
+
+/// The pretraining losses, when the batch has labels: each loss, the MLM perplexity, and for each
+/// labelled position the target's probability and rank; for each pair its NSP label's.
+pub fn losses(model: &BertModel, batch: &Batch, outputs: &Outputs) -> String {
+    let mut out = String::new();
+    let Some(total) = outputs.loss else { return out };
+    let mut table = new_table(&["loss", "value", "what"], &[1]);
+    if let (Some(loss), Some(labels)) = (outputs.mlm_loss, &batch.labels.mlm) {
+        let labelled = labels.iter().filter(|&&l| l != IGNORE).count();
+        let perplexity = (loss as f64).exp();
+        table.add_row(vec![
+            "mlm.loss".into(),
+            format!("{loss:.4}"),
+            format!("mean over {labelled} labelled position(s); perplexity exp(mlm.loss) = {perplexity:.2}"),
+        ]);
+    }
+    if let (Some(loss), Some(labels)) = (outputs.nsp_loss, &batch.labels.nsp) {
+        table.add_row(vec!["nsp.loss".into(), format!("{loss:.4}"), format!("mean over {} sequence(s)", labels.len())]);
+    }
+    let sum = match (outputs.mlm_loss, outputs.nsp_loss) {
+        (Some(_), Some(_)) => "mlm.loss + nsp.loss, as BertForPreTraining returns it",
+        (Some(_), None) => "mlm.loss, as BertForMaskedLM returns it",
+        _ => "nsp.loss, as BertForNextSentencePrediction returns it",
+    };
+    table.add_row(vec!["loss".into(), format!("{total:.4}"), sum.into()]);
+    let _ = writeln!(out, "\npretraining losses:\n{table}");
+
+    if let (Some(logits), Some(labels)) = (&outputs.mlm_logits, &batch.labels.mlm) {
+        let mut table =
+            new_table(&["sequence", "pos", "model sees", "target", "P(target)", "rank", "loss"], &[0, 1, 4, 5, 6]);
+        for ((b, t), &label) in labels.indexed_iter().filter(|(_, &l)| l != IGNORE) {
+            let row = logits.index_axis(Axis(0), b);
+            let row = row.row(t);
+            let p = softmax(row);
+            let rank = 1 + row.iter().filter(|&&v| v > row[label as usize]).count();
+            let token = |id: i64| model.tokenizer.id_to_token(id as u32).unwrap_or_default();
+            table.add_row(vec![
+                b.to_string(),
+                t.to_string(),
+                token(batch.ids[[b, t]]),
+                token(label),
+                format!("{:.4}", p[label as usize]),
+                rank.to_string(),
+                format!("{:.4}", -p[label as usize].ln()),
+            ]);
+        }
+        let _ = writeln!(out, "\nlabelled positions (input.labels != -100):\n{table}");
+    }
+    if let (Some(logits), Some(labels)) = (&outputs.nsp_logits, &batch.labels.nsp) {
+        let mut table = new_table(&["sequence", "next_sentence_label", "P(label)", "loss"], &[0, 1, 2, 3]);
+        for (b, (row, &label)) in logits.outer_iter().zip(labels).enumerate() {
+            let p = softmax(row)[label as usize];
+            let meaning = if label == 0 { "0 (B follows A)" } else { "1 (B is random)" };
+            table.add_row(vec![b.to_string(), meaning.into(), format!("{p:.4}"), format!("{:.4}", -p.ln())]);
+        }
+        let _ = writeln!(out, "\nnext-sentence labels:\n{table}");
     }
     out
 }

@@ -1,26 +1,32 @@
 //! `bert-trace stages`: every stage name in execution order, with its shape for this model.
 
 use anyhow::Result;
-use bert_core::stage::Dim;
+use bert_core::trace::stage::Dim;
 use bert_core::BertModel;
 
-use crate::cli::ModelArgs;
+use crate::cli::StagesArgs;
 use crate::model_source;
 use crate::table::new_table;
 
-pub fn run(args: &ModelArgs) -> Result<i32> {
-    let (model, embedded) = model_source::load(args)?;
-    if embedded {
+pub fn run(args: &StagesArgs) -> Result<i32> {
+    let (model, embedded) = model_source::load(&args.model)?;
+    if embedded && !args.names {
         eprintln!("{}", model_source::embedded_note(&model));
     }
-    println!("{}", table(&model));
+    if args.names {
+        for stage in model.plan(Default::default()) {
+            println!("{stage}");
+        }
+    } else {
+        println!("{}", table(&model));
+    }
     Ok(0)
 }
 
 fn table(model: &BertModel) -> comfy_table::Table {
     let dims = model.dims(0, 0);
     let mut table = new_table(&["stage", "shape", "for this model", "Hugging Face", "formula"], &[]);
-    for stage in model.plan() {
+    for stage in model.plan(Default::default()) {
         // B and T depend on the input, so they stay symbolic; the rest come from config.json.
         let sizes: Vec<String> = stage
             .info()

@@ -1,15 +1,18 @@
 //! Tables and numbers as the CLI prints them.
 
+use std::io::IsTerminal;
+
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, ContentArrangement, Table};
 
-/// A table with `header`, the columns from `right_aligned` on aligned right (numbers).
+/// A table with `header`, the columns from `right_aligned` on aligned right (numbers). On a
+/// terminal it fits the terminal's width, wrapping long cells; piped, every row is one line, as
+/// wide as it needs.
 pub fn new_table(header: &[&str], right_aligned: &[usize]) -> Table {
     let mut table = Table::new();
-    table
-        .load_style(UTF8_BORDERS_ONLY)
-        .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(header.to_vec());
+    let arrangement =
+        if std::io::stdout().is_terminal() { ContentArrangement::Dynamic } else { ContentArrangement::Disabled };
+    table.load_style(UTF8_BORDERS_ONLY).set_content_arrangement(arrangement).set_header(header.to_vec());
     for &col in right_aligned {
         if let Some(column) = table.column_mut(col) {
             column.set_cell_alignment(CellAlignment::Right);

@@ -1,60 +1,83 @@
 //! The default command: tokenize, trace, print tokens and per-stage statistics, write the dump,
-//! show the heads' predictions, and optionally diff against a reference.
+//! show the heads' predictions and the losses, and optionally diff against a reference.
+//!
+//! Every check that can refuse a run (the arguments, the texts, the model, the tokens, the
+//! labels, the memory a run needs, the reference, `--out` against the reference) happens before
+//! the output directory is touched.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use bert_core::dump::{Dump, DumpWriter};
-use bert_core::manifest::Inputs;
-use bert_core::stage::{DType, Part, Stage};
-use bert_core::threads;
+use bert_core::dump::{self, Dump, DumpWriter};
+use bert_core::load::files;
+use bert_core::ops::{self, Kernels};
+use bert_core::trace::manifest::Inputs;
+use bert_core::trace::stage::{DType, Part, Stage};
 use bert_core::trace::{Discard, Sink};
-use bert_core::{Batch, BertModel};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
 use crate::cli::TraceArgs;
 use crate::diff_cmd;
 use crate::model_source;
-use crate::npz::NpzWriter;
 use crate::predictions;
 use crate::preview::preview;
 use crate::stats::Recorder;
 use crate::table::{new_table, num, shape};
+use crate::tokens_table;
 
 /// Runs the trace; returns the exit status (1 when `--reference` finds a failing stage).
 pub fn run(args: &TraceArgs) -> Result<i32> {
     // First, while this is the only thread: the setting is passed on to matrixmultiply through
-    // the environment (see bert_core::threads).
+    // the environment (see bert_core::ops::set_threads).
     let threads = match args.threads {
-        Some(n) if !(1..=threads::MAX_THREADS).contains(&n) => {
-            bail!("--threads is {n}, expected a whole number of threads from 1 to {}", threads::MAX_THREADS)
-        }
-        Some(n) => threads::set_threads(n)?,
-        None => threads::init_from_env()?,
+        Some(n) => ops::set_threads(ops::check_threads(n, "--threads", &n.to_string())?)?,
+        None => ops::init_from_env()?,
+    };
+    let kernels = match &args.kernels {
+        Some(name) => Kernels::parse(name).expect("clap checked the name"),
+        None => Kernels::from_env().map_err(anyhow::Error::msg)?.unwrap_or_default(),
     };
     let texts = texts(args)?;
     if texts.is_empty() {
         bail!("no TEXT given; try: bert-trace \"When in Rome, do as the [MASK] do.\" (or --help)");
     }
-    let (model, embedded) = model_source::load(&args.model)?;
+    let (mut model, embedded) = model_source::load(&args.model)?;
     if embedded {
         eprintln!("{}", model_source::embedded_note(&model));
     }
-    let pairs = (!args.pair.is_empty()).then_some(args.pair.as_slice());
-    let batch = model.encode(&texts, pairs, args.truncate)?;
-    let stop = args.stop_at.as_deref().map(|name| model.resolve_stop(name)).transpose()?;
-    let only = only_filter(&args.only, &model.plan())?;
-    let model_name = model_source::name(&args.model, &model);
+    model.kernels = kernels;
+    let mut inputs = Inputs {
+        texts,
+        pair: (!args.pair.is_empty()).then(|| args.pair.clone()),
+        mask_prob: args.mask_prob,
+        seed: args.seed,
+        mlm_targets: (!args.mlm_targets.is_empty()).then(|| args.mlm_targets.clone()),
+        nsp_label: (!args.nsp_labels.is_empty()).then(|| args.nsp_labels.clone()),
+        ..Inputs::default()
+    };
+    let batch = model.encode_inputs(&inputs, args.truncate)?;
+    inputs.tokens = Some(tokens_table::tokens_seen(&model, &batch));
+    if let Some(labels) = &batch.labels.nsp {
+        inputs.nsp_label = Some(labels.to_vec());
+    }
+    let objectives = batch.objectives();
+    let stop = args.stop_at.as_deref().map(|name| model.resolve_stop(name, objectives)).transpose()?;
+    let only = only_filter(&args.only, &model.plan(objectives))?;
+    model.check(&batch)?;
+    let reference = args.reference.as_deref().map(Dump::open).transpose()?;
+    if let Some(reference) = &reference {
+        refuse_out_as_reference(&args.out, &reference.dir)?;
+    }
 
+    let model_name = model_source::name(&args.model, &model);
     let mut sink: Box<dyn Sink> = if args.no_dump {
         Box::new(Discard)
-    } else if args.npz {
-        Box::new(NpzWriter::create(&args.out, only.clone())?)
     } else {
-        let inputs = Inputs { texts: texts.clone(), pair: pairs.map(<[String]>::to_vec) };
-        let producer =
-            serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads});
-        let mut writer = DumpWriter::create(&args.out, producer, model_name, inputs, args.force)?;
+        let producer = serde_json::json!({
+            "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads, "kernels": kernels.name(),
+        });
+        let options = dump::Options { force: args.force, npz: args.npz };
+        let mut writer = DumpWriter::create(&args.out, producer, model_name, inputs, options)?;
         writer.set_stopped_at(stop);
         if !args.only.is_empty() {
             let only = only.clone();
@@ -66,30 +89,37 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
     let mut recorder = Recorder::new(sink.as_mut(), stop);
     let traced = model.trace(&batch, &mut recorder, stop)?;
 
-    print_tokens(&model, &batch);
+    tokens_table::print(&model, &batch);
     println!("\n{}", stage_table(&recorder, &only));
     if let (Some(stage), Some(tensor)) = (traced.stopped_at, &recorder.kept) {
         println!("\nstopped after {stage}; nothing after it was computed.");
         println!("{stage} {}:\n{}", shape(tensor.shape()), preview(tensor));
     }
     print!("{}", predictions::report(&model, &batch, &traced.outputs, args.top_k));
+    print!("{}", predictions::losses(&model, &batch, &traced.outputs));
     let written = recorder.rows.iter().filter(|r| only.keeps(&r.stage)).count();
     drop(recorder);
     if !args.no_dump {
-        let what = if args.npz { "trace.npz" } else { "manifest.json" };
+        let what = if args.npz { "trace.npz and manifest.json" } else { "manifest.json" };
         println!("\nwrote {written} stages to {} ({what})", args.out.display());
     }
-    match &args.reference {
-        Some(reference) => compare_with(reference, &args.out, args),
+    match &reference {
+        Some(reference) => {
+            println!();
+            diff_cmd::report(reference, &Dump::open(&args.out)?, args.tolerance, false)
+        }
         None => Ok(0),
     }
 }
+
+/// The most bytes `--file` may have: far more text than any batch a BERT can read.
+const MAX_TEXT_FILE: u64 = 64 << 20;
 
 /// The TEXT arguments, then the lines of `--file`.
 fn texts(args: &TraceArgs) -> Result<Vec<String>> {
     let mut texts = args.texts.clone();
     if let Some(path) = &args.file {
-        let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let bytes = files::read(path, MAX_TEXT_FILE).with_context(|| format!("{}: cannot read", path.display()))?;
         for (idx, line) in bytes.split(|&b| b == b'\n').enumerate() {
             let line = std::str::from_utf8(line)
                 .with_context(|| format!("{}: line {} is not valid UTF-8", path.display(), idx + 1))?;
@@ -100,6 +130,25 @@ fn texts(args: &TraceArgs) -> Result<Vec<String>> {
         }
     }
     Ok(texts)
+}
+
+/// Refuses an `--out` that is the `--reference` directory: the trace would replace the dump it
+/// is then checked against, and every stage would pass.
+fn refuse_out_as_reference(out: &Path, reference: &Path) -> Result<()> {
+    let canonical = |path: &Path| -> Option<PathBuf> {
+        match path.canonicalize() {
+            Ok(path) => Some(path),
+            Err(_) => Some(path.parent()?.canonicalize().ok()?.join(path.file_name()?)),
+        }
+    };
+    if canonical(out).is_some() && canonical(out) == canonical(reference) {
+        bail!(
+            "--out {} is the --reference directory: the trace would replace the dump it is compared with; choose \
+             another --out",
+            out.display()
+        );
+    }
+    Ok(())
 }
 
 /// The stages `--only` selects: those matching any pattern, and always the inputs, which every
@@ -123,7 +172,7 @@ fn only_filter(patterns: &[String], plan: &[Stage]) -> Result<Selection> {
         let glob = Glob::new(pattern).with_context(|| format!("--only `{pattern}` is not a valid glob"))?;
         let matcher = glob.compile_matcher();
         if !plan.iter().any(|s| matcher.is_match(s.name())) {
-            let hint = bert_core::stage::suggestions(pattern, plan);
+            let hint = bert_core::trace::stage::suggestions(pattern, plan);
             bail!(
                 "--only `{pattern}` matches no stage of this model{}",
                 if hint.is_empty() {
@@ -138,38 +187,14 @@ fn only_filter(patterns: &[String], plan: &[Stage]) -> Result<Selection> {
     Ok(Selection(Some(set.build()?)))
 }
 
-fn print_tokens(model: &BertModel, batch: &Batch) {
-    let (b, t) = batch.dims();
-    for seq in 0..b {
-        let mut table = new_table(&["pos", "token", "id", "type", "mask"], &[0, 2, 3, 4]);
-        for pos in 0..t {
-            let id = batch.ids[[seq, pos]];
-            let token = batch.tokens[seq]
-                .get(pos)
-                .cloned()
-                .or_else(|| model.tokenizer.id_to_token(id as u32))
-                .unwrap_or_default();
-            table.add_row(vec![
-                pos.to_string(),
-                token,
-                id.to_string(),
-                batch.token_type_ids[[seq, pos]].to_string(),
-                batch.attention_mask[[seq, pos]].to_string(),
-            ]);
-        }
-        let title = if b > 1 { format!("tokens of sequence {seq}") } else { "tokens".into() };
-        println!("{title} ({} of {t} real):\n{table}", batch.tokens[seq].len());
-    }
-}
-
 /// One row per stage `--only` selects (all of them without it).
 fn stage_table(recorder: &Recorder, only: &Selection) -> comfy_table::Table {
     let mut table = new_table(&["stage", "shape", "min", "mean", "std", "max", "formula"], &[2, 3, 4, 5]);
     for row in recorder.rows.iter().filter(|r| only.keeps(&r.stage)) {
         // Token ids are integers; their min and max read better without decimals.
         let extreme = |v: f64| match row.stage.info().dtype {
-            DType::I64 => format!("{v:.0}"),
-            DType::F32 => num(v),
+            DType::I64 if v.is_finite() => format!("{v:.0}"),
+            _ => num(v),
         };
         table.add_row(vec![
             row.stage.name(),
@@ -184,9 +209,24 @@ fn stage_table(recorder: &Recorder, only: &Selection) -> comfy_table::Table {
     table
 }
 
-fn compare_with(reference: &Path, out: &Path, args: &TraceArgs) -> Result<i32> {
-    let reference = Dump::open(reference)?;
-    let ours = Dump::open(out)?;
-    println!();
-    diff_cmd::report(&reference, &ours, args.tolerance, false)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_is_refused_only_when_it_is_the_reference() {
+        let tmp = tempfile::tempdir().unwrap();
+        let reference = tmp.path().join("ref");
+        std::fs::create_dir(&reference).unwrap();
+        let cases = [
+            (reference.clone(), true),
+            (tmp.path().join("ref/../ref"), true),
+            (tmp.path().join("ref/"), true),
+            (tmp.path().join("out"), false),
+            (tmp.path().join("ref/inside"), false),
+        ];
+        for (out, refused) in cases {
+            assert_eq!(refuse_out_as_reference(&out, &reference).is_err(), refused, "--out {}", out.display());
+        }
+    }
 }

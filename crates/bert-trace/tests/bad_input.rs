@@ -338,7 +338,7 @@ fn cases() -> Vec<Case> {
             name: "BERT_TRACE_THREADS not a number",
             run: Run::Env("BERT_TRACE_THREADS", "two"),
             breaks: |_| {},
-            says: "BERT_TRACE_THREADS is `two`, expected a whole number of threads from 1 to 1024",
+            says: "BERT_TRACE_THREADS is `two`, expected a whole number of threads from 1 to ",
         },
         Case {
             name: "BERT_TRACE_THREADS zero",
@@ -350,13 +350,13 @@ fn cases() -> Vec<Case> {
             name: "--threads zero",
             run: Run::Args(&["--threads", "0", "--out", "{out}", "x"]),
             breaks: |_| {},
-            says: "--threads is 0, expected a whole number of threads from 1 to 1024",
+            says: "--threads is `0`, expected a whole number of threads from 1 to ",
         },
         Case {
             name: "--threads absurd",
             run: Run::Args(&["--threads", "100000", "--out", "{out}", "x"]),
             breaks: |_| {},
-            says: "--threads is 100000, expected",
+            says: "--threads is `100000`, expected",
         },
         Case {
             name: "BERT_TRACE_THREADS absurd",
@@ -478,8 +478,7 @@ fn cases() -> Vec<Case> {
 /// process lives (the lock is leaked on purpose, so that it outlives this call).
 fn lock_as_another_run(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
-    let lock =
-        bert_core::dump::lock::lock(dir).unwrap().unwrap_or_else(|| panic!("{} could not be locked", dir.display()));
+    let lock = bert_core::dump::lock(dir).unwrap().unwrap_or_else(|| panic!("{} could not be locked", dir.display()));
     std::mem::forget(lock);
 }
 

@@ -1,0 +1,275 @@
+//! Dump directories: writing `OUT/<stage>.npy` (or one `OUT/trace.npz`) and `OUT/manifest.json`
+//! as a [`Sink`]; reading them back, ours or `scripts/dump_reference.py`'s, is `read.rs`.
+//!
+//! The rules, which the tests hold it to:
+//!
+//! - **Whole or visibly incomplete.** Every file is written under a temporary name and renamed
+//!   into place, and the manifest comes last: a run killed at any moment leaves no manifest that
+//!   lists a file that is not whole. The previous run's manifest goes when this run writes its
+//!   first stage, so a run that fails before that leaves the previous dump as it was.
+//! - **Nothing of the user's.** A file is ours only if it has a name bert-trace writes *and* it
+//!   sits in a directory that carries our marker file; only such files are ever replaced or
+//!   removed. A directory holding anything else is refused unless `--force`, and even then a
+//!   file of the user's with a name we would write (another program's `manifest.json`, a stage
+//!   file, a symbolic link) is refused.
+//! - **One run at a time** per directory (`lock.rs`).
+//! - **Reproducible.** The files hold the values and nothing else that varies: two runs write
+//!   the same bytes.
+
+mod lock;
+mod npz;
+mod read;
+mod writer;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+pub use self::lock::{lock, DirLock};
+pub use self::read::{read_manifest, Dump};
+use self::writer::{write_whole, Writer};
+
+use crate::error::{BertError, Result};
+use crate::trace::manifest::{Inputs, Manifest, ManifestStage, FORMAT};
+use crate::trace::stage::{self, Stage};
+use crate::trace::{Sink, TensorView};
+
+/// The file that marks a directory as one bert-trace writes dumps into.
+pub const MARKER: &str = ".bert-trace-dump";
+const MARKER_TEXT: &str = "bert-trace writes dumps here; the files it writes are replaced on every run\n";
+
+/// The name of the archive `--npz` writes.
+pub const ARCHIVE: &str = "trace.npz";
+
+/// How a dump is written.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Write into a directory that holds other files too (they are kept).
+    pub force: bool,
+    /// One `trace.npz` archive instead of one `.npy` file per stage.
+    pub npz: bool,
+}
+
+/// A sink that writes each wanted stage of a trace, then the manifest.
+pub struct DumpWriter {
+    dir: PathBuf,
+    manifest: Manifest,
+    filter: Box<dyn Fn(&Stage) -> bool>,
+    output: Output,
+    /// The previous run's files, ours to replace: those this run does not write again are
+    /// removed by [`Sink::finish`].
+    previous: BTreeSet<String>,
+    /// Whether the previous run's manifest has been removed yet.
+    invalidated: bool,
+    _lock: Option<DirLock>,
+}
+
+enum Output {
+    Files(Option<Writer>),
+    Archive(npz::Archive),
+}
+
+impl DumpWriter {
+    /// Prepares `dir` for a dump: creates it, or checks that what it holds is ours to replace
+    /// (see the module documentation). Call it only once every input has been checked: from
+    /// here on the directory is touched.
+    pub fn create(
+        dir: &Path,
+        producer: serde_json::Value,
+        model: String,
+        inputs: Inputs,
+        options: Options,
+    ) -> Result<DumpWriter> {
+        let bad = |problem: String| BertError::Dump { path: dir.into(), problem };
+        if dir.exists() && !dir.is_dir() {
+            return Err(bad("exists and is not a directory".into()));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| BertError::io(dir, e))?;
+        // Before anything is read: what another run is writing is neither ours to judge nor to
+        // clean up.
+        let lock = lock::lock(dir)?;
+        let marked = std::fs::symlink_metadata(dir.join(MARKER)).is_ok_and(|m| m.is_file());
+        let (mut ours, mut foreign, mut in_the_way) = (BTreeSet::new(), Vec::new(), Vec::new());
+        for entry in std::fs::read_dir(dir).map_err(|e| BertError::io(dir, e))? {
+            let entry = entry.map_err(|e| BertError::io(dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // The type as the listing gives it: a symbolic link is never ours.
+            let regular = entry.file_type().is_ok_and(|t| t.is_file());
+            match (marked && regular && is_our_name(&name), is_our_name(&name)) {
+                (true, _) => drop(ours.insert(name)),
+                (false, true) => in_the_way.push(name),
+                (false, false) => foreign.push(name),
+            }
+        }
+        if !in_the_way.is_empty() {
+            return Err(bad(refusal(dir, &in_the_way)));
+        }
+        if !foreign.is_empty() && !options.force {
+            foreign.sort();
+            return Err(bad(format!(
+                "holds files that are not a bert-trace dump ({}); choose another --out or pass --force",
+                preview(&foreign)
+            )));
+        }
+        // Leftovers of a killed run go now; the previous run's files stay until this run has
+        // replaced them or finishes.
+        for name in ours.iter().filter(|n| is_temporary(n)) {
+            remove_if_present(&dir.join(name))?;
+        }
+        ours.retain(|n| !is_temporary(n) && n != MARKER);
+        if !marked {
+            write_whole(&dir.join(MARKER), &[MARKER_TEXT.as_bytes()])?;
+        }
+        let output = if options.npz { Output::Archive(npz::Archive::create(dir)?) } else { Output::Files(None) };
+        let manifest = Manifest {
+            format: FORMAT.into(),
+            producer,
+            model,
+            inputs,
+            stages: Vec::new(),
+            only_stages: None,
+            stopped_at: None,
+            archive: options.npz.then(|| ARCHIVE.to_string()),
+        };
+        Ok(DumpWriter {
+            dir: dir.into(),
+            manifest,
+            filter: Box::new(|_| true),
+            output,
+            previous: ours,
+            invalidated: false,
+            _lock: lock,
+        })
+    }
+
+    /// Writes only the stages for which `filter` is true.
+    pub fn with_filter(mut self, filter: impl Fn(&Stage) -> bool + 'static) -> DumpWriter {
+        self.filter = Box::new(filter);
+        self
+    }
+
+    /// Records the patterns that limit which stages are written.
+    pub fn set_only_stages(&mut self, patterns: Vec<String>) {
+        self.manifest.only_stages = Some(patterns);
+    }
+
+    /// Records that the trace stopped at `stage`.
+    pub fn set_stopped_at(&mut self, stage: Option<Stage>) {
+        self.manifest.stopped_at = stage.map(|s| s.name());
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The stages written so far (or queued for writing, until [`Sink::finish`] returns).
+    pub fn written(&self) -> &[ManifestStage] {
+        &self.manifest.stages
+    }
+
+    /// Removes the previous run's manifest, once: from then on the directory is visibly a dump
+    /// in the making.
+    fn invalidate(&mut self) -> Result<()> {
+        if !self.invalidated {
+            self.invalidated = true;
+            if self.previous.remove("manifest.json") {
+                remove_if_present(&self.dir.join("manifest.json"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Sink for DumpWriter {
+    fn wants(&self, stage: &Stage) -> bool {
+        (self.filter)(stage)
+    }
+
+    fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()> {
+        self.invalidate()?;
+        let entry = ManifestStage::new(&stage, tensor.shape().to_vec());
+        match &mut self.output {
+            Output::Files(writer) => {
+                self.previous.remove(&entry.file);
+                writer.get_or_insert_with(Writer::start).write(self.dir.join(&entry.file), tensor)?
+            }
+            Output::Archive(archive) => archive.add(&entry.file, &tensor)?,
+        }
+        self.manifest.stages.push(entry);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.invalidate()?;
+        match &mut self.output {
+            Output::Files(writer) => writer.take().map_or(Ok(()), Writer::finish)?,
+            Output::Archive(archive) => {
+                archive.finish()?;
+                self.previous.remove(ARCHIVE);
+            }
+        }
+        for name in std::mem::take(&mut self.previous) {
+            remove_if_present(&self.dir.join(name))?;
+        }
+        let text = serde_json::to_string_pretty(&self.manifest).expect("a manifest always serialises");
+        write_whole(&self.dir.join("manifest.json"), &[text.as_bytes(), b"\n"])
+    }
+}
+
+/// Why a directory holding `names` (files of the user's with names bert-trace writes) is refused.
+fn refusal(dir: &Path, names: &[String]) -> String {
+    let manifest = names.iter().any(|n| n == "manifest.json").then(|| read_manifest(&dir.join("manifest.json")).ok());
+    match manifest.flatten() {
+        Some(m) if m.producer.get("name").and_then(|n| n.as_str()) == Some("bert-trace") => {
+            "holds a bert-trace dump without the marker file .bert-trace-dump (a copy, or an older version's), \
+             which bert-trace never replaces (not even with --force): delete it or choose another --out"
+                .into()
+        }
+        Some(m) => format!(
+            "holds a dump written by {}, not by bert-trace, which it never replaces (not even with --force): choose another --out",
+            m.producer.get("name").and_then(|n| n.as_str()).unwrap_or("another program")
+        ),
+        None => {
+            let mut names = names.to_vec();
+            names.sort();
+            format!(
+                "holds files that bert-trace did not write but would replace ({}); --force keeps other files, never \
+                 these: choose another --out",
+                preview(&names)
+            )
+        }
+    }
+}
+
+fn remove_if_present(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(BertError::io(path, e)),
+        _ => Ok(()),
+    }
+}
+
+fn preview(names: &[String]) -> String {
+    let shown: Vec<&str> = names.iter().take(3).map(String::as_str).collect();
+    match names.len() {
+        n if n > 3 => format!("{} and {} more", shown.join(", "), n - 3),
+        _ => shown.join(", "),
+    }
+}
+
+/// Whether bert-trace may write a file named `name` into its directory: the marker, the
+/// manifest, the archive, a stage's `.npy`, or the temporary name of any of these.
+pub fn is_our_name(name: &str) -> bool {
+    is_final_name(name) || is_temporary(name)
+}
+
+fn is_final_name(name: &str) -> bool {
+    name == MARKER
+        || name == "manifest.json"
+        || name == ARCHIVE
+        || name.strip_suffix(".npy").and_then(stage::parse).is_some()
+}
+
+fn is_temporary(name: &str) -> bool {
+    name.strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".tmp"))
+        .is_some_and(|inner| is_final_name(inner) && inner != MARKER)
+}

@@ -1,0 +1,135 @@
+//! A checkpoint directory, or the same files in memory, made into a [`BertModel`]: every module
+//! loaded by its Hugging Face name, the heads found from the tensor names.
+
+use std::path::{Path, PathBuf};
+
+use super::config::BertConfig;
+use super::files;
+use super::memory;
+use super::tokenize::BertTokenizer;
+use super::weights::{Storage, WeightStore};
+use crate::error::{BertError, Result};
+use crate::model::embeddings::BertEmbeddings;
+use crate::model::heads::{ClassifierHead, NspHead};
+use crate::model::layer::BertLayer;
+use crate::model::mlm::MlmHead;
+use crate::model::pooler::BertPooler;
+use crate::model::sentence_pooling::SentencePooling;
+use crate::model::BertModel;
+use crate::ops::Kernels;
+
+/// The tokenizer's files, when they do not come from a directory.
+pub enum TokenizerFiles<'a> {
+    Json(&'a [u8]),
+    Vocab { vocab: &'a [u8], config: Option<&'a [u8]> },
+}
+
+impl BertModel {
+    /// Loads `dir`: config.json, model.safetensors (memory-mapped), tokenizer.json or vocab.txt,
+    /// and for a sentence-transformers model, `1_Pooling/config.json`.
+    pub fn load(dir: &Path) -> Result<BertModel> {
+        let problem = |problem: &str| BertError::ModelDir { path: dir.into(), problem: problem.into() };
+        if !dir.exists() {
+            return Err(problem("it does not exist"));
+        }
+        if !dir.is_dir() {
+            return Err(problem("it is a file; give the directory that holds config.json"));
+        }
+        let config_path = dir.join("config.json");
+        if !config_path.exists() {
+            return Err(problem("there is no config.json in it"));
+        }
+        let config = BertConfig::from_file(&config_path)?;
+        let weights_path = dir.join("model.safetensors");
+        if !weights_path.exists() {
+            if dir.join("pytorch_model.bin").exists() {
+                return Err(problem(
+                    "it has only pytorch_model.bin (a pickle, never loaded here); convert it with \
+                     `python scripts/convert_to_safetensors.py DIR`",
+                ));
+            }
+            return Err(problem("there is no model.safetensors in it"));
+        }
+        let store = WeightStore::new(&weights_path, Storage::map(&weights_path)?)?;
+        let tokenizer = BertTokenizer::from_dir(dir)?;
+        let sentence_pooling = SentencePooling::from_dir(dir, &config)?;
+        let mut model = BertModel::assemble(config, &store, tokenizer, dir.into())?;
+        model.sentence_pooling = sentence_pooling;
+        Ok(model)
+    }
+
+    /// Builds a model from files already in memory (the tiny model built into the binary).
+    /// `source` names it in messages.
+    pub fn from_bytes(
+        config_json: &[u8],
+        weights: Storage,
+        tokenizer: TokenizerFiles<'_>,
+        source: &Path,
+    ) -> Result<BertModel> {
+        let config = BertConfig::from_json(config_json, &source.join("config.json"))?;
+        let store = WeightStore::new(&source.join("model.safetensors"), weights)?;
+        let tokenizer = match tokenizer {
+            TokenizerFiles::Json(bytes) => BertTokenizer::from_json(bytes, &source.join("tokenizer.json"))?,
+            TokenizerFiles::Vocab { vocab, config } => {
+                BertTokenizer::from_vocab(vocab, config, &source.join("vocab.txt"))?
+            }
+        };
+        BertModel::assemble(config, &store, tokenizer, source.into())
+    }
+
+    /// Loads every module from `store`, finding the heads from the tensor names.
+    pub fn assemble(
+        config: BertConfig,
+        store: &WeightStore,
+        tokenizer: BertTokenizer,
+        source: PathBuf,
+    ) -> Result<BertModel> {
+        // Weights stored as f16 or bf16 are converted to f32 copies: refuse a checkpoint whose
+        // copies cannot fit before making them.
+        let converted = store.converted_bytes();
+        if converted > 0 {
+            memory::check(
+                converted,
+                &format!(
+                    "to convert the weights of {} to f32 ({} as stored)",
+                    store.path().display(),
+                    files::bytes(converted / 2)
+                ),
+            )?;
+        }
+        let embeddings = BertEmbeddings::load(store, &config)?;
+        let layers = (0..config.num_hidden_layers)
+            .map(|layer_idx| BertLayer::load(store, &config, layer_idx))
+            .collect::<Result<Vec<_>>>()?;
+        let pooler =
+            if store.contains("bert.pooler.dense.weight") { Some(BertPooler::load(store, &config)?) } else { None };
+        let mlm = if MlmHead::present(store) {
+            Some(MlmHead::load(store, &config, &embeddings.word_embeddings)?)
+        } else {
+            None
+        };
+        let nsp = if NspHead::present(store) { Some(NspHead::load(store, &config)?) } else { None };
+        let classifier =
+            if ClassifierHead::present(store) { Some(ClassifierHead::load(store, &config)?) } else { None };
+        if pooler.is_none() && (nsp.is_some() || classifier.is_some()) {
+            return Err(BertError::MissingTensor {
+                path: store.path().into(),
+                name: "bert.pooler.dense.weight".into(),
+                tried: "the NSP and classifier heads read the pooler's output".into(),
+            });
+        }
+        Ok(BertModel {
+            config,
+            embeddings,
+            layers,
+            pooler,
+            mlm,
+            nsp,
+            classifier,
+            sentence_pooling: None,
+            tokenizer,
+            source,
+            kernels: Kernels::default(),
+        })
+    }
+}

@@ -1,0 +1,102 @@
+//! `BertAttention`: multi-head self-attention, then the output projection, the residual and
+//! LayerNorm (BERT normalises after adding the residual: post-norm).
+
+use ndarray::{Array3, Array4};
+
+use super::layer_norm::LayerNorm;
+use super::linear::Linear;
+use crate::error::Result;
+use crate::load::config::BertConfig;
+use crate::load::weights::WeightStore;
+use crate::ops;
+use crate::trace::stage::{Stage, StageKind::*};
+use crate::trace::{Halt, Tracer};
+
+/// `attention.self`: the query, key and value projections, `[H]` -> `[H]` each.
+pub struct BertSelfAttention {
+    pub query: Linear,
+    pub key: Linear,
+    pub value: Linear,
+    pub n_heads: usize,
+}
+
+/// `attention.output`: the projection back to H and the LayerNorm after the residual.
+pub struct BertSelfOutput {
+    pub dense: Linear,
+    pub layer_norm: LayerNorm,
+}
+
+/// `bert.encoder.layer.{i}.attention`
+pub struct BertAttention {
+    pub self_attention: BertSelfAttention,
+    pub output: BertSelfOutput,
+}
+
+impl BertAttention {
+    pub fn load(store: &WeightStore, config: &BertConfig, prefix: &str) -> Result<BertAttention> {
+        let h = config.hidden_size;
+        let linear = |name: &str| Linear::load(store, &format!("{prefix}.{name}"), h, h);
+        Ok(BertAttention {
+            self_attention: BertSelfAttention {
+                query: linear("self.query")?,
+                key: linear("self.key")?,
+                value: linear("self.value")?,
+                n_heads: config.num_attention_heads,
+            },
+            output: BertSelfOutput {
+                dense: linear("output.dense")?,
+                layer_norm: LayerNorm::load(store, &format!("{prefix}.output.LayerNorm"), h, config.eps())?,
+            },
+        })
+    }
+
+    /// `[B,T,H]` -> `[B,T,H]`
+    ///
+    /// `mask` `[B,1,1,T]` is 0 for a real key and f32::MIN for padding, or None when no token is
+    /// padding (HF then adds nothing).
+    pub(crate) fn forward(
+        &self,
+        layer_idx: usize,
+        x: &Array3<f32>,
+        mask: Option<&Array4<f32>>,
+        tracer: &mut Tracer,
+    ) -> Result<Array3<f32>, Halt> {
+        let stage = |kind| Stage::layer(layer_idx, kind);
+        let heads = &self.self_attention;
+        let (nh, hs) = (heads.n_heads, x.dim().2 / heads.n_heads);
+
+        // [B,T,H] -> [B,nh,T,hs]: every token's query, key and value, each head with its own hs features.
+        let mut q = ops::split_heads(heads.query.forward(x), nh);
+        tracer.f32(stage(AttnQuery), &mut q)?;
+        let mut k = ops::split_heads(heads.key.forward(x), nh);
+        tracer.f32(stage(AttnKey), &mut k)?;
+        let mut v = ops::split_heads(heads.value.forward(x), nh);
+        tracer.f32(stage(AttnValue), &mut v)?;
+
+        // [B,nh,T,hs] · [B,nh,hs,T] -> [B,nh,T,T]: every query against every key. Dividing by √hs
+        // keeps the dot products of hs-long vectors near unit variance, so softmax does not saturate.
+        let mut scores = ops::matmul(q.view(), ops::transpose(k.view()), (hs as f32).powf(-0.5));
+        // + [B,1,1,T], broadcast over heads and queries: padding keys get f32::MIN.
+        if let Some(mask) = mask {
+            scores += mask;
+        }
+        tracer.f32(stage(AttnScores), &mut scores)?;
+        // [B,nh,T,T]: each query's row becomes a distribution over the keys.
+        let mut probs = ops::softmax_rows(scores);
+        tracer.f32(stage(AttnProbs), &mut probs)?;
+
+        // [B,nh,T,T] · [B,nh,T,hs] -> [B,nh,T,hs] -> [B,T,H]: each head's weighted sum of the
+        // values, the heads then side by side again.
+        let mut context = ops::merge_heads(ops::matmul(probs.view(), v.view(), 1.0));
+        tracer.f32(stage(AttnContext), &mut context)?;
+
+        // [B,T,H]: the output projection mixes the heads; then the residual and LayerNorm.
+        let mut output = self.output.dense.forward(&context);
+        tracer.f32(stage(AttnOutput), &mut output)?;
+        let mut residual = output + x;
+        tracer.f32(stage(AttnResidual), &mut residual)?;
+        let mut hidden = self.output.layer_norm.forward(residual);
+        tracer.f32(stage(AttnLayerNorm), &mut hidden)?;
+        Ok(hidden)
+    }
+}

@@ -1,0 +1,56 @@
+//! The feed-forward block of a layer: `intermediate` (H -> I, then the activation) and `output`
+//! (I -> H, the residual, LayerNorm), applied to every token on its own.
+
+use ndarray::Array3;
+
+use super::activation::Activation;
+use super::layer_norm::LayerNorm;
+use super::linear::Linear;
+use crate::error::Result;
+use crate::load::config::BertConfig;
+use crate::load::weights::WeightStore;
+use crate::trace::stage::{Stage, StageKind::*};
+use crate::trace::{Halt, Tracer};
+
+/// `bert.encoder.layer.{i}.intermediate` and `.output`
+pub struct FeedForward {
+    /// `intermediate.dense`, H -> I
+    pub intermediate: Linear,
+    pub activation: Activation,
+    /// `output.dense`, I -> H
+    pub output: Linear,
+    /// `output.LayerNorm`
+    pub layer_norm: LayerNorm,
+}
+
+impl FeedForward {
+    pub fn load(store: &WeightStore, config: &BertConfig, prefix: &str) -> Result<FeedForward> {
+        let (h, i) = (config.hidden_size, config.intermediate_size);
+        Ok(FeedForward {
+            intermediate: Linear::load(store, &format!("{prefix}.intermediate.dense"), h, i)?,
+            activation: config.activation(),
+            output: Linear::load(store, &format!("{prefix}.output.dense"), i, h)?,
+            layer_norm: LayerNorm::load(store, &format!("{prefix}.output.LayerNorm"), h, config.eps())?,
+        })
+    }
+
+    /// `[B,T,H]` -> `[B,T,H]`
+    pub(crate) fn forward(&self, layer_idx: usize, x: &Array3<f32>, tracer: &mut Tracer) -> Result<Array3<f32>, Halt> {
+        let stage = |kind| Stage::layer(layer_idx, kind);
+        // [B,T,H] -> [B,T,I]: each token widened to I = 4H features.
+        let mut intermediate = self.intermediate.forward(x);
+        tracer.f32(stage(FfnIntermediate), &mut intermediate)?;
+        // [B,T,I]: the only non-linearity in a layer outside softmax.
+        let mut activation = self.activation.forward(intermediate);
+        tracer.f32(stage(FfnActivation), &mut activation)?;
+        // [B,T,I] -> [B,T,H]: back to the hidden width.
+        let mut output = self.output.forward(&activation);
+        tracer.f32(stage(FfnOutput), &mut output)?;
+        // [B,T,H]: add the block's input back (the residual), then LayerNorm (post-norm).
+        let mut residual = output + x;
+        tracer.f32(stage(FfnResidual), &mut residual)?;
+        let mut hidden = self.layer_norm.forward(residual);
+        tracer.f32(stage(FfnLayerNorm), &mut hidden)?;
+        Ok(hidden)
+    }
+}

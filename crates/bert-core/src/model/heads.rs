@@ -1,0 +1,77 @@
+//! The heads on the pooled `[CLS]` vector: next-sentence prediction (`cls.seq_relationship`) and
+//! sequence classification (`classifier`). Each is one dense layer.
+
+use ndarray::Array2;
+
+use super::linear::Linear;
+use crate::error::{BertError, Result};
+use crate::load::config::BertConfig;
+use crate::load::weights::WeightStore;
+use crate::trace::stage::{Stage, StageKind::*};
+use crate::trace::{Halt, Tracer};
+
+/// `cls.seq_relationship`: H -> 2, index 0 = "B follows A", 1 = "B is random".
+pub struct NspHead {
+    pub dense: Linear,
+}
+
+/// `classifier`: H -> L, with label names from config.json's `id2label` when it has them.
+pub struct ClassifierHead {
+    pub dense: Linear,
+    pub labels: Vec<String>,
+}
+
+impl NspHead {
+    pub fn present(store: &WeightStore) -> bool {
+        store.contains("cls.seq_relationship.weight")
+    }
+
+    pub fn load(store: &WeightStore, config: &BertConfig) -> Result<NspHead> {
+        Ok(NspHead { dense: Linear::load(store, "cls.seq_relationship", config.hidden_size, 2)? })
+    }
+
+    /// `[B,H]` -> `[B,2]`
+    pub(crate) fn forward(&self, pooled: &Array2<f32>, tracer: &mut Tracer) -> Result<Array2<f32>, Halt> {
+        let mut logits = self.dense.forward(pooled);
+        tracer.f32(Stage::new(NspLogits), &mut logits)?;
+        Ok(logits)
+    }
+}
+
+impl ClassifierHead {
+    pub fn present(store: &WeightStore) -> bool {
+        store.contains("classifier.weight")
+    }
+
+    /// The number of labels comes from the weight's shape; `id2label` must agree when present.
+    pub fn load(store: &WeightStore, config: &BertConfig) -> Result<ClassifierHead> {
+        let n_labels = store.shape_of("classifier.weight").map_or(0, |s| s[0]);
+        let dense = Linear::load(store, "classifier", config.hidden_size, n_labels)?;
+        let labels = if config.id2label.is_empty() {
+            (0..n_labels).map(|i| format!("LABEL_{i}")).collect()
+        } else {
+            let labels: Option<Vec<String>> =
+                (0..n_labels).map(|i| config.id2label.get(&i.to_string()).cloned()).collect();
+            match labels {
+                Some(labels) if config.id2label.len() == n_labels => labels,
+                _ => {
+                    return Err(BertError::Config {
+                        path: store.path().with_file_name("config.json"),
+                        problem: format!(
+                            "id2label has {} labels but classifier.weight has {n_labels} rows",
+                            config.id2label.len()
+                        ),
+                    })
+                }
+            }
+        };
+        Ok(ClassifierHead { dense, labels })
+    }
+
+    /// `[B,H]` -> `[B,L]`
+    pub(crate) fn forward(&self, pooled: &Array2<f32>, tracer: &mut Tracer) -> Result<Array2<f32>, Halt> {
+        let mut logits = self.dense.forward(pooled);
+        tracer.f32(Stage::new(ClassifierLogits), &mut logits)?;
+        Ok(logits)
+    }
+}

@@ -1,0 +1,38 @@
+//! `BertLayer`: one encoder layer, attention then the feed-forward block.
+
+use ndarray::{Array3, Array4};
+
+use super::attention::BertAttention;
+use super::feed_forward::FeedForward;
+use crate::error::Result;
+use crate::load::config::BertConfig;
+use crate::load::weights::WeightStore;
+use crate::trace::{Halt, Tracer};
+
+/// `bert.encoder.layer.{i}`
+pub struct BertLayer {
+    pub attention: BertAttention,
+    pub feed_forward: FeedForward,
+}
+
+impl BertLayer {
+    pub fn load(store: &WeightStore, config: &BertConfig, layer_idx: usize) -> Result<BertLayer> {
+        let prefix = format!("bert.encoder.layer.{layer_idx}");
+        Ok(BertLayer {
+            attention: BertAttention::load(store, config, &format!("{prefix}.attention"))?,
+            feed_forward: FeedForward::load(store, config, &prefix)?,
+        })
+    }
+
+    /// `[B,T,H]` -> `[B,T,H]`: tokens look at each other, then each is transformed on its own.
+    pub(crate) fn forward(
+        &self,
+        layer_idx: usize,
+        x: &Array3<f32>,
+        mask: Option<&Array4<f32>>,
+        tracer: &mut Tracer,
+    ) -> Result<Array3<f32>, Halt> {
+        let hidden = self.attention.forward(layer_idx, x, mask, tracer)?;
+        self.feed_forward.forward(layer_idx, &hidden, tracer)
+    }
+}

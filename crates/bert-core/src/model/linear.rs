@@ -1,0 +1,42 @@
+//! `nn.Linear`: y = x Wᵀ + b, with W stored as PyTorch stores it, `[out,in]`.
+
+use ndarray::{Array, ArrayBase, Axis, Data, Dimension};
+
+use crate::error::Result;
+use crate::load::weights::{Param, WeightStore};
+use crate::ops;
+
+/// A dense layer loaded from `<prefix>.weight` `[out,in]` and `<prefix>.bias` `[out]`.
+#[derive(Clone)]
+pub struct Linear {
+    pub weight: Param,
+    pub bias: Param,
+}
+
+impl Linear {
+    /// Loads `<prefix>.weight` and `<prefix>.bias`, checking them against `in_features` → `out_features`.
+    pub fn load(store: &WeightStore, prefix: &str, in_features: usize, out_features: usize) -> Result<Linear> {
+        Ok(Linear {
+            weight: store.get(&format!("{prefix}.weight"), &[out_features, in_features])?,
+            bias: store.get(&format!("{prefix}.bias"), &[out_features])?,
+        })
+    }
+
+    /// Out features.
+    pub fn out_features(&self) -> usize {
+        self.weight.shape()[0]
+    }
+
+    /// `[..,in]` -> `[..,out]`: every vector along the last axis through the same layer.
+    pub fn forward<S: Data<Elem = f32>, D: Dimension>(&self, x: &ArrayBase<S, D>) -> Array<f32, D> {
+        // [..,in] -> [N,in]: every token one row, so the whole batch is one matrix product.
+        let last = Axis(x.ndim() - 1);
+        let rows = x.len() / x.len_of(last).max(1);
+        let x = x.as_standard_layout();
+        let x_rows = x.view().into_shape_with_order((rows, x.len_of(last))).expect("a standard layout");
+        let y = ops::linear(x_rows, self.weight.view2(), self.bias.view1());
+        let mut shape = x.raw_dim();
+        shape[last.index()] = self.out_features();
+        y.into_shape_with_order(shape).expect("[N,out] holds every token's outputs")
+    }
+}

@@ -1,0 +1,65 @@
+//! `BertOnlyMLMHead` (`cls.predictions`): a transform of every token's final hidden state, then
+//! the decoder back to vocabulary logits. The decoder's weight is the word embedding table (tied),
+//! so checkpoints usually do not store it; only its bias is its own.
+
+use ndarray::Array3;
+
+use super::activation::Activation;
+use super::layer_norm::LayerNorm;
+use super::linear::Linear;
+use crate::error::Result;
+use crate::load::config::BertConfig;
+use crate::load::weights::{Param, WeightStore};
+use crate::trace::stage::{Stage, StageKind::*};
+use crate::trace::{Halt, Tracer};
+
+/// `cls.predictions`
+pub struct MlmHead {
+    /// `transform.dense`, H -> H
+    pub transform: Linear,
+    pub activation: Activation,
+    /// `transform.LayerNorm`
+    pub layer_norm: LayerNorm,
+    /// H -> V: weight `[V,H]` shared with `embeddings.word_embeddings`, bias `cls.predictions.bias`.
+    pub decoder: Linear,
+}
+
+impl MlmHead {
+    /// Whether the checkpoint has an MLM head.
+    pub fn present(store: &WeightStore) -> bool {
+        store.contains("cls.predictions.transform.dense.weight")
+    }
+
+    pub fn load(store: &WeightStore, config: &BertConfig, word_embeddings: &Param) -> Result<MlmHead> {
+        let (h, v) = (config.hidden_size, config.vocab_size);
+        // HF ties the decoder to the input embeddings when it loads the model, even if the file
+        // stores a decoder weight; the input embeddings win, so they do here too.
+        let bias_name = if store.contains("cls.predictions.bias") {
+            "cls.predictions.bias"
+        } else {
+            "cls.predictions.decoder.bias"
+        };
+        Ok(MlmHead {
+            transform: Linear::load(store, "cls.predictions.transform.dense", h, h)?,
+            activation: config.activation(),
+            layer_norm: LayerNorm::load(store, "cls.predictions.transform.LayerNorm", h, config.eps())?,
+            decoder: Linear { weight: word_embeddings.clone(), bias: store.get(bias_name, &[v])? },
+        })
+    }
+
+    /// `[B,T,H]` -> `[B,T,V]`
+    pub(crate) fn forward(&self, hidden: &Array3<f32>, tracer: &mut Tracer) -> Result<Array3<f32>, Halt> {
+        // [B,T,H]: one more dense layer, activation and LayerNorm for every token.
+        let mut transform = self.transform.forward(hidden);
+        tracer.f32(Stage::new(MlmTransform), &mut transform)?;
+        let mut activation = self.activation.forward(transform);
+        tracer.f32(Stage::new(MlmActivation), &mut activation)?;
+        let mut normed = self.layer_norm.forward(activation);
+        tracer.f32(Stage::new(MlmLayerNorm), &mut normed)?;
+        // [B,T,H] -> [B,T,V]: a score for every word of the vocabulary, against the same table
+        // that embedded the input (the decoder is tied to the word embeddings).
+        let mut logits = self.decoder.forward(&normed);
+        tracer.f32(Stage::new(MlmLogits), &mut logits)?;
+        Ok(logits)
+    }
+}

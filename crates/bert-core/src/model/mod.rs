@@ -1,0 +1,290 @@
+//! BERT itself: [`BertModel`] and one file per Hugging Face module, in the order the forward
+//! pass runs them.
+//!
+//! | file | HF module | chapter |
+//! | --- | --- | --- |
+//! | `embeddings.rs` | `BertEmbeddings` | 3 |
+//! | `layer_norm.rs` | `nn.LayerNorm` | 4 |
+//! | `attention.rs` | `BertAttention` (`BertSelfAttention`, `BertSelfOutput`) | 5, 6, 7 |
+//! | `feed_forward.rs`, `activation.rs` | `BertIntermediate`, `BertOutput` | 8 |
+//! | `layer.rs` | `BertLayer` | 9 |
+//! | `pooler.rs` | `BertPooler` | 10 |
+//! | `mlm.rs` | `BertOnlyMLMHead` (`cls.predictions`) | 11 |
+//! | `heads.rs` | `cls.seq_relationship`, `classifier` | 10, 11 |
+//! | `losses.rs` | the losses of `BertForPreTraining` | 14 |
+//! | `sentence_pooling.rs` | sentence-transformers' mean pooling | 10 |
+//!
+//! The arithmetic is done by [`crate::ops`]; loading a checkpoint is in [`crate::load`].
+
+pub mod activation;
+pub mod attention;
+pub mod embeddings;
+pub mod feed_forward;
+pub mod heads;
+pub mod layer;
+pub mod layer_norm;
+pub mod linear;
+pub mod losses;
+pub mod mlm;
+pub mod pooler;
+pub mod sentence_pooling;
+
+use std::path::PathBuf;
+
+use ndarray::{Array2, Array3};
+
+use self::embeddings::BertEmbeddings;
+use self::heads::{ClassifierHead, NspHead};
+use self::layer::BertLayer;
+use self::mlm::MlmHead;
+use self::pooler::BertPooler;
+use self::sentence_pooling::SentencePooling;
+use crate::error::{BertError, Result};
+use crate::load::config::BertConfig;
+use crate::load::tokenize::{Batch, BertTokenizer};
+use crate::load::{files, memory};
+use crate::ops::{self, Kernels};
+use crate::trace::stage::{self, Dims, HeadSet, Objectives, Stage, StageKind::*};
+use crate::trace::{Halt, Sink, Tracer};
+
+/// A loaded checkpoint: the encoder, whichever heads its weights have, and its tokenizer.
+pub struct BertModel {
+    pub config: BertConfig,
+    pub embeddings: BertEmbeddings,
+    pub layers: Vec<BertLayer>,
+    pub pooler: Option<BertPooler>,
+    pub mlm: Option<MlmHead>,
+    pub nsp: Option<NspHead>,
+    pub classifier: Option<ClassifierHead>,
+    /// sentence-transformers' mean pooling, when the directory has `1_Pooling/config.json`.
+    pub sentence_pooling: Option<SentencePooling>,
+    pub tokenizer: BertTokenizer,
+    /// Where the model came from, for messages and manifests.
+    pub source: PathBuf,
+    /// Which implementation of the operations [`BertModel::trace`] runs.
+    pub kernels: Kernels,
+}
+
+/// What the forward pass returns besides the traced stages.
+#[derive(Default)]
+pub struct Outputs {
+    /// `[B,T,H]`, the last layer's output.
+    pub last_hidden: Option<Array3<f32>>,
+    /// `[B,H]`
+    pub pooled: Option<Array2<f32>>,
+    /// `[B,T,V]`
+    pub mlm_logits: Option<Array3<f32>>,
+    /// `[B,2]`
+    pub nsp_logits: Option<Array2<f32>>,
+    /// `[B,L]`
+    pub classifier_logits: Option<Array2<f32>>,
+    /// `[B,H]`, the sentence embedding of a sentence-transformers model.
+    pub sentence: Option<Array2<f32>>,
+    /// `mlm.loss`, `nsp.loss` and `loss`, when the batch has labels for them.
+    pub mlm_loss: Option<f32>,
+    pub nsp_loss: Option<f32>,
+    pub loss: Option<f32>,
+}
+
+/// The result of one traced forward pass.
+pub struct Traced {
+    /// The stop stage, if the pass stopped there before its end.
+    pub stopped_at: Option<Stage>,
+    pub outputs: Outputs,
+}
+
+impl BertModel {
+    /// Which heads this checkpoint has.
+    pub fn heads(&self) -> HeadSet {
+        HeadSet {
+            pooler: self.pooler.is_some(),
+            mlm: self.mlm.is_some(),
+            nsp: self.nsp.is_some(),
+            classifier: self.classifier.is_some(),
+            sentence: self.sentence_pooling.is_some(),
+        }
+    }
+
+    /// Every stage this model produces for an input with these objectives, in execution order.
+    pub fn plan(&self, objectives: Objectives) -> Vec<Stage> {
+        stage::plan(self.config.num_hidden_layers, self.heads(), objectives)
+    }
+
+    /// The sizes of the symbolic dimensions for a batch of `batch` × `tokens`.
+    pub fn dims(&self, batch: usize, tokens: usize) -> Dims {
+        let n_labels = self.classifier.as_ref().map_or(0, |c| c.labels.len());
+        self.config.dims(batch, tokens, n_labels)
+    }
+
+    /// The last stage of `name`, which is a stage or a group on a dot boundary
+    /// (`layer0.attention`, `layer3`, `embeddings`), for an input with these objectives.
+    pub fn resolve_stop(&self, name: &str, objectives: Objectives) -> Result<Stage> {
+        let plan = self.plan(objectives);
+        if let Some(stage) = plan.iter().rev().find(|s| stage::in_group(&s.name(), name)) {
+            return Ok(*stage);
+        }
+        // A name that some BERT computes, but not this one, deserves to be told why.
+        let every_head = HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+        let n_layers = self.config.num_hidden_layers;
+        let find = |heads, objectives| {
+            stage::plan(n_layers + 1000, heads, objectives).into_iter().find(|s| stage::in_group(&s.name(), name))
+        };
+        let reason = match (find(self.heads(), Objectives::ALL), find(every_head, Objectives::ALL)) {
+            (Some(stage), _) if stage.layer.is_some() => {
+                format!("it has {n_layers} layers, layer0 to layer{}", n_layers - 1)
+            }
+            (Some(_), _) => "it is computed only with labels (--mask-prob, --mlm-target or --nsp-label)".into(),
+            (None, Some(stage)) => format!("its checkpoint has no {} weights", stage.info().part.weights()),
+            (None, None) => {
+                return Err(BertError::UnknownStage { name: name.into(), suggestions: stage::suggestions(name, &plan) })
+            }
+        };
+        Err(BertError::AbsentStage { name: name.into(), reason })
+    }
+
+    /// Tokenizes `texts` (with sentence B from `pairs`) for this model.
+    pub fn encode(&self, texts: &[String], pairs: Option<&[String]>, truncate: bool) -> Result<Batch> {
+        self.tokenizer.encode(texts, pairs, self.config.max_position_embeddings, truncate)
+    }
+
+    /// Checks that every id of `batch` indexes its table and that the model has the heads its
+    /// labels need, before any work is done.
+    pub fn check(&self, batch: &Batch) -> Result<()> {
+        let (_, tokens) = batch.dims();
+        let max_positions = self.config.max_position_embeddings;
+        if tokens > max_positions {
+            return Err(BertError::Input {
+                index: 0,
+                problem: format!("{tokens} tokens, more than the {max_positions} positions the model has"),
+            });
+        }
+        let tables = [
+            (&batch.ids, self.config.vocab_size, "token id", "vocab_size"),
+            (&batch.token_type_ids, self.config.type_vocab_size, "token type id", "type_vocab_size"),
+        ];
+        for (ids, rows, what, field) in tables {
+            if let Some(((index, _), id)) = ids.indexed_iter().find(|(_, &id)| id < 0 || id as usize >= rows) {
+                return Err(BertError::Input {
+                    index,
+                    problem: format!("{what} {id} is outside the table of {field} = {rows} rows"),
+                });
+            }
+        }
+        self.check_memory(batch)?;
+        let missing = |what: &str, weights: &str| BertError::MissingHead {
+            path: self.source.clone(),
+            wanted: what.into(),
+            weights: weights.into(),
+        };
+        if batch.labels.mlm.is_some() && self.mlm.is_none() {
+            return Err(missing("an MLM loss", "cls.predictions.*"));
+        }
+        if batch.labels.nsp.is_some() && self.nsp.is_none() {
+            return Err(missing("an NSP loss", "cls.seq_relationship.*"));
+        }
+        Ok(())
+    }
+
+    /// Refuses a batch whose activations cannot fit in this machine's memory. The estimate
+    /// counts the largest tensors the pass holds at once: a few `[B,T,H]`, the scores and
+    /// probabilities `[B,nh,T,T]`, the feed-forward's `[B,T,I]`, the MLM logits `[B,T,V]`, and
+    /// what a dump writer may hold queued.
+    fn check_memory(&self, batch: &Batch) -> Result<()> {
+        let (b, t) = batch.dims();
+        let d = self.dims(b, t);
+        let [b, t, h, nh, i, v] = [d.batch, d.tokens, d.hidden, d.n_heads, d.intermediate, d.vocab].map(|n| n as u64);
+        let scores = b.saturating_mul(nh).saturating_mul(t).saturating_mul(t).saturating_mul(4);
+        let logits = if self.mlm.is_some() { b * t * v * 8 } else { 0 };
+        let needed = [10 * b * t * h * 4, 2 * scores, 3 * b * t * i * 4, logits, 128 << 20]
+            .into_iter()
+            .fold(0u64, u64::saturating_add);
+        memory::check(
+            needed,
+            &format!(
+                "for the activations of {b} × {t} tokens (the attention scores alone, [B,nh,T,T], take {})",
+                files::bytes(scores)
+            ),
+        )
+    }
+
+    /// Runs the forward pass on `batch`, handing every stage to `sink` in execution order, and
+    /// stops after `stop_after` if given: nothing after it is computed.
+    pub fn trace(&self, batch: &Batch, sink: &mut dyn Sink, stop_after: Option<Stage>) -> Result<Traced> {
+        self.check(batch)?;
+        let mut tracer = Tracer::new(sink, stop_after);
+        let mut outputs = Outputs::default();
+        let run = ops::with_kernels(self.kernels, || self.run(batch, &mut tracer, &mut outputs));
+        let stopped_at = match run {
+            Ok(()) => None,
+            Err(Halt::Stopped(stage)) => Some(stage),
+            Err(Halt::Failed(e)) => return Err(e),
+        };
+        tracer.finish()?;
+        Ok(Traced { stopped_at, outputs })
+    }
+
+    /// The forward pass: inputs, embeddings, the layers, then whichever heads the model has.
+    fn run(&self, batch: &Batch, tracer: &mut Tracer, outputs: &mut Outputs) -> Result<(), Halt> {
+        self.trace_inputs(batch, tracer)?;
+        // [B,1,1,T]: HF's extended attention mask, 0 for a real key and the most negative f32
+        // for padding, added to every head's scores for every query. None without padding:
+        // HF then adds nothing.
+        let mask = batch.attention_mask.iter().any(|&m| m == 0).then(|| {
+            let (b, t) = batch.dims();
+            let additive = batch.attention_mask.mapv(|m| if m == 0 { f32::MIN } else { 0.0 });
+            additive.into_shape_with_order((b, 1, 1, t)).expect("B·T values")
+        });
+
+        let mut hidden = self.embeddings.forward(batch, tracer)?;
+        for (layer_idx, layer) in self.layers.iter().enumerate() {
+            hidden = layer.forward(layer_idx, &hidden, mask.as_ref(), tracer)?;
+        }
+
+        if let Some(pooler) = &self.pooler {
+            outputs.pooled = Some(pooler.forward(&hidden, tracer)?);
+        }
+        if let Some(mlm) = &self.mlm {
+            let logits = mlm.forward(&hidden, tracer)?;
+            if let Some(labels) = &batch.labels.mlm {
+                outputs.mlm_loss = Some(losses::mlm_loss(&logits, labels, tracer)?);
+            }
+            outputs.mlm_logits = Some(logits);
+        }
+        if let (Some(nsp), Some(pooled)) = (&self.nsp, &outputs.pooled) {
+            let logits = nsp.forward(pooled, tracer)?;
+            if let Some(labels) = &batch.labels.nsp {
+                outputs.nsp_loss = Some(losses::nsp_loss(&logits, labels, tracer)?);
+            }
+            outputs.nsp_logits = Some(logits);
+        }
+        if outputs.mlm_loss.is_some() || outputs.nsp_loss.is_some() {
+            outputs.loss = Some(losses::total_loss(outputs.mlm_loss, outputs.nsp_loss, tracer)?);
+        }
+        if let (Some(classifier), Some(pooled)) = (&self.classifier, &outputs.pooled) {
+            outputs.classifier_logits = Some(classifier.forward(pooled, tracer)?);
+        }
+        if let Some(pooling) = &self.sentence_pooling {
+            outputs.sentence = Some(pooling.forward(&hidden, &batch.attention_mask, tracer)?);
+        }
+        outputs.last_hidden = Some(hidden);
+        Ok(())
+    }
+
+    /// The input stages, in the table's order: what the tokenizer gave, what the model sees, and
+    /// the labels, when there are any.
+    fn trace_inputs(&self, batch: &Batch, tracer: &mut Tracer) -> Result<(), Halt> {
+        if let Some(original) = &batch.labels.original_ids {
+            tracer.i64(Stage::new(InputOriginalIds), &mut original.clone())?;
+        }
+        tracer.i64(Stage::new(InputIds), &mut batch.ids.clone())?;
+        tracer.i64(Stage::new(InputTokenTypeIds), &mut batch.token_type_ids.clone())?;
+        tracer.i64(Stage::new(InputAttentionMask), &mut batch.attention_mask.clone())?;
+        if let Some(labels) = &batch.labels.mlm {
+            tracer.i64(Stage::new(InputLabels), &mut labels.clone())?;
+        }
+        if let Some(labels) = &batch.labels.nsp {
+            tracer.i64(Stage::new(InputNextSentenceLabel), &mut labels.clone())?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,36 @@
+//! `BertPooler`: the `[CLS]` token's final hidden state through a dense layer and tanh.
+//!
+//! Only the NSP and classification heads read it; the MLM head and sentence embeddings
+//! (mean pooling) do not.
+
+use ndarray::{Array2, Array3, Axis};
+
+use super::linear::Linear;
+use crate::error::Result;
+use crate::load::config::BertConfig;
+use crate::load::weights::WeightStore;
+use crate::trace::stage::{Stage, StageKind::*};
+use crate::trace::{Halt, Tracer};
+
+/// `bert.pooler`
+pub struct BertPooler {
+    pub dense: Linear,
+}
+
+impl BertPooler {
+    pub fn load(store: &WeightStore, config: &BertConfig) -> Result<BertPooler> {
+        let h = config.hidden_size;
+        Ok(BertPooler { dense: Linear::load(store, "bert.pooler.dense", h, h)? })
+    }
+
+    /// `[B,T,H]` -> `[B,H]`
+    pub(crate) fn forward(&self, hidden: &Array3<f32>, tracer: &mut Tracer) -> Result<Array2<f32>, Halt> {
+        // [B,T,H] -> [B,H]: position 0 of every sequence, which is always [CLS].
+        let cls = hidden.index_axis(Axis(1), 0);
+        let mut dense = self.dense.forward(&cls);
+        tracer.f32(Stage::new(PoolerDense), &mut dense)?;
+        let mut pooled = dense.mapv_into(f32::tanh);
+        tracer.f32(Stage::new(PoolerOutput), &mut pooled)?;
+        Ok(pooled)
+    }
+}

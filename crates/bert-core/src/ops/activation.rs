@@ -1,0 +1,97 @@
+//! The feed-forward activations that BERT checkpoints name in `hidden_act`, applied to every
+//! element: the exact GELU (`gelu`), its tanh approximation (`gelu_new`, `gelu_pytorch_tanh`)
+//! and ReLU.
+
+use ndarray::{Array, Dimension};
+
+use super::kernels::elementwise;
+use super::{fast, Float};
+
+/// Exact GELU of every element, in place: x · Φ(x), as `torch.nn.functional.gelu`.
+pub fn gelu<D: Dimension>(mut x: Array<f32, D>) -> Array<f32, D> {
+    if fast() {
+        if let Some(values) = x.as_slice_memory_order_mut() {
+            elementwise::gelu(values);
+            return x;
+        }
+    }
+    gelu_reference(x)
+}
+
+/// The formula: x · (1 + erf(x / √2)) / 2, where Φ(x) = (1 + erf(x / √2)) / 2 is the standard
+/// normal distribution's CDF.
+pub fn gelu_reference<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
+    let half = F::of(0.5);
+    let sqrt_2 = F::of(std::f64::consts::SQRT_2);
+    x.mapv_into(|v| half * v * (F::one() + (v / sqrt_2).erf()))
+}
+
+/// The tanh approximation of GELU of every element, in place (GPT-2's and early BERT code's).
+pub fn gelu_tanh<D: Dimension>(mut x: Array<f32, D>) -> Array<f32, D> {
+    if fast() {
+        if let Some(values) = x.as_slice_memory_order_mut() {
+            elementwise::gelu_tanh(values);
+            return x;
+        }
+    }
+    gelu_tanh_reference(x)
+}
+
+/// The formula: x · (1 + tanh(√(2/π) · (x + 0.044715 x³))) / 2.
+pub fn gelu_tanh_reference<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
+    let half = F::of(0.5);
+    let c = F::of((2.0 / std::f64::consts::PI).sqrt());
+    let cubic = F::of(0.044715);
+    x.mapv_into(|v| half * v * (F::one() + (c * (v + cubic * v * v * v)).tanh()))
+}
+
+/// ReLU of every element, in place: max(x, 0). It is one comparison per value, so it has no
+/// kernel of its own.
+pub fn relu<D: Dimension>(x: Array<f32, D>) -> Array<f32, D> {
+    relu_reference(x)
+}
+
+/// The formula: max(x, 0).
+pub fn relu_reference<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
+    x.mapv_into(|v| v.max(F::zero()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{with_kernels, Kernels};
+    use ndarray::Array1;
+
+    /// The three activations in f64, written out independently of the code above, with the
+    /// error function and tanh of libm and std.
+    fn exact(name: &str, x: f64) -> f64 {
+        match name {
+            "gelu" => 0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)),
+            "gelu_tanh" => 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh()),
+            "relu" => x.max(0.0),
+            _ => unreachable!(),
+        }
+    }
+
+    type Op = fn(Array1<f32>) -> Array1<f32>;
+
+    #[test]
+    fn every_activation_matches_its_f64_formula_both_ways() {
+        let ops: [(&str, Op); 3] = [("gelu", gelu), ("gelu_tanh", gelu_tanh), ("relu", relu)];
+        // -12..12 in small steps, and 1001 values (not a multiple of a vector's 16 lanes).
+        let xs = Array1::linspace(-12.0f32, 12.0, 1001);
+        for (name, op) in ops {
+            for kernels in [Kernels::Fast, Kernels::Reference] {
+                let got = with_kernels(kernels, || op(xs.clone()));
+                let mut worst = 0.0f64;
+                for (&x, &y) in xs.iter().zip(&got) {
+                    let want = exact(name, x as f64);
+                    let err = (y as f64 - want).abs();
+                    worst = worst.max(err);
+                    assert!(err <= 1e-6 * (1.0 + want.abs()), "{name} {kernels:?}({x}): expected {want}, got {y}");
+                }
+                println!("{name:<10} {:<9} largest error against f64 over [-12, 12]: {worst:.2e}", kernels.name());
+            }
+        }
+    }
+}

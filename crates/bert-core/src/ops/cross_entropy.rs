@@ -1,0 +1,46 @@
+//! Cross-entropy, for the pretraining losses: how surprised the model is by the right answer.
+
+use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis};
+
+/// `[N,V]` -> `[N,V]`: log softmax of every row, log p_j = x_j - max - log Σ_k exp(x_k - max).
+///
+/// In f64: the losses are a handful of numbers, and the sum over a vocabulary of 30,000 logits
+/// keeps its digits that way.
+pub fn log_softmax_rows(logits: ArrayView2<'_, f32>) -> Array2<f64> {
+    let mut out = logits.mapv(f64::from);
+    for mut row in out.axis_iter_mut(Axis(0)) {
+        let max = row.fold(f64::NEG_INFINITY, |m, &v| m.max(v));
+        let log_sum = row.mapv(|v| (v - max).exp()).sum().ln();
+        row.mapv_inplace(|v| v - max - log_sum);
+    }
+    out
+}
+
+/// `[N,V]`, `[N]` -> `[N]`: the cross-entropy of each row against its label, -log p_label, and 0
+/// where the label is `ignore` (transformers' -100, "nothing to predict here"), as
+/// `CrossEntropyLoss(reduction="none", ignore_index=-100)`.
+pub fn cross_entropy(logits: ArrayView2<'_, f32>, labels: ArrayView1<'_, i64>, ignore: i64) -> Array1<f64> {
+    Array1::from_iter(labels.iter().zip(logits.outer_iter()).map(|(&label, row)| {
+        if label == ignore {
+            return 0.0;
+        }
+        // Only the labelled rows need their log softmax, and only at the label.
+        let log_probs = log_softmax_rows(row.insert_axis(Axis(0)));
+        -log_probs[[0, label as usize]]
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniform_logits_cost_log_v_and_ignored_rows_cost_nothing() {
+        let logits = Array2::<f32>::zeros((3, 4));
+        let losses = cross_entropy(logits.view(), ndarray::arr1(&[2, -100, 0]).view(), -100);
+        assert!((losses[0] - 4f64.ln()).abs() < 1e-12, "{losses}");
+        assert_eq!(losses[1], 0.0);
+        let probs: f64 = log_softmax_rows(ndarray::arr2(&[[1.0f32, 2.0, 3.0]]).view()).mapv(f64::exp).sum();
+        assert!((probs - 1.0).abs() < 1e-12, "probabilities sum to {probs}");
+    }
+}

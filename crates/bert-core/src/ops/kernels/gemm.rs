@@ -1,0 +1,586 @@
+//! The matrix product of a dense layer, out = x Wᵀ + b, written for the shapes BERT has; the
+//! attention heads' products use it too.
+//!
+//! A dense layer multiplies the tokens x `[M,K]` (M = B·T rows) by a weight W stored as PyTorch
+//! stores it, `[N,K]`: every output feature's weights in one row. Both operands are contiguous along
+//! K, the axis that is summed, and W is the large one (2.4 million values in a bert-base
+//! feed-forward layer, against 98 thousand for x at 128 tokens).
+//!
+//! The work is cut the way fast matrix products cut it (Goto's scheme, as in BLIS):
+//! - the tokens are copied ("packed") in blocks of up to [`MC`] rows, as panels of `NR` tokens
+//!   side by side: `panel[k][j] = x[m0 + j, k]`, zero past the last token (see `pack.rs`);
+//!   the sum over K is cut into blocks of [`KC`] steps;
+//! - a *tile* is `MR` output features × one panel of `NR` tokens. Its `MR`·`NR` sums stay in
+//!   vector registers for a whole block of K: each step loads the panel's `NR` values for one k
+//!   (whole vector registers) and multiplies them by each of the `MR` weights `W[n,k]` (one value,
+//!   broadcast), a fused multiply-add per register;
+//! - the threads share the output features: each walks its own tiles of W, one block of K after
+//!   the other, and a tile's weights (`MR` × `KC`) stay in cache while it passes over every
+//!   panel of the block; the next tile's weights are prefetched meanwhile.
+//!
+//! W is read in place, from the memory-mapped checkpoint, never copied or transposed.
+//!
+//! Every output is one chain of fused multiply-adds over k, in order, from 0 (a new chain for
+//! each block of [`KC`]), added to the bias and then to the previous blocks. Nothing about the
+//! order depends on the thread count, on where a token sits in a panel, or on the vector width:
+//! the AVX-512 and the AVX2 kernels give bit-identical results, and a token's output does not
+//! depend on the other tokens in the batch.
+//!
+//! On CPUs without AVX2 and FMA (and on other architectures), [`linear`], [`product`] and
+//! [`batched`] return false or None, and the operation runs its reference implementation.
+
+use ndarray::{Array4, ArrayView4};
+
+use super::pack::pack_panels;
+use super::threads;
+
+/// At most this many steps of the sum per block: a tile's weights (`MR` × KC) and one panel
+/// (KC × `NR`) then fit in the L1 and L2 caches.
+pub(crate) const KC: usize = 768;
+
+/// At most this many tokens per packed block: one block of K of them, 768 KiB at KC = 768, is in
+/// the L2 cache while the tiles pass over it.
+pub(crate) const MC: usize = 256;
+
+/// out `[M,N]` = x `[M,K]` · Wᵀ + bias, where `w` is W `[N,K]`; every slice contiguous and row-major.
+///
+/// Returns false, having written nothing, when this CPU has no kernel here (see the module
+/// documentation).
+pub(crate) fn linear(x: &[f32], w: &[f32], bias: &[f32], (m, k, n): (usize, usize, usize), out: &mut [f32]) -> bool {
+    assert_eq!(x.len(), m * k, "x is [M,K]");
+    assert_eq!(w.len(), n * k, "W is [N,K]");
+    assert_eq!(out.len(), m * n, "out is [M,N]");
+    let x = Matrix::row_major(x, k);
+    let w = Matrix::row_major(w, k);
+    product(x, w, Some(bias), 1.0, (m, k, n), MatrixMut { values: out, row_stride: n, col_stride: 1 })
+}
+
+/// A matrix somewhere in a slice: element `[r,c]` is `values[r * row_stride + c * col_stride]`.
+/// One head of a `[B,T,nh,hs]` array is `[T,hs]` with strides (H, 1); its transpose, (1, H).
+#[derive(Clone, Copy)]
+pub(crate) struct Matrix<'a> {
+    pub values: &'a [f32],
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+impl<'a> Matrix<'a> {
+    /// Rows `row_stride` apart, each contiguous.
+    pub(crate) fn row_major(values: &'a [f32], row_stride: usize) -> Matrix<'a> {
+        Matrix { values, row_stride, col_stride: 1 }
+    }
+}
+
+/// [`Matrix`], to be written.
+pub(crate) struct MatrixMut<'a> {
+    pub values: &'a mut [f32],
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+/// Whether a `[rows,cols]` matrix with these strides lies inside `len` values.
+fn fits(rows: usize, cols: usize, len: usize, row_stride: usize, col_stride: usize) -> bool {
+    rows == 0 || cols == 0 || (rows - 1) * row_stride + (cols - 1) * col_stride < len
+}
+
+/// out `[M,N]` = (x `[M,K]` · Wᵀ) · scale (+ bias `[N]`), where `w` holds W `[N,K]` with contiguous rows:
+/// the general form of [`linear`]. x and out may have any strides. The scale multiplies each
+/// finished sum, as PyTorch's `(q @ k.T) * scale` does.
+///
+/// Returns false, having written nothing, when this CPU has no kernel here.
+pub(crate) fn product(
+    x: Matrix<'_>,
+    w: Matrix<'_>,
+    bias: Option<&[f32]>,
+    scale: f32,
+    (m, k, n): (usize, usize, usize),
+    out: MatrixMut<'_>,
+) -> bool {
+    assert!(fits(m, k, x.values.len(), x.row_stride, x.col_stride), "x holds [M,K] = [{m},{k}]");
+    assert!(w.col_stride == 1 && fits(n, k, w.values.len(), w.row_stride, 1), "W holds [N,K] = [{n},{k}] by rows");
+    assert!(fits(m, n, out.values.len(), out.row_stride, out.col_stride), "out holds [M,N] = [{m},{n}]");
+    assert!(bias.is_none_or(|b| b.len() == n), "bias is [N]");
+    // A scale with more than one block of K would be applied to each block's sum.
+    assert!(scale == 1.0 || k <= KC, "a scaled product has at most KC sums");
+    #[cfg(target_arch = "x86_64")]
+    {
+        let problem = Problem { x, w, bias, scale, m, k, n, out_strides: (out.row_stride, out.col_stride) };
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            if m > 32 {
+                blocked::<6, 64>(problem, out.values, tiles_avx512_wide);
+            } else {
+                blocked::<12, 32>(problem, out.values, tiles_avx512);
+            }
+            return true;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            blocked::<6, 16>(problem, out.values, tiles_avx2);
+            return true;
+        }
+    }
+    false
+}
+
+/// `[B,nh,M,K]` · `[B,nh,K,N]` -> `[B,nh,M,N]`, each finished sum times `scale`: one [`product`]
+/// per head, the heads shared between the threads. None (nothing computed) when this CPU has no
+/// kernel, or when neither operand is laid out as [`product`] needs.
+///
+/// [`product`] reads its second operand W by rows along K. So when A's rows are contiguous
+/// along K (Q of `scores = Q Kᵀ`, P of `context = P V`), the product is computed transposed,
+/// outᵀ `[N,M]` = Bᵀ · Aᵀ, with A as W and the outputs written down the columns of `out`: the
+/// side kept in vector registers is then the keys (for the scores) or the head's values (for
+/// the context), and B may have any strides. Otherwise B must be contiguous along K.
+pub(crate) fn batched(a: ArrayView4<'_, f32>, b: ArrayView4<'_, f32>, scale: f32) -> Option<Array4<f32>> {
+    let (batch, heads, m, k) = a.dim();
+    let (b_batch, b_heads, b_k, n) = b.dim();
+    assert_eq!((batch, heads, k), (b_batch, b_heads, b_k), "[B,nh,M,K] · [B,nh,K,N]");
+    if !available() || (scale != 1.0 && k > KC) {
+        return None;
+    }
+    // Both operands as one slice of their memory, starting at element [0,0,0,0]: with every
+    // stride positive, the first element in memory is that one.
+    let positive = |s: &[isize]| s.iter().all(|&s| s > 0);
+    if !positive(a.strides()) || !positive(b.strides()) {
+        return None;
+    }
+    let (a_values, b_values) = (a.as_slice_memory_order()?, b.as_slice_memory_order()?);
+    let sa: Vec<usize> = a.strides().iter().map(|&s| s as usize).collect();
+    let sb: Vec<usize> = b.strides().iter().map(|&s| s as usize).collect();
+    let transposed = sa[3] == 1;
+    if !transposed && sb[2] != 1 {
+        return None;
+    }
+    let mut out = Array4::<f32>::zeros((batch, heads, m, n));
+    let blocks = out.as_slice_mut().expect("a new array is contiguous");
+    threads::for_each_part(blocks, m * n, 1, |first, part| {
+        for (i, block) in part.chunks_exact_mut(m * n).enumerate() {
+            let (bi, hi) = ((first + i) / heads, (first + i) % heads);
+            let a_head = &a_values[bi * sa[0] + hi * sa[1]..];
+            let b_head = &b_values[bi * sb[0] + hi * sb[1]..];
+            let done = if transposed {
+                let x = Matrix { values: b_head, row_stride: sb[3], col_stride: sb[2] };
+                let w = Matrix::row_major(a_head, sa[2]);
+                let out = MatrixMut { values: block, row_stride: 1, col_stride: n };
+                product(x, w, None, scale, (n, k, m), out)
+            } else {
+                let x = Matrix { values: a_head, row_stride: sa[2], col_stride: sa[3] };
+                let w = Matrix::row_major(b_head, sb[3]);
+                let out = MatrixMut { values: block, row_stride: n, col_stride: 1 };
+                product(x, w, None, scale, (m, k, n), out)
+            };
+            assert!(done, "a kernel exists (checked above)");
+        }
+    });
+    Some(out)
+}
+
+/// Whether this CPU has a kernel for [`product`].
+pub(crate) fn available() -> bool {
+    !kernel_names().is_empty()
+}
+
+/// The kernels [`product`] can choose from on this CPU, by name.
+pub(crate) fn kernel_names() -> Vec<&'static str> {
+    let mut names = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            names.extend(["gemm avx512 (12x32)", "gemm avx512 wide (6x64)"]);
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            names.push("gemm avx2 (6x16)");
+        }
+    }
+    names
+}
+
+/// What [`product`] was asked for, checked.
+#[derive(Clone, Copy)]
+struct Problem<'a> {
+    x: Matrix<'a>,
+    w: Matrix<'a>,
+    bias: Option<&'a [f32]>,
+    scale: f32,
+    m: usize,
+    k: usize,
+    n: usize,
+    out_strides: (usize, usize),
+}
+
+/// One block of the product: tokens `m0..m0 + mc`, sums `k0..k0 + kc`. `x_pack` holds the block
+/// of tokens packed for every sum, panel after panel (`NR`·K values each); the block's part of
+/// panel p starts at p·`NR`·K + `NR`·k0.
+struct Block<'a> {
+    problem: Problem<'a>,
+    x_pack: &'a [f32],
+    m0: usize,
+    mc: usize,
+    k0: usize,
+    kc: usize,
+}
+
+/// The output, written by several threads at once, each to its own output features (columns).
+#[derive(Clone, Copy)]
+struct Out {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: `Out` is only handed to threads that write disjoint columns of the output (see
+// `blocked`), while `blocked` holds the only `&mut` to it.
+unsafe impl Send for Out {}
+unsafe impl Sync for Out {}
+
+/// Computes the tiles of output features `tiles` for one block; one of the kernels below.
+type TilesFn = unsafe fn(&Block<'_>, std::ops::Range<usize>, Out);
+
+/// The loops over blocks of tokens and of K, with `MR`×`NR` tiles computed by `tiles`.
+///
+/// Each block of tokens is packed for the whole of K first, and then each thread goes through
+/// the blocks of K for its own tiles: a thread's tiles depend on no other thread's, so the
+/// threads meet twice per block of tokens, not twice per block of K too (every meeting costs a
+/// few µs of waking and sleeping, which with few tokens was a tenth of the time).
+fn blocked<const MR: usize, const NR: usize>(problem: Problem<'_>, out: &mut [f32], tiles: TilesFn) {
+    let Problem { m, k, n, .. } = problem;
+    let mc_max = MC.min(m.div_ceil(NR) * NR);
+    let out = Out { ptr: out.as_mut_ptr(), len: out.len() };
+    let tile_count = n.div_ceil(MR);
+    PACK.with_borrow_mut(|lines| {
+        lines.resize(lines.len().max((mc_max * k).div_ceil(16)), CacheLine([0.0; 16]));
+        // SAFETY: a CacheLine is 16 f32 and nothing else (repr(C)), so the lines are
+        // 16 · lines.len() f32 in a row, borrowed mutably for as long as `lines` is.
+        let pack = unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<f32>(), lines.len() * 16) };
+        for m0 in (0..m).step_by(mc_max) {
+            let mc = mc_max.min(m - m0);
+            let x_pack = &mut pack[..mc.div_ceil(NR) * NR * k];
+            threads::for_each_part(x_pack, NR * k, 1, |first_panel, part| {
+                for (p, panel) in part.chunks_exact_mut(NR * k).enumerate() {
+                    for k0 in (0..k).step_by(KC) {
+                        let kc = KC.min(k - k0);
+                        pack_panels::<NR>(
+                            problem.x,
+                            m0 + (first_panel + p) * NR,
+                            m0 + mc,
+                            k0,
+                            kc,
+                            &mut panel[NR * k0..][..NR * kc],
+                        );
+                    }
+                }
+            });
+            let x_pack = &*x_pack;
+            threads::for_each_range(tile_count, |range| {
+                for k0 in (0..k).step_by(KC) {
+                    let block = Block { problem, x_pack, m0, mc, k0, kc: KC.min(k - k0) };
+                    // SAFETY: the kernel was chosen for a CPU that has its features (see
+                    // `product`), and each range of tiles writes only its own output features.
+                    unsafe { tiles(&block, range.clone(), out) }
+                }
+            });
+        }
+    })
+}
+
+/// 64 bytes, aligned to 64: a panel of packed tokens starts on a cache line, so that no vector
+/// load from it straddles two lines (which would halve the loads' throughput).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct CacheLine([f32; 16]);
+
+thread_local! {
+    /// The packed tokens, kept from one product to the next: a new buffer of this size would be
+    /// fresh pages from the kernel, zeroed on first touch, at every product.
+    static PACK: std::cell::RefCell<Vec<CacheLine>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn tiles_avx512_wide(block: &Block<'_>, tiles: std::ops::Range<usize>, out: Out) {
+    compute_tiles::<6, 64>(block, tiles, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn tiles_avx512(block: &Block<'_>, tiles: std::ops::Range<usize>, out: Out) {
+    compute_tiles::<12, 32>(block, tiles, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tiles_avx2(block: &Block<'_>, tiles: std::ops::Range<usize>, out: Out) {
+    compute_tiles::<6, 16>(block, tiles, out)
+}
+
+/// For each tile of `MR` output features in `tiles` and each panel of the block: the `MR`×`NR`
+/// sums over the block's k, added to the output (or to the bias, for the first block).
+#[inline(always)]
+fn compute_tiles<const MR: usize, const NR: usize>(block: &Block<'_>, tiles: std::ops::Range<usize>, out: Out) {
+    let Problem { w, n, out_strides: (out_row, out_col), .. } = block.problem;
+    let kc = block.kc;
+    // The last tile may have fewer than MR features; its weights are copied into `edge`, padded
+    // with zero rows, so that the kernel always reads MR rows.
+    let mut edge = Vec::new();
+    for tile in tiles {
+        let n0 = tile * MR;
+        let features = MR.min(n - n0);
+        let (w_tile, ldw) = if features == MR {
+            (&w.values[n0 * w.row_stride + block.k0..], w.row_stride)
+        } else {
+            edge.clear();
+            edge.resize(MR * kc, 0.0);
+            for i in 0..features {
+                edge[i * kc..][..kc].copy_from_slice(&w.values[(n0 + i) * w.row_stride + block.k0..][..kc]);
+            }
+            (&edge[..], kc)
+        };
+        // The next tile's weights, fetched into cache while this tile's first panel is computed.
+        let next = (tile + 1 < n / MR).then(|| w.values[(n0 + MR) * w.row_stride + block.k0..].as_ptr());
+        let panel_stride = NR * block.problem.k;
+        for p in 0..block.mc.div_ceil(NR) {
+            let panel = &block.x_pack[p * panel_stride + NR * block.k0..][..NR * kc];
+            let sums = tile_sums::<MR, NR>(kc, w_tile, ldw, panel, if p == 0 { next } else { None });
+            let first_token = block.m0 + p * NR;
+            let tokens = NR.min(block.m0 + block.mc - first_token);
+            let last = (first_token + tokens - 1) * out_row + (n0 + features - 1) * out_col;
+            assert!(last < out.len, "the output holds [M,N]");
+            // SAFETY: every index written is at most `last`, inside the output (checked above),
+            // and in a column n0..n0 + features, which belong to this thread's tiles alone.
+            unsafe { store_tile(block, &sums, (first_token, tokens), (n0, features), out) };
+        }
+    }
+}
+
+/// Writes one tile's sums to the output: for the first block of K, (bias +) sum · scale; for
+/// the later blocks, the sum added to what the earlier blocks wrote.
+///
+/// # Safety
+/// Every output element of tokens `first_token..+tokens` and features `n0..+features` must be
+/// inside the output and written by no other thread meanwhile.
+// The indices j and i each address two things at once (a slot of the output and a sum), which
+// iterators would only obscure.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn store_tile<const MR: usize, const NR: usize>(
+    block: &Block<'_>,
+    sums: &[[f32; NR]; MR],
+    (first_token, tokens): (usize, usize),
+    (n0, features): (usize, usize),
+    out: Out,
+) {
+    let Problem { bias, scale, out_strides: (out_row, out_col), .. } = block.problem;
+    let first_block = block.k0 == 0;
+    // What the first block's sums are added to: the bias, or zero.
+    let start: [f32; MR] = std::array::from_fn(|i| match bias {
+        Some(b) if i < features => b[n0 + i],
+        _ => 0.0,
+    });
+    if out_row == 1 {
+        // The tokens are contiguous in the output (attention's transposed products): a whole
+        // row of sums at once.
+        for (i, row) in sums.iter().enumerate().take(features) {
+            let slots = std::slice::from_raw_parts_mut(out.ptr.add(first_token + (n0 + i) * out_col), tokens);
+            if first_block {
+                for (slot, &sum) in slots.iter_mut().zip(row) {
+                    *slot = start[i] + sum * scale;
+                }
+            } else {
+                for (slot, &sum) in slots.iter_mut().zip(row) {
+                    *slot += sum;
+                }
+            }
+        }
+    } else if out_col == 1 && features == MR {
+        // A dense layer's whole tile: token by token, each token's MR outputs side by side in
+        // memory, with loops of fixed length.
+        for j in 0..tokens {
+            let row = out.ptr.add((first_token + j) * out_row + n0);
+            if first_block {
+                for i in 0..MR {
+                    *row.add(i) = start[i] + sums[i][j] * scale;
+                }
+            } else {
+                for i in 0..MR {
+                    *row.add(i) += sums[i][j];
+                }
+            }
+        }
+    } else {
+        for j in 0..tokens {
+            let row = out.ptr.add((first_token + j) * out_row + n0 * out_col);
+            for (i, sums_of_feature) in sums.iter().enumerate().take(features) {
+                let slot = row.add(i * out_col);
+                *slot = if first_block { start[i] + sums_of_feature[j] * scale } else { *slot + sums_of_feature[j] };
+            }
+        }
+    }
+}
+
+/// `sums[i][j] = Σ_k w[i·ldw + k] · panel[k·NR + j]` for k < kc: `MR` weight rows by `NR` tokens.
+///
+/// The loops have fixed trip counts `MR` and `NR`, so the compiler keeps the sums in `MR`·`NR`/16
+/// vector registers (24 with AVX-512, of its 32; 12 with AVX2, of its 16) and each k is
+/// `NR`/16 vector loads, `MR` broadcasts and `MR`·`NR`/16 fused multiply-adds. Few broadcasts
+/// per multiply-add matter: 6 × 64 ran nearly twice as fast as 12 × 32 on a Cascade Lake Xeon.
+///
+/// `prefetch`, the start of the next tile's weights (rows `ldw` apart), is fetched into cache
+/// a cache line per row every 16 steps. With few tokens the weights are used once and come
+/// from memory, and the hardware's prefetcher, which follows each row only a few KiB at a
+/// time, left the memory bus half idle: this took the 12-token pass from 22.7 to 18.0 ms.
+#[inline(always)]
+fn tile_sums<const MR: usize, const NR: usize>(
+    kc: usize,
+    w: &[f32],
+    ldw: usize,
+    panel: &[f32],
+    prefetch: Option<*const f32>,
+) -> [[f32; NR]; MR] {
+    assert!(panel.len() >= kc * NR && w.len() >= (MR - 1) * ldw + kc, "a tile's operands are in bounds");
+    let mut sums = [[0.0f32; NR]; MR];
+    for kk in 0..kc {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(next) = prefetch {
+            if kk % 16 == 0 {
+                for i in 0..MR {
+                    // SAFETY: a prefetch is only a hint; it reads nothing, whatever the address.
+                    unsafe {
+                        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                            next.wrapping_add(i * ldw + kk) as *const i8,
+                        )
+                    };
+                }
+            }
+        }
+        // SAFETY: kk < kc, so both reads are inside the bounds asserted above.
+        let tokens: &[f32; NR] = unsafe { &*(panel.as_ptr().add(kk * NR) as *const [f32; NR]) };
+        for (i, row) in sums.iter_mut().enumerate() {
+            let weight = unsafe { *w.get_unchecked(i * ldw + kk) };
+            for (sum, &token) in row.iter_mut().zip(tokens) {
+                *sum = weight.mul_add(token, *sum);
+            }
+        }
+    }
+    sums
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Small deterministic values in [-1, 1).
+    fn values(len: usize, seed: usize) -> Vec<f32> {
+        (0..len).map(|i| (((i + seed) * 7919) % 1000) as f32 / 500.0 - 1.0).collect()
+    }
+
+    /// The same chains of fused multiply-adds as the kernels, one output at a time.
+    fn reference(x: &[f32], w: &[f32], bias: &[f32], (m, k, n): (usize, usize, usize)) -> Vec<f32> {
+        let mut out = vec![0.0; m * n];
+        for t in 0..m {
+            for o in 0..n {
+                let mut total = bias[o];
+                for k0 in (0..k).step_by(KC) {
+                    let mut sum = 0.0f32;
+                    for kk in k0..k.min(k0 + KC) {
+                        sum = w[o * k + kk].mul_add(x[t * k + kk], sum);
+                    }
+                    total += sum;
+                }
+                out[t * n + o] = total;
+            }
+        }
+        out
+    }
+
+    /// `blocked` with one kernel, for contiguous operands: (x, W, bias, (M,K,N), out).
+    type Kernel = fn(&[f32], &[f32], &[f32], (usize, usize, usize), &mut [f32]);
+
+    fn run<const MR: usize, const NR: usize>(
+        x: &[f32],
+        w: &[f32],
+        bias: &[f32],
+        (m, k, n): (usize, usize, usize),
+        out: &mut [f32],
+        tiles: TilesFn,
+    ) {
+        let (x, w) = (Matrix::row_major(x, k), Matrix::row_major(w, k));
+        let problem = Problem { x, w, bias: Some(bias), scale: 1.0, m, k, n, out_strides: (n, 1) };
+        blocked::<MR, NR>(problem, out, tiles)
+    }
+
+    /// Every kernel this CPU can run, by name.
+    fn kernels() -> Vec<(&'static str, Kernel)> {
+        let mut found: Vec<(&'static str, Kernel)> = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                found.push(("avx512", |x, w, b, s, o| run::<12, 32>(x, w, b, s, o, tiles_avx512)));
+                found.push(("avx512 wide", |x, w, b, s, o| run::<6, 64>(x, w, b, s, o, tiles_avx512_wide)));
+            }
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                found.push(("avx2", |x, w, b, s, o| run::<6, 16>(x, w, b, s, o, tiles_avx2)));
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn every_kernel_and_shape_matches_the_plain_loop_bit_for_bit() {
+        let kernels = kernels();
+        // Without a kernel, `linear` must say so and leave the product to the caller.
+        let mut out = [0.0f32; 1];
+        assert_eq!(linear(&[1.0], &[1.0], &[0.0], (1, 1, 1), &mut out), !kernels.is_empty());
+        // Edges on every axis: M and N not multiples of a panel or a tile, K over one block,
+        // M over one block, a single token.
+        for (name, kernel) in kernels {
+            for (m, k, n) in [(1, 5, 1), (3, 45, 7), (12, 64, 24), (33, 100, 13), (300, KC + 5, 25), (17, 2 * KC, 12)] {
+                let (x, w, bias) = (values(m * k, 1), values(n * k, 2), values(n, 3));
+                let mut out = vec![f32::NAN; m * n];
+                kernel(&x, &w, &bias, (m, k, n), &mut out);
+                let want = reference(&x, &w, &bias, (m, k, n));
+                for (i, (g, r)) in out.iter().zip(&want).enumerate() {
+                    assert_eq!(g.to_bits(), r.to_bits(), "{name} ({m},{k},{n}) element {i}: got {g}, expected {r}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn strided_and_transposed_operands_match_the_contiguous_product() {
+        // As for one attention head: x is a window of a wider array, or its transpose; the output
+        // is a window of a wider array, or written transposed.
+        let (m, k, n) = (70, 64, 40);
+        let (x, w) = (values(m * k, 4), values(n * k, 5));
+        let mut want = vec![0.0; m * n];
+        if !linear(&x, &w, &vec![0.0; n], (m, k, n), &mut want) {
+            let out = MatrixMut { values: &mut want, row_stride: n, col_stride: 1 };
+            return assert!(!product(Matrix::row_major(&x, k), Matrix::row_major(&w, k), None, 1.0, (m, k, n), out));
+        }
+        // x inside columns k..2k of a [M,2k] array, and x stored transposed ([K,M]).
+        let x_wide: Vec<f32> = (0..m).flat_map(|r| [vec![9.0; k], x[r * k..][..k].to_vec()].concat()).collect();
+        let x_t: Vec<f32> = (0..k).flat_map(|c| (0..m).map(|r| x[r * k + c]).collect::<Vec<_>>()).collect();
+        let layouts = [
+            ("window", Matrix { values: &x_wide[k..], row_stride: 2 * k, col_stride: 1 }),
+            ("transposed", Matrix { values: &x_t, row_stride: 1, col_stride: m }),
+        ];
+        for (name, x) in layouts {
+            for transposed_out in [false, true] {
+                // out inside columns n..2n of a [M,3n] array, or the transpose of that.
+                let mut out = vec![f32::NAN; m * 3 * n];
+                let (row_stride, col_stride, offset) = if transposed_out { (1, m, n * m) } else { (3 * n, 1, n) };
+                let target = MatrixMut { values: &mut out[offset..], row_stride, col_stride };
+                assert!(product(x, Matrix::row_major(&w, k), None, 1.0, (m, k, n), target));
+                for r in 0..m {
+                    for c in 0..n {
+                        let got = out[offset + r * row_stride + c * col_stride];
+                        assert_eq!(
+                            got.to_bits(),
+                            want[r * n + c].to_bits(),
+                            "x {name}, out transposed {transposed_out}, [{r},{c}]"
+                        );
+                    }
+                }
+                let written = out.iter().filter(|v| !v.is_nan()).count();
+                assert_eq!(written, m * n, "x {name}, out transposed {transposed_out}: only the window is written");
+            }
+        }
+    }
+}

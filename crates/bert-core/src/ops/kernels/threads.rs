@@ -1,0 +1,182 @@
+//! How many threads the fast kernels use, and the pool they run on.
+//!
+//! Nearly all of BERT's arithmetic is matrix products. The dense layers and attention's per-head
+//! products go through `gemm.rs`, which splits its output between the threads of our pool
+//! ([`for_each_part`], [`for_each_range`]); so do softmax, the activations and the statistics of
+//! `trace/summary.rs` on large tensors.
+//!
+//! The count is, in order of precedence:
+//!
+//! - a call to [`set_threads`] (the `bert-trace --threads N` option);
+//! - the environment variable `BERT_TRACE_THREADS`, read by [`init_from_env`] or, failing that,
+//!   at the first forward pass (a value that is not a whole number from 1 to [`max_threads`] is
+//!   an error from [`init_from_env`], and ignored by the forward pass);
+//! - otherwise, the number of physical cores (`num_cpus::get_physical`: hyper-threads share one
+//!   core's vector units, so they add little to matrix products).
+//!
+//! It is fixed at the first forward pass (or the first call of [`set_threads`]) for the life of
+//! the process.
+//!
+//! The reference operations multiply matrices with ndarray, which calls the `matrixmultiply`
+//! crate; with ndarray's `matrixmultiply-threading` feature that keeps a pool of its own, sized
+//! once, at its first product, from the environment variable `MATMUL_NUM_THREADS` (else the
+//! physical cores), never more than [`MAX_MATMUL_THREADS`]. [`set_threads`] passes the count on
+//! to it, which is why it belongs at the start of `main`, before other threads exist: setting a
+//! variable races with any thread reading the environment.
+//!
+//! Whatever the count, every output element is computed by one thread, with its sum in a fixed
+//! order, so results do not depend on it (tested to the bit).
+
+use std::sync::OnceLock;
+
+/// bert-core's environment variable for the thread count.
+pub const ENV_VAR: &str = "BERT_TRACE_THREADS";
+
+/// The variable matrixmultiply reads at its first product.
+pub const MATMUL_ENV_VAR: &str = "MATMUL_NUM_THREADS";
+
+/// The most threads matrixmultiply can use; it clamps larger requests to this.
+pub const MAX_MATMUL_THREADS: usize = 4;
+
+/// Element-wise loops over fewer values than this run on the calling thread alone: below it,
+/// handing work to the pool (a few microseconds) costs more than the second thread saves.
+pub(crate) const PARALLEL_MIN_LEN: usize = 1 << 15;
+
+/// The most threads bert-core starts: 64, or the machine's logical CPUs if it has more. More
+/// threads than CPUs only take turns on them, and a count far beyond (a typo such as 1024)
+/// spends seconds starting threads that then wait.
+pub fn max_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).max(64)
+}
+
+/// The thread count, fixed by [`set_threads`] or at the first call of [`threads`].
+static CHOSEN: OnceLock<usize> = OnceLock::new();
+
+/// Why a thread count was refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ThreadsError {
+    #[error("{setting} is `{value}`, expected a whole number of threads from 1 to {max}")]
+    OutOfRange { setting: &'static str, value: String, max: usize },
+    #[error("the thread count is already fixed at {fixed} (by the first forward pass or an earlier setting), so {wanted} cannot take effect")]
+    TooLate { fixed: usize, wanted: usize },
+}
+
+/// Uses `n` threads (1 to [`max_threads`]) for this process's forward passes and returns the
+/// number that will be used.
+///
+/// Call it at the start of `main`, before other threads exist: it also sets
+/// `MATMUL_NUM_THREADS` for matrixmultiply (see the module documentation). After the first
+/// forward pass the count is fixed; asking for another number then is
+/// [`ThreadsError::TooLate`].
+pub fn set_threads(n: usize) -> Result<usize, ThreadsError> {
+    check(n, "the thread count", &n.to_string())?;
+    let fixed = *CHOSEN.get_or_init(|| {
+        // Setting a variable races with threads that read the environment at the same moment,
+        // which is why this belongs at the start of `main`.
+        std::env::set_var(MATMUL_ENV_VAR, n.min(MAX_MATMUL_THREADS).to_string());
+        n
+    });
+    if fixed == n {
+        Ok(n)
+    } else {
+        Err(ThreadsError::TooLate { fixed, wanted: n })
+    }
+}
+
+/// Checks a thread count from `setting` (written `value` there).
+pub fn check(n: usize, setting: &'static str, value: &str) -> Result<usize, ThreadsError> {
+    let max = max_threads();
+    if (1..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(ThreadsError::OutOfRange { setting, value: value.to_string(), max })
+    }
+}
+
+/// Applies `BERT_TRACE_THREADS` when it is set (see [`set_threads`]) and returns the thread
+/// count the forward pass will use.
+pub fn init_from_env() -> Result<usize, ThreadsError> {
+    match from_env() {
+        Some(Ok(n)) => set_threads(n),
+        Some(Err(e)) => Err(e),
+        None => Ok(threads()),
+    }
+}
+
+/// `BERT_TRACE_THREADS`, when it is set and not blank.
+fn from_env() -> Option<Result<usize, ThreadsError>> {
+    let value = std::env::var(ENV_VAR).ok().filter(|v| !v.trim().is_empty())?;
+    let refused = || ThreadsError::OutOfRange { setting: ENV_VAR, value: value.clone(), max: max_threads() };
+    Some(match value.trim().parse::<usize>() {
+        Ok(n) => check(n, ENV_VAR, &value),
+        Err(_) => Err(refused()),
+    })
+}
+
+/// The number of threads the forward pass uses. The first call fixes it, if [`set_threads`]
+/// has not: to `BERT_TRACE_THREADS`, or else the number of physical cores.
+pub fn threads() -> usize {
+    *CHOSEN.get_or_init(|| match from_env() {
+        Some(Ok(n)) => n,
+        _ => num_cpus::get_physical().clamp(1, max_threads()),
+    })
+}
+
+/// Splits `data` into one part per thread, each a whole number of `unit`s and at least
+/// `min_units` of them, and runs `work(first_unit, part)` on all parts at once, on the [`pool`].
+/// When there is only enough for one part, or when called from a part of an outer split, it is
+/// a plain call.
+pub(crate) fn for_each_part<T: Send>(
+    data: &mut [T],
+    unit: usize,
+    min_units: usize,
+    work: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let units = data.len() / unit.max(1);
+    let parts = threads().min(units / min_units.max(1)).max(1);
+    if parts == 1 || in_pool() {
+        return work(0, data);
+    }
+    let units_per_part = units.div_ceil(parts);
+    pool().scope(|scope| {
+        for (i, chunk) in data.chunks_mut(units_per_part * unit).enumerate() {
+            let work = &work;
+            scope.spawn(move |_| work(i * units_per_part, chunk));
+        }
+    });
+}
+
+/// Splits `0..count` into one contiguous range per thread and runs `work(range)` on all of them
+/// at once, on the [`pool`].
+pub(crate) fn for_each_range(count: usize, work: impl Fn(std::ops::Range<usize>) + Sync) {
+    let parts = threads().min(count).max(1);
+    if parts == 1 || in_pool() {
+        return work(0..count);
+    }
+    let per_part = count.div_ceil(parts);
+    pool().scope(|scope| {
+        for start in (0..count).step_by(per_part) {
+            let work = &work;
+            scope.spawn(move |_| work(start..count.min(start + per_part)));
+        }
+    });
+}
+
+/// Whether this thread is one of the pool's: work it splits further runs on it alone (all the
+/// pool's threads are already busy with parts of the outer loop).
+fn in_pool() -> bool {
+    pool().current_thread_index().is_some()
+}
+
+/// The pool of [`threads`] threads our own loops run on. It lives as long as the process:
+/// starting a thread per call would cost about 50 µs each time.
+fn pool() -> &'static rayon::ThreadPool {
+    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads())
+            .thread_name(|i| format!("bert-core-{i}"))
+            .build()
+            .expect("the thread pool starts")
+    })
+}

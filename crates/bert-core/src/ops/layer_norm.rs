@@ -1,0 +1,72 @@
+//! LayerNorm over the last axis: (x - mean) / sqrt(var + eps) · weight + bias.
+//!
+//! The variance is the biased one (divided by H, not H - 1), as PyTorch computes it; BERT's eps
+//! is 1e-12 (from config.json), not PyTorch's default 1e-5.
+
+use ndarray::{Array, ArrayView1, Axis, Dimension, Zip};
+
+use super::kernels::elementwise;
+use super::{fast, Float};
+
+/// `[..,H]` -> `[..,H]`, in place: every vector of H values normalised on its own.
+pub fn layer_norm_rows<D: Dimension>(
+    mut x: Array<f32, D>,
+    weight: ArrayView1<'_, f32>,
+    bias: ArrayView1<'_, f32>,
+    eps: f32,
+) -> Array<f32, D> {
+    if fast() && weight.len() > 0 {
+        if let (Some(values), Some(w), Some(b)) = (x.as_slice_mut(), weight.as_slice(), bias.as_slice()) {
+            elementwise::layer_norm_rows(values, w, b, eps);
+            return x;
+        }
+    }
+    layer_norm_rows_reference(x, weight, bias, eps)
+}
+
+/// The formula, one row at a time.
+pub fn layer_norm_rows_reference<F: Float, D: Dimension>(
+    mut x: Array<F, D>,
+    weight: ArrayView1<'_, F>,
+    bias: ArrayView1<'_, F>,
+    eps: F,
+) -> Array<F, D> {
+    let last = Axis(x.ndim() - 1);
+    for mut row in x.lanes_mut(last) {
+        let n = F::of(row.len() as f64);
+        let mean = row.sum() / n;
+        let var = row.mapv(|v| (v - mean) * (v - mean)).sum() / n;
+        let std = (var + eps).sqrt();
+        Zip::from(&mut row).and(weight).and(bias).for_each(|v, &w, &b| *v = (*v - mean) / std * w + b);
+    }
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{with_kernels, Kernels};
+    use ndarray::{Array1, Array3};
+
+    #[test]
+    fn fast_and_reference_match_f64_on_awkward_rows() {
+        // One value per row (the output is the bias), odd widths, values far from zero.
+        for h in [1, 7, 16, 33, 384] {
+            let x = Array3::from_shape_fn((2, 3, h), |(b, t, i)| 100.0 + ((b * 13 + t * 7 + i * 3) % 11) as f32 / 5.0);
+            let weight = Array1::from_shape_fn(h, |i| 1.0 + (i % 5) as f32 / 10.0);
+            let bias = Array1::from_shape_fn(h, |i| (i % 3) as f32 / 10.0 - 0.1);
+            let want = layer_norm_rows_reference(
+                x.mapv(f64::from),
+                weight.mapv(f64::from).view(),
+                bias.mapv(f64::from).view(),
+                1e-12,
+            );
+            for kernels in [Kernels::Fast, Kernels::Reference] {
+                let got = with_kernels(kernels, || layer_norm_rows(x.clone(), weight.view(), bias.view(), 1e-12));
+                for ((index, g), w) in got.indexed_iter().zip(&want) {
+                    assert!((*g as f64 - w).abs() <= 2e-5, "{kernels:?}, H = {h}, {index:?}: expected {w}, got {g}");
+                }
+            }
+        }
+    }
+}

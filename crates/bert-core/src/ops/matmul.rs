@@ -1,0 +1,129 @@
+//! Matrix products: a dense layer's `x · Wᵀ + b`, and attention's products, one per head.
+//!
+//! The fast kernel is `kernels/gemm.rs`, a packed product written for BERT's shapes, which reads
+//! W in place from the checkpoint and gives the same bits whatever the thread count.
+
+use ndarray::{s, Array2, Array4, ArrayView1, ArrayView2, ArrayView4};
+
+use super::kernels::gemm;
+use super::{fast, Float};
+
+/// `[N,in]` -> `[N,out]`: x · Wᵀ + b, with W `[out,in]` as PyTorch stores it (`nn.Linear`).
+pub fn linear(x: ArrayView2<'_, f32>, weight: ArrayView2<'_, f32>, bias: ArrayView1<'_, f32>) -> Array2<f32> {
+    if fast() {
+        let x = x.as_standard_layout();
+        let (n, n_in) = x.dim();
+        let n_out = weight.nrows();
+        let mut out = Array2::<f32>::zeros((n, n_out));
+        let operands = (x.as_slice(), weight.as_slice(), bias.as_slice());
+        if let (Some(x), Some(w), Some(b), Some(o)) = (operands.0, operands.1, operands.2, out.as_slice_mut()) {
+            if gemm::linear(x, w, b, (n, n_in, n_out), o) {
+                return out;
+            }
+        }
+    }
+    linear_reference(x, weight, bias)
+}
+
+/// The formula: every row of x times every row of W, plus the bias.
+pub fn linear_reference<F: Float>(
+    x: ArrayView2<'_, F>,
+    weight: ArrayView2<'_, F>,
+    bias: ArrayView1<'_, F>,
+) -> Array2<F> {
+    x.dot(&weight.t()) + bias
+}
+
+/// `[B,nh,M,K]` · `[B,nh,K,N]` -> `[B,nh,M,N]`: a matrix product for each sequence and head,
+/// each result times `scale`, as `torch.matmul(a, b) * scale`.
+pub fn matmul(a: ArrayView4<'_, f32>, b: ArrayView4<'_, f32>, scale: f32) -> Array4<f32> {
+    if fast() {
+        if let Some(out) = gemm::batched(a.view(), b.view(), scale) {
+            return out;
+        }
+    }
+    matmul_reference(a, b, scale)
+}
+
+/// The formula: for every sequence b and head h, `a[b,h] · b[b,h]`, times `scale`.
+pub fn matmul_reference<F: Float>(a: ArrayView4<'_, F>, b: ArrayView4<'_, F>, scale: F) -> Array4<F> {
+    let (batch, heads, m, _) = a.dim();
+    let n = b.dim().3;
+    let mut out = Array4::zeros((batch, heads, m, n));
+    for bi in 0..batch {
+        for hi in 0..heads {
+            let product = a.slice(s![bi, hi, .., ..]).dot(&b.slice(s![bi, hi, .., ..]));
+            out.slice_mut(s![bi, hi, .., ..]).assign(&(product * scale));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{with_kernels, Kernels};
+    use ndarray::Array;
+
+    /// Values in [-1, 1) from a fixed pattern.
+    fn values(len: usize, seed: usize) -> Vec<f32> {
+        (0..len).map(|i| (((i + seed) * 7919) % 1000) as f32 / 500.0 - 1.0).collect()
+    }
+
+    /// Whether every element of `got` is within `tol` (relative to 1 + |want|) of `want`.
+    fn close<D: ndarray::Dimension>(got: &Array<f32, D>, want: &Array<f64, D>, tol: f64) -> Result<(), String> {
+        assert_eq!(got.shape(), want.shape());
+        for ((index, g), w) in got.indexed_iter().zip(want) {
+            if (*g as f64 - w).abs() > tol * (1.0 + w.abs()) {
+                return Err(format!("at {index:?}: expected {w}, got {g}"));
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn linear_fast_and_reference_match_an_f64_product_on_awkward_shapes() {
+        // One token, odd sizes on every axis, row counts on both sides of a 16- or 32-token panel.
+        for (rows, n_in, n_out) in [(1, 1, 1), (1, 45, 7), (3, 45, 7), (17, 33, 5), (33, 64, 13), (70, 100, 24)] {
+            let x = Array2::from_shape_vec((rows, n_in), values(rows * n_in, 1)).unwrap();
+            let w = Array2::from_shape_vec((n_out, n_in), values(n_out * n_in, 2)).unwrap();
+            let b = ndarray::Array1::from(values(n_out, 3));
+            let want = linear_reference(x.mapv(f64::from).view(), w.mapv(f64::from).view(), b.mapv(f64::from).view());
+            for kernels in [Kernels::Fast, Kernels::Reference] {
+                let got = with_kernels(kernels, || linear(x.view(), w.view(), b.view()));
+                if let Err(e) = close(&got, &want, 1e-5) {
+                    panic!("linear {kernels:?} [{rows},{n_in}] x [{n_out},{n_in}]: {e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn matmul_fast_and_reference_match_an_f64_product_in_every_layout() {
+        // As in attention: Q and K as heads-first views of [B,T,nh,hs] arrays, K transposed;
+        // and P [B,nh,T,T] by V, a heads-first view. T = 1 and odd sizes included.
+        for (batch, t, heads, hs) in [(1, 1, 1, 1), (1, 13, 4, 8), (2, 7, 3, 5), (2, 40, 2, 33)] {
+            let as_heads = |seed| {
+                Array::from_shape_vec((batch, t, heads, hs), values(batch * t * heads * hs, seed))
+                    .unwrap()
+                    .permuted_axes([0, 2, 1, 3])
+            };
+            let (q, k, v) = (as_heads(4), as_heads(5), as_heads(6));
+            let k_t = k.view().permuted_axes([0, 1, 3, 2]);
+            let scale = (hs as f32).powf(-0.5);
+            let want = matmul_reference(q.mapv(f64::from).view(), k_t.mapv(f64::from).view(), scale as f64);
+            let p = Array4::from_shape_vec((batch, heads, t, t), values(batch * heads * t * t, 7)).unwrap();
+            let want_context = matmul_reference(p.mapv(f64::from).view(), v.mapv(f64::from).view(), 1.0);
+            for kernels in [Kernels::Fast, Kernels::Reference] {
+                let got = with_kernels(kernels, || matmul(q.view(), k_t.view(), scale));
+                if let Err(e) = close(&got, &want, 1e-5) {
+                    panic!("scores {kernels:?} B={batch} T={t} nh={heads} hs={hs}: {e}");
+                }
+                let got = with_kernels(kernels, || matmul(p.view(), v.view(), 1.0));
+                if let Err(e) = close(&got, &want_context, 1e-5) {
+                    panic!("context {kernels:?} B={batch} T={t} nh={heads} hs={hs}: {e}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The named operations BERT is made of: a dense layer's matrix product, attention's batched
+//! products, softmax, LayerNorm, the activations, the embedding lookup, splitting and merging
+//! heads, and the cross-entropy of the pretraining losses.
+//!
+//! Each operation is written twice, side by side in its file:
+//!
+//! - `<name>_reference`: the formula, written plainly on ndarray, generic over f32 and f64. This
+//!   is the code the walkthrough quotes, and the one to read first.
+//! - `<name>`: what the model calls. It runs a fast kernel from `kernels/` where one pays off and
+//!   applies (this CPU has it, the operands are laid out for it), and the reference otherwise.
+//!   No caller ever asks which.
+//!
+//! [`Kernels`] chooses for a whole forward pass: [`Kernels::Reference`] runs every operation on
+//! its reference implementation (`bert-trace --kernels reference`), which is slower but is the
+//! formula itself; the golden tests run both ways at the same tolerances.
+
+mod activation;
+mod cross_entropy;
+mod embedding;
+mod heads;
+pub(crate) mod kernels;
+mod layer_norm;
+mod matmul;
+mod softmax;
+
+use std::cell::Cell;
+
+pub use self::activation::{gelu, gelu_reference, gelu_tanh, gelu_tanh_reference, relu, relu_reference};
+pub use self::cross_entropy::{cross_entropy, log_softmax_rows};
+pub use self::embedding::embedding;
+pub use self::heads::{merge_heads, split_heads, transpose};
+pub use self::kernels::available as available_kernels;
+pub use self::kernels::threads::{
+    check as check_threads, init_from_env, max_threads, set_threads, threads, ThreadsError, ENV_VAR as THREADS_ENV_VAR,
+};
+pub use self::layer_norm::{layer_norm_rows, layer_norm_rows_reference};
+pub use self::matmul::{linear, linear_reference, matmul, matmul_reference};
+pub use self::softmax::{softmax_rows, softmax_rows_reference};
+
+/// The element types the reference operations run in: f32, BERT's own, and f64, for checking
+/// how far f32 rounding takes a result.
+pub trait Float: ndarray::NdFloat + num_traits::FromPrimitive {
+    /// The error function, from `libm`.
+    fn erf(self) -> Self;
+
+    /// A constant of the formulas, written as an f64.
+    fn of(value: f64) -> Self {
+        Self::from_f64(value).expect("a finite constant")
+    }
+}
+
+impl Float for f32 {
+    fn erf(self) -> f32 {
+        libm::erff(self)
+    }
+}
+
+impl Float for f64 {
+    fn erf(self) -> f64 {
+        libm::erf(self)
+    }
+}
+
+/// Which implementation of the operations a forward pass runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kernels {
+    /// The fast kernels where this CPU has them, the reference elsewhere.
+    #[default]
+    Fast,
+    /// The reference implementation of every operation: the formulas as written.
+    Reference,
+}
+
+impl Kernels {
+    /// The environment variable that picks the kernels, as `--kernels` does.
+    pub const ENV_VAR: &'static str = "BERT_TRACE_KERNELS";
+
+    /// `fast` or `reference`.
+    pub fn parse(name: &str) -> Option<Kernels> {
+        match name {
+            "fast" => Some(Kernels::Fast),
+            "reference" => Some(Kernels::Reference),
+            _ => None,
+        }
+    }
+
+    /// The choice `BERT_TRACE_KERNELS` makes, if it is set and not blank; an error message for
+    /// any other value.
+    pub fn from_env() -> Result<Option<Kernels>, String> {
+        match std::env::var(Kernels::ENV_VAR) {
+            Ok(value) if !value.trim().is_empty() => Kernels::parse(value.trim())
+                .map(Some)
+                .ok_or_else(|| format!("{} is `{value}`, expected `fast` or `reference`", Kernels::ENV_VAR)),
+            _ => Ok(None),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernels::Fast => "fast",
+            Kernels::Reference => "reference",
+        }
+    }
+}
+
+thread_local! {
+    /// The kernels of the forward pass running on this thread. The operations read it on the
+    /// thread that calls them, which is the pass's own: the kernels' helper threads never call
+    /// an operation.
+    static ACTIVE: Cell<Kernels> = const { Cell::new(Kernels::Fast) };
+}
+
+/// Runs `work` with every operation it calls, on this thread, using `kernels`.
+pub fn with_kernels<R>(kernels: Kernels, work: impl FnOnce() -> R) -> R {
+    /// Puts the previous choice back, also when `work` panics.
+    struct Restore(Kernels);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ACTIVE.set(self.0);
+        }
+    }
+    let _restore = Restore(ACTIVE.replace(kernels));
+    work()
+}
+
+/// Whether the operations may use their fast kernels.
+pub(crate) fn fast() -> bool {
+    ACTIVE.get() == Kernels::Fast
+}

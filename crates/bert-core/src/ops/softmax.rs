@@ -1,0 +1,69 @@
+//! Softmax over the last axis: every row becomes a probability distribution.
+
+use ndarray::{Array, Axis, Dimension};
+
+use super::kernels::elementwise;
+use super::{fast, Float};
+
+/// `[..,N]` -> `[..,N]`, in place: each row becomes exp(x - max) / Σ exp(x - max).
+pub fn softmax_rows<D: Dimension>(mut x: Array<f32, D>) -> Array<f32, D> {
+    let row_len = x.shape().last().copied().unwrap_or(1);
+    if fast() && row_len > 0 {
+        if let Some(values) = x.as_slice_mut() {
+            elementwise::softmax_rows(values, row_len);
+            return x;
+        }
+    }
+    softmax_rows_reference(x)
+}
+
+/// The formula. Subtracting the row's largest value first changes nothing mathematically, keeps
+/// exp from overflowing, and turns a padded key's score (f32::MIN) into exactly 0.
+pub fn softmax_rows_reference<F: Float, D: Dimension>(mut x: Array<F, D>) -> Array<F, D> {
+    let last = Axis(x.ndim() - 1);
+    for mut row in x.lanes_mut(last) {
+        let max = row.fold(F::neg_infinity(), |m, &v| m.max(v));
+        row.mapv_inplace(|v| (v - max).exp());
+        let sum = row.sum();
+        row.mapv_inplace(|v| v / sum);
+    }
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{with_kernels, Kernels};
+    use ndarray::{Array2, Array4};
+
+    #[test]
+    fn fast_and_reference_match_f64_on_awkward_rows() {
+        // One value, lengths around a vector's 16 lanes, and masked (f32::MIN) entries.
+        for len in [1, 2, 15, 16, 17, 100] {
+            let mut x = Array2::from_shape_fn((3, len), |(r, c)| ((r * 31 + c * 7) % 23) as f32 / 3.0 - 4.0);
+            if len > 2 {
+                x[[1, len - 1]] = f32::MIN;
+                x[[2, 0]] = f32::MIN;
+            }
+            let want = softmax_rows_reference(x.mapv(f64::from));
+            for kernels in [Kernels::Fast, Kernels::Reference] {
+                let got = with_kernels(kernels, || softmax_rows(x.clone()));
+                for ((index, g), w) in got.indexed_iter().zip(&want) {
+                    assert!((*g as f64 - w).abs() <= 1e-6, "{kernels:?}, len {len}, {index:?}: expected {w}, got {g}");
+                }
+                assert_eq!(got[[1, len - 1]] == 0.0, len > 2, "{kernels:?}: a masked score gets exactly 0");
+            }
+        }
+    }
+
+    #[test]
+    fn rows_of_a_4d_array_each_sum_to_one() {
+        let x = Array4::from_shape_fn((2, 3, 5, 5), |(a, b, c, d)| (a + 2 * b + 3 * c + 5 * d) as f32 / 7.0);
+        for kernels in [Kernels::Fast, Kernels::Reference] {
+            let probs = with_kernels(kernels, || softmax_rows(x.clone()));
+            for row in probs.lanes(Axis(3)) {
+                assert!((row.sum() - 1.0).abs() < 1e-6, "{kernels:?}: a row sums to {}", row.sum());
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The trace contract: the stage table ([`stage`]), where the forward pass sends each stage (a
+//! [`Sink`] picked by the caller, and the `Tracer` that hands stages to it in execution order
+//! and stops the pass where asked), the manifest that describes a dump ([`manifest`]), and the
+//! four numbers a stage table shows ([`summary`]).
+
+pub mod manifest;
+pub mod stage;
+pub mod summary;
+
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, DataMut, Dimension};
+
+use self::stage::{DType, Stage};
+use crate::error::{BertError, Result};
+
+/// A borrowed view of one stage's tensor.
+#[derive(Clone, Debug)]
+pub enum TensorView<'a> {
+    F32(ArrayViewD<'a, f32>),
+    I64(ArrayViewD<'a, i64>),
+}
+
+/// An owned tensor, as a [`Memory`] sink keeps it or a dump is read back.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tensor {
+    F32(ArrayD<f32>),
+    I64(ArrayD<i64>),
+}
+
+impl TensorView<'_> {
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            TensorView::F32(a) => a.shape(),
+            TensorView::I64(a) => a.shape(),
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        match self {
+            TensorView::F32(_) => DType::F32,
+            TensorView::I64(_) => DType::I64,
+        }
+    }
+
+    pub fn to_owned(&self) -> Tensor {
+        self.to_owned_c_order()
+    }
+
+    /// A copy with its values in C order (row-major), whatever the view's strides: the order of
+    /// a `.npy` file.
+    pub fn to_owned_c_order(&self) -> Tensor {
+        match self {
+            TensorView::F32(a) => Tensor::F32(a.as_standard_layout().into_owned()),
+            TensorView::I64(a) => Tensor::I64(a.as_standard_layout().into_owned()),
+        }
+    }
+}
+
+impl Tensor {
+    pub fn view(&self) -> TensorView<'_> {
+        match self {
+            Tensor::F32(a) => TensorView::F32(a.view()),
+            Tensor::I64(a) => TensorView::I64(a.view()),
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Tensor::F32(a) => a.shape(),
+            Tensor::I64(a) => a.shape(),
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.view().dtype()
+    }
+
+    /// The values as f64, in row-major order, whatever the dtype.
+    pub fn to_f64(&self) -> ArrayD<f64> {
+        match self {
+            Tensor::F32(a) => a.mapv(f64::from),
+            Tensor::I64(a) => a.mapv(|v| v as f64),
+        }
+    }
+}
+
+/// Receives the stages of one forward pass, in execution order.
+pub trait Sink {
+    /// Whether this sink wants `stage` at all. A sink that answers no costs nothing beyond this
+    /// call: the tensor is neither copied nor converted for it.
+    fn wants(&self, stage: &Stage) -> bool {
+        let _ = stage;
+        true
+    }
+
+    /// Takes one stage. The view is only valid during the call.
+    fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()>;
+
+    /// Called once after the last stage (the last one computed, if the pass stopped early).
+    fn finish(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Throws every stage away: the plain forward pass.
+pub struct Discard;
+
+impl Sink for Discard {
+    fn wants(&self, _: &Stage) -> bool {
+        false
+    }
+    fn emit(&mut self, _: Stage, _: TensorView<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Keeps a copy of every stage in memory, in order (for tests and for the CLI's statistics).
+#[derive(Default)]
+pub struct Memory {
+    pub stages: Vec<(Stage, Tensor)>,
+}
+
+impl Memory {
+    pub fn get(&self, name: &str) -> Option<&Tensor> {
+        self.stages.iter().find(|(stage, _)| stage.name() == name).map(|(_, t)| t)
+    }
+}
+
+impl Sink for Memory {
+    fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()> {
+        self.stages.push((stage, tensor.to_owned()));
+        Ok(())
+    }
+}
+
+/// Why the forward pass ended before its last stage.
+pub(crate) enum Halt {
+    /// The caller's stop stage was reached; not an error.
+    Stopped(Stage),
+    Failed(BertError),
+}
+
+impl From<BertError> for Halt {
+    fn from(e: BertError) -> Halt {
+        Halt::Failed(e)
+    }
+}
+
+/// Hands stages to the sink and raises [`Halt::Stopped`] after the stop stage.
+///
+/// The model hands each stage over mutably (`&mut` its array) although sinks only read it today:
+/// that is where an intervention (ablating a head, patching a stage from another run) will
+/// change a tensor before the rest of the pass reads it.
+pub(crate) struct Tracer<'s> {
+    sink: &'s mut dyn Sink,
+    stop_after: Option<Stage>,
+}
+
+impl<'s> Tracer<'s> {
+    pub(crate) fn new(sink: &'s mut dyn Sink, stop_after: Option<Stage>) -> Tracer<'s> {
+        Tracer { sink, stop_after }
+    }
+
+    /// Emits an f32 stage of any rank.
+    pub(crate) fn f32<S, D>(&mut self, stage: Stage, tensor: &mut ArrayBase<S, D>) -> Result<(), Halt>
+    where
+        S: DataMut<Elem = f32>,
+        D: Dimension,
+    {
+        if self.sink.wants(&stage) {
+            self.sink.emit(stage, TensorView::F32(tensor.view().into_dyn()))?;
+        }
+        self.after(stage)
+    }
+
+    /// Emits an int64 stage (the inputs and labels).
+    pub(crate) fn i64<S, D>(&mut self, stage: Stage, tensor: &mut ArrayBase<S, D>) -> Result<(), Halt>
+    where
+        S: DataMut<Elem = i64>,
+        D: Dimension,
+    {
+        if self.sink.wants(&stage) {
+            self.sink.emit(stage, TensorView::I64(tensor.view().into_dyn()))?;
+        }
+        self.after(stage)
+    }
+
+    fn after(&mut self, stage: Stage) -> Result<(), Halt> {
+        if self.stop_after == Some(stage) {
+            return Err(Halt::Stopped(stage));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(self) -> Result<()> {
+        self.sink.finish()
+    }
+}

@@ -1,0 +1,610 @@
+//! The names of every traced tensor, in execution order.
+//!
+//! This is the one table that the tracer, the CLI (`--stop-at`, `stages`), the manifest, the diff
+//! and the walkthrough all read. The names are a contract with `scripts/dump_reference.py` and with
+//! users' numpy code, so they never appear as string literals anywhere else.
+//!
+//! Shapes use one vocabulary: B batch, T tokens, H hidden, nh heads, hs head size (H / nh),
+//! I intermediate, V vocab; `2` for the NSP head and `L` for a classifier's labels.
+//!
+//! Some stages exist only for some models or inputs: a head's stages need its weights, the
+//! pretraining stages (`input.labels`, `mlm.loss`, ...) need labels, and the last part,
+//! `sentence`, is not BERT's: it is sentence-transformers' mean pooling, present only when the
+//! model directory has a `1_Pooling/config.json` that asks for it.
+
+use std::fmt;
+
+/// One symbolic dimension of a stage's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dim {
+    B,
+    T,
+    H,
+    Nh,
+    Hs,
+    I,
+    V,
+    Two,
+    Labels,
+}
+
+impl Dim {
+    /// The letter used in docs and shape comments.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Dim::B => "B",
+            Dim::T => "T",
+            Dim::H => "H",
+            Dim::Nh => "nh",
+            Dim::Hs => "hs",
+            Dim::I => "I",
+            Dim::V => "V",
+            Dim::Two => "2",
+            Dim::Labels => "L",
+        }
+    }
+}
+
+/// The element type of a traced tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    F32,
+    I64,
+}
+
+impl DType {
+    /// The numpy name, as written in the manifest.
+    pub fn numpy_name(self) -> &'static str {
+        match self {
+            DType::F32 => "float32",
+            DType::I64 => "int64",
+        }
+    }
+
+    /// The dtype a manifest names, if it is one of ours.
+    pub fn from_numpy_name(name: &str) -> Option<DType> {
+        match name {
+            "float32" => Some(DType::F32),
+            "int64" => Some(DType::I64),
+            _ => None,
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::I64 => 8,
+        }
+    }
+}
+
+/// Which part of the model a stage belongs to; also the first component of its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Input,
+    Embeddings,
+    Attention,
+    Ffn,
+    Pooler,
+    Mlm,
+    Nsp,
+    /// The sum of the pretraining losses.
+    Objective,
+    Classifier,
+    Sentence,
+}
+
+impl Part {
+    /// The weights (or file) a model needs for this part's stages, for messages.
+    pub fn weights(self) -> &'static str {
+        match self {
+            Input | Embeddings => "bert.embeddings.*",
+            Attention | Ffn => "bert.encoder.layer.*",
+            Pooler => "pooler (bert.pooler.*)",
+            Mlm => "MLM head (cls.predictions.*)",
+            Nsp => "NSP head (cls.seq_relationship.*)",
+            Objective => "MLM head (cls.predictions.*) or NSP head (cls.seq_relationship.*)",
+            Classifier => "classifier (classifier.*)",
+            Sentence => "mean pooling (1_Pooling/config.json)",
+        }
+    }
+}
+
+/// Every kind of stage. A layer's stages (`Attn*`, `Ffn*`) repeat once per encoder layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StageKind {
+    InputOriginalIds,
+    InputIds,
+    InputTokenTypeIds,
+    InputAttentionMask,
+    InputLabels,
+    InputNextSentenceLabel,
+    EmbWord,
+    EmbPosition,
+    EmbTokenType,
+    EmbSum,
+    EmbLayerNorm,
+    AttnQuery,
+    AttnKey,
+    AttnValue,
+    AttnScores,
+    AttnProbs,
+    AttnContext,
+    AttnOutput,
+    AttnResidual,
+    AttnLayerNorm,
+    FfnIntermediate,
+    FfnActivation,
+    FfnOutput,
+    FfnResidual,
+    FfnLayerNorm,
+    PoolerDense,
+    PoolerOutput,
+    MlmTransform,
+    MlmActivation,
+    MlmLayerNorm,
+    MlmLogits,
+    MlmLosses,
+    MlmLoss,
+    NspLogits,
+    NspLosses,
+    NspLoss,
+    Loss,
+    ClassifierLogits,
+    SentencePooled,
+}
+
+/// What a stage needs besides its part's weights: the pretraining stages exist only when the
+/// input carries masking or labels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    Nothing,
+    /// Random masking (`--mask-prob`).
+    Masking,
+    /// Labels for the MLM loss (`--mask-prob` or `--mlm-target`).
+    MlmLabels,
+    /// Labels for the NSP loss (`--nsp-label`).
+    NspLabels,
+    /// Labels for either loss.
+    AnyLabels,
+}
+
+/// What the input carries for the pretraining objectives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Objectives {
+    /// Tokens were masked at random, so the ids before masking are a stage of their own.
+    pub masked: bool,
+    /// Some positions have an MLM label.
+    pub mlm_labels: bool,
+    /// Every sequence has an NSP label.
+    pub nsp_labels: bool,
+}
+
+impl Objectives {
+    /// Every objective at once, for listing every stage a model could produce.
+    pub const ALL: Objectives = Objectives { masked: true, mlm_labels: true, nsp_labels: true };
+}
+
+impl Needs {
+    /// Whether `objectives` provide what this needs.
+    pub fn met_by(self, objectives: Objectives) -> bool {
+        match self {
+            Needs::Nothing => true,
+            Needs::Masking => objectives.masked,
+            Needs::MlmLabels => objectives.mlm_labels,
+            Needs::NspLabels => objectives.nsp_labels,
+            Needs::AnyLabels => objectives.mlm_labels || objectives.nsp_labels,
+        }
+    }
+}
+
+/// What the table says about one kind of stage.
+#[derive(Debug)]
+pub struct StageInfo {
+    pub kind: StageKind,
+    pub part: Part,
+    /// What the input must carry for the stage to exist.
+    pub needs: Needs,
+    /// The stage name; `{i}` stands for the layer index.
+    pub pattern: &'static str,
+    pub shape: &'static [Dim],
+    pub dtype: DType,
+    /// The Hugging Face module or output this equals; `{i}` is the layer index, `{i+1}` the one after.
+    pub hf: &'static str,
+    /// One line of math, in the names of earlier stages.
+    pub formula: &'static str,
+}
+
+use Dim::*;
+use Part::*;
+use StageKind::*;
+
+macro_rules! stage_table {
+    ($( $kind:ident, $part:ident $(+ $needs:ident)?, $pattern:literal, [$($dim:ident),*], $dtype:ident, $hf:literal, $formula:literal; )*) => {
+        /// The table, in execution order; `StageKind as usize` indexes it.
+        pub static STAGES: &[StageInfo] = &[
+            $( StageInfo { kind: $kind, part: $part, needs: needs!($($needs)?), pattern: $pattern,
+                           shape: &[$($dim),*], dtype: DType::$dtype, hf: $hf, formula: $formula }, )*
+        ];
+    };
+}
+
+macro_rules! needs {
+    () => {
+        Needs::Nothing
+    };
+    ($needs:ident) => {
+        Needs::$needs
+    };
+}
+
+stage_table! {
+    InputOriginalIds, Input + Masking, "input.original_ids", [B, T], I64,
+        "input_ids before masking", "tokenizer(text).input_ids, before BERT's masking";
+    InputIds, Input, "input.ids", [B, T], I64,
+        "input_ids", "tokenizer(text).input_ids, padded to the longest in the batch";
+    InputTokenTypeIds, Input, "input.token_type_ids", [B, T], I64,
+        "token_type_ids", "0 for [CLS] A [SEP], 1 for B [SEP]";
+    InputAttentionMask, Input, "input.attention_mask", [B, T], I64,
+        "attention_mask", "1 for real tokens, 0 for padding";
+    InputLabels, Input + MlmLabels, "input.labels", [B, T], I64,
+        "labels", "the original id where a token is to be predicted, -100 elsewhere";
+    InputNextSentenceLabel, Input + NspLabels, "input.next_sentence_label", [B], I64,
+        "next_sentence_label", "0 when sentence B follows A, 1 when B is random";
+    EmbWord, Embeddings, "embeddings.word", [B, T, H], F32,
+        "bert.embeddings.word_embeddings", "word_embeddings[input.ids]";
+    EmbPosition, Embeddings, "embeddings.position", [B, T, H], F32,
+        "bert.embeddings.position_embeddings", "position_embeddings[0..T]";
+    EmbTokenType, Embeddings, "embeddings.token_type", [B, T, H], F32,
+        "bert.embeddings.token_type_embeddings", "token_type_embeddings[input.token_type_ids]";
+    EmbSum, Embeddings, "embeddings.sum", [B, T, H], F32,
+        "bert.embeddings (before LayerNorm)", "(word + token_type) + position";
+    EmbLayerNorm, Embeddings, "embeddings.layernorm", [B, T, H], F32,
+        "hidden_states[0]", "LayerNorm(sum) = (x - mean) / sqrt(var + eps) * weight + bias";
+    AttnQuery, Attention, "layer{i}.attention.query", [B, Nh, T, Hs], F32,
+        "bert.encoder.layer.{i}.attention.self.query", "split_heads(x @ Wq^T + bq)";
+    AttnKey, Attention, "layer{i}.attention.key", [B, Nh, T, Hs], F32,
+        "bert.encoder.layer.{i}.attention.self.key", "split_heads(x @ Wk^T + bk)";
+    AttnValue, Attention, "layer{i}.attention.value", [B, Nh, T, Hs], F32,
+        "bert.encoder.layer.{i}.attention.self.value", "split_heads(x @ Wv^T + bv)";
+    AttnScores, Attention, "layer{i}.attention.scores", [B, Nh, T, T], F32,
+        "eager_attention_forward: attn_weights before softmax", "query @ key^T * hs^-0.5 + (1 - mask) * f32::MIN";
+    AttnProbs, Attention, "layer{i}.attention.probs", [B, Nh, T, T], F32,
+        "attentions[{i}]", "softmax(scores, over keys)";
+    AttnContext, Attention, "layer{i}.attention.context", [B, T, H], F32,
+        "bert.encoder.layer.{i}.attention.self", "merge_heads(probs @ value)";
+    AttnOutput, Attention, "layer{i}.attention.output", [B, T, H], F32,
+        "bert.encoder.layer.{i}.attention.output.dense", "context @ Wo^T + bo";
+    AttnResidual, Attention, "layer{i}.attention.residual", [B, T, H], F32,
+        "bert.encoder.layer.{i}.attention.output (before LayerNorm)", "output + layer input";
+    AttnLayerNorm, Attention, "layer{i}.attention.layernorm", [B, T, H], F32,
+        "bert.encoder.layer.{i}.attention.output.LayerNorm", "LayerNorm(residual)";
+    FfnIntermediate, Ffn, "layer{i}.ffn.intermediate", [B, T, I], F32,
+        "bert.encoder.layer.{i}.intermediate.dense", "attention.layernorm @ W1^T + b1";
+    FfnActivation, Ffn, "layer{i}.ffn.activation", [B, T, I], F32,
+        "bert.encoder.layer.{i}.intermediate.intermediate_act_fn", "hidden_act(intermediate), gelu = x * (1 + erf(x / sqrt 2)) / 2";
+    FfnOutput, Ffn, "layer{i}.ffn.output", [B, T, H], F32,
+        "bert.encoder.layer.{i}.output.dense", "activation @ W2^T + b2";
+    FfnResidual, Ffn, "layer{i}.ffn.residual", [B, T, H], F32,
+        "bert.encoder.layer.{i}.output (before LayerNorm)", "output + attention.layernorm";
+    FfnLayerNorm, Ffn, "layer{i}.ffn.layernorm", [B, T, H], F32,
+        "hidden_states[{i+1}]", "LayerNorm(residual)";
+    PoolerDense, Pooler, "pooler.dense", [B, H], F32,
+        "bert.pooler.dense", "last_hidden_state[:, 0] @ Wp^T + bp";
+    PoolerOutput, Pooler, "pooler.output", [B, H], F32,
+        "pooler_output", "tanh(dense)";
+    MlmTransform, Mlm, "mlm.transform", [B, T, H], F32,
+        "cls.predictions.transform.dense", "last_hidden_state @ Wt^T + bt";
+    MlmActivation, Mlm, "mlm.activation", [B, T, H], F32,
+        "cls.predictions.transform.transform_act_fn", "hidden_act(transform)";
+    MlmLayerNorm, Mlm, "mlm.layernorm", [B, T, H], F32,
+        "cls.predictions.transform.LayerNorm", "LayerNorm(activation)";
+    MlmLogits, Mlm, "mlm.logits", [B, T, V], F32,
+        "prediction_logits", "layernorm @ word_embeddings^T + decoder bias (tied decoder)";
+    MlmLosses, Mlm + MlmLabels, "mlm.losses", [B, T], F32,
+        "CrossEntropyLoss(reduction='none')(prediction_logits, labels)",
+        "-log_softmax(mlm.logits)[input.labels], 0 where input.labels = -100";
+    MlmLoss, Mlm + MlmLabels, "mlm.loss", [], F32,
+        "masked_lm_loss", "sum(mlm.losses) / count(input.labels != -100)";
+    NspLogits, Nsp, "nsp.logits", [B, Two], F32,
+        "seq_relationship_logits", "pooler.output @ Wnsp^T + bnsp";
+    NspLosses, Nsp + NspLabels, "nsp.losses", [B], F32,
+        "CrossEntropyLoss(reduction='none')(seq_relationship_logits, next_sentence_label)",
+        "-log_softmax(nsp.logits)[input.next_sentence_label]";
+    NspLoss, Nsp + NspLabels, "nsp.loss", [], F32,
+        "next_sentence_loss", "mean(nsp.losses)";
+    Loss, Objective + AnyLabels, "loss", [], F32,
+        "loss", "mlm.loss + nsp.loss (those computed)";
+    ClassifierLogits, Classifier, "classifier.logits", [B, Labels], F32,
+        "logits", "pooler.output @ Wc^T + bc";
+    SentencePooled, Sentence, "sentence.pooled", [B, H], F32,
+        "sentence-transformers 1_Pooling (mean): sentence_embedding, before any 2_Normalize",
+        "sum over real tokens (input.attention_mask) of last ffn.layernorm / their count";
+}
+
+impl StageKind {
+    /// This kind's row of the table.
+    pub fn info(self) -> &'static StageInfo {
+        &STAGES[self as usize]
+    }
+
+    /// Whether this kind repeats once per encoder layer.
+    pub fn per_layer(self) -> bool {
+        matches!(self.info().part, Attention | Ffn)
+    }
+}
+
+/// One concrete stage: a kind, and for per-layer kinds, the layer index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Stage {
+    pub kind: StageKind,
+    pub layer: Option<usize>,
+}
+
+impl Stage {
+    /// A stage outside the encoder layers.
+    pub fn new(kind: StageKind) -> Stage {
+        debug_assert!(!kind.per_layer(), "{kind:?} needs a layer index");
+        Stage { kind, layer: None }
+    }
+
+    /// A stage of encoder layer `layer_idx`.
+    pub fn layer(layer_idx: usize, kind: StageKind) -> Stage {
+        debug_assert!(kind.per_layer(), "{kind:?} is not a per-layer stage");
+        Stage { kind, layer: Some(layer_idx) }
+    }
+
+    pub fn info(&self) -> &'static StageInfo {
+        self.kind.info()
+    }
+
+    /// The stage name, e.g. `layer3.ffn.layernorm`.
+    pub fn name(&self) -> String {
+        self.fill(self.info().pattern)
+    }
+
+    /// The `.npy` file name inside a dump directory.
+    pub fn file_name(&self) -> String {
+        format!("{}.npy", self.name())
+    }
+
+    /// The Hugging Face module or output this stage equals.
+    pub fn hf(&self) -> String {
+        self.fill(self.info().hf)
+    }
+
+    /// The concrete shape for the given dimensions.
+    pub fn shape(&self, dims: &Dims) -> Vec<usize> {
+        self.info().shape.iter().map(|&d| dims.size(d)).collect()
+    }
+
+    /// The symbolic shape, e.g. `[B,nh,T,hs]`.
+    pub fn shape_symbols(&self) -> String {
+        let symbols: Vec<&str> = self.info().shape.iter().map(|d| d.symbol()).collect();
+        format!("[{}]", symbols.join(","))
+    }
+
+    fn fill(&self, pattern: &str) -> String {
+        match self.layer {
+            Some(i) => pattern.replace("{i+1}", &(i + 1).to_string()).replace("{i}", &i.to_string()),
+            None => pattern.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// The sizes that the symbolic dimensions take for one model and one input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims {
+    pub batch: usize,
+    pub tokens: usize,
+    pub hidden: usize,
+    pub n_heads: usize,
+    pub head_size: usize,
+    pub intermediate: usize,
+    pub vocab: usize,
+    pub n_labels: usize,
+}
+
+impl Dims {
+    pub fn size(&self, dim: Dim) -> usize {
+        match dim {
+            B => self.batch,
+            T => self.tokens,
+            H => self.hidden,
+            Nh => self.n_heads,
+            Hs => self.head_size,
+            I => self.intermediate,
+            V => self.vocab,
+            Two => 2,
+            Labels => self.n_labels,
+        }
+    }
+}
+
+/// Which optional heads a model has; decides which stages follow the encoder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeadSet {
+    pub pooler: bool,
+    pub mlm: bool,
+    pub nsp: bool,
+    pub classifier: bool,
+    /// sentence-transformers' mean pooling, from `1_Pooling/config.json`.
+    pub sentence: bool,
+}
+
+/// Every stage a model with `n_layers` layers and these heads produces for an input with these
+/// objectives, in execution order.
+pub fn plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stage> {
+    let mut stages = Vec::new();
+    for info in STAGES {
+        let has_part = match info.part {
+            Input | Embeddings => true,
+            Attention | Ffn => false,
+            Pooler => heads.pooler,
+            Mlm => heads.mlm,
+            Nsp => heads.nsp,
+            Objective => (heads.mlm && objectives.mlm_labels) || (heads.nsp && objectives.nsp_labels),
+            Classifier => heads.classifier,
+            Sentence => heads.sentence,
+        };
+        let present = has_part && info.needs.met_by(objectives);
+        if present {
+            stages.push(Stage::new(info.kind));
+        }
+        // The encoder layers go right after the embeddings' last stage.
+        if info.kind == EmbLayerNorm {
+            for layer_idx in 0..n_layers {
+                for layer_info in STAGES.iter().filter(|s| s.kind.per_layer()) {
+                    stages.push(Stage::layer(layer_idx, layer_info.kind));
+                }
+            }
+        }
+    }
+    stages
+}
+
+/// The stage a name denotes (`layer3.ffn.layernorm`), if it is one of the table's.
+pub fn parse(name: &str) -> Option<Stage> {
+    if let Some(rest) = name.strip_prefix("layer") {
+        let (index, suffix) = rest.split_once('.')?;
+        // `layer03` is not `layer3`: only the canonical spelling names a stage.
+        let layer_idx: usize = index.parse().ok().filter(|i: &usize| i.to_string() == index)?;
+        let info = STAGES.iter().find(|s| s.kind.per_layer() && s.pattern.strip_prefix("layer{i}.") == Some(suffix))?;
+        return Some(Stage::layer(layer_idx, info.kind));
+    }
+    STAGES.iter().find(|s| !s.kind.per_layer() && s.pattern == name).map(|s| Stage::new(s.kind))
+}
+
+/// Whether `name` equals `selector` or lies inside it on a dot boundary
+/// (`layer0.attention` holds `layer0.attention.query`; `layer1` does not hold `layer10.ffn.output`).
+pub fn in_group(name: &str, selector: &str) -> bool {
+    name == selector
+        || (name.len() > selector.len() && name.starts_with(selector) && name.as_bytes()[selector.len()] == b'.')
+}
+
+/// The valid names (stages and the groups above them) that are closest to `wanted`, best first.
+pub fn suggestions(wanted: &str, stages: &[Stage]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for stage in stages {
+        let name = stage.name();
+        let mut prefix = String::new();
+        for (idx, piece) in name.split('.').enumerate() {
+            if idx > 0 {
+                prefix.push('.');
+            }
+            prefix.push_str(piece);
+            if !names.contains(&prefix) {
+                names.push(prefix.clone());
+            }
+        }
+    }
+    let mut scored: Vec<(f64, String)> =
+        names.into_iter().map(|n| (strsim::jaro_winkler(wanted, &n), n)).filter(|(score, _)| *score > 0.75).collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.into_iter().take(3).map(|(_, n)| n).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_indexed_by_kind() {
+        for (idx, info) in STAGES.iter().enumerate() {
+            assert_eq!(info.kind as usize, idx, "row {idx} holds {:?}", info.kind);
+        }
+    }
+
+    #[test]
+    fn plan_orders_layers_between_embeddings_and_heads() {
+        let heads = HeadSet { pooler: true, mlm: true, ..HeadSet::default() };
+        let names: Vec<String> = plan(2, heads, Objectives::default()).iter().map(Stage::name).collect();
+        assert_eq!(names[7], "embeddings.layernorm");
+        assert_eq!(names[8], "layer0.attention.query");
+        assert_eq!(names[8 + 14], "layer1.attention.query");
+        assert_eq!(names[8 + 28], "pooler.dense");
+        assert_eq!(names.last().unwrap(), "mlm.logits");
+    }
+
+    #[test]
+    fn sentence_pooling_is_last_and_only_when_the_model_has_it() {
+        let sentence = HeadSet { sentence: true, ..HeadSet::default() };
+        let all = HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+        // (heads, whether the plan ends with sentence.pooled)
+        let cases = [(HeadSet::default(), false), (sentence, true), (all, true)];
+        for (heads, want) in cases {
+            let names: Vec<String> = plan(1, heads, Objectives::default()).iter().map(Stage::name).collect();
+            let got = names.last().map(String::as_str) == Some("sentence.pooled");
+            assert_eq!(got, want, "{heads:?}: expected sentence.pooled last: {want}, got {names:?}");
+            assert_eq!(names.iter().filter(|n| n.starts_with("sentence.")).count(), usize::from(want), "{heads:?}");
+        }
+    }
+
+    #[test]
+    fn the_pretraining_stages_need_labels_and_the_head() {
+        let heads = HeadSet { pooler: true, mlm: true, nsp: true, ..HeadSet::default() };
+        let names = |heads, objectives| -> Vec<String> { plan(1, heads, objectives).iter().map(Stage::name).collect() };
+        let none = names(heads, Objectives::default());
+        assert!(!none.iter().any(|n| n.contains("loss") || n.contains("label") || n.contains("original")), "{none:?}");
+        let mlm_only = Objectives { mlm_labels: true, ..Objectives::default() };
+        let got = names(heads, mlm_only);
+        for want in ["input.labels", "mlm.losses", "mlm.loss", "loss"] {
+            assert!(got.contains(&want.to_string()), "{want} missing from {got:?}");
+        }
+        assert!(!got.iter().any(|n| n.starts_with("nsp.loss") || n == "input.next_sentence_label"), "{got:?}");
+        let all = names(heads, Objectives::ALL);
+        let position = |name: &str| all.iter().position(|n| n == name).unwrap_or_else(|| panic!("{name} in {all:?}"));
+        assert!(position("input.original_ids") < position("input.ids"));
+        assert!(position("mlm.logits") < position("mlm.losses") && position("mlm.loss") < position("nsp.logits"));
+        assert!(position("nsp.loss") < position("loss"));
+        // Labels for a head the model lacks give neither its loss nor the sum.
+        let no_mlm = HeadSet { mlm: false, ..heads };
+        assert!(!names(no_mlm, mlm_only).iter().any(|n| n.contains("loss")));
+    }
+
+    #[test]
+    fn groups_stop_on_dot_boundaries() {
+        let cases = [
+            ("layer0.attention.query", "layer0.attention", true),
+            ("layer0.attention.query", "layer0", true),
+            ("layer10.ffn.output", "layer1", false),
+            ("embeddings.sum", "embeddings.sum", true),
+            ("embeddings.sum", "embeddings.su", false),
+        ];
+        for (name, selector, want) in cases {
+            assert_eq!(in_group(name, selector), want, "in_group({name}, {selector})");
+        }
+    }
+
+    #[test]
+    fn parse_inverts_name() {
+        let all = HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+        for stage in plan(12, all, Objectives::ALL) {
+            assert_eq!(parse(&stage.name()), Some(stage), "parse({})", stage.name());
+        }
+        for bad in ["layer", "layer03.ffn.output", "layerx.ffn.output", "embeddings", "mlm.logit"] {
+            assert_eq!(parse(bad), None, "parse({bad})");
+        }
+    }
+
+    #[test]
+    fn hf_names_fill_layer_indices() {
+        let stage = Stage::layer(3, FfnLayerNorm);
+        assert_eq!(stage.hf(), "hidden_states[4]");
+        assert_eq!(stage.name(), "layer3.ffn.layernorm");
+    }
+
+    #[test]
+    fn suggestions_find_near_misses() {
+        let stages = plan(2, HeadSet::default(), Objectives::default());
+        let got = suggestions("layer0.atention", &stages);
+        assert_eq!(got.first().map(String::as_str), Some("layer0.attention"), "{got:?}");
+    }
+}
