@@ -456,8 +456,12 @@ fn golden() -> &'static Golden {
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
         cases,
-        // A failure prints its input; it belongs in `cases()`, not in a file beside this one.
-        failure_persistence: None,
+        // A failure is recorded in fuzz_regressions.proptest-regressions beside this file (commit
+        // it), replayed first on every later run; once understood, its input also belongs in
+        // `cases()`, where it says what it tests.
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::SourceParallel(
+            "proptest-regressions",
+        ))),
         max_shrink_iters: 200,
         ..ProptestConfig::default()
     }

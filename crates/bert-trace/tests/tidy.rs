@@ -1,5 +1,7 @@
-//! Keeps docs in step with code: every source file opens with a `//!` comment saying what it is,
-//! every stage name appears in the walkthrough's index, and every chapter is linked from it.
+//! Keeps docs and layout in step with code: every source file opens with a `//!` comment saying
+//! what it is, every stage name appears in the walkthrough's index, every chapter is linked from
+//! it, every ```rust excerpt of the walkthrough is in the file it cites, and the model files hold
+//! BERT's math and none of the machinery below it.
 
 use std::path::{Path, PathBuf};
 
@@ -53,4 +55,130 @@ fn every_chapter_is_linked_from_the_index() {
         .filter(|name| !index.contains(&format!("({name})")))
         .collect();
     assert!(unlinked.is_empty(), "chapters not linked from walkthrough/README.md: {unlinked:?}");
+}
+
+/// What the model files must not contain: the machinery belongs below `ops/`.
+const MACHINERY: &[(&str, &str)] = &[
+    ("unsafe", "unsafe code"),
+    ("threads::", "the thread pool"),
+    ("simd::", "vector loops"),
+    ("gemm::", "the matrix kernel"),
+    ("kernels", "the kernels"),
+    ("std::arch", "intrinsics"),
+    ("_mm", "intrinsics"),
+    ("chunks_exact", "chunk-index arithmetic"),
+    ("as_slice_mut", "raw slices"),
+    ("as_ptr", "raw pointers"),
+    ("for_each_part", "the thread pool"),
+];
+
+#[test]
+fn the_model_files_are_bert_and_nothing_else() {
+    let mut files = Vec::new();
+    rust_files(&root().join("crates/bert-core/src/model"), &mut files);
+    assert!(files.len() >= 10, "expected the model files in crates/bert-core/src/model, found {files:?}");
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (line_idx, line) in text.lines().enumerate() {
+            // Doc comments may name the machinery to say where it is.
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for (needle, what) in MACHINERY {
+                if line.contains(needle) {
+                    found.push(format!("{}:{}: {what} (`{needle}`): {}", file.display(), line_idx + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "machinery in the model files:\n{}", found.join("\n"));
+}
+
+/// `text` with every run of whitespace made one space.
+fn normalised(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Every ```rust block of the walkthrough is code that is in the file the chapter links just
+/// before it (the last link to a `.rs` file above the block), whitespace aside; a line
+/// `// ...` marks an elision between pieces, which must appear in that order.
+#[test]
+fn every_rust_excerpt_is_in_the_file_it_cites() {
+    let dir = root().join("walkthrough");
+    let mut chapters: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    chapters.sort();
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for chapter in &chapters {
+        let text = std::fs::read_to_string(chapter).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut cited: Option<String> = None;
+        let mut idx = 0;
+        while idx < lines.len() {
+            let line = lines[idx];
+            if line.trim_start().starts_with("```rust") {
+                let start = idx + 1;
+                let mut end = start;
+                while end < lines.len() && !lines[end].trim_start().starts_with("```") {
+                    end += 1;
+                }
+                let place = format!("{}:{}", chapter.display(), start);
+                checked += 1;
+                match &cited {
+                    None => failures.push(format!("{place}: no link to a .rs file before this excerpt")),
+                    Some(target) => {
+                        let path = dir.join(target);
+                        match std::fs::read_to_string(&path) {
+                            Err(e) => failures.push(format!("{place}: cites {target}, which cannot be read: {e}")),
+                            Ok(source) => {
+                                let source = normalised(&source);
+                                let mut from = 0;
+                                for piece in lines[start..end].split(|l| l.trim() == "// ...") {
+                                    let piece = normalised(&piece.join("\n"));
+                                    if piece.is_empty() {
+                                        continue;
+                                    }
+                                    match source[from..].find(&piece) {
+                                        Some(at) => from += at + piece.len(),
+                                        None => failures
+                                            .push(format!("{place}: not in {target} (in this order):\n    {piece}")),
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                idx = end + 1;
+                continue;
+            }
+            if let Some(target) = rs_link(line) {
+                cited = Some(target);
+            }
+            idx += 1;
+        }
+    }
+    println!("{checked} rust excerpts checked");
+    assert!(checked >= 10, "expected the walkthrough's rust excerpts, found {checked}");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The last Markdown link to a `.rs` file on `line`: `[text](path.rs)`.
+fn rs_link(line: &str) -> Option<String> {
+    let mut found = None;
+    let mut rest = line;
+    while let Some(at) = rest.find("](") {
+        rest = &rest[at + 2..];
+        if let Some(end) = rest.find(')') {
+            let target = &rest[..end];
+            if target.ends_with(".rs") {
+                found = Some(target.to_string());
+            }
+        }
+    }
+    found
 }

@@ -4,7 +4,8 @@
 //! The rules, which the tests hold it to:
 //!
 //! - **Whole or visibly incomplete.** Every file is written under a temporary name and renamed
-//!   into place, and the manifest comes last: a run killed at any moment leaves no manifest that
+//!   into place (on a rerun, the previous run's file of that name is what is written, see
+//!   `writer.rs`), and the manifest comes last: a run killed at any moment leaves no manifest that
 //!   lists a file that is not whole. The previous run's manifest goes when this run writes its
 //!   first stage, so a run that fails before that leaves the previous dump as it was.
 //! - **Nothing of the user's.** A file is ours only if it has a name bert-trace writes *and* it
@@ -117,7 +118,7 @@ impl DumpWriter {
         }
         ours.retain(|n| !is_temporary(n) && n != MARKER);
         if !marked {
-            write_whole(&dir.join(MARKER), &[MARKER_TEXT.as_bytes()])?;
+            write_whole(&dir.join(MARKER), false, &[MARKER_TEXT.as_bytes()])?;
         }
         let output = if options.npz { Output::Archive(npz::Archive::create(dir)?) } else { Output::Files(None) };
         let manifest = Manifest {
@@ -189,8 +190,8 @@ impl Sink for DumpWriter {
         let entry = ManifestStage::new(&stage, tensor.shape().to_vec());
         match &mut self.output {
             Output::Files(writer) => {
-                self.previous.remove(&entry.file);
-                writer.get_or_insert_with(Writer::start).write(self.dir.join(&entry.file), tensor)?
+                let reuse = self.previous.remove(&entry.file);
+                writer.get_or_insert_with(Writer::start).write(self.dir.join(&entry.file), reuse, tensor)?
             }
             Output::Archive(archive) => archive.add(&entry.file, &tensor)?,
         }
@@ -211,7 +212,7 @@ impl Sink for DumpWriter {
             remove_if_present(&self.dir.join(name))?;
         }
         let text = serde_json::to_string_pretty(&self.manifest).expect("a manifest always serialises");
-        write_whole(&self.dir.join("manifest.json"), &[text.as_bytes(), b"\n"])
+        write_whole(&self.dir.join("manifest.json"), false, &[text.as_bytes(), b"\n"])
     }
 }
 

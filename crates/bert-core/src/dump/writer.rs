@@ -2,9 +2,24 @@
 //! place, on one background thread so that the file system takes a stage while the forward pass
 //! computes the next.
 //!
+//! A rerun writes each stage into the previous run's file of that name, renamed to the temporary
+//! name first, rather than into a new file: on the file systems this was measured on, creating a
+//! file and freeing the old one costs far more than writing over pages already there (a
+//! 128-token rerun of a bert-base-sized model took 2.7 times the untraced pass with new files,
+//! see BENCHMARKS.md). A file with another name linked to it (`cp -al trace kept`) is never
+//! written over: it keeps the previous values and a new file takes the stage's name.
+//!
+//! Only new files go through the background thread: creating a file waits on the file system,
+//! which the thread overlaps with the pass's arithmetic. Writing over a previous run's file is
+//! a copy into pages already cached, which costs about what copying the stage for the queue
+//! would; it is done at once, from the pass's own buffer, since a third thread on a machine whose
+//! cores the pass keeps busy only slows the pass down (a 128-token rerun took 1.9 times the
+//! untraced pass through the queue, 1.5 times written at once; a first run, the other way round:
+//! see BENCHMARKS.md).
+//!
 //! The queue is bounded by bytes: when the disk is slower than the pass, [`Writer::write`]
 //! waits rather than letting the copies fill memory. A stage larger than the whole queue (the
-//! scores of a batch of long sequences) is written at once, from the pass's own buffer.
+//! scores of a batch of long sequences) is written at once too.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -22,9 +37,11 @@ use crate::trace::{Tensor, TensorView};
 /// How many bytes of copied stages may wait to be written.
 const QUEUE_BYTES: usize = 64 << 20;
 
-/// One stage to write: its path and its values in C order.
+/// One stage to write: its path, whether the previous run's file there may be written over,
+/// and its values in C order.
 struct Job {
     path: PathBuf,
+    reuse: bool,
     tensor: Tensor,
 }
 
@@ -55,13 +72,19 @@ impl Writer {
         Writer { jobs: Some(jobs), thread: Some(thread), state }
     }
 
-    /// Writes `tensor` to `path`: a copy queued for the writing thread, or at once for a stage
-    /// larger than the queue. The view is only valid during the call.
-    pub fn write(&self, path: PathBuf, tensor: TensorView<'_>) -> Result<()> {
+    /// Writes `tensor` to `path` (over the previous run's file there when `reuse`): a copy
+    /// queued for the writing thread, or at once for a stage larger than the queue. The view is
+    /// only valid during the call.
+    pub fn write(&self, path: PathBuf, reuse: bool, tensor: TensorView<'_>) -> Result<()> {
         self.check()?;
         let bytes = tensor.shape().iter().product::<usize>() * tensor.dtype().size();
-        if bytes > QUEUE_BYTES {
-            return write_npy(&path, &tensor.to_owned_c_order());
+        if reuse || bytes > QUEUE_BYTES {
+            return match tensor {
+                TensorView::F32(a) if a.is_standard_layout() => {
+                    write_values(&path, reuse, a.shape(), a.as_slice().expect("standard layout"))
+                }
+                tensor => write_npy(&path, reuse, &tensor.to_owned_c_order()),
+            };
         }
         let (lock, changed) = &*self.state;
         let mut state = lock.lock().expect("not poisoned");
@@ -70,7 +93,7 @@ impl Writer {
         }
         state.queued += bytes;
         drop(state);
-        let job = Job { path, tensor: tensor.to_owned_c_order() };
+        let job = Job { path, reuse, tensor: tensor.to_owned_c_order() };
         self.jobs.as_ref().expect("not finished").send(job).expect("the writing thread runs until finish");
         Ok(())
     }
@@ -109,9 +132,9 @@ impl Drop for Writer {
 fn write_jobs(jobs: Receiver<Job>, state: &(Mutex<State>, Condvar)) {
     let (lock, changed) = state;
     let mut failed = false;
-    for Job { path, tensor } in jobs {
+    for Job { path, reuse, tensor } in jobs {
         let bytes = tensor.shape().iter().product::<usize>() * tensor.dtype().size();
-        let result = if failed { Ok(()) } else { write_npy(&path, &tensor) };
+        let result = if failed { Ok(()) } else { write_npy(&path, reuse, &tensor) };
         let mut state = lock.lock().expect("not poisoned");
         state.queued -= bytes;
         if let Err(error) = result {
@@ -124,12 +147,21 @@ fn write_jobs(jobs: Receiver<Job>, state: &(Mutex<State>, Condvar)) {
 }
 
 /// Writes `tensor` as a `.npy` file at `path`, byte for byte as numpy's `np.save` would.
-pub(super) fn write_npy(path: &Path, tensor: &Tensor) -> Result<()> {
-    let (header, values): (_, &[u8]) = match tensor {
-        Tensor::F32(a) => (npy_header::<f32>(a.shape()), bytemuck::cast_slice(a.as_slice().expect("C order"))),
-        Tensor::I64(a) => (npy_header::<i64>(a.shape()), bytemuck::cast_slice(a.as_slice().expect("C order"))),
-    };
-    write_whole(path, &[&header, values])
+pub(super) fn write_npy(path: &Path, reuse: bool, tensor: &Tensor) -> Result<()> {
+    match tensor {
+        Tensor::F32(a) => write_values(path, reuse, a.shape(), a.as_slice().expect("C order")),
+        Tensor::I64(a) => write_values(path, reuse, a.shape(), a.as_slice().expect("C order")),
+    }
+}
+
+/// Writes the `.npy` file of an array of `shape` whose values, in C order, are `values`.
+fn write_values<A: WritableElement + bytemuck::Pod>(
+    path: &Path,
+    reuse: bool,
+    shape: &[usize],
+    values: &[A],
+) -> Result<()> {
+    write_whole(path, reuse, &[&npy_header::<A>(shape), bytemuck::cast_slice(values)])
 }
 
 /// The `.npy` header of an array of `A` of `shape`, in C order.
@@ -139,23 +171,57 @@ pub(super) fn npy_header<A: WritableElement>(shape: &[usize]) -> Vec<u8> {
 }
 
 /// Writes `parts` one after the other to `.<name>.tmp` beside `path`, then renames that to
-/// `path`: the file under its real name is always whole. A new file every time, so a file the
-/// user hard-linked elsewhere, or mapped into memory, keeps the previous run's values.
-pub(super) fn write_whole(path: &Path, parts: &[&[u8]]) -> Result<()> {
+/// `path`: the file under its real name is always whole. With `reuse`, the previous run's file
+/// at `path` is what is written, under the temporary name (see the module documentation).
+pub(super) fn write_whole(path: &Path, reuse: bool, parts: &[&[u8]]) -> Result<()> {
     let temp = temporary(path);
     let failed = |e: std::io::Error| {
         let _ = std::fs::remove_file(&temp);
         BertError::Dump { path: path.into(), problem: format!("cannot write: {e}") }
     };
-    // A leftover of a killed run is ours (it has our name in our directory); `create_new` then
-    // never follows a symbolic link planted under the name.
+    // A leftover of a killed run is ours (it has our name in our directory).
     let _ = std::fs::remove_file(&temp);
-    let mut file: File = OpenOptions::new().write(true).create_new(true).open(&temp).map_err(failed)?;
+    let reused = if reuse { previous_file(path, &temp) } else { None };
+    let mut file: File = match reused {
+        Some(file) => file,
+        // `create_new` never follows a symbolic link planted under the name.
+        None => OpenOptions::new().write(true).create_new(true).open(&temp).map_err(failed)?,
+    };
+    let mut written = 0;
     for part in parts {
         file.write_all(part).map_err(failed)?;
+        written += part.len() as u64;
+    }
+    // A reused file may be longer than what was just written: its old tail goes.
+    if file.metadata().map_err(failed)?.len() > written {
+        file.set_len(written).map_err(failed)?;
     }
     drop(file);
     std::fs::rename(&temp, path).map_err(failed)
+}
+
+/// The previous run's file at `path`, renamed to `temp` and opened for writing: None when there
+/// is none, or when it is not a plain file of one name (another name linked to it keeps it,
+/// values and all; our temporary name for it is then removed).
+fn previous_file(path: &Path, temp: &Path) -> Option<File> {
+    std::fs::rename(path, temp).ok()?;
+    let plain = std::fs::symlink_metadata(temp).is_ok_and(|m| m.is_file() && single_link(&m));
+    let file = if plain { OpenOptions::new().write(true).open(temp).ok() } else { None };
+    if file.is_none() {
+        let _ = std::fs::remove_file(temp);
+    }
+    file
+}
+
+#[cfg(unix)]
+fn single_link(metadata: &std::fs::Metadata) -> bool {
+    std::os::unix::fs::MetadataExt::nlink(metadata) == 1
+}
+
+/// Where links cannot be counted, no file is written over.
+#[cfg(not(unix))]
+fn single_link(_: &std::fs::Metadata) -> bool {
+    false
 }
 
 /// `.<name>.tmp` beside `path`.
