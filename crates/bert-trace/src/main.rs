@@ -66,9 +66,13 @@ fn argument_error(error: clap::Error) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let text = error.render().to_string();
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let problem = lines.next().unwrap_or("bad arguments").trim_start_matches("error: ");
-    let tip = lines.find_map(|l| l.strip_prefix("tip: ")).map(|t| format!("; {t}")).unwrap_or_default();
+    // clap's message: the problem (sometimes continued on indented lines, such as the missing
+    // arguments), a blank line, then tips and the usage block.
+    let mut paragraphs = text.split("\n\n");
+    let problem: Vec<&str> = paragraphs.next().unwrap_or("bad arguments").lines().map(str::trim).collect();
+    let problem = problem.join(" ");
+    let problem = problem.trim_start_matches("error: ");
+    let tip = text.lines().find_map(|l| l.trim().strip_prefix("tip: ")).map(|t| format!("; {t}")).unwrap_or_default();
     eprintln!("error: {problem}{tip} (see bert-trace --help)");
     ExitCode::from(2)
 }

@@ -491,8 +491,8 @@ fn every_bad_input_gets_one_line_and_status_2() {
 }
 
 /// Runs `bert-trace` on golden/tiny into `out` with `threads` threads, every file it writes
-/// limited to `max_file_bytes` (`RLIMIT_FSIZE`, with `SIGXFSZ` ignored, so that a longer write
-/// fails with EFBIG instead of killing the process).
+/// limited to `max_file_bytes` (`RLIMIT_FSIZE`). `SIGXFSZ` is left as it is: bert-trace itself
+/// ignores it, so that a longer write fails with an error it reports instead of killing it.
 #[cfg(unix)]
 fn trace_with_file_limit(out: &Path, threads: usize, max_file_bytes: Option<u64>) -> std::process::Output {
     use std::os::unix::process::CommandExt;
@@ -506,11 +506,10 @@ fn trace_with_file_limit(out: &Path, threads: usize, max_file_bytes: Option<u64>
         TEXT,
     ]);
     if let Some(limit) = max_file_bytes {
-        // SAFETY: between fork and exec this calls only async-signal-safe functions (signal and
-        // setrlimit) and allocates nothing.
+        // SAFETY: between fork and exec this calls only setrlimit, which is async-signal-safe, and
+        // allocates nothing.
         unsafe {
             command.pre_exec(move || {
-                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
                 let rlimit = libc::rlimit { rlim_cur: limit as libc::rlim_t, rlim_max: limit as libc::rlim_t };
                 if libc::setrlimit(libc::RLIMIT_FSIZE, &rlimit) != 0 {
                     return Err(std::io::Error::last_os_error());
@@ -538,8 +537,8 @@ fn leftovers(dir: &Path) -> Vec<String> {
 
 /// A write that fails partway through a trace (here a file-size limit: the inputs' stages fit,
 /// the embeddings do not), into an empty directory or over the previous dump, with one
-/// thread writing or several: one line naming the file, status 2, no manifest, no temporary or
-/// carrier file left behind; and the next run writes a whole dump.
+/// thread or several: one line naming the file, status 2, no manifest, no temporary file left
+/// behind; and the next run writes a whole dump.
 #[cfg(unix)]
 #[test]
 fn a_write_that_fails_partway_gets_one_line_and_leaves_no_temporary_file() {

@@ -334,6 +334,16 @@ impl BertTokenizer {
                 });
             }
         }
+        let specials = if pairs.is_some() { 3 } else { 2 };
+        if max_len < specials {
+            return Err(BertError::Input {
+                index: 0,
+                problem: format!(
+                    "max_position_embeddings {max_len} of config.json leaves no room for a token: [CLS] and [SEP] alone \
+                     take {specials} positions, so no input fits, with or without --truncate"
+                ),
+            });
+        }
         let mut tokenizer = self.inner.clone();
         if truncate {
             tokenizer
@@ -346,16 +356,6 @@ impl BertTokenizer {
                     index: 0,
                     problem: format!("cannot truncate to {max_len} tokens: {e}"),
                 })?;
-        }
-        let specials = if pairs.is_some() { 3 } else { 2 };
-        if max_len < specials {
-            return Err(BertError::Input {
-                index: 0,
-                problem: format!(
-                    "max_position_embeddings {max_len} of config.json leaves no room for a token: [CLS] and [SEP] alone \
-                     take {specials} positions, so no input fits, with or without --truncate"
-                ),
-            });
         }
         let mut encodings = Vec::with_capacity(texts.len());
         for (index, text) in texts.iter().enumerate() {

@@ -9,6 +9,7 @@ pub fn root() -> PathBuf {
 }
 
 /// Runs `bert-trace ARGS` from the repository root and returns what it did.
+#[allow(dead_code)]
 pub fn bert_trace(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_bert-trace")).args(args).current_dir(root()).output().expect("bert-trace runs")
 }
