@@ -94,28 +94,61 @@ fn only_writes_the_matching_stages() {
     assert_eq!(stages, want);
 }
 
-/// Traces a golden case's inputs into a temporary dump and diffs it against the golden.
-fn trace_like(golden: &Path, out: &Path) -> Output {
-    let manifest = Dump::open(golden).unwrap().manifest;
-    let mut args: Vec<String> = vec!["--out".into(), out.display().to_string()];
-    for pair in manifest.inputs.pair.iter().flatten() {
+/// The command-line flags that give a golden case's inputs: the pairs, the masking, the targets
+/// and the NSP labels its manifest records, then the texts.
+fn flags_of(golden: &Path) -> Vec<String> {
+    let inputs = Dump::open(golden).unwrap().manifest.inputs;
+    let mut args: Vec<String> = Vec::new();
+    for pair in inputs.pair.iter().flatten() {
         args.extend(["--pair".into(), pair.clone()]);
     }
-    args.extend(manifest.inputs.texts.iter().cloned());
+    if let (Some(p), Some(seed)) = (inputs.mask_prob, inputs.seed) {
+        args.extend(["--mask-prob".into(), p.to_string(), "--seed".into(), seed.to_string()]);
+    }
+    for target in inputs.mlm_targets.iter().flatten() {
+        args.extend(["--mlm-target".into(), target.clone()]);
+    }
+    for label in inputs.nsp_label.iter().flatten() {
+        args.extend(["--nsp-label".into(), label.to_string()]);
+    }
+    args.extend(inputs.texts.iter().cloned());
+    args
+}
+
+/// Traces a golden case's inputs into a temporary dump and diffs it against the golden.
+fn trace_like(golden: &Path, out: &Path) -> Output {
+    trace_like_model(None, golden, out)
+}
+
+fn trace_like_model(model: Option<&Path>, golden: &Path, out: &Path) -> Output {
+    let mut args: Vec<String> = vec!["--out".into(), out.display().to_string()];
+    if let Some(model) = model {
+        args.extend(["--model".into(), model.display().to_string()]);
+    }
+    args.extend(flags_of(golden));
     args.extend(["--reference".into(), golden.display().to_string()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     bert_trace(&args)
 }
 
+/// Every tiny golden, the pretraining ones included, through the command line's flags: the
+/// masking, targets and labels the flags give are the ones PyTorch's side made.
 #[test]
 fn diff_passes_on_every_tiny_golden() {
-    for case in ["mask", "pair", "batch", "accents_cjk"] {
-        let golden = root().join("golden/tiny/dumps").join(case);
-        let out = tempfile::tempdir().unwrap();
-        let output = trace_like(&golden, &out.path().join("t"));
-        let stdout = text(&output.stdout);
-        assert_eq!(output.status.code(), Some(0), "{case}: expected exit 0\n{stdout}\n{}", text(&output.stderr));
-        assert!(stdout.contains("stages pass"), "{case}: {stdout}");
+    for model in ["tiny", "tiny-chinese", "tiny-gelu-new", "tiny-relu"] {
+        let dumps = root().join("golden").join(model).join("dumps");
+        let mut cases: Vec<_> = std::fs::read_dir(&dumps).unwrap().map(|e| e.unwrap().path()).collect();
+        cases.sort();
+        assert!(cases.len() >= 2, "{}", dumps.display());
+        for golden in cases {
+            let out = tempfile::tempdir().unwrap();
+            let model_dir = root().join("golden").join(model);
+            let output = trace_like_model(Some(&model_dir), &golden, &out.path().join("t"));
+            let stdout = text(&output.stdout);
+            let case = golden.display();
+            assert_eq!(output.status.code(), Some(0), "{case}: expected exit 0\n{stdout}\n{}", text(&output.stderr));
+            assert!(stdout.contains("stages pass"), "{case}: {stdout}");
+        }
     }
 }
 
@@ -252,5 +285,240 @@ fn stages_and_inspect_describe_the_model() {
     assert!(output.status.success());
     for needle in ["hidden_size", "1e-12", "embeddings", "encoder", "total"] {
         assert!(stdout.contains(needle), "inspect: expected `{needle}` in\n{stdout}");
+    }
+}
+
+/// The texts of a golden case as arguments (`--pair B` for each pair, then the texts).
+fn golden_args(case: &str) -> Vec<String> {
+    let manifest = Dump::open(&root().join("golden/tiny/dumps").join(case)).unwrap().manifest;
+    let mut args = Vec::new();
+    for pair in manifest.inputs.pair.iter().flatten() {
+        args.extend(["--pair".to_string(), pair.clone()]);
+    }
+    args.extend(manifest.inputs.texts.iter().cloned());
+    args
+}
+
+fn run_args(args: &[String]) -> Output {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    bert_trace(&args)
+}
+
+/// Every stage's bytes in a dump directory, by name.
+fn stage_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let dump = Dump::open(dir).unwrap();
+    dump.manifest.stages.iter().map(|s| (s.name.clone(), std::fs::read(dir.join(&s.file)).unwrap())).collect()
+}
+
+#[test]
+fn top_k_shows_that_many_predictions_in_order() {
+    for k in [1, 3, 12] {
+        let output = bert_trace(&["--no-dump", "--top-k", &k.to_string(), MASK_TEXT]);
+        let stdout = text(&output.stdout);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let table = stdout.split("top ").nth(1).unwrap_or_else(|| panic!("--top-k {k}: no top-k table in\n{stdout}"));
+        let rows: Vec<(usize, f64)> = table
+            .lines()
+            .skip_while(|l| !l.starts_with('╞'))
+            .skip(1)
+            .take_while(|l| l.starts_with('│'))
+            .map(|l| {
+                let cells: Vec<&str> = l.trim_matches('│').split_whitespace().collect();
+                (cells[0].parse().unwrap(), cells.last().unwrap().parse().unwrap())
+            })
+            .collect();
+        assert_eq!(rows.iter().map(|r| r.0).collect::<Vec<_>>(), (1..=k).collect::<Vec<_>>(), "--top-k {k} ranks");
+        assert!(rows.windows(2).all(|w| w[0].1 >= w[1].1), "--top-k {k}: probabilities not falling: {rows:?}");
+    }
+}
+
+#[test]
+fn file_threads_and_kernels_change_nothing_but_what_they_say() {
+    let tmp = tempfile::tempdir().unwrap();
+    let texts = tmp.path().join("texts.txt");
+    std::fs::write(&texts, "When in Rome, do as the Romans do.\n\n  \nDo as the Romans.\r\n").unwrap();
+    let golden_batch = golden_args("batch");
+    let runs: [(&str, Vec<String>); 5] = [
+        ("arguments", golden_batch.clone()),
+        ("--file", vec!["--file".into(), texts.display().to_string()]),
+        ("--threads 1", [vec!["--threads".into(), "1".into()], golden_batch.clone()].concat()),
+        ("--threads 3", [vec!["--threads".into(), "3".into()], golden_batch.clone()].concat()),
+        ("BERT_TRACE_KERNELS unset, --kernels fast", [vec!["--kernels".into(), "fast".into()], golden_batch].concat()),
+    ];
+    let mut dumps = Vec::new();
+    for (what, args) in runs {
+        let out = tmp.path().join(what.replace(' ', "_"));
+        let output = run_args(&[vec!["--out".into(), out.display().to_string()], args].concat());
+        assert!(output.status.success(), "{what}: {}", text(&output.stderr));
+        dumps.push((what, stage_bytes(&out)));
+    }
+    for (what, stages) in &dumps[1..] {
+        assert!(stages == &dumps[0].1, "{what}: a stage differs from the run with the texts as arguments");
+    }
+    // --kernels reference is the formulas: within the golden tolerances of the fast kernels,
+    // and recorded in the manifest.
+    let out = tmp.path().join("reference");
+    let output = run_args(
+        &[
+            vec!["--kernels".into(), "reference".into(), "--out".into(), out.display().to_string()],
+            golden_args("batch"),
+        ]
+        .concat(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(Dump::open(&out).unwrap().manifest.producer["kernels"], "reference");
+    let diff = bert_trace(&["diff", root().join("golden/tiny/dumps/batch").to_str().unwrap(), out.to_str().unwrap()]);
+    assert_eq!(diff.status.code(), Some(0), "--kernels reference against PyTorch:\n{}", text(&diff.stdout));
+}
+
+#[test]
+fn npz_reads_back_and_diffs_like_a_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (npy, npz) = (tmp.path().join("npy"), tmp.path().join("npz"));
+    let args = golden_args("pair");
+    assert!(run_args(&[vec!["--out".into(), npy.display().to_string()], args.clone()].concat()).status.success());
+    let output = run_args(&[vec!["--npz".into(), "--out".into(), npz.display().to_string()], args].concat());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("(trace.npz and manifest.json)"), "{}", text(&output.stdout));
+    let (from_files, from_archive) = (Dump::open(&npy).unwrap(), Dump::open(&npz.join("trace.npz")).unwrap());
+    assert_eq!(from_files.manifest.stages.len(), from_archive.manifest.stages.len());
+    for entry in &from_files.manifest.stages {
+        let archived = from_archive.entry(&entry.name).unwrap_or_else(|| panic!("{} not in the archive", entry.name));
+        assert_eq!(from_files.read(entry).unwrap(), from_archive.read(archived).unwrap(), "{}", entry.name);
+    }
+    let golden = root().join("golden/tiny/dumps/pair");
+    for target in [npz.clone(), npz.join("trace.npz")] {
+        let diff = bert_trace(&["diff", golden.to_str().unwrap(), target.to_str().unwrap()]);
+        assert_eq!(diff.status.code(), Some(0), "diff against {}:\n{}", target.display(), text(&diff.stdout));
+        let back = bert_trace(&["diff", target.to_str().unwrap(), golden.to_str().unwrap()]);
+        assert_eq!(back.status.code(), Some(0), "the archive as the reference:\n{}", text(&back.stdout));
+    }
+}
+
+#[test]
+fn tolerances_and_reference_decide_the_exit_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    let golden = root().join("golden/tiny/dumps/mask");
+    let golden_arg = golden.display().to_string();
+    let out = tmp.path().join("t").display().to_string();
+    let with_out = |extra: &[&str]| {
+        let mut args: Vec<String> = vec!["--out".into(), out.clone(), "--reference".into(), golden_arg.clone()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.extend(golden_args("mask"));
+        run_args(&args)
+    };
+    // (what, extra arguments, exit status, text of the report)
+    let cases: [(&str, &[&str], i32, &str); 5] = [
+        ("the default tolerances", &[], 0, "stages pass"),
+        ("--atol 0 alone (rtol per stage)", &["--atol", "0"], 1, "first failing stage"),
+        ("--rtol 0 alone (atol per stage)", &["--rtol", "0"], 0, "stages pass"),
+        ("--atol 0 --rtol 0", &["--atol", "0", "--rtol", "0"], 1, "first failing stage"),
+        ("--atol 1 --rtol 1", &["--atol", "1", "--rtol", "1"], 0, "1.0000 / 1.0000"),
+    ];
+    for (what, extra, code, needle) in cases {
+        let output = with_out(extra);
+        let stdout = text(&output.stdout);
+        assert_eq!(output.status.code(), Some(code), "{what}: expected exit {code}\n{stdout}{}", text(&output.stderr));
+        assert!(stdout.contains(needle), "{what}: expected `{needle}` in\n{stdout}");
+    }
+    // The same tolerances on `diff`.
+    let diff = bert_trace(&["diff", "--atol", "0", "--rtol", "0", &golden_arg, &out]);
+    assert_eq!(diff.status.code(), Some(1), "{}", text(&diff.stdout));
+    // A reference that differs: exit 1 from the trace command itself.
+    let perturbed = perturbed("mask", "layer1.ffn.output", |a| a.as_slice_mut().unwrap()[3] += 0.5);
+    let mut args: Vec<String> =
+        vec!["--out".into(), out.clone(), "--reference".into(), perturbed.path().display().to_string()];
+    args.extend(golden_args("mask"));
+    let output = run_args(&args);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stdout));
+    assert!(text(&output.stdout).contains("first failing stage: layer1.ffn.output"), "{}", text(&output.stdout));
+}
+
+/// Rewrites one stage of a copy of golden `case` as an array of another shape or dtype.
+fn rewritten(case: &str, stage: &str, write: impl Fn(&Path)) -> tempfile::TempDir {
+    let copy = perturbed(case, stage, |_| {});
+    let path = copy.path().join(format!("{stage}.npy"));
+    write(&path);
+    // The manifest says what the file now holds.
+    let manifest_path = copy.path().join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let (shape, dtype) = match ArrayD::<f32>::read_npy(file) {
+        Ok(a) => (a.shape().to_vec(), "float32"),
+        Err(_) => (ArrayD::<i64>::read_npy(std::fs::File::open(&path).unwrap()).unwrap().shape().to_vec(), "int64"),
+    };
+    for entry in manifest["stages"].as_array_mut().unwrap() {
+        if entry["name"] == stage {
+            entry["shape"] = serde_json::json!(shape);
+            entry["dtype"] = dtype.into();
+        }
+    }
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    copy
+}
+
+#[test]
+fn diff_reports_shapes_dtypes_and_stages_on_one_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    let golden = root().join("golden/tiny/dumps/mask");
+    let full = tmp.path().join("full");
+    assert!(trace_like(&golden, &full).status.success());
+    let shape = rewritten("mask", "pooler.dense", |p| {
+        ArrayD::<f32>::zeros(ndarray::IxDyn(&[1, 31])).write_npy(std::fs::File::create(p).unwrap()).unwrap()
+    });
+    let dtype = rewritten("mask", "pooler.dense", |p| {
+        ArrayD::<i64>::zeros(ndarray::IxDyn(&[1, 32])).write_npy(std::fs::File::create(p).unwrap()).unwrap()
+    });
+    // A trace stopped early, and one limited to some stages, against the full reference.
+    let stopped = tmp.path().join("stopped");
+    let only = tmp.path().join("only");
+    let mask_args = golden_args("mask");
+    assert!(run_args(
+        &[vec!["--stop-at".into(), "layer0".into(), "--out".into(), stopped.display().to_string()], mask_args.clone()]
+            .concat()
+    )
+    .status
+    .success());
+    assert!(run_args(
+        &[vec!["--only".into(), "*.probs".into(), "--out".into(), only.display().to_string()], mask_args].concat()
+    )
+    .status
+    .success());
+    // (what, reference, trace, text of the report)
+    let cases: [(&str, &Path, &Path, &str); 5] = [
+        ("a shape that differs", shape.path(), &full, "shapes differ: reference [1, 31], trace [1, 32]"),
+        ("a dtype that differs", dtype.path(), &full, "FAIL (dtype)"),
+        ("a trace stopped after layer0", &golden, &stopped, "reference only"),
+        ("a trace of *.probs only", &golden, &only, "first failing stage: embeddings.word"),
+        ("a reference of fewer stages than the trace", &stopped, &full, "trace only"),
+    ];
+    for (what, reference, trace, needle) in cases {
+        let output = bert_trace(&["diff", reference.to_str().unwrap(), trace.to_str().unwrap()]);
+        let stdout = text(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "{what}: expected exit 1\n{stdout}{}", text(&output.stderr));
+        assert!(stdout.contains(needle), "{what}: expected `{needle}` in\n{stdout}");
+    }
+    // The stages both sides have still pass: the report says which stage first differs, and
+    // that it is missing, not wrong.
+    let output = bert_trace(&["diff", golden.to_str().unwrap(), stopped.to_str().unwrap()]);
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("first failing stage: layer1.attention.query")
+            && stdout.contains("present in the reference only"),
+        "{stdout}"
+    );
+    assert!(stdout.lines().filter(|l| l.contains("layer0.") && l.contains(" ok ")).count() == 14, "{stdout}");
+}
+
+#[test]
+fn the_preview_prints_small_tensors_whole_and_abbreviates_large_ones_as_pytorch() {
+    // input.ids [1, 13] (13 values) is printed whole; embeddings.sum [1, 13, 32] (416 values,
+    // under PyTorch's threshold of 1000) too; mlm.logits [1, 13, 245] (3185) is abbreviated.
+    let cases = [("input.ids", false), ("embeddings.sum", false), ("mlm.logits", true)];
+    for (stage, abbreviated) in cases {
+        let output = bert_trace(&["--no-dump", "--stop-at", stage, MASK_TEXT]);
+        let stdout = text(&output.stdout);
+        let preview = stdout.split(&format!("{stage} [")).last().unwrap();
+        assert_eq!(preview.contains("..."), abbreviated, "{stage}: abbreviated {abbreviated}\n{preview}");
     }
 }

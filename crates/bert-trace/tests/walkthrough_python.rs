@@ -1,6 +1,12 @@
 //! Every `python` block of the walkthrough runs, in document order, against dumps that the
-//! chapter's own `console` commands have just written; a `text` block right after a `python`
-//! block is the output it must print, to the character.
+//! chapter's own `console` commands have just written, with the `bert-trace` this test was built
+//! with; a `text` block right after a `python` block is the output it must print, to the
+//! character.
+//!
+//! Each chapter starts from an empty dump directory: the dumps it names (`dumps/NN-...`) are
+//! removed before its commands run, so that no chapter reads a dump an earlier run left. A
+//! command must end as its block says: with status 0, or with the status of the `? N` line
+//! below it (trycmd's notation, which `docs.rs` checks too).
 //!
 //! Each python block runs in a fresh interpreter after the chapter's earlier python blocks, so
 //! variables carry over as they would in a notebook. The interpreter is `$BERT_TRACE_PYTHON`
@@ -40,24 +46,58 @@ fn python() -> String {
     std::env::var("BERT_TRACE_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
-/// Runs the `$ ` commands of a console block for their files; trycmd checks their output.
-fn run_console(block: &Block, dir: &Path, chapter: &Path) {
-    for command in block.text.lines().filter_map(|l| l.strip_prefix("$ ")) {
-        let command = match command.strip_prefix("bert-trace") {
+/// Runs the `$ ` commands of a console block for their files (trycmd checks their output);
+/// returns one line per command whose exit status is not the one the block gives.
+fn run_console(block: &Block, dir: &Path, chapter: &Path) -> Vec<String> {
+    let lines: Vec<&str> = block.text.lines().collect();
+    let mut failures = Vec::new();
+    for (idx, line) in lines.iter().enumerate() {
+        let Some(command) = line.strip_prefix("$ ") else { continue };
+        let expected = match lines.get(idx + 1).and_then(|l| l.strip_prefix("? ")) {
+            Some("failed") => None,
+            Some(code) => Some(code.trim().parse::<i32>().expect("`? N` gives a number")),
+            None => Some(0),
+        };
+        let shell_command = match command.strip_prefix("bert-trace") {
             Some(rest) => format!("'{}'{rest}", env!("CARGO_BIN_EXE_bert-trace")),
             None => command.to_string(),
         };
-        // Some commands fail on purpose (the chapters show errors), so the status is not judged
-        // here: trycmd checks every command's status and output.
-        Command::new("sh")
+        let output = Command::new("sh")
             .arg("-c")
-            .arg(&command)
+            .arg(&shell_command)
             .current_dir(dir)
             // As in docs.rs: hub ids resolve against an empty cache, never the network.
             .env("HF_HUB_OFFLINE", "1")
             .env("HF_HUB_CACHE", "dumps/hf-cache")
             .output()
             .unwrap_or_else(|e| panic!("{}:{}: cannot run `{command}`: {e}", chapter.display(), block.line));
+        let code = output.status.code();
+        let as_expected = match expected {
+            Some(want) => code == Some(want),
+            None => code != Some(0),
+        };
+        if !as_expected {
+            failures.push(format!(
+                "{}:{}: `{command}` exited {code:?}, the block says {}:\n{}",
+                chapter.display(),
+                block.line,
+                expected.map_or("a failure".to_string(), |c| c.to_string()),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+    }
+    failures
+}
+
+/// The dump directories a chapter names (`dumps/NN-name`), removed before it runs.
+fn clear_dumps(markdown: &str, dir: &Path) {
+    let mut rest = markdown;
+    while let Some(at) = rest.find("dumps/") {
+        rest = &rest[at + "dumps/".len()..];
+        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '-' || *c == '_').collect();
+        if !name.is_empty() && name != "hf-cache" {
+            let _ = std::fs::remove_dir_all(dir.join("dumps").join(&name));
+        }
     }
 }
 
@@ -65,11 +105,12 @@ fn check_chapter(chapter: &Path) -> Vec<String> {
     let dir = chapter.parent().expect("in a directory");
     let markdown = std::fs::read_to_string(chapter).expect("readable chapter");
     let blocks = blocks(&markdown);
+    clear_dumps(&markdown, dir);
     let mut earlier = String::new();
     let mut failures = Vec::new();
     for (idx, block) in blocks.iter().enumerate() {
         match block.lang.as_str() {
-            "console" => run_console(block, dir, chapter),
+            "console" => failures.extend(run_console(block, dir, chapter)),
             "python" => {
                 let script = format!(
                     "{earlier}\nimport sys, io\n_bt_out = io.StringIO()\n_bt_real = sys.stdout\nsys.stdout = _bt_out\n{}\nsys.stdout = _bt_real\nprint(_bt_out.getvalue(), end='')\n",

@@ -109,7 +109,11 @@ struct Faults {
 struct State {
     repos: Vec<HubRepo>,
     legacy: BTreeMap<String, String>,
+    /// Every request, logged when its request line arrives (status 0 until it is answered), so
+    /// that "no request was made" cannot pass while one is in flight.
     log: Vec<Logged>,
+    /// Every connection accepted, whether or not a request came on it.
+    connections: usize,
     faults: Faults,
 }
 
@@ -135,6 +139,7 @@ impl HubServer {
                         break;
                     }
                     let Ok(stream) = stream else { continue };
+                    state.lock().unwrap().connections += 1;
                     let (state, endpoint) = (Arc::clone(&state), endpoint.clone());
                     std::thread::spawn(move || serve(stream, &state, &endpoint));
                 }
@@ -161,8 +166,15 @@ impl HubServer {
         self.state.lock().unwrap().log.clone()
     }
 
+    /// How many connections were accepted since the last [`HubServer::clear_log`].
+    pub fn connections(&self) -> usize {
+        self.state.lock().unwrap().connections
+    }
+
     pub fn clear_log(&self) {
-        self.state.lock().unwrap().log.clear();
+        let mut state = self.state.lock().unwrap();
+        state.log.clear();
+        state.connections = 0;
     }
 }
 
@@ -214,6 +226,12 @@ fn serve(stream: TcpStream, state: &Mutex<State>, endpoint: &str) {
     }
     let mut parts = request_line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or("").to_string(), parts.next().unwrap_or("").to_string());
+    let logged = {
+        let mut state = state.lock().unwrap();
+        let entry = Logged { method: method.clone(), path: path.clone(), range: range.clone(), status: 0, sent: 0 };
+        state.log.push(entry);
+        state.log.len() - 1
+    };
     let (reply, cut) = {
         let mut state = state.lock().unwrap();
         let reply = route(&state, &path, range.as_deref(), endpoint);
@@ -244,7 +262,12 @@ fn serve(stream: TcpStream, state: &Mutex<State>, endpoint: &str) {
     let _ = stream.write_all(body);
     let _ = stream.flush();
     let _ = stream.shutdown(std::net::Shutdown::Both);
-    state.lock().unwrap().log.push(Logged { method, path, range, status: reply.status, sent: body.len() });
+    let mut state = state.lock().unwrap();
+    // A clear_log() meanwhile may have removed the entry.
+    if let Some(entry) = state.log.get_mut(logged).filter(|e| e.path == path) {
+        entry.status = reply.status;
+        entry.sent = body.len();
+    }
 }
 
 fn reason(status: u16) -> &'static str {
