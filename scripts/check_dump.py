@@ -475,10 +475,25 @@ def check(model_dir: str, dump: str) -> bool:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
+    ap.add_argument("--quiet", action="store_true",
+                    help="print a dump's lines only when it is NOT OK, and one summary line")
     ap.add_argument("dumps", nargs="+")
     args = ap.parse_args()
-    results = [check(args.model, d) for d in args.dumps]
-    print("all OK" if all(results) else "NOT OK")
+    results = []
+    for dump in args.dumps:
+        if args.quiet:
+            import contextlib
+            import io
+            lines = io.StringIO()
+            with contextlib.redirect_stdout(lines):
+                good = check(args.model, dump)
+            if not good:
+                print(lines.getvalue(), end="")
+        else:
+            good = check(args.model, dump)
+        results.append(good)
+    summary = "all OK" if all(results) else "NOT OK"
+    print(f"check_dump.py: {summary}: {len(results)} dumps of {args.model}" if args.quiet else summary)
     return 0 if all(results) else 1
 
 

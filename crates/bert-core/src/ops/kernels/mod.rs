@@ -18,3 +18,22 @@ pub fn available() -> Vec<&'static str> {
     names.push(simd::vector_width());
     names
 }
+
+#[cfg(test)]
+mod tests {
+    /// Says which kernels this CPU runs (so a test log shows what the kernel tests exercised),
+    /// and fails when one that `BERT_TRACE_EXPECT_KERNELS` names is missing: CI names the ones
+    /// its machine has, so that tests which find no kernel cannot pass by testing nothing.
+    #[test]
+    fn the_kernels_this_machine_is_expected_to_have_are_there() {
+        let available = super::available();
+        println!("fast kernels on this CPU: {available:?}");
+        let Ok(expected) = std::env::var("BERT_TRACE_EXPECT_KERNELS") else { return };
+        let missing: Vec<&str> = expected
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty() && !available.iter().any(|k| k.contains(name)))
+            .collect();
+        assert!(missing.is_empty(), "BERT_TRACE_EXPECT_KERNELS names {missing:?}, which this CPU lacks; it has {available:?}");
+    }
+}

