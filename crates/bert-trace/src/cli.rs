@@ -28,6 +28,9 @@ pub enum Command {
     Stages(StagesArgs),
     /// Show the model's config and its parameter counts per part
     Inspect(InspectArgs),
+    /// Draw a dump: one self-contained HTML page (head view, model view, heatmaps, layer plots,
+    /// predictions; it needs no network), or one stage as an SVG or PNG picture
+    View(ViewArgs),
 }
 
 /// Where the model comes from.
@@ -168,6 +171,42 @@ pub struct DiffArgs {
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ViewArgs {
+    /// The dump: a directory written by bert-trace or scripts/dump_reference.py, or its trace.npz
+    pub dump: PathBuf,
+    /// The page to write (a file bert-trace did not write is never replaced) [default: view.html]
+    #[arg(long, value_name = "FILE.html", conflicts_with_all = ["svg", "png"])]
+    pub out: Option<PathBuf>,
+    /// Draw this stage alone, for --svg or --png: a [B,nh,T,T] stage (scores, probabilities) or a
+    /// [B,T,H] or [B,T,I] one (hidden states, feed-forward activations)
+    #[arg(long, value_name = "NAME")]
+    pub stage: Option<String>,
+    /// The head of a [B,nh,T,T] stage [default: 0, or all heads with --lines]
+    #[arg(long, value_name = "N")]
+    pub head: Option<usize>,
+    /// The sequence of a batch to draw
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seq: usize,
+    /// Draw attention probabilities as the head view's lines between the tokens, not a heatmap
+    #[arg(long)]
+    pub lines: bool,
+    /// Write the picture of --stage as SVG (text stays text)
+    #[arg(long, value_name = "FILE.svg")]
+    pub svg: Option<PathBuf>,
+    /// Write the picture of --stage as PNG, rendered with the CJK-capable font bert-trace ships
+    #[arg(long, value_name = "FILE.png")]
+    pub png: Option<PathBuf>,
+    /// Embed the heatmaps of these stages (a glob, repeatable) [default: as many layer outputs,
+    /// scores and activations as keep the page under about 55 MB]
+    #[arg(long = "heatmap", value_name = "GLOB")]
+    pub heatmaps: Vec<String>,
+    /// The model whose tokenizer names the tokens [default: the one the dump's manifest names,
+    /// when it can be found]
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@ mod stats;
 mod table;
 mod tokens_table;
 mod trace_cmd;
+mod view;
 
 use std::process::ExitCode;
 
@@ -47,6 +48,7 @@ fn main() -> ExitCode {
         Some(Command::Diff(args)) => diff_cmd::run(args),
         Some(Command::Stages(args)) => stages_cmd::run(args),
         Some(Command::Inspect(args)) => inspect_cmd::run(args),
+        Some(Command::View(args)) => view::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

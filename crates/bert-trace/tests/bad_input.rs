@@ -36,7 +36,7 @@ fn edit_header(dir: &Path, change: impl Fn(&mut serde_json::Map<String, Value>))
     let mut header: serde_json::Map<String, Value> = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
     change(&mut header);
     let mut text = serde_json::to_string(&header).unwrap();
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(' ');
     }
     let mut out = (text.len() as u64).to_le_bytes().to_vec();

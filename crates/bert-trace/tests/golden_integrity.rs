@@ -58,7 +58,9 @@ fn every_hash_in_golden_readme_matches_its_file() {
             };
             match std::fs::read(&path) {
                 Ok(bytes) if sha256(&bytes) == hash => checked += 1,
-                Ok(bytes) => failures.push(format!("{}: README says {hash}, the file is {}", path.display(), sha256(&bytes))),
+                Ok(bytes) => {
+                    failures.push(format!("{}: README says {hash}, the file is {}", path.display(), sha256(&bytes)))
+                }
                 Err(e) => failures.push(format!("{}: {e} (run scripts/fetch_minilm.sh for MiniLM)", path.display())),
             }
         }

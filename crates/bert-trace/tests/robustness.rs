@@ -562,7 +562,7 @@ fn nothing_hangs_and_nothing_crashes() {
             {"dtype": "F16", "shape": [vocab, hidden], "data_offsets": [0, bytes]}})
         .to_string();
         let mut header = header.into_bytes();
-        while header.len() % 8 != 0 {
+        while !header.len().is_multiple_of(8) {
             header.push(b' ');
         }
         let path = model.join("model.safetensors");
@@ -795,6 +795,7 @@ fn spawn_paused(out: &Path, after: usize) -> std::process::Child {
             return child;
         }
     }
+    child.wait().ok();
     panic!("the run ended before pausing after {after} stages");
 }
 

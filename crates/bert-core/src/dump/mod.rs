@@ -66,7 +66,7 @@ pub struct DumpWriter {
 
 enum Output {
     Files(Option<Writer>),
-    Archive(npz::Archive),
+    Archive(Box<npz::Archive>),
 }
 
 impl DumpWriter {
@@ -120,7 +120,8 @@ impl DumpWriter {
         if !marked {
             write_whole(&dir.join(MARKER), false, &[MARKER_TEXT.as_bytes()])?;
         }
-        let output = if options.npz { Output::Archive(npz::Archive::create(dir)?) } else { Output::Files(None) };
+        let output =
+            if options.npz { Output::Archive(Box::new(npz::Archive::create(dir)?)) } else { Output::Files(None) };
         let manifest = Manifest {
             format: FORMAT.into(),
             producer,

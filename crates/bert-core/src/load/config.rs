@@ -137,7 +137,7 @@ impl BertConfig {
                 return Err(problem(format!("{field} is {value}, more than the {max} this tool accepts")));
             }
         }
-        if self.hidden_size % self.num_attention_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(problem(format!(
                 "hidden_size {} is not divisible by num_attention_heads {}",
                 self.hidden_size, self.num_attention_heads

@@ -15,7 +15,7 @@ pub fn layer_norm_rows<D: Dimension>(
     bias: ArrayView1<'_, f32>,
     eps: f32,
 ) -> Array<f32, D> {
-    if fast() && weight.len() > 0 {
+    if fast() && !weight.is_empty() {
         if let (Some(values), Some(w), Some(b)) = (x.as_slice_mut(), weight.as_slice(), bias.as_slice()) {
             elementwise::layer_norm_rows(values, w, b, eps);
             return x;

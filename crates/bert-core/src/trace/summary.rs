@@ -2,7 +2,7 @@
 //! numpy's `a.min(), a.mean(), a.std(), a.max()` give them.
 //!
 //! A 512-token trace has about 155 million values, so these are computed the fast way: the sums
-//! in f64 (so that long sums keep their digits), in [`LANES`] interleaved partial sums that the
+//! in f64 (so that long sums keep their digits), in `LANES` interleaved partial sums that the
 //! compiler keeps in vector registers, in blocks that the threads share. The blocks' partial
 //! results are combined in block order, so the numbers do not depend on the thread count.
 

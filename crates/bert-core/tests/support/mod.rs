@@ -304,7 +304,7 @@ impl Checkpoint {
         }
         let mut header = serde_json::to_vec(&Value::Object(header)).unwrap();
         if self.align_header {
-            while header.len() % 8 != 0 {
+            while !header.len().is_multiple_of(8) {
                 header.push(b' ');
             }
         } else {

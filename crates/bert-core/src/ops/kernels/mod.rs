@@ -34,6 +34,9 @@ mod tests {
             .map(str::trim)
             .filter(|name| !name.is_empty() && !available.iter().any(|k| k.contains(name)))
             .collect();
-        assert!(missing.is_empty(), "BERT_TRACE_EXPECT_KERNELS names {missing:?}, which this CPU lacks; it has {available:?}");
+        assert!(
+            missing.is_empty(),
+            "BERT_TRACE_EXPECT_KERNELS names {missing:?}, which this CPU lacks; it has {available:?}"
+        );
     }
 }

@@ -1,0 +1,222 @@
+//! `bert-trace view DUMP`: a dump drawn, as one self-contained HTML page (tokens, head view,
+//! model view, heatmaps, layer plots, predictions; no network request of any kind), or as one
+//! picture of one stage, in SVG or PNG, for slides and papers.
+//!
+//! The page's code is `assets/` (view.js, view.css, page.html), embedded as it is; this module
+//! reads the dump into the page's data (`data.rs`), draws the pictures as the page draws them
+//! (`picture.rs`, with `assets/COLORS.md`'s constants in `colors.rs`) and renders PNG
+//! (`render.rs`).
+
+mod colors;
+mod data;
+mod picture;
+mod render;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use bert_core::dump::Dump;
+use bert_core::BertModel;
+use globset::{Glob, GlobSetBuilder};
+use ndarray::{Axis, Ix3, Ix4};
+
+use self::data::{Names, Sequences, Stages};
+use self::picture::{Label, Scale};
+use crate::cli::ViewArgs;
+use crate::model_source;
+
+/// What every page and picture says wrote it; also how an existing file is recognised as one
+/// bert-trace may write over.
+pub const GENERATOR: &str = "bert-trace view";
+
+const PAGE: &str = include_str!("assets/page.html");
+const STYLE: &str = include_str!("assets/view.css");
+const SCRIPT: &str = include_str!("assets/view.js");
+
+pub fn run(args: &ViewArgs) -> Result<i32> {
+    let dump = Dump::open(&args.dump)?;
+    let model = names_model(args, &dump);
+    let names = Names { model: model.as_ref() };
+    if args.svg.is_some() || args.png.is_some() {
+        let stage = args.stage.as_deref().context("--svg and --png draw one stage: give it with --stage NAME")?;
+        let picture = picture(&dump, &names, stage, args)?;
+        if let Some(path) = &args.svg {
+            write_ours(path, picture.svg.as_bytes(), "SVG picture")?;
+        }
+        if let Some(path) = &args.png {
+            let bytes = render::png(&picture.svg)?;
+            write_ours(path, &bytes, "PNG picture")?;
+        }
+        let written: Vec<String> =
+            [&args.svg, &args.png].into_iter().flatten().map(|p| p.display().to_string()).collect();
+        println!("wrote {stage} ({} × {} px) to {}", picture.width, picture.height, written.join(" and "));
+        return Ok(0);
+    }
+    if args.stage.is_some() || args.head.is_some() || args.lines {
+        bail!("--stage, --head and --lines choose one picture: give --svg FILE or --png FILE too");
+    }
+    let chosen = match args.heatmaps.as_slice() {
+        [] => None,
+        globs => {
+            let mut set = GlobSetBuilder::new();
+            for glob in globs {
+                let glob = Glob::new(glob).with_context(|| format!("--heatmap `{glob}` is not a valid glob"))?;
+                let matcher = glob.compile_matcher();
+                if !dump.manifest.stages.iter().any(|s| matcher.is_match(&s.name)) {
+                    bail!("--heatmap `{}` matches no stage of {}", glob.glob(), args.dump.display());
+                }
+                set.add(glob);
+            }
+            Some(set.build()?)
+        }
+    };
+    let (data, left_out) = data::page(&dump, &names, chosen.as_ref())?;
+    if !left_out.is_empty() {
+        eprintln!(
+            "note: {} heatmap stage(s) left out to keep the page under about 55 MB ({}); choose heatmaps with --heatmap GLOB",
+            left_out.len(),
+            left_out.iter().take(3).cloned().collect::<Vec<_>>().join(", ") + if left_out.len() > 3 { ", ..." } else { "" }
+        );
+    }
+    let json = serde_json::to_string(&data)?.replace('<', "\\u003c");
+    let page = PAGE
+        .replacen("<!--BERT_TRACE_STYLE-->", &format!("<style>\n{STYLE}</style>"), 1)
+        .replacen(
+            "<!--BERT_TRACE_DATA-->",
+            &format!("<script type=\"application/json\" id=\"bert-trace-data\">{json}</script>"),
+            1,
+        )
+        .replacen("<!--BERT_TRACE_SCRIPT-->", &format!("<script>\n{SCRIPT}</script>"), 1);
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("view.html"));
+    write_ours(&out, page.as_bytes(), "page")?;
+    println!("wrote {} ({:.1} MB): open it in a browser; it needs no network", out.display(), page.len() as f64 / 1e6);
+    Ok(0)
+}
+
+/// The model whose tokenizer names the tokens: `--model`, or the one the manifest names when
+/// it is the built-in model or a directory that is still there. None otherwise: tokens the dump
+/// does not spell out are then shown by id.
+fn names_model(args: &ViewArgs, dump: &Dump) -> Option<BertModel> {
+    if args.model.model.is_some() {
+        return model_source::load(&args.model).ok().map(|(model, _)| model);
+    }
+    let named = &dump.manifest.model;
+    if named == model_source::EMBEDDED_NAME {
+        return model_source::embedded().ok();
+    }
+    let dir = Path::new(named);
+    let dir = if dir.is_relative() && !dir.exists() { dump.dir.join(dir) } else { dir.to_path_buf() };
+    dir.join("config.json").is_file().then(|| BertModel::load(&dir).ok()).flatten()
+}
+
+/// The picture `args` asks for, of `stage`.
+fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Result<picture::Picture> {
+    let stages = Stages { dump };
+    let Some(entry) = dump.entry(stage) else {
+        let known: Vec<&str> = dump.manifest.stages.iter().map(|s| s.name.as_str()).collect();
+        let close = known.iter().filter(|n| strsim_like(n, stage)).take(3).copied().collect::<Vec<_>>();
+        bail!(
+            "{}: the dump has no stage `{stage}`{}",
+            args.dump.display(),
+            if close.is_empty() { String::new() } else { format!("; did you mean {}?", close.join(", ")) }
+        );
+    };
+    let seqs = Sequences::read(&stages, names)?;
+    let (b, t) = seqs.ids.dim();
+    if args.seq >= b {
+        bail!("--seq {} is out of range: the dump has {b} sequence(s), 0 to {}", args.seq, b - 1);
+    }
+    let labels: Vec<Label> = (0..t)
+        .map(|pos| {
+            let masked = seqs.masked[args.seq].iter().any(|m| m.0 == pos);
+            let colour = if masked {
+                colors::MARKED
+            } else if seqs.attention_mask[[args.seq, pos]] == 0 {
+                colors::PADDING_TEXT
+            } else {
+                colors::TEXT
+            };
+            Label { text: seqs.tokens[args.seq][pos].clone(), colour }
+        })
+        .collect();
+    let values = stages.f32(stage)?.context("checked above")?;
+    let shape = entry.shape.clone();
+    match shape.len() {
+        4 if shape[2] == t && shape[3] == t => {
+            let values = values.into_dimensionality::<Ix4>()?;
+            let heads = shape[1];
+            if let Some(head) = args.head.filter(|&h| h >= heads) {
+                bail!("--head {head} is out of range: {stage} has {heads} heads, 0 to {}", heads - 1);
+            }
+            let sequence = values.index_axis(Axis(0), args.seq);
+            if args.lines {
+                if !stage.ends_with(".probs") {
+                    bail!("--lines draws attention probabilities, a `layerN.attention.probs` stage, not {stage}");
+                }
+                let chosen: Vec<usize> = args.head.map_or((0..heads).collect(), |h| vec![h]);
+                let heads: Vec<_> = chosen.iter().map(|&h| (h, sequence.index_axis(Axis(0), h))).collect();
+                let segments: Vec<Option<usize>> = (0..t)
+                    .map(|pos| (seqs.attention_mask[[args.seq, pos]] != 0).then(|| seqs.token_type[[args.seq, pos]] as usize))
+                    .collect();
+                return Ok(picture::head_view(&heads, &labels, &segments));
+            }
+            let head = sequence.index_axis(Axis(0), args.head.unwrap_or(0));
+            let scale = Scale::of(head, stage.ends_with(".probs"));
+            Ok(picture::heatmap(head, &labels, Some(&labels), scale))
+        }
+        3 if shape[1] == t => {
+            if args.lines || args.head.is_some() {
+                bail!("--lines and --head are for attention stages [B,nh,T,T]; {stage} is {shape:?}");
+            }
+            let values = values.into_dimensionality::<Ix3>()?;
+            let rows = values.index_axis(Axis(0), args.seq);
+            Ok(picture::heatmap(rows, &labels, None, Scale::of(rows, false)))
+        }
+        _ => bail!(
+            "{stage} is {shape:?}; a picture draws a [B,nh,T,T] stage (scores, probabilities) or a [B,T,H] or [B,T,I] one"
+        ),
+    }
+}
+
+/// Whether two stage names are close (a typo): one edit apart on their last component, or the
+/// same component in another layer.
+fn strsim_like(a: &str, b: &str) -> bool {
+    let tail = |s: &str| s.rsplit('.').next().unwrap_or(s).to_string();
+    tail(a) == tail(b)
+        || a.len().abs_diff(b.len()) <= 1 && a.chars().zip(b.chars()).filter(|(x, y)| x != y).count() <= 1
+}
+
+/// Writes `bytes` to `path` through a temporary name, unless something is at `path` that
+/// bert-trace did not write (a page or picture of ours says so in its first kilobytes).
+fn write_ours(path: &Path, bytes: &[u8], what: &str) -> Result<()> {
+    if let Ok(metadata) = std::fs::symlink_metadata(path) {
+        let mut head = Vec::new();
+        let read = std::fs::File::open(path)
+            .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 8192), &mut head));
+        let ours =
+            metadata.is_file() && read.is_ok() && head.windows(GENERATOR.len()).any(|w| w == GENERATOR.as_bytes());
+        if !ours {
+            bail!(
+                "{}: exists and is not a {what} bert-trace wrote; it is never written over: choose another file",
+                path.display()
+            );
+        }
+    }
+    let name = path.file_name().context("a file name")?.to_string_lossy();
+    let temp = path.with_file_name(format!(".{name}.tmp"));
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(|| format!("{}: cannot create", parent.display()))?;
+    }
+    let failed = |e: std::io::Error| anyhow::anyhow!("{}: cannot write: {e}", path.display());
+    let _ = std::fs::remove_file(&temp);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, bytes));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(failed(e));
+    }
+    std::fs::rename(&temp, path).map_err(failed)
+}
