@@ -13,7 +13,6 @@
 #   ROUNDS=2             each side runs every configuration ROUNDS times, alternating; the table
 #                        keeps each side's best median, so a burst of load from another process
 #                        does not decide a row
-#   BLAS=1               also run bert-core built with `--features blas` (needs libopenblas-dev)
 #   PYTHON=...           the Python with torch + transformers (default ../venv-ref/bin/python)
 #   IDLE_WAIT=300        seconds to wait for an idle machine before each timed run
 #   OUT=target/bench     where the results (JSON lines) and the dumps go
@@ -49,9 +48,6 @@ fi
 echo "building the bench example (release)..." >&2
 cargo build --quiet --release -p bert-core --example bench
 bench="$root/target/release/examples/bench"
-if [ "${BLAS:-0}" = 1 ]; then
-  cargo build --quiet --release -p bert-core --example bench --features blas --target-dir "$root/target/blas"
-fi
 
 # Waits until both CPUs have been at least 90% idle for 5 seconds in a row (or IDLE_WAIT
 # seconds have passed), so that another process's compile does not end up in the numbers.
@@ -79,13 +75,6 @@ for round in $(seq "$rounds"); do
   wait_idle
   BERT_TRACE_THREADS="$threads" "$bench" forward --model "$model" --tokens "$tokens" --batch "$batch" \
     --trace "$trace" --min-secs "$min_secs" --out "$out/dumps-bert-core" >> "$out/results.jsonl"
-  if [ "${BLAS:-0}" = 1 ]; then
-    echo "round $round/$rounds: bert-core with OpenBLAS..." >&2
-    wait_idle
-    BERT_TRACE_THREADS="$threads" "$root/target/blas/release/examples/bench" forward --model "$model" \
-      --tokens "$tokens" --batch "$batch" --trace "$trace" --min-secs "$min_secs" --out "$out/dumps-bert-core" \
-      | sed 's/"side":"bert-core"/"side":"bert-core+blas"/' >> "$out/results.jsonl"
-  fi
 done
 rm -rf "$out/dumps-pytorch" "$out/dumps-bert-core"
 
@@ -119,6 +108,33 @@ for cache in warm evicted rerun; do
     echo "{\"cache\": \"$cache\", \"wall\": \"$wall\", \"max_rss_kb\": $rss}" >> "$out/cold.jsonl"
   done
 done
+# The whole commands at 128 tokens, for issue 16's targets: `bert-trace --no-dump` against
+# PyTorch's forward pass alone (the table's 1 x 128 "off" row), and `bert-trace` writing every
+# stage against the Python script that writes the same dump. The text is the sentence repeated
+# until it is 128 tokens long with this vocabulary; the loop checks that it is.
+text128=""
+for _ in $(seq 12); do text128="$text128 $sentence"; done
+text128="${text128# } and then the"
+count=$("$root/target/release/bert-trace" --model "$model" --stop-at input.ids --no-dump "$text128" | sed -n 1p)
+case "$count" in
+  "tokens (128 of 128 real):") ;;
+  *) echo "bench.sh: the 128-token text is '$count' with this model's vocabulary" >&2; exit 1 ;;
+esac
+: > "$out/commands.jsonl"
+wait_idle
+for run in 1 2 3 4 5; do
+  for side in no-dump dump python; do
+    rm -rf "$out/command-dump"; sync
+    case "$side" in
+      no-dump) cmd=("$root/target/release/bert-trace" --model "$model" --no-dump "$text128") ;;
+      dump) cmd=("$root/target/release/bert-trace" --model "$model" --out "$out/command-dump" "$text128") ;;
+      python) cmd=("$python" scripts/dump_reference.py --model "$model" --out "$out/command-dump" "$text128") ;;
+    esac
+    OMP_NUM_THREADS="$threads" BERT_TRACE_THREADS="$threads" /usr/bin/time -f "%e" -o "$out/time.txt" "${cmd[@]}" > /dev/null 2>&1
+    echo "{\"side\": \"$side\", \"wall_s\": $(cat "$out/time.txt")}" >> "$out/commands.jsonl"
+  done
+done
+rm -rf "$out/command-dump"
 : > "$out/open.jsonl"
 for run in 1 2 3 4 5; do
   BERT_TRACE_THREADS="$threads" "$bench" open --model "$model" >> "$out/open.jsonl"
@@ -133,7 +149,7 @@ for line in open(os.path.join(out, "results.jsonl")):
     key = (r["side"], r["batch"], r["tokens"], r["trace"])
     best[key] = min(best.get(key, float("inf")), r["median_ms"])
     best_cpu[key] = min(best_cpu.get(key, float("inf")), r["cpu_ms"])
-sides = sorted({k[0] for k in best}, key=["pytorch", "bert-core", "bert-core+blas"].index)
+sides = sorted({k[0] for k in best}, key=["pytorch", "bert-core"].index)
 modes = ["off", "on", "rerun"]
 configs = sorted({k[1:] for k in best}, key=lambda c: (c[0], c[1], modes.index(c[2])))
 print(f"\nbert-base-sized model {model}, {threads} threads, f32; best median wall time of each side, ms;")
@@ -164,6 +180,16 @@ for cache, label in (("warm", "checkpoint in the page cache, empty output direct
     walls = sorted(secs(c["wall"]) for c in runs)
     rss = max(c["max_rss_kb"] for c in runs)
     print(f"  {label}: wall median {statistics.median(walls):.2f} s (min {walls[0]:.2f}, max {walls[-1]:.2f}), peak RSS {rss / 1024:.0f} MiB")
+commands = [json.loads(l) for l in open(os.path.join(out, "commands.jsonl"))]
+med = {side: statistics.median(c["wall_s"] for c in commands if c["side"] == side)
+       for side in ("no-dump", "dump", "python")}
+forward = best.get(("pytorch", 1, 128, "off"))
+print("\nwhole commands at 128 tokens (median of 5, wall s; /usr/bin/time has 10 ms resolution):")
+print(f"  bert-trace --no-dump: {med['no-dump']:.2f} s" + (
+    f"; PyTorch's forward pass alone {forward / 1000:.3f} s; ratio {med['no-dump'] / (forward / 1000):.2f} (target <= 1)"
+    if forward else ""))
+print(f"  bert-trace writing every stage: {med['dump']:.2f} s; scripts/dump_reference.py {med['python']:.2f} s; "
+      f"ratio {med['dump'] / med['python']:.3f} (target <= 0.1)")
 opens = [json.loads(l) for l in open(os.path.join(out, "open.jsonl"))]
 o = sorted(x["open_ms"] for x in opens)
 print(f"model open (BertModel::load): median {statistics.median(o):.1f} ms (min {o[0]:.1f}); "

@@ -81,9 +81,9 @@ fn main() {
             let x = Array2::from_shape_vec((t, k), values(t * k, 1)).unwrap();
             let w = Array2::from_shape_vec((n, k), values(n * k, 2)).unwrap();
             let b = Array1::from(values(n, 3));
-            let ours = median(|| drop(ops::linear(x.view(), w.view(), b.view())));
+            let ours = median(|| drop(ops::linear(&x, w.view(), b.view())));
             let theirs = median(|| drop(crate_linear(&x, &w, &b, threads)));
-            let (a, c) = (ops::linear(x.view(), w.view(), b.view()), crate_linear(&x, &w, &b, threads));
+            let (a, c) = (ops::linear(&x, w.view(), b.view()), crate_linear(&x, &w, &b, threads));
             let max_diff = a.iter().zip(&c).map(|(p, q)| (p - q).abs()).fold(0.0f32, f32::max);
             let one = crate_linear(&x, &w, &b, 1);
             let same = one.iter().zip(&c).all(|(p, q)| p.to_bits() == q.to_bits());

@@ -145,7 +145,7 @@ fn a_classifier_shows_its_labels_by_name_and_its_logits_follow_its_weights() {
     let inspect = ok(bert_trace(&["inspect", "--model", dir.path().to_str().unwrap()]), "inspect");
     assert_rows(&inspect, &[&["classifier", "99"]], "classifier parameters (3 × 32 + 3)");
     let stages = ok(bert_trace(&["stages", "--model", dir.path().to_str().unwrap()]), "stages");
-    assert_rows(&stages, &[&["classifier.logits", "[B,L]", "[B, 3]"]], "stages");
+    assert_rows(&stages, &[&["classifier.logits", "[B,C]", "[B, 3]"]], "stages");
     assert!(!stages.contains("mlm.logits"), "{stages}");
 }
 

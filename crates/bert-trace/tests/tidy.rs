@@ -1,7 +1,8 @@
 //! Keeps docs and layout in step with code: every source file opens with a `//!` comment saying
 //! what it is, every stage name appears in the walkthrough's index, every chapter is linked from
-//! it, every ```rust excerpt of the walkthrough is in the file it cites, and the model files hold
-//! BERT's math and none of the machinery below it.
+//! it, every ```rust excerpt of the walkthrough is in the file it cites, every relative link of
+//! the documentation leads to a file (and heading) that exists, and the model files hold BERT's
+//! math and none of the machinery below it.
 
 use std::path::{Path, PathBuf};
 
@@ -55,6 +56,94 @@ fn every_chapter_is_linked_from_the_index() {
         .filter(|name| !index.contains(&format!("({name})")))
         .collect();
     assert!(unlinked.is_empty(), "chapters not linked from walkthrough/README.md: {unlinked:?}");
+}
+
+/// The Markdown files a reader follows links through.
+fn documents() -> Vec<PathBuf> {
+    let mut docs: Vec<PathBuf> = ["README.md", "BENCHMARKS.md", "golden/README.md", "fuzz/README.md"]
+        .iter()
+        .map(|name| root().join(name))
+        .collect();
+    for entry in std::fs::read_dir(root().join("walkthrough")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            docs.push(path);
+        }
+    }
+    docs.sort();
+    docs
+}
+
+/// GitHub's anchor for a heading: lower case, punctuation other than `-` and `_` dropped,
+/// spaces turned into `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a Markdown file's headings (outside code blocks), with GitHub's `-1`, `-2`
+/// suffixes for repeated ones.
+fn anchors(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+        } else if !in_code && line.starts_with('#') {
+            let base = anchor(line.trim_start_matches('#'));
+            let repeats = found.iter().filter(|a| a.as_str() == base || a.starts_with(&format!("{base}-"))).count();
+            found.push(if repeats == 0 { base } else { format!("{base}-{repeats}") });
+        }
+    }
+    found
+}
+
+#[test]
+fn every_relative_link_leads_somewhere() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        let mut in_code = false;
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+                continue;
+            }
+            if in_code {
+                continue;
+            }
+            let mut rest = line;
+            while let Some(at) = rest.find("](") {
+                rest = &rest[at + 2..];
+                let Some(end) = rest.find(')') else { break };
+                let target = &rest[..end];
+                if target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                checked += 1;
+                let place = format!("{}:{}", doc.strip_prefix(root()).unwrap_or(&doc).display(), n + 1);
+                let (file, fragment) = target.split_once('#').unwrap_or((target, ""));
+                let path = if file.is_empty() { doc.clone() } else { doc.parent().unwrap().join(file) };
+                if !path.exists() {
+                    failures.push(format!("{place}: {target}: no such file"));
+                } else if !fragment.is_empty() && path.extension().is_some_and(|e| e == "md") {
+                    let linked = std::fs::read_to_string(&path).unwrap();
+                    if !anchors(&linked).iter().any(|a| a == fragment) {
+                        failures.push(format!("{place}: {target}: no heading with that anchor"));
+                    }
+                }
+            }
+        }
+    }
+    println!("{checked} relative links checked");
+    assert!(checked >= 100, "expected the documentation's links, found {checked}");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// What the model files must not contain: the machinery belongs below `ops/`.

@@ -62,20 +62,22 @@ impl BertAttention {
         tracer: &mut Tracer,
     ) -> Result<Array3<f32>, Halt> {
         let stage = |kind| Stage::layer(layer_idx, kind);
-        let heads = &self.self_attention;
-        let (nh, hs) = (heads.n_heads, x.dim().2 / heads.n_heads);
+        let self_attn = &self.self_attention;
+        let (nh, hs) = (self_attn.n_heads, x.dim().2 / self_attn.n_heads);
 
         // [B,T,H] -> [B,nh,T,hs]: every token's query, key and value, each head with its own hs features.
-        let mut q = ops::split_heads(heads.query.forward(x), nh);
+        let mut q = ops::split_heads(self_attn.query.forward(x), nh);
         tracer.f32(stage(AttnQuery), &mut q)?;
-        let mut k = ops::split_heads(heads.key.forward(x), nh);
+        let mut k = ops::split_heads(self_attn.key.forward(x), nh);
         tracer.f32(stage(AttnKey), &mut k)?;
-        let mut v = ops::split_heads(heads.value.forward(x), nh);
+        let mut v = ops::split_heads(self_attn.value.forward(x), nh);
         tracer.f32(stage(AttnValue), &mut v)?;
 
-        // [B,nh,T,hs] · [B,nh,hs,T] -> [B,nh,T,T]: every query against every key. Dividing by √hs
-        // keeps the dot products of hs-long vectors near unit variance, so softmax does not saturate.
-        let mut scores = ops::matmul(q.view(), ops::transpose(k.view()), (hs as f32).powf(-0.5));
+        // [B,nh,T,hs] · [B,nh,hs,T] -> [B,nh,T,T]: every query against every key, scaled by
+        // 1/√hs, which keeps the dot products of hs-long vectors near unit variance so that
+        // softmax does not saturate. HF's `self.scaling = hs ** -0.5`, computed in f64 as Python does.
+        let scale = (hs as f64).powf(-0.5) as f32;
+        let mut scores = ops::scaled_matmul(q.view(), ops::transpose(k.view()), scale);
         // + [B,1,1,T], broadcast over heads and queries: padding keys get f32::MIN.
         if let Some(mask) = mask {
             scores += mask;
@@ -87,7 +89,7 @@ impl BertAttention {
 
         // [B,nh,T,T] · [B,nh,T,hs] -> [B,nh,T,hs] -> [B,T,H]: each head's weighted sum of the
         // values, the heads then side by side again.
-        let mut context = ops::merge_heads(ops::matmul(probs.view(), v.view(), 1.0));
+        let mut context = ops::merge_heads(ops::matmul(probs.view(), v.view()));
         tracer.f32(stage(AttnContext), &mut context)?;
 
         // [B,T,H]: the output projection mixes the heads; then the residual and LayerNorm.

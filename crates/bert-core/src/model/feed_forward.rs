@@ -37,10 +37,10 @@ impl FeedForward {
     /// `[B,T,H]` -> `[B,T,H]`
     pub(crate) fn forward(&self, layer_idx: usize, x: &Array3<f32>, tracer: &mut Tracer) -> Result<Array3<f32>, Halt> {
         let stage = |kind| Stage::layer(layer_idx, kind);
-        // [B,T,H] -> [B,T,I]: each token widened to I = 4H features.
+        // [B,T,H] -> [B,T,I]: each token widened to I features (4H in BERT-base and MiniLM).
         let mut intermediate = self.intermediate.forward(x);
         tracer.f32(stage(FfnIntermediate), &mut intermediate)?;
-        // [B,T,I]: the only non-linearity in a layer outside softmax.
+        // [B,T,I]: the only element-wise non-linearity in a layer.
         let mut activation = self.activation.forward(intermediate);
         tracer.f32(stage(FfnActivation), &mut activation)?;
         // [B,T,I] -> [B,T,H]: back to the hidden width.

@@ -15,7 +15,7 @@ pub struct NspHead {
     pub dense: Linear,
 }
 
-/// `classifier`: H -> L, with label names from config.json's `id2label` when it has them.
+/// `classifier`: H -> C classes, with label names from config.json's `id2label` when it has them.
 pub struct ClassifierHead {
     pub dense: Linear,
     pub labels: Vec<String>,
@@ -68,7 +68,7 @@ impl ClassifierHead {
         Ok(ClassifierHead { dense, labels })
     }
 
-    /// `[B,H]` -> `[B,L]`
+    /// `[B,H]` -> `[B,C]`
     pub(crate) fn forward(&self, pooled: &Array2<f32>, tracer: &mut Tracer) -> Result<Array2<f32>, Halt> {
         let mut logits = self.dense.forward(pooled);
         tracer.f32(Stage::new(ClassifierLogits), &mut logits)?;

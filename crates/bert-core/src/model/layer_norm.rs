@@ -15,7 +15,8 @@ pub struct LayerNorm {
 }
 
 impl LayerNorm {
-    /// Loads `<prefix>.weight` / `.bias` (or `.gamma` / `.beta`), each `[H]`.
+    /// Loads `<prefix>.weight` and `.bias`, each `[H]` (`WeightStore::get` also finds them under
+    /// the older TensorFlow names `.gamma` and `.beta`).
     pub fn load(store: &WeightStore, prefix: &str, hidden: usize, eps: f32) -> Result<LayerNorm> {
         Ok(LayerNorm {
             weight: store.get(&format!("{prefix}.weight"), &[hidden])?,

@@ -1,6 +1,6 @@
 //! `nn.Linear`: y = x Wᵀ + b, with W stored as PyTorch stores it, `[out,in]`.
 
-use ndarray::{Array, ArrayBase, Axis, Data, Dimension};
+use ndarray::{Array, ArrayBase, Data, Dimension};
 
 use crate::error::Result;
 use crate::load::weights::{Param, WeightStore};
@@ -29,14 +29,6 @@ impl Linear {
 
     /// `[..,in]` -> `[..,out]`: every vector along the last axis through the same layer.
     pub fn forward<S: Data<Elem = f32>, D: Dimension>(&self, x: &ArrayBase<S, D>) -> Array<f32, D> {
-        // [..,in] -> [N,in]: every token one row, so the whole batch is one matrix product.
-        let last = Axis(x.ndim() - 1);
-        let rows = x.len() / x.len_of(last).max(1);
-        let x = x.as_standard_layout();
-        let x_rows = x.view().into_shape_with_order((rows, x.len_of(last))).expect("a standard layout");
-        let y = ops::linear(x_rows, self.weight.view2(), self.bias.view1());
-        let mut shape = x.raw_dim();
-        shape[last.index()] = self.out_features();
-        y.into_shape_with_order(shape).expect("[N,out] holds every token's outputs")
+        ops::linear(x, self.weight.view2(), self.bias.view1())
     }
 }

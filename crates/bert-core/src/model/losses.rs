@@ -34,12 +34,15 @@ pub(crate) fn nsp_loss(logits: &Array2<f32>, labels: &Array1<i64>, tracer: &mut 
     // [B]: -log p(is next) for label 0, -log p(random) for label 1.
     let mut losses = ops::cross_entropy(logits.view(), labels.view(), IGNORE).mapv(|l| l as f32);
     tracer.f32(Stage::new(NspLosses), &mut losses)?;
-    let mut loss = arr0(mean(losses.iter(), losses.len()));
+    // The mean over the labelled pairs, as for the MLM loss (today every pair has a label).
+    let labelled = labels.iter().filter(|&&label| label != IGNORE).count();
+    let mut loss = arr0(mean(losses.iter(), labelled));
     tracer.f32(Stage::new(NspLoss), &mut loss)?;
     Ok(loss[()])
 }
 
-/// `loss` `[]`: the sum of the losses computed, as `BertForPreTraining` returns it.
+/// `loss` `[]`: the sum of the losses computed. With both, it is `BertForPreTraining`'s `loss`;
+/// with MLM labels only, it is the MLM loss, as `BertForMaskedLM` returns it.
 pub(crate) fn total_loss(mlm: Option<f32>, nsp: Option<f32>, tracer: &mut Tracer) -> Result<f32, Halt> {
     let mut loss = arr0(mlm.unwrap_or(0.0) + nsp.unwrap_or(0.0));
     tracer.f32(Stage::new(Loss), &mut loss)?;

@@ -32,8 +32,6 @@ impl MlmHead {
 
     pub fn load(store: &WeightStore, config: &BertConfig, word_embeddings: &Param) -> Result<MlmHead> {
         let (h, v) = (config.hidden_size, config.vocab_size);
-        // HF ties the decoder to the input embeddings when it loads the model, even if the file
-        // stores a decoder weight; the input embeddings win, so they do here too.
         let bias_name = if store.contains("cls.predictions.bias") {
             "cls.predictions.bias"
         } else {
@@ -43,6 +41,9 @@ impl MlmHead {
             transform: Linear::load(store, "cls.predictions.transform.dense", h, h)?,
             activation: config.activation(),
             layer_norm: LayerNorm::load(store, "cls.predictions.transform.LayerNorm", h, config.eps())?,
+            // HF ties the decoder to the input embeddings when it loads the model, even if the
+            // file stores a decoder weight; the input embeddings win, so they do here too. A
+            // `Param` is reference-counted: the clone shares the V×H table, it does not copy it.
             decoder: Linear { weight: word_embeddings.clone(), bias: store.get(bias_name, &[v])? },
         })
     }

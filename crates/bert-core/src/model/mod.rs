@@ -11,10 +11,12 @@
 //! | `pooler.rs` | `BertPooler` | 10 |
 //! | `mlm.rs` | `BertOnlyMLMHead` (`cls.predictions`) | 11 |
 //! | `heads.rs` | `cls.seq_relationship`, `classifier` | 10, 11 |
-//! | `losses.rs` | the losses of `BertForPreTraining` | 14 |
+//! | `losses.rs` | the losses of `BertForPreTraining` | 13 |
 //! | `sentence_pooling.rs` | sentence-transformers' mean pooling | 10 |
 //!
-//! The arithmetic is done by [`crate::ops`]; loading a checkpoint is in [`crate::load`].
+//! The arithmetic is done by [`crate::ops`]; loading a checkpoint is in [`crate::load`]; what is
+//! checked before a pass (the stop stage, the ids, memory, the heads labels need) is in
+//! `preflight.rs`.
 
 pub mod activation;
 pub mod attention;
@@ -27,6 +29,7 @@ pub mod linear;
 pub mod losses;
 pub mod mlm;
 pub mod pooler;
+mod preflight;
 pub mod sentence_pooling;
 
 use std::path::PathBuf;
@@ -39,10 +42,9 @@ use self::layer::BertLayer;
 use self::mlm::MlmHead;
 use self::pooler::BertPooler;
 use self::sentence_pooling::SentencePooling;
-use crate::error::{BertError, Result};
+use crate::error::Result;
 use crate::load::config::BertConfig;
 use crate::load::tokenize::{Batch, BertTokenizer};
-use crate::load::{files, memory};
 use crate::ops::{self, Kernels};
 use crate::trace::stage::{self, Dims, HeadSet, Objectives, Stage, StageKind::*};
 use crate::trace::{Halt, Sink, Tracer};
@@ -76,7 +78,7 @@ pub struct Outputs {
     pub mlm_logits: Option<Array3<f32>>,
     /// `[B,2]`
     pub nsp_logits: Option<Array2<f32>>,
-    /// `[B,L]`
+    /// `[B,C]`, one score per class
     pub classifier_logits: Option<Array2<f32>>,
     /// `[B,H]`, the sentence embedding of a sentence-transformers model.
     pub sentence: Option<Array2<f32>>,
@@ -116,95 +118,9 @@ impl BertModel {
         self.config.dims(batch, tokens, n_labels)
     }
 
-    /// The last stage of `name`, which is a stage or a group on a dot boundary
-    /// (`layer0.attention`, `layer3`, `embeddings`), for an input with these objectives.
-    pub fn resolve_stop(&self, name: &str, objectives: Objectives) -> Result<Stage> {
-        let plan = self.plan(objectives);
-        if let Some(stage) = plan.iter().rev().find(|s| stage::in_group(&s.name(), name)) {
-            return Ok(*stage);
-        }
-        // A name that some BERT computes, but not this one, deserves to be told why.
-        let every_head = HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
-        let n_layers = self.config.num_hidden_layers;
-        let find = |heads, objectives| {
-            stage::plan(n_layers + 1000, heads, objectives).into_iter().find(|s| stage::in_group(&s.name(), name))
-        };
-        let reason = match (find(self.heads(), Objectives::ALL), find(every_head, Objectives::ALL)) {
-            (Some(stage), _) if stage.layer.is_some() => {
-                format!("it has {n_layers} layers, layer0 to layer{}", n_layers - 1)
-            }
-            (Some(_), _) => "it is computed only with labels (--mask-prob, --mlm-target or --nsp-label)".into(),
-            (None, Some(stage)) => format!("its checkpoint has no {} weights", stage.info().part.weights()),
-            (None, None) => {
-                return Err(BertError::UnknownStage { name: name.into(), suggestions: stage::suggestions(name, &plan) })
-            }
-        };
-        Err(BertError::AbsentStage { name: name.into(), reason })
-    }
-
     /// Tokenizes `texts` (with sentence B from `pairs`) for this model.
     pub fn encode(&self, texts: &[String], pairs: Option<&[String]>, truncate: bool) -> Result<Batch> {
         self.tokenizer.encode(texts, pairs, self.config.max_position_embeddings, truncate)
-    }
-
-    /// Checks that every id of `batch` indexes its table and that the model has the heads its
-    /// labels need, before any work is done.
-    pub fn check(&self, batch: &Batch) -> Result<()> {
-        let (_, tokens) = batch.dims();
-        let max_positions = self.config.max_position_embeddings;
-        if tokens > max_positions {
-            return Err(BertError::Input {
-                index: 0,
-                problem: format!("{tokens} tokens, more than the {max_positions} positions the model has"),
-            });
-        }
-        let tables = [
-            (&batch.ids, self.config.vocab_size, "token id", "vocab_size"),
-            (&batch.token_type_ids, self.config.type_vocab_size, "token type id", "type_vocab_size"),
-        ];
-        for (ids, rows, what, field) in tables {
-            if let Some(((index, _), id)) = ids.indexed_iter().find(|(_, &id)| id < 0 || id as usize >= rows) {
-                return Err(BertError::Input {
-                    index,
-                    problem: format!("{what} {id} is outside the table of {field} = {rows} rows"),
-                });
-            }
-        }
-        self.check_memory(batch)?;
-        let missing = |what: &str, weights: &str| BertError::MissingHead {
-            path: self.source.clone(),
-            wanted: what.into(),
-            weights: weights.into(),
-        };
-        if batch.labels.mlm.is_some() && self.mlm.is_none() {
-            return Err(missing("an MLM loss", "cls.predictions.*"));
-        }
-        if batch.labels.nsp.is_some() && self.nsp.is_none() {
-            return Err(missing("an NSP loss", "cls.seq_relationship.*"));
-        }
-        Ok(())
-    }
-
-    /// Refuses a batch whose activations cannot fit in this machine's memory. The estimate
-    /// counts the largest tensors the pass holds at once: a few `[B,T,H]`, the scores and
-    /// probabilities `[B,nh,T,T]`, the feed-forward's `[B,T,I]`, the MLM logits `[B,T,V]`, and
-    /// what a dump writer may hold queued.
-    fn check_memory(&self, batch: &Batch) -> Result<()> {
-        let (b, t) = batch.dims();
-        let d = self.dims(b, t);
-        let [b, t, h, nh, i, v] = [d.batch, d.tokens, d.hidden, d.n_heads, d.intermediate, d.vocab].map(|n| n as u64);
-        let scores = b.saturating_mul(nh).saturating_mul(t).saturating_mul(t).saturating_mul(4);
-        let logits = if self.mlm.is_some() { b * t * v * 8 } else { 0 };
-        let needed = [10 * b * t * h * 4, 2 * scores, 3 * b * t * i * 4, logits, 128 << 20]
-            .into_iter()
-            .fold(0u64, u64::saturating_add);
-        memory::check(
-            needed,
-            &format!(
-                "for the activations of {b} × {t} tokens (the attention scores alone, [B,nh,T,T], take {})",
-                files::bytes(scores)
-            ),
-        )
     }
 
     /// Runs the forward pass on `batch`, handing every stage to `sink` in execution order, and

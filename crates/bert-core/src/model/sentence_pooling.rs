@@ -101,20 +101,13 @@ impl SentencePooling {
         mask: &Array2<i64>,
         tracer: &mut Tracer,
     ) -> Result<Array2<f32>, Halt> {
-        let (batch, _, width) = hidden.dim();
-        let mut pooled = Array2::<f32>::zeros((batch, width));
-        for ((sequence, sequence_mask), mut sum) in
-            hidden.outer_iter().zip(mask.outer_iter()).zip(pooled.outer_iter_mut())
-        {
-            let mut count = 0.0f32;
-            for (token, &real) in sequence.axis_iter(Axis(0)).zip(sequence_mask) {
-                if real != 0 {
-                    sum += &token;
-                    count += 1.0;
-                }
-            }
-            sum /= count.max(1e-9);
-        }
+        // [B,T] -> [B,T,1]: 1 for a real token and 0 for padding, broadcast over H below.
+        let mask = mask.mapv(|m| m as f32).insert_axis(Axis(2));
+        // [B,T,H] -> [B,H]: the real tokens' hidden states summed over T ...
+        let sums = (hidden * &mask).sum_axis(Axis(1));
+        // ... over [B,1]: how many real tokens each sequence has.
+        let counts = mask.sum_axis(Axis(1)).mapv(|n| n.max(1e-9));
+        let mut pooled = sums / &counts;
         tracer.f32(Stage::new(StageKind::SentencePooled), &mut pooled)?;
         Ok(pooled)
     }

@@ -7,6 +7,8 @@ use ndarray::{Array3, Array4, ArrayView4};
 /// is copied.
 pub fn split_heads<A: Clone>(x: Array3<A>, n_heads: usize) -> Array4<A> {
     let (b, t, h) = x.dim();
+    // A view needs the values in row-major order. A dense layer's output always is, and then
+    // this line moves the array without copying; any other layout is copied into it first.
     let x = x.as_standard_layout().into_owned();
     x.into_shape_with_order((b, t, n_heads, h / n_heads)).expect("H = nh * hs").permuted_axes([0, 2, 1, 3])
 }

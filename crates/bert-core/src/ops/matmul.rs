@@ -3,15 +3,32 @@
 //! The fast kernel is `kernels/gemm.rs`, a packed product written for BERT's shapes, which reads
 //! W in place from the checkpoint and gives the same bits whatever the thread count.
 
-use ndarray::{s, Array2, Array4, ArrayView1, ArrayView2, ArrayView4};
+use ndarray::{s, Array, Array2, Array4, ArrayBase, ArrayView1, ArrayView2, ArrayView4, Axis, Data, Dimension};
 
 use super::kernels::gemm;
 use super::{fast, Float};
 
-/// `[N,in]` -> `[N,out]`: x · Wᵀ + b, with W `[out,in]` as PyTorch stores it (`nn.Linear`).
-pub fn linear(x: ArrayView2<'_, f32>, weight: ArrayView2<'_, f32>, bias: ArrayView1<'_, f32>) -> Array2<f32> {
+/// `[..,in]` -> `[..,out]`: x · Wᵀ + b for every vector along the last axis, with W `[out,in]`
+/// as PyTorch stores it (`nn.Linear`).
+pub fn linear<S: Data<Elem = f32>, D: Dimension>(
+    x: &ArrayBase<S, D>,
+    weight: ArrayView2<'_, f32>,
+    bias: ArrayView1<'_, f32>,
+) -> Array<f32, D> {
+    // [..,in] -> [N,in]: every token one row, so that the whole batch is one matrix product.
+    let last = Axis(x.ndim() - 1);
+    let n_in = x.len_of(last);
+    let x = x.as_standard_layout();
+    let rows = x.view().into_shape_with_order((x.len() / n_in.max(1), n_in)).expect("a standard layout");
+    let y = linear_rows(rows, weight, bias);
+    let mut shape = x.raw_dim();
+    shape[last.index()] = weight.nrows();
+    y.into_shape_with_order(shape).expect("[N,out] holds every token's outputs")
+}
+
+/// `[N,in]` -> `[N,out]`: [`linear`] on rows, by the fast kernel or the formula.
+fn linear_rows(x: ArrayView2<'_, f32>, weight: ArrayView2<'_, f32>, bias: ArrayView1<'_, f32>) -> Array2<f32> {
     if fast() {
-        let x = x.as_standard_layout();
         let (n, n_in) = x.dim();
         let n_out = weight.nrows();
         let mut out = Array2::<f32>::zeros((n, n_out));
@@ -35,18 +52,24 @@ pub fn linear_reference<F: Float>(
 }
 
 /// `[B,nh,M,K]` · `[B,nh,K,N]` -> `[B,nh,M,N]`: a matrix product for each sequence and head,
-/// each result times `scale`, as `torch.matmul(a, b) * scale`.
-pub fn matmul(a: ArrayView4<'_, f32>, b: ArrayView4<'_, f32>, scale: f32) -> Array4<f32> {
+/// `torch.matmul(a, b)`.
+pub fn matmul(a: ArrayView4<'_, f32>, b: ArrayView4<'_, f32>) -> Array4<f32> {
+    scaled_matmul(a, b, 1.0)
+}
+
+/// [`matmul`], each result times `scale`: `torch.matmul(a, b) * scale`. The scaling happens as
+/// each product is stored, not in a second pass over the result.
+pub fn scaled_matmul(a: ArrayView4<'_, f32>, b: ArrayView4<'_, f32>, scale: f32) -> Array4<f32> {
     if fast() {
         if let Some(out) = gemm::batched(a.view(), b.view(), scale) {
             return out;
         }
     }
-    matmul_reference(a, b, scale)
+    scaled_matmul_reference(a, b, scale)
 }
 
 /// The formula: for every sequence b and head h, `a[b,h] · b[b,h]`, times `scale`.
-pub fn matmul_reference<F: Float>(a: ArrayView4<'_, F>, b: ArrayView4<'_, F>, scale: F) -> Array4<F> {
+pub fn scaled_matmul_reference<F: Float>(a: ArrayView4<'_, F>, b: ArrayView4<'_, F>, scale: F) -> Array4<F> {
     let (batch, heads, m, _) = a.dim();
     let n = b.dim().3;
     let mut out = Array4::zeros((batch, heads, m, n));
@@ -90,7 +113,7 @@ mod tests {
             let b = ndarray::Array1::from(values(n_out, 3));
             let want = linear_reference(x.mapv(f64::from).view(), w.mapv(f64::from).view(), b.mapv(f64::from).view());
             for kernels in [Kernels::Fast, Kernels::Reference] {
-                let got = with_kernels(kernels, || linear(x.view(), w.view(), b.view()));
+                let got = with_kernels(kernels, || linear(&x, w.view(), b.view()));
                 if let Err(e) = close(&got, &want, 1e-5) {
                     panic!("linear {kernels:?} [{rows},{n_in}] x [{n_out},{n_in}]: {e}");
                 }
@@ -111,15 +134,15 @@ mod tests {
             let (q, k, v) = (as_heads(4), as_heads(5), as_heads(6));
             let k_t = k.view().permuted_axes([0, 1, 3, 2]);
             let scale = (hs as f32).powf(-0.5);
-            let want = matmul_reference(q.mapv(f64::from).view(), k_t.mapv(f64::from).view(), scale as f64);
+            let want = scaled_matmul_reference(q.mapv(f64::from).view(), k_t.mapv(f64::from).view(), scale as f64);
             let p = Array4::from_shape_vec((batch, heads, t, t), values(batch * heads * t * t, 7)).unwrap();
-            let want_context = matmul_reference(p.mapv(f64::from).view(), v.mapv(f64::from).view(), 1.0);
+            let want_context = scaled_matmul_reference(p.mapv(f64::from).view(), v.mapv(f64::from).view(), 1.0);
             for kernels in [Kernels::Fast, Kernels::Reference] {
-                let got = with_kernels(kernels, || matmul(q.view(), k_t.view(), scale));
+                let got = with_kernels(kernels, || scaled_matmul(q.view(), k_t.view(), scale));
                 if let Err(e) = close(&got, &want, 1e-5) {
                     panic!("scores {kernels:?} B={batch} T={t} nh={heads} hs={hs}: {e}");
                 }
-                let got = with_kernels(kernels, || matmul(p.view(), v.view(), 1.0));
+                let got = with_kernels(kernels, || matmul(p.view(), v.view()));
                 if let Err(e) = close(&got, &want_context, 1e-5) {
                     panic!("context {kernels:?} B={batch} T={t} nh={heads} hs={hs}: {e}");
                 }

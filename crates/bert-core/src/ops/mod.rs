@@ -2,13 +2,16 @@
 //! products, softmax, LayerNorm, the activations, the embedding lookup, splitting and merging
 //! heads, and the cross-entropy of the pretraining losses.
 //!
-//! Each operation is written twice, side by side in its file:
+//! Each operation that has a fast kernel is written twice, side by side in its file:
 //!
 //! - `<name>_reference`: the formula, written plainly on ndarray, generic over f32 and f64. This
 //!   is the code the walkthrough quotes, and the one to read first.
 //! - `<name>`: what the model calls. It runs a fast kernel from `kernels/` where one pays off and
 //!   applies (this CPU has it, the operands are laid out for it), and the reference otherwise.
 //!   No caller ever asks which.
+//!
+//! The others (the embedding lookup, splitting and merging heads, the cross-entropy) are only
+//! the formula: they move or pick values, or run once per pass, and a kernel would gain nothing.
 //!
 //! [`Kernels`] chooses for a whole forward pass: [`Kernels::Reference`] runs every operation on
 //! its reference implementation (`bert-trace --kernels reference`), which is slower but is the
@@ -34,7 +37,7 @@ pub use self::kernels::threads::{
     check as check_threads, init_from_env, max_threads, set_threads, threads, ThreadsError, ENV_VAR as THREADS_ENV_VAR,
 };
 pub use self::layer_norm::{layer_norm_rows, layer_norm_rows_reference};
-pub use self::matmul::{linear, linear_reference, matmul, matmul_reference};
+pub use self::matmul::{linear, linear_reference, matmul, scaled_matmul, scaled_matmul_reference};
 pub use self::softmax::{softmax_rows, softmax_rows_reference};
 
 /// The element types the reference operations run in: f32, BERT's own, and f64, for checking

@@ -5,7 +5,7 @@
 //! users' numpy code, so they never appear as string literals anywhere else.
 //!
 //! Shapes use one vocabulary: B batch, T tokens, H hidden, nh heads, hs head size (H / nh),
-//! I intermediate, V vocab; `2` for the NSP head and `L` for a classifier's labels.
+//! I intermediate, V vocab; `2` for the NSP head and `C` for a classifier's classes (its labels).
 //!
 //! Some stages exist only for some models or inputs: a head's stages need its weights, the
 //! pretraining stages (`input.labels`, `mlm.loss`, ...) need labels, and the last part,
@@ -40,7 +40,7 @@ impl Dim {
             Dim::I => "I",
             Dim::V => "V",
             Dim::Two => "2",
-            Dim::Labels => "L",
+            Dim::Labels => "C",
         }
     }
 }

@@ -1,0 +1,99 @@
+//! What is checked before a forward pass, so that a run that cannot succeed is refused before
+//! any work is done or any file written: the stage a run stops at, the ids against the model's
+//! tables, the memory the activations need, and the heads the labels need.
+
+use super::BertModel;
+use crate::error::{BertError, Result};
+use crate::load::tokenize::Batch;
+use crate::load::{files, memory};
+use crate::trace::stage::{self, HeadSet, Objectives, Stage};
+
+impl BertModel {
+    /// The last stage of `name`, which is a stage or a group on a dot boundary
+    /// (`layer0.attention`, `layer3`, `embeddings`), for an input with these objectives.
+    pub fn resolve_stop(&self, name: &str, objectives: Objectives) -> Result<Stage> {
+        let plan = self.plan(objectives);
+        if let Some(stage) = plan.iter().rev().find(|s| stage::in_group(&s.name(), name)) {
+            return Ok(*stage);
+        }
+        // A name that some BERT computes, but not this one, deserves to be told why. The plans
+        // searched have more layers than any checkpoint (a thousand more than this one), so
+        // that `layer40.attention` is recognised as a layer this model does not have.
+        let every_head = HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+        let n_layers = self.config.num_hidden_layers;
+        let find = |heads, objectives| {
+            stage::plan(n_layers + 1000, heads, objectives).into_iter().find(|s| stage::in_group(&s.name(), name))
+        };
+        let reason = match (find(self.heads(), Objectives::ALL), find(every_head, Objectives::ALL)) {
+            (Some(stage), _) if stage.layer.is_some() => {
+                format!("it has {n_layers} layers, layer0 to layer{}", n_layers - 1)
+            }
+            (Some(_), _) => "it is computed only with labels (--mask-prob, --mlm-target or --nsp-label)".into(),
+            (None, Some(stage)) => format!("its checkpoint has no {} weights", stage.info().part.weights()),
+            (None, None) => {
+                return Err(BertError::UnknownStage { name: name.into(), suggestions: stage::suggestions(name, &plan) })
+            }
+        };
+        Err(BertError::AbsentStage { name: name.into(), reason })
+    }
+
+    /// Checks that every id of `batch` indexes its table and that the model has the heads its
+    /// labels need, before any work is done.
+    pub fn check(&self, batch: &Batch) -> Result<()> {
+        let (_, tokens) = batch.dims();
+        let max_positions = self.config.max_position_embeddings;
+        if tokens > max_positions {
+            return Err(BertError::Input {
+                index: 0,
+                problem: format!("{tokens} tokens, more than the {max_positions} positions the model has"),
+            });
+        }
+        let tables = [
+            (&batch.ids, self.config.vocab_size, "token id", "vocab_size"),
+            (&batch.token_type_ids, self.config.type_vocab_size, "token type id", "type_vocab_size"),
+        ];
+        for (ids, rows, what, field) in tables {
+            if let Some(((index, _), id)) = ids.indexed_iter().find(|(_, &id)| id < 0 || id as usize >= rows) {
+                return Err(BertError::Input {
+                    index,
+                    problem: format!("{what} {id} is outside the table of {field} = {rows} rows"),
+                });
+            }
+        }
+        self.check_memory(batch)?;
+        let missing = |what: &str, weights: &str| BertError::MissingHead {
+            path: self.source.clone(),
+            wanted: what.into(),
+            weights: weights.into(),
+        };
+        if batch.labels.mlm.is_some() && self.mlm.is_none() {
+            return Err(missing("an MLM loss", "cls.predictions.*"));
+        }
+        if batch.labels.nsp.is_some() && self.nsp.is_none() {
+            return Err(missing("an NSP loss", "cls.seq_relationship.*"));
+        }
+        Ok(())
+    }
+
+    /// Refuses a batch whose activations cannot fit in this machine's memory. The estimate
+    /// counts the largest tensors the pass holds at once: a few `[B,T,H]`, the scores and
+    /// probabilities `[B,nh,T,T]`, the feed-forward's `[B,T,I]`, the MLM logits `[B,T,V]`, and
+    /// what a dump writer may hold queued.
+    fn check_memory(&self, batch: &Batch) -> Result<()> {
+        let (b, t) = batch.dims();
+        let d = self.dims(b, t);
+        let [b, t, h, nh, i, v] = [d.batch, d.tokens, d.hidden, d.n_heads, d.intermediate, d.vocab].map(|n| n as u64);
+        let scores = b.saturating_mul(nh).saturating_mul(t).saturating_mul(t).saturating_mul(4);
+        let logits = if self.mlm.is_some() { b * t * v * 8 } else { 0 };
+        let needed = [10 * b * t * h * 4, 2 * scores, 3 * b * t * i * 4, logits, 128 << 20]
+            .into_iter()
+            .fold(0u64, u64::saturating_add);
+        memory::check(
+            needed,
+            &format!(
+                "for the activations of {b} × {t} tokens (the attention scores alone, [B,nh,T,T], take {})",
+                files::bytes(scores)
+            ),
+        )
+    }
+}
