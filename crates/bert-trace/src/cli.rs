@@ -9,6 +9,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::terminal_heatmap::ColorChoice;
+
 /// Show what BERT does, tensor by tensor: trace a sentence through the forward pass, print every
 /// stage's shape and statistics, write each stage to .npy, and diff against PyTorch.
 #[derive(Debug, Parser)]
@@ -115,6 +117,11 @@ pub struct TraceArgs {
     /// Cut inputs longer than max_position_embeddings instead of refusing them
     #[arg(long)]
     pub truncate: bool,
+
+    /// When to draw in colour: after --stop-at an attention stage, a heatmap of its first head
+    /// (auto: on a terminal, unless NO_COLOR is set)
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
 
     /// How many predictions to show for each [MASK]
     #[arg(long, value_name = "K", default_value_t = 5)]

@@ -14,6 +14,7 @@ mod preview;
 mod stages_cmd;
 mod stats;
 mod table;
+mod terminal_heatmap;
 mod tokens_table;
 mod trace_cmd;
 mod view;

@@ -12,7 +12,7 @@ use bert_core::dump::{self, Dump, DumpWriter};
 use bert_core::load::files;
 use bert_core::ops::{self, Kernels};
 use bert_core::trace::manifest::Inputs;
-use bert_core::trace::stage::{DType, Part, Stage};
+use bert_core::trace::stage::{DType, Part, Stage, StageKind};
 use bert_core::trace::{Discard, Sink};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
@@ -23,6 +23,7 @@ use crate::predictions;
 use crate::preview::preview;
 use crate::stats::Recorder;
 use crate::table::{new_table, num, shape};
+use crate::terminal_heatmap;
 use crate::tokens_table;
 
 /// Runs the trace; returns the exit status (1 when `--reference` finds a failing stage).
@@ -94,6 +95,15 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
     if let (Some(stage), Some(tensor)) = (traced.stopped_at, &recorder.kept) {
         println!("\nstopped after {stage}; nothing after it was computed.");
         println!("{stage} {}:\n{}", shape(tensor.shape()), preview(tensor));
+        let attention = matches!(stage.kind, StageKind::AttnScores | StageKind::AttnProbs);
+        if attention && args.color.enabled() {
+            let tokens: Vec<String> = (0..batch.dims().1)
+                .map(|pos| model.tokenizer.id_to_token(batch.ids[[0, pos]] as u32).unwrap_or_default())
+                .collect();
+            if let Some(picture) = terminal_heatmap::heatmap(tensor, stage.kind == StageKind::AttnProbs, &tokens) {
+                println!("\n{picture}");
+            }
+        }
     }
     print!("{}", predictions::report(&model, &batch, &traced.outputs, args.top_k));
     print!("{}", predictions::losses(&model, &batch, &traced.outputs));

@@ -522,3 +522,50 @@ fn the_preview_prints_small_tensors_whole_and_abbreviates_large_ones_as_pytorch(
         assert_eq!(preview.contains("..."), abbreviated, "{stage}: abbreviated {abbreviated}\n{preview}");
     }
 }
+
+/// Runs bert-trace under `script`, whose pseudo-terminal makes stdout a terminal, with `env`
+/// added to the environment; None when `script` (util-linux) is missing.
+fn on_a_terminal(args: &[&str], env: &[(&str, &str)]) -> Option<String> {
+    let mut command = vec![env!("CARGO_BIN_EXE_bert-trace").to_string()];
+    command.extend(args.iter().map(|a| format!("'{}'", a.replace('\'', r"'\''"))));
+    let mut script = std::process::Command::new("script");
+    script.args(["-qec", &command.join(" "), "/dev/null"]).current_dir(root()).env_remove("NO_COLOR");
+    for (key, value) in env {
+        script.env(key, value);
+    }
+    let output = script.output().ok()?;
+    assert!(output.status.success(), "{command:?} on a terminal: {}{}", text(&output.stdout), text(&output.stderr));
+    Some(text(&output.stdout))
+}
+
+#[test]
+fn an_attention_stage_is_drawn_in_colour_only_where_colour_is_wanted() {
+    let args = ["--no-dump", "--stop-at", "layer0.attention.probs", MASK_TEXT];
+    let title = "sequence 0, head 0 of 4: a row per query token, a column per key token";
+    let drawn = |out: &str| out.contains(title) && out.contains("\x1b[48;");
+    // Piped, as scripts and these tests read it: never, unless asked for.
+    let piped = text(&bert_trace(&args).stdout);
+    assert!(!piped.contains(title) && !piped.contains('\x1b'), "piped output has colour:\n{piped}");
+    let always = text(&bert_trace(&[&["--color", "always"], &args[..]].concat()).stdout);
+    assert!(drawn(&always), "--color always draws nothing:\n{always}");
+    // The 13 query rows, each with its token, and 13 cells per row (24-bit colour or 256,
+    // whichever COLORTERM says).
+    assert!(always.lines().any(|l| l.starts_with("  4 ##me ")), "{always}");
+    let rows = always.lines().filter(|l| l.matches("\x1b[48;").count() == 13).count();
+    assert_eq!(rows, 13, "expected 13 rows of 13 cells:\n{always}");
+    let never = text(&bert_trace(&[&["--color", "never"], &args[..]].concat()).stdout);
+    assert!(!never.contains('\x1b'), "{never}");
+    // Another stage: no picture even when asked for.
+    let other =
+        text(&bert_trace(&["--color", "always", "--no-dump", "--stop-at", "layer0.ffn.output", MASK_TEXT]).stdout);
+    assert!(!other.contains(title), "{other}");
+    // On a terminal: drawn by default, and not under NO_COLOR or TERM=dumb.
+    let Some(terminal) = on_a_terminal(&args, &[("TERM", "xterm-256color")]) else {
+        panic!("`script` (util-linux) is needed to give bert-trace a terminal");
+    };
+    assert!(drawn(&terminal), "a terminal gets no picture:\n{terminal}");
+    for env in [("NO_COLOR", "1"), ("TERM", "dumb")] {
+        let out = on_a_terminal(&args, &[env]).unwrap();
+        assert!(!out.contains(title), "{env:?}: a picture anyway:\n{out}");
+    }
+}

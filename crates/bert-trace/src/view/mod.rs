@@ -7,9 +7,9 @@
 //! (`picture.rs`, with `assets/COLORS.md`'s constants in `colors.rs`) and renders PNG
 //! (`render.rs`).
 
-mod colors;
+pub(crate) mod colors;
 mod data;
-mod picture;
+pub(crate) mod picture;
 mod render;
 
 use std::path::{Path, PathBuf};

@@ -54,7 +54,7 @@ impl Scale {
         }
     }
 
-    fn colour(self, v: f32) -> Rgb {
+    pub(crate) fn colour(self, v: f32) -> Rgb {
         if v.is_nan() {
             return colors::NAN;
         }
@@ -73,7 +73,7 @@ impl Scale {
     }
 
     /// The colour at the bar's `t` (0 at the low end).
-    fn bar(self, t: f64) -> Rgb {
+    pub(crate) fn bar(self, t: f64) -> Rgb {
         match self {
             Scale::Diverging { .. } => colour(colors::DIVERGING, t),
             _ => colour(colors::SEQUENTIAL, t),

@@ -1,0 +1,146 @@
+//! The terminal's picture of an attention stage: after `--stop-at layerN.attention.scores` or
+//! `.probs`, one head of the first sequence drawn as coloured cells, a row per query token and
+//! a column per key token, in the colours of `bert-trace view`. It is printed only where colour
+//! is wanted (`--color always`, or a terminal without `NO_COLOR`), so that piped output, which
+//! tests and scripts read, never changes.
+
+use std::io::IsTerminal;
+
+use bert_core::trace::Tensor;
+use ndarray::{ArrayView2, Ix4};
+
+use crate::view::picture::Scale;
+
+/// `--color`: when to draw in colour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set or `TERM` is `dumb`.
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorChoice {
+    /// Whether to draw in colour on stdout.
+    pub fn enabled(self) -> bool {
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+                let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
+                std::io::stdout().is_terminal() && !no_color && !dumb
+            }
+        }
+    }
+}
+
+/// At most this many tokens are drawn, two columns each, so that a row fits a terminal.
+const MAX_TOKENS: usize = 48;
+
+/// The heatmap of head 0 of sequence 0 of a `[B,nh,T,T]` stage, with the token of each row;
+/// None for a tensor of another rank.
+pub fn heatmap(tensor: &Tensor, probability: bool, tokens: &[String]) -> Option<String> {
+    let Tensor::F32(values) = tensor else { return None };
+    let values = values.view().into_dimensionality::<Ix4>().ok()?;
+    let (_, heads, t, _) = values.dim();
+    let head = values.slice(ndarray::s![0, 0, .., ..]);
+    let scale = Scale::of(head, probability);
+    let shown = t.min(MAX_TOKENS);
+    let truecolor = std::env::var("COLORTERM").is_ok_and(|c| c == "truecolor" || c == "24bit");
+    let label_width = tokens.iter().take(shown).map(|s| s.chars().count()).max().unwrap_or(0).min(12);
+
+    let mut out = format!("sequence 0, head 0 of {heads}: a row per query token, a column per key token");
+    if shown < t {
+        out += &format!(" (the first {shown} of {t}; `bert-trace view` draws them all)");
+    }
+    out.push('\n');
+    out += &rows(head, shown, &scale, tokens, label_width, truecolor);
+    out += &legend(&scale, truecolor);
+    Some(out)
+}
+
+/// One line per query: its position and token, then a cell per key.
+fn rows(
+    head: ArrayView2<'_, f32>,
+    shown: usize,
+    scale: &Scale,
+    tokens: &[String],
+    width: usize,
+    truecolor: bool,
+) -> String {
+    let mut out = String::new();
+    for query in 0..shown {
+        let token: String = tokens.get(query).map_or("", |s| s.as_str()).chars().take(width).collect();
+        out += &format!("{query:>3} {token:<width$} ");
+        for key in 0..shown {
+            out += &cell(scale.colour(head[[query, key]]), truecolor);
+        }
+        out += "\x1b[0m\n";
+    }
+    out
+}
+
+/// The colour bar from the scale's low end to its high end, with the values at both ends.
+fn legend(scale: &Scale, truecolor: bool) -> String {
+    let (low, high, masked) = match *scale {
+        Scale::Probability => ("0".to_string(), "1".to_string(), false),
+        Scale::Diverging { m } => (format!("{:.4}", -m), format!("{m:.4}"), true),
+        Scale::Sequential { min, max } => (format!("{min:.4}"), format!("{max:.4}"), false),
+    };
+    let bar: String = (0..16).map(|i| cell(scale.bar(i as f64 / 15.0), truecolor)).collect();
+    let mut out = format!("    {low} {bar}\x1b[0m {high}");
+    if masked {
+        out += &format!("   masked (padding key) {}\x1b[0m", cell(crate::view::colors::MASKED, truecolor));
+    }
+    out + "\n"
+}
+
+/// Two spaces on the colour: 24-bit where the terminal says it has it, else the nearest of
+/// the 256-colour palette's 6×6×6 cube.
+fn cell(rgb: [u8; 3], truecolor: bool) -> String {
+    if truecolor {
+        format!("\x1b[48;2;{};{};{}m  ", rgb[0], rgb[1], rgb[2])
+    } else {
+        let level = |c: u8| ((c as u16 * 5 + 127) / 255) as u8;
+        let index = 16 + 36 * level(rgb[0]) + 6 * level(rgb[1]) + level(rgb[2]);
+        format!("\x1b[48;5;{index}m  ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{ArrayD, IxDyn};
+
+    #[test]
+    fn a_head_of_probabilities_is_one_coloured_row_per_query() {
+        // [1,2,3,3]: head 0 puts everything on key 0; the picture is of head 0 only.
+        let mut values = ArrayD::<f32>::zeros(IxDyn(&[1, 2, 3, 3]));
+        for q in 0..3 {
+            values[[0, 0, q, 0]] = 1.0;
+            values[[0, 1, q, 2]] = 1.0;
+        }
+        let tokens: Vec<String> = ["[CLS]", "rome", "[SEP]"].map(String::from).to_vec();
+        let out = heatmap(&Tensor::F32(values), true, &tokens).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 5, "title, 3 rows, legend:\n{out}");
+        assert!(lines[2].starts_with("  1 rome  "), "{:?}", lines[2]);
+        // Probability 1 is the darkest blue of the scale, 0 the lightest, in every row.
+        let (dark, light) = (cell([0x08, 0x30, 0x6b], false), cell([0xf7, 0xfb, 0xff], false));
+        for row in &lines[1..4] {
+            assert_eq!(row.matches(&dark).count(), 1, "{row:?}");
+            assert_eq!(row.matches(&light).count(), 2, "{row:?}");
+        }
+        assert!(lines[4].contains(" 0 ") && lines[4].ends_with(" 1"), "{:?}", lines[4]);
+    }
+
+    #[test]
+    fn masked_scores_get_their_own_colour_and_other_ranks_no_picture() {
+        let values = ArrayD::from_shape_vec(IxDyn(&[1, 1, 2, 2]), vec![0.5, f32::MIN, -0.5, f32::MIN]).unwrap();
+        let out = heatmap(&Tensor::F32(values), false, &[]).unwrap();
+        let grey = cell(crate::view::colors::MASKED, false);
+        assert_eq!(out.matches(&grey).count(), 3, "two masked cells and the legend's:\n{out}");
+        assert!(heatmap(&Tensor::F32(ArrayD::zeros(IxDyn(&[1, 3, 4]))), false, &[]).is_none());
+    }
+}
