@@ -107,4 +107,10 @@ minilm pair --pair "Rome was not built in a day." "When in Rome, do as the Roman
 minilm accents_cjk --only-stages 'embeddings.*,layer5.ffn.layernorm,pooler.*,sentence.*' \
     "Café naïve 北京我爱中国"
 
+# ---- Every file's hash, which the test suite checks (crates/bert-trace/tests/golden_integrity.rs)
+# The hashes hold on the CPU that made the goldens: regenerating elsewhere changes the last
+# bits of some values (golden/README.md), and this list with them.
+(cd golden && find . -type f ! -name SHA256SUMS ! -name README.md ! -name .gitattributes | sed 's|^\./||' | LC_ALL=C sort \
+    | xargs sha256sum) > golden/SHA256SUMS
+
 du -sh golden

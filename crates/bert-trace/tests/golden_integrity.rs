@@ -69,3 +69,48 @@ fn every_hash_in_golden_readme_matches_its_file() {
     assert!(checked >= 7, "expected the hashes of the tiny models, MiniLM and its wheel; found {checked}");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Every file under `golden/`, relative to it, but the hand-written ones.
+fn golden_files(dir: &std::path::Path, found: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            golden_files(&path, found);
+        } else {
+            let name = path.strip_prefix(root().join("golden")).unwrap().to_string_lossy().into_owned();
+            if !["SHA256SUMS", "README.md", ".gitattributes"].contains(&name.as_str()) {
+                found.push(name);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_golden_file_is_the_one_make_goldens_wrote() {
+    // golden/SHA256SUMS is written by scripts/make_goldens.sh after the goldens: a golden dump
+    // changed by hand, by a test writing where it should only read, or a file added or lost
+    // since, fails here, even where the change is too small for the golden tests' tolerances.
+    let sums = std::fs::read_to_string(root().join("golden/SHA256SUMS")).expect("golden/SHA256SUMS");
+    let mut failures = Vec::new();
+    let mut listed: Vec<String> = Vec::new();
+    for line in sums.lines() {
+        let Some((hash, name)) = line.split_once("  ") else {
+            failures.push(format!("a line that is not `<sha256>  <file>`: {line}"));
+            continue;
+        };
+        listed.push(name.to_string());
+        match std::fs::read(root().join("golden").join(name)) {
+            Ok(bytes) if sha256(&bytes) == hash => {}
+            Ok(bytes) => failures.push(format!("golden/{name}: SHA256SUMS says {hash}, the file is {}", sha256(&bytes))),
+            Err(e) => failures.push(format!("golden/{name}: {e}")),
+        }
+    }
+    let mut present = Vec::new();
+    golden_files(&root().join("golden"), &mut present);
+    for name in present.iter().filter(|name| !listed.contains(name)) {
+        failures.push(format!("golden/{name}: not in golden/SHA256SUMS"));
+    }
+    println!("{} golden files checked", listed.len());
+    assert!(listed.len() >= 1000, "expected every golden file in golden/SHA256SUMS, found {}", listed.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
