@@ -342,7 +342,10 @@ impl Accumulator {
         } else {
             let diff = (o - r).abs();
             self.sum_abs += diff;
-            self.max_abs = self.max_abs.max(diff);
+            // f64::max drops a NaN: once an element made the error NaN, it stays NaN.
+            if !self.max_abs.is_nan() {
+                self.max_abs = self.max_abs.max(diff);
+            }
             if r != 0.0 {
                 self.max_rel = self.max_rel.max(diff / r.abs());
             }
@@ -384,6 +387,49 @@ impl Accumulator {
             tolerance_used: self.used,
             non_finite: self.non_finite,
             worst: self.worst,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::IxDyn;
+
+    /// `[B,T,H]` = `[2,3,3]` tensors: a hidden state whose second sequence is padded after one token.
+    fn hidden(values: [f32; 18]) -> Tensor {
+        Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[2, 3, 3]), values.to_vec()).unwrap())
+    }
+
+    #[test]
+    fn a_non_finite_error_is_never_reported_as_finite() {
+        // Found by the `compare` fuzz target: a NaN in a padded row, then a finite difference
+        // later in the same bucket, and f64::max forgot the NaN.
+        let mask = ArrayD::from_shape_vec(IxDyn(&[2, 3]), vec![1, 1, 1, 1, 0, 0]).unwrap();
+        let name = "layer0.ffn.output";
+        let tolerance = default_tolerance(stage::parse(name).unwrap().kind);
+        let mut nan_then_finite = [0.0f32; 18];
+        nan_then_finite[12] = f32::NAN;
+        let mut shifted = nan_then_finite;
+        shifted[13] = 1e-3;
+        let mut inf_then_nan = [0.0f32; 18];
+        inf_then_nan[3] = f32::INFINITY;
+        let mut inf_then_nan_trace = inf_then_nan;
+        inf_then_nan_trace[4] = f32::NAN;
+        // (what, reference, trace, bucket: real rows or padded rows, expect NaN (else +inf)).
+        // |inf - inf| is NaN, so inf on both sides reports NaN.
+        let cases = [
+            ("NaN then a finite difference in a padded row", nan_then_finite, shifted, true, true),
+            ("inf on both sides, then NaN, in real rows", inf_then_nan, inf_then_nan_trace, false, true),
+            ("inf against 0 in real rows", inf_then_nan, [0.0; 18], false, false),
+        ];
+        for (what, reference, trace, padded, nan) in cases {
+            let report = compare_tensors(name, &hidden(reference), &hidden(trace), tolerance, Some(&mask));
+            let stats = if padded { report.padded_rows } else { report.stats }.expect("statistics");
+            let got = stats.max_abs;
+            let ok = if nan { got.is_nan() } else { got == f64::INFINITY };
+            assert!(ok, "{what}: expected max|Δ| {}, got {got}", if nan { "NaN" } else { "inf" });
+            assert_ne!(report.status, Status::Pass, "{what}: passed");
         }
     }
 }

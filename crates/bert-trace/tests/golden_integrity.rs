@@ -101,7 +101,9 @@ fn every_golden_file_is_the_one_make_goldens_wrote() {
         listed.push(name.to_string());
         match std::fs::read(root().join("golden").join(name)) {
             Ok(bytes) if sha256(&bytes) == hash => {}
-            Ok(bytes) => failures.push(format!("golden/{name}: SHA256SUMS says {hash}, the file is {}", sha256(&bytes))),
+            Ok(bytes) => {
+                failures.push(format!("golden/{name}: SHA256SUMS says {hash}, the file is {}", sha256(&bytes)))
+            }
             Err(e) => failures.push(format!("golden/{name}: {e}")),
         }
     }
