@@ -121,6 +121,37 @@ fn cases() -> Vec<Case> {
             )),
             expect: &["pooler.dense.npy", "header claims to be 4294901890 bytes long", "the file has 177"],
         },
+        // The `dump` target's second finding (after 7.59 million inputs over three runs): a
+        // .npy header of 118 bytes nesting 25 brackets. ndarray-npy's header grammar backtracks
+        // at every level, so reading it took over 10 seconds (and a few more brackets, hours).
+        // These are the artifact's bytes, less the mode byte (0x4f: pooler.dense again).
+        Case {
+            name: "npy header nesting 25 brackets (artifact)",
+            found_by: "fuzz:dump timeout-28c927a4a12a11a112684b27aaa07ee25ec4d816",
+            reader: Reader::Npy("pooler.dense"),
+            bytes: hex(concat!(
+                "934e554d5059010076007b276465736172273a7b276465273a7b22666c6f617430397065223a205b",
+                "312c2031335d2c20226474797065223a2022696e743634222c7b5b5b5b5b5b5b5b5b5b5b5b5b5b5b",
+                "5b5b5b5b5b5b5b5b5b5b5b2268662220322020202820222020202020202020202020202020202020",
+                "2020200d2020200a204921c08002509659013f",
+            )),
+            expect: &["pooler.dense.npy", "nests brackets deeper than a .npy header of plain values does"],
+        },
+        Case {
+            name: "npy header nesting 200 brackets in its shape",
+            found_by: "probe",
+            reader: Reader::Npy("pooler.dense"),
+            bytes: npy(
+                1,
+                &format!(
+                    "{{'descr': '<f4', 'fortran_order': False, 'shape': {}1{}, }}",
+                    "(".repeat(200),
+                    ",)".repeat(200)
+                ),
+                &[0; 128],
+            ),
+            expect: &["pooler.dense.npy", "nests brackets deeper"],
+        },
         Case {
             name: "npy format 2 header length of u32::MAX",
             found_by: "probe",

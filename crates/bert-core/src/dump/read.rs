@@ -151,8 +151,15 @@ fn read_npy(mut reader: impl Read, len: u64, entry: &ManifestStage) -> std::resu
     if start > len {
         return Err(format!("the .npy header claims to be {start} bytes long; the file has {len}"));
     }
+    let prefix_len = prefix.len();
     let mut header = prefix;
     reader.by_ref().take(header_len).read_to_end(&mut header).map_err(cannot_read)?;
+    // ndarray-npy parses the dictionary with a backtracking grammar whose time multiplies with
+    // each level of brackets: a 140-byte header nesting 25 of them took over 10 seconds (found
+    // by the fuzzer). A header of plain values nests two levels, the dictionary and the shape.
+    if bracket_depth(&header[prefix_len..]) > 2 {
+        return Err(not_ours("its header nests brackets deeper than a .npy header of plain values does"));
+    }
     let header = Header::from_reader(&mut Cursor::new(header)).map_err(|e| not_ours(&e.to_string()))?;
     let descriptor = match dtype {
         DType::F32 => f32::type_descriptor(),
@@ -197,4 +204,21 @@ fn read_npy(mut reader: impl Read, len: u64, entry: &ManifestStage) -> std::resu
 /// A manifest's file entry must name a file in the dump directory itself, never a path elsewhere.
 fn is_plain_file_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(['/', '\\']) && name != "." && name != ".."
+}
+
+/// How deeply `text` nests brackets of any kind, counting those inside quotes too.
+fn bracket_depth(text: &[u8]) -> usize {
+    let mut depth = 0usize;
+    let mut deepest = 0;
+    for byte in text {
+        match byte {
+            b'{' | b'[' | b'(' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' | b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
