@@ -138,15 +138,15 @@ fn cases() -> Vec<Case> {
             expect: &["pooler.dense.npy", "nests brackets deeper than a .npy header of plain values does"],
         },
         Case {
-            name: "npy header nesting 200 brackets in its shape",
+            name: "npy header nesting 200 square brackets in its shape",
             found_by: "probe",
             reader: Reader::Npy("pooler.dense"),
             bytes: npy(
                 1,
                 &format!(
                     "{{'descr': '<f4', 'fortran_order': False, 'shape': {}1{}, }}",
-                    "(".repeat(200),
-                    ",)".repeat(200)
+                    "[".repeat(200),
+                    "]".repeat(200)
                 ),
                 &[0; 128],
             ),

@@ -487,6 +487,20 @@ fn nothing_hangs_and_nothing_crashes() {
             cases.check(&format!("{kind} as the dump's {file}"), one_line(&ran, says), Some(&ran));
         }
     }
+    // A stage whose .npy header nests brackets forty levels deep: the header parser backtracks
+    // at every level, so believing it would take hours (the dump fuzz target's second finding).
+    {
+        let dump = tmp.path().join("dump-nested-header");
+        copy_dir(&tiny_dump("mask"), &dump);
+        let dict =
+            format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {}1{}, }}\n", "[".repeat(40), "]".repeat(40));
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend((dict.len() as u16).to_le_bytes());
+        bytes.extend(dict.as_bytes());
+        std::fs::write(dump.join("layer0.attention.probs.npy"), bytes).unwrap();
+        let ran = run_with(&args(&["diff", &tiny_dump("mask").display().to_string(), "{dir}"], &dump), &[], limit);
+        cases.check("a .npy header nesting 40 brackets", one_line(&ran, "nests brackets deeper"), Some(&ran));
+    }
     // Where --file is expected.
     for (k, (kind, says)) in kinds.iter().enumerate() {
         let path = tmp.path().join(format!("texts-{k}"));
