@@ -155,7 +155,7 @@ fn read_npy(mut reader: impl Read, len: u64, entry: &ManifestStage) -> std::resu
     let mut header = prefix;
     reader.by_ref().take(header_len).read_to_end(&mut header).map_err(cannot_read)?;
     // ndarray-npy parses the dictionary with a backtracking grammar whose time multiplies with
-    // each level of brackets: a 140-byte header nesting 25 of them took over 10 seconds (found
+    // each level of brackets: a 118-byte header nesting 25 of them took over 10 seconds (found
     // by the fuzzer). A header of plain values nests two levels, the dictionary and the shape.
     if bracket_depth(&header[prefix_len..]) > 2 {
         return Err(not_ours("its header nests brackets deeper than a .npy header of plain values does"));
