@@ -169,10 +169,7 @@ pub fn compare_dumps(reference: &Dump, trace: &Dump, overrides: ToleranceOverrid
     }
     names.sort_by_key(|name| execution_key(name));
     let query_mask = match reference.entry("input.attention_mask") {
-        Some(entry) => match reference.read(entry)? {
-            Tensor::I64(mask) => Some(mask),
-            Tensor::F32(_) => None,
-        },
+        Some(entry) => reference.read(entry)?.to_i64(),
         None => None,
     };
     let mut stages = Vec::with_capacity(names.len());

@@ -45,6 +45,7 @@ impl Sink for Recorder<'_> {
                 Some(values) => Summary::of_f32(values),
                 None => Summary::of_f32(&a.iter().copied().collect::<Vec<f32>>()),
             },
+            TensorView::F64(a) => Summary::of_f64(&a.iter().copied().collect::<Vec<f64>>()),
             TensorView::I64(a) => Summary::of_i64(&a.iter().copied().collect::<Vec<i64>>()),
         };
         self.rows.push(StageStats { stage, shape: tensor.shape().to_vec(), min, mean, std, max });

@@ -41,8 +41,7 @@ const MAX_TOKENS: usize = 48;
 /// The heatmap of head 0 of sequence 0 of a `[B,nh,T,T]` stage, with the token of each row;
 /// None for a tensor of another rank.
 pub fn heatmap(tensor: &Tensor, probability: bool, tokens: &[String]) -> Option<String> {
-    let Tensor::F32(values) = tensor else { return None };
-    let values = values.view().into_dimensionality::<Ix4>().ok()?;
+    let values = tensor.to_f32()?.into_dimensionality::<Ix4>().ok()?;
     let (_, heads, t, _) = values.dim();
     let head = values.slice(ndarray::s![0, 0, .., ..]);
     let scale = Scale::of(head, probability);

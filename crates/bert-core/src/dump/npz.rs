@@ -46,6 +46,7 @@ impl Archive {
         let name = file.strip_suffix(".npy").unwrap_or(file);
         let result = match tensor {
             TensorView::F32(a) => npz.add_array(name, &a.as_standard_layout()),
+            TensorView::F64(a) => npz.add_array(name, &a.as_standard_layout()),
             TensorView::I64(a) => npz.add_array(name, &a.as_standard_layout()),
         };
         result.map_err(|e| self.failed(e))

@@ -163,6 +163,7 @@ fn read_npy(mut reader: impl Read, len: u64, entry: &ManifestStage) -> std::resu
     let header = Header::from_reader(&mut Cursor::new(header)).map_err(|e| not_ours(&e.to_string()))?;
     let descriptor = match dtype {
         DType::F32 => f32::type_descriptor(),
+        DType::F64 => f64::type_descriptor(),
         DType::I64 => i64::type_descriptor(),
     };
     if header.type_descriptor != descriptor {
@@ -193,6 +194,10 @@ fn read_npy(mut reader: impl Read, len: u64, entry: &ManifestStage) -> std::resu
         DType::F32 => {
             let values = values.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
             Tensor::F32(ArrayD::from_shape_vec(shape, values).expect("checked length"))
+        }
+        DType::F64 => {
+            let values = values.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+            Tensor::F64(ArrayD::from_shape_vec(shape, values).expect("checked length"))
         }
         DType::I64 => {
             let values = values.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();

@@ -150,6 +150,7 @@ fn write_jobs(jobs: Receiver<Job>, state: &(Mutex<State>, Condvar)) {
 pub(super) fn write_npy(path: &Path, reuse: bool, tensor: &Tensor) -> Result<()> {
     match tensor {
         Tensor::F32(a) => write_values(path, reuse, a.shape(), a.as_slice().expect("C order")),
+        Tensor::F64(a) => write_values(path, reuse, a.shape(), a.as_slice().expect("C order")),
         Tensor::I64(a) => write_values(path, reuse, a.shape(), a.as_slice().expect("C order")),
     }
 }

@@ -16,6 +16,8 @@ use crate::error::{BertError, Result};
 #[derive(Clone, Debug)]
 pub enum TensorView<'a> {
     F32(ArrayViewD<'a, f32>),
+    /// An f64 pass (`--precision f64`), or a float64 file read back.
+    F64(ArrayViewD<'a, f64>),
     I64(ArrayViewD<'a, i64>),
 }
 
@@ -23,6 +25,7 @@ pub enum TensorView<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Tensor {
     F32(ArrayD<f32>),
+    F64(ArrayD<f64>),
     I64(ArrayD<i64>),
 }
 
@@ -30,6 +33,7 @@ impl TensorView<'_> {
     pub fn shape(&self) -> &[usize] {
         match self {
             TensorView::F32(a) => a.shape(),
+            TensorView::F64(a) => a.shape(),
             TensorView::I64(a) => a.shape(),
         }
     }
@@ -37,6 +41,7 @@ impl TensorView<'_> {
     pub fn dtype(&self) -> DType {
         match self {
             TensorView::F32(_) => DType::F32,
+            TensorView::F64(_) => DType::F64,
             TensorView::I64(_) => DType::I64,
         }
     }
@@ -50,6 +55,7 @@ impl TensorView<'_> {
     pub fn to_owned_c_order(&self) -> Tensor {
         match self {
             TensorView::F32(a) => Tensor::F32(a.as_standard_layout().into_owned()),
+            TensorView::F64(a) => Tensor::F64(a.as_standard_layout().into_owned()),
             TensorView::I64(a) => Tensor::I64(a.as_standard_layout().into_owned()),
         }
     }
@@ -59,6 +65,7 @@ impl Tensor {
     pub fn view(&self) -> TensorView<'_> {
         match self {
             Tensor::F32(a) => TensorView::F32(a.view()),
+            Tensor::F64(a) => TensorView::F64(a.view()),
             Tensor::I64(a) => TensorView::I64(a.view()),
         }
     }
@@ -66,7 +73,30 @@ impl Tensor {
     pub fn shape(&self) -> &[usize] {
         match self {
             Tensor::F32(a) => a.shape(),
+            Tensor::F64(a) => a.shape(),
             Tensor::I64(a) => a.shape(),
+        }
+    }
+
+    /// Whether the values are floating point (f32 or f64).
+    pub fn is_float(&self) -> bool {
+        !matches!(self, Tensor::I64(_))
+    }
+
+    /// The values as f32, for drawing: None for an integer tensor.
+    pub fn to_f32(&self) -> Option<ArrayD<f32>> {
+        match self {
+            Tensor::F32(a) => Some(a.clone()),
+            Tensor::F64(a) => Some(a.mapv(|v| v as f32)),
+            Tensor::I64(_) => None,
+        }
+    }
+
+    /// The values of an integer tensor: None for a float tensor.
+    pub fn to_i64(&self) -> Option<ArrayD<i64>> {
+        match self {
+            Tensor::I64(a) => Some(a.clone()),
+            Tensor::F32(_) | Tensor::F64(_) => None,
         }
     }
 
@@ -78,6 +108,7 @@ impl Tensor {
     pub fn to_f64(&self) -> ArrayD<f64> {
         match self {
             Tensor::F32(a) => a.mapv(f64::from),
+            Tensor::F64(a) => a.clone(),
             Tensor::I64(a) => a.mapv(|v| v as f64),
         }
     }

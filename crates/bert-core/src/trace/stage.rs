@@ -49,6 +49,7 @@ impl Dim {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DType {
     F32,
+    F64,
     I64,
 }
 
@@ -57,6 +58,7 @@ impl DType {
     pub fn numpy_name(self) -> &'static str {
         match self {
             DType::F32 => "float32",
+            DType::F64 => "float64",
             DType::I64 => "int64",
         }
     }
@@ -65,6 +67,7 @@ impl DType {
     pub fn from_numpy_name(name: &str) -> Option<DType> {
         match name {
             "float32" => Some(DType::F32),
+            "float64" => Some(DType::F64),
             "int64" => Some(DType::I64),
             _ => None,
         }
@@ -74,7 +77,7 @@ impl DType {
     pub fn size(self) -> usize {
         match self {
             DType::F32 => 4,
-            DType::I64 => 8,
+            DType::F64 | DType::I64 => 8,
         }
     }
 }

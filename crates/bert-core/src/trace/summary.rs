@@ -45,6 +45,26 @@ impl Summary {
         Summary { min: min as f64, mean, std: (squares / n as f64).sqrt(), max: max as f64 }
     }
 
+    /// The summary of f64 values (an f64 pass), one value at a time: the same two passes as
+    /// [`Summary::of_f32`] without the blocks.
+    pub fn of_f64(values: &[f64]) -> Summary {
+        let n = values.len();
+        if n == 0 {
+            return Summary { min: f64::INFINITY, mean: 0.0, std: 0.0, max: f64::NEG_INFINITY };
+        }
+        if values.iter().any(|v| v.is_nan()) {
+            return Summary { min: f64::NAN, mean: f64::NAN, std: f64::NAN, max: f64::NAN };
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let squares: f64 = values.iter().map(|&v| (v - mean) * (v - mean)).sum();
+        Summary {
+            min: values.iter().copied().fold(f64::INFINITY, f64::min),
+            mean,
+            std: (squares / n as f64).sqrt(),
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
+
     /// The summary of integer values (the input ids, types and mask: a few thousand values).
     pub fn of_i64(values: &[i64]) -> Summary {
         let n = values.len();

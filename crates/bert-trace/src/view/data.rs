@@ -10,7 +10,6 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use base64::Engine;
 use bert_core::dump::Dump;
-use bert_core::trace::Tensor;
 use bert_core::BertModel;
 use globset::GlobSet;
 use ndarray::{Array2, ArrayD, Axis, Ix2, Ix3, Ix4};
@@ -49,17 +48,17 @@ impl Stages<'_> {
 
     pub fn f32(&self, name: &str) -> Result<Option<ArrayD<f32>>> {
         let Some(entry) = self.dump.entry(name) else { return Ok(None) };
-        match self.dump.read(entry)? {
-            Tensor::F32(a) => Ok(Some(a)),
-            Tensor::I64(_) => anyhow::bail!("{}: stage `{name}` holds integers, not float32", self.dump.dir.display()),
+        match self.dump.read(entry)?.to_f32() {
+            Some(a) => Ok(Some(a)),
+            None => anyhow::bail!("{}: stage `{name}` holds integers, not floats", self.dump.dir.display()),
         }
     }
 
     pub fn i64(&self, name: &str) -> Result<Option<ArrayD<i64>>> {
         let Some(entry) = self.dump.entry(name) else { return Ok(None) };
-        match self.dump.read(entry)? {
-            Tensor::I64(a) => Ok(Some(a)),
-            Tensor::F32(_) => anyhow::bail!("{}: stage `{name}` holds float32, not integers", self.dump.dir.display()),
+        match self.dump.read(entry)?.to_i64() {
+            Some(a) => Ok(Some(a)),
+            None => anyhow::bail!("{}: stage `{name}` holds floats, not integers", self.dump.dir.display()),
         }
     }
 
