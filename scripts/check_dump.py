@@ -286,21 +286,31 @@ def recompute_masking(vocab: Vocab, original, mask, prob: float, seed: int, targ
     kinds = []
     if prob is not None:
         gen = Stream(seed)
+
+        def replace(b: int, t: int) -> None:
+            labels[b, t] = original[b, t]
+            v = gen.uniform()
+            if v < 0.8:
+                ids[b, t], kind = vocab.mask_id, "mask"
+            elif v < 0.9:
+                ids[b, t], kind = gen.next() % len(vocab.tokens), "random"
+            else:
+                kind = "keep"
+            kinds.append((b, t, kind))
+
+        def maskable(b: int, t: int) -> bool:
+            return mask[b, t] == 1 and int(original[b, t]) not in vocab.special
+
         for b in range(B):
             for t in range(T):
-                if mask[b, t] != 1 or int(original[b, t]) in vocab.special:
-                    continue
-                if not gen.uniform() < prob:
-                    continue
-                labels[b, t] = original[b, t]
-                v = gen.uniform()
-                if v < 0.8:
-                    ids[b, t], kind = vocab.mask_id, "mask"
-                elif v < 0.9:
-                    ids[b, t], kind = gen.next() % len(vocab.tokens), "random"
-                else:
-                    kind = "keep"
-                kinds.append((b, t, kind))
+                if maskable(b, t) and gen.uniform() < prob:
+                    replace(b, t)
+        # At least one per sequence that has a maskable token (objectives/masking.rs).
+        for b in range(B):
+            positions = [t for t in range(T) if maskable(b, t)]
+            if positions and not any(k[0] == b for k in kinds):
+                replace(b, positions[gen.next() % len(positions)])
+        kinds.sort()
     return ids, labels, kinds
 
 

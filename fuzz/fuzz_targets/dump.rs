@@ -81,9 +81,8 @@ fuzz_target!(|data: &[u8]| {
         let Ok(manifest) = read_manifest(&path) else {
             return;
         };
-        let fuzzed = Dump {
-            dir: fixed.manifest_dir.clone(),
-            manifest,
+        let Ok(fuzzed) = Dump::with_manifest(&fixed.manifest_dir, manifest) else {
+            return;
         };
         let _ = if mode % 2 == 1 {
             compare_dumps(&fixed.golden, &fuzzed, ToleranceOverride::default())
@@ -95,10 +94,7 @@ fuzz_target!(|data: &[u8]| {
         let index = mode as usize % stages.len();
         let entry = &stages[index];
         std::fs::write(fixed.npy_dir.join(&entry.file), bytes).unwrap();
-        let dump = Dump {
-            dir: fixed.npy_dir.clone(),
-            manifest: fixed.golden.manifest.clone(),
-        };
+        let dump = Dump::with_manifest(&fixed.npy_dir, fixed.golden.manifest.clone()).expect("the golden manifest");
         let Ok(tensor) = dump.read(entry) else {
             return;
         };

@@ -1,19 +1,26 @@
 //! Stage-by-stage comparison of two dumps (a PyTorch reference and a trace), with a tolerance
 //! for each kind of stage.
 //!
-//! An element passes when |ours - reference| <= atol + rtol * |reference| (numpy's `allclose`).
-//! A value that is not finite (NaN, ±inf) never passes, on either side, with one exception: an
-//! attention score of a padding key is masked, written as f32::MIN or -inf depending on who wrote
-//! it, and two masked scores compare equal. The rows of padded query tokens are reported on
-//! their own and their finite differences do not fail a stage, because no real token ever reads
-//! them; a non-finite value there fails it like anywhere else.
+//! An element passes when |ours - reference| <= atol + rtol * |reference| (numpy's `allclose`),
+//! computed in f64 whatever the two sides' dtypes; a float16 or bfloat16 side widens the
+//! tolerance to its precision. A value that is not finite (NaN, ±inf) never passes, on either
+//! side, with one exception: an attention score of a padding key is masked, and whoever wrote it
+//! chose the constant (f32::MIN here and in transformers today, -1e4 in older transformers and
+//! many tutorials, -1e9, -inf). Any score at or below [`MASKED`] gives its key probability 0
+//! after softmax, so two masked scores are equal in their effect, which is what is compared; a
+//! padding key that one side left unmasked fails. The rows of padded query tokens are reported
+//! on their own and their finite differences do not fail a stage, because no real token ever
+//! reads them; a non-finite value there fails it like anywhere else.
 
 use ndarray::{ArrayD, Axis, Dimension};
 use serde::Serialize;
 
+use std::collections::HashSet;
+
 use crate::dump::Dump;
 use crate::error::{BertError, Result};
-use crate::trace::stage::{self, Dim, StageKind};
+use crate::trace::manifest::ManifestStage;
+use crate::trace::stage::{self, Dim, Stage, StageKind};
 use crate::trace::Tensor;
 
 /// |ours - reference| <= atol + rtol * |reference|
@@ -51,8 +58,9 @@ pub fn default_tolerance(kind: StageKind) -> Tolerance {
     }
 }
 
-/// Attention scores at or below this are masked, whether written as f32::MIN or -inf.
-const MASKED: f64 = -1e30;
+/// Attention scores at or below this are masked, whatever constant masked them: exp(-1000) is 0
+/// in f32 and f64 alike, so such a key gets probability 0 beside any real key's score.
+pub const MASKED: f64 = -1000.0;
 
 /// How one stage compares.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -61,7 +69,14 @@ pub struct StageReport {
     pub status: Status,
     pub reference_shape: Option<Vec<usize>>,
     pub trace_shape: Option<Vec<usize>>,
+    /// The dtype each side stores (`float32`, `float16`, `int64`, ...).
+    pub reference_dtype: Option<String>,
+    pub trace_dtype: Option<String>,
     pub tolerance: Tolerance,
+    /// Why the tolerance is wider than the stage's own, if it is (a float16 side).
+    pub widened: Option<String>,
+    /// How one side's layout was changed to compare it (Q before the head split), if it was.
+    pub layout: Option<String>,
     /// Statistics over the real (unpadded) rows.
     pub stats: Option<DiffStats>,
     /// Statistics over rows of padded query tokens, when the batch has padding.
@@ -75,7 +90,6 @@ pub enum Status {
     Pass,
     Fail,
     ShapeMismatch,
-    DtypeMismatch,
     OnlyInReference,
     OnlyInTrace,
 }
@@ -93,6 +107,11 @@ pub struct DiffStats {
     pub tolerance_used: f64,
     /// Elements that are NaN or infinite on either side (masked scores apart).
     pub non_finite: usize,
+    /// Masked attention scores (padding keys) on both sides, compared by their effect.
+    pub masked: usize,
+    /// The largest masked score of each side: the constant each side masks with, about.
+    pub masked_reference: Option<f64>,
+    pub masked_trace: Option<f64>,
     /// Where the element that used most of the tolerance is, with both values.
     pub worst: Option<Worst>,
 }
@@ -114,8 +133,11 @@ impl DiffStats {
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub stages: Vec<StageReport>,
-    /// The first stage, in execution order, that did not pass.
+    /// The first stage both dumps have, in execution order, that did not pass.
     pub first_failure: Option<FirstFailure>,
+    /// What the reader of the report should know once: layouts matched, names not in the
+    /// stage table.
+    pub notes: Vec<String>,
 }
 
 /// Where the divergence starts.
@@ -129,6 +151,11 @@ pub struct FirstFailure {
 impl Report {
     pub fn passed(&self) -> bool {
         self.first_failure.is_none()
+    }
+
+    /// The stages both dumps have.
+    pub fn common(&self) -> impl Iterator<Item = &StageReport> {
+        self.stages.iter().filter(|s| !matches!(s.status, Status::OnlyInReference | Status::OnlyInTrace))
     }
 }
 
@@ -145,93 +172,243 @@ impl ToleranceOverride {
     }
 }
 
-/// Compares every stage of `trace` with `reference`, in execution order. Stages present on one
-/// side only are listed (and fail the report). Two dumps with no stage in common are an error:
-/// a comparison of nothing must not pass.
+/// Compares every stage the two dumps have in common, in execution order. Stages present on one
+/// side only are listed and do not fail the report: the verdict is over the stages both have.
+/// Dumps with no float stage in common, or of 0 tokens, are an error: a comparison of nothing
+/// must not pass.
 pub fn compare_dumps(reference: &Dump, trace: &Dump, overrides: ToleranceOverride) -> Result<Report> {
-    let common = reference.manifest.stages.iter().filter(|s| trace.entry(&s.name).is_some()).count();
-    if common == 0 {
+    for dump in [reference, trace] {
+        refuse_empty(dump)?;
+    }
+    let mut seen = HashSet::new();
+    let mut names: Vec<&str> = Vec::new();
+    for stage in reference.manifest.stages.iter().chain(&trace.manifest.stages) {
+        if seen.insert(stage.name.as_str()) {
+            names.push(&stage.name);
+        }
+    }
+    names.sort_by_key(|name| stage::execution_key(name));
+    let common_floats = names
+        .iter()
+        .filter_map(|n| Some((reference.entry(n)?, trace.entry(n)?)))
+        .filter(|(r, o)| is_float_dtype(&r.dtype) || is_float_dtype(&o.dtype))
+        .count();
+    if common_floats == 0 {
         return Err(BertError::Dump {
             path: trace.dir.clone(),
             problem: format!(
-                "has no stage in common with {} ({} and {} stages): nothing to compare",
+                "has no float stage in common with {} ({} and {} stages): nothing to compare",
                 reference.dir.display(),
                 trace.manifest.stages.len(),
                 reference.manifest.stages.len()
             ),
         });
     }
-    let mut names: Vec<String> = reference.manifest.stages.iter().map(|s| s.name.clone()).collect();
-    for stage in &trace.manifest.stages {
-        if !names.contains(&stage.name) {
-            names.push(stage.name.clone());
-        }
-    }
-    names.sort_by_key(|name| execution_key(name));
-    let query_mask = match reference.entry("input.attention_mask") {
-        Some(entry) => reference.read(entry)?.to_i64(),
-        None => None,
+    let query_mask = match attention_mask(reference)? {
+        Some(mask) => Some(mask),
+        None => attention_mask(trace)?,
     };
+    let all_names = names.clone();
+    let mut notes = Notes::default();
     let mut stages = Vec::with_capacity(names.len());
-    for name in &names {
+    for name in names {
         let kind = stage::parse(name).map(|s| s.kind);
-        let tolerance = overrides.apply(kind.map_or(default_tolerance(StageKind::AttnOutput), default_tolerance));
-        let (ours, theirs) = (trace.entry(name), reference.entry(name));
+        let base = overrides.apply(kind.map_or(default_tolerance(StageKind::AttnOutput), default_tolerance));
+        let (theirs, ours) = (reference.entry(name), trace.entry(name));
+        if kind.is_none() {
+            for (side, entry) in [("reference", theirs), ("trace", ours)] {
+                if entry.is_some() {
+                    notes.unknown(side, name, &all_names);
+                }
+            }
+        }
         let report = match (theirs, ours) {
             (Some(r), Some(o)) => {
-                let (r, o) = (reference.read(r)?, trace.read(o)?);
-                compare_tensors(name, &r, &o, tolerance, query_mask.as_ref())
+                let (tolerance, widened) = widen(base, &r.dtype, &o.dtype);
+                let (r_tensor, o_tensor) = (reference.read(r)?, trace.read(o)?);
+                let (r_tensor, o_tensor, layout) = match_layouts(name, r_tensor, o_tensor);
+                if let Some(layout) = &layout {
+                    notes.layout(layout);
+                }
+                let mut report = compare_tensors(name, &r_tensor, &o_tensor, tolerance, query_mask.as_ref());
+                report.reference_dtype = Some(r.dtype.clone());
+                report.trace_dtype = Some(o.dtype.clone());
+                report.widened = widened;
+                report.layout = layout;
+                report
             }
-            (Some(r), None) => StageReport {
-                name: name.clone(),
-                status: Status::OnlyInReference,
-                reference_shape: Some(r.shape.clone()),
-                trace_shape: None,
-                tolerance,
-                stats: None,
-                padded_rows: None,
-            },
-            (None, Some(o)) => StageReport {
-                name: name.clone(),
-                status: Status::OnlyInTrace,
-                reference_shape: None,
-                trace_shape: Some(o.shape.clone()),
-                tolerance,
-                stats: None,
-                padded_rows: None,
-            },
+            (Some(r), None) => one_sided(name, Status::OnlyInReference, Some(r), None, base),
+            (None, Some(o)) => one_sided(name, Status::OnlyInTrace, None, Some(o), base),
             (None, None) => unreachable!("every name comes from one of the manifests"),
         };
         stages.push(report);
     }
-    Ok(finish_report(stages))
+    let mut report = finish_report(stages);
+    report.notes = notes.lines();
+    Ok(report)
 }
 
-/// Finds the first failing stage and what came before it.
+/// Refuses a dump whose input has 0 sequences or 0 tokens: every stage of it is empty.
+fn refuse_empty(dump: &Dump) -> Result<()> {
+    if let Some(entry) = dump.entry("input.ids") {
+        if entry.shape.contains(&0) {
+            let what = if entry.shape.first() == Some(&0) { "0 sequences" } else { "0 tokens" };
+            return Err(BertError::Dump {
+                path: dump.dir.clone(),
+                problem: format!("input.ids has shape {:?}: a dump of {what} holds nothing to compare", entry.shape),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A dump's `input.attention_mask` as 0 and 1, whatever its dtype, if it has one.
+fn attention_mask(dump: &Dump) -> Result<Option<ArrayD<i64>>> {
+    let Some(entry) = dump.entry("input.attention_mask") else { return Ok(None) };
+    Ok(Some(dump.read(entry)?.to_f64().mapv(|m| i64::from(m != 0.0))))
+}
+
+fn is_float_dtype(dtype: &str) -> bool {
+    dtype.starts_with("float") || dtype == "bfloat16"
+}
+
+/// The report of a stage that one side has.
+fn one_sided(
+    name: &str,
+    status: Status,
+    reference: Option<&ManifestStage>,
+    trace: Option<&ManifestStage>,
+    tolerance: Tolerance,
+) -> StageReport {
+    StageReport {
+        name: name.into(),
+        status,
+        reference_shape: reference.map(|e| e.shape.clone()),
+        trace_shape: trace.map(|e| e.shape.clone()),
+        reference_dtype: reference.map(|e| e.dtype.clone()),
+        trace_dtype: trace.map(|e| e.dtype.clone()),
+        tolerance,
+        widened: None,
+        layout: None,
+        stats: None,
+        padded_rows: None,
+    }
+}
+
+/// The precision of a half-precision type: the distance from 1 to the next value, 2^-10 for
+/// float16 and 2^-7 for bfloat16. A value stored in it is off by up to half of that, relative.
+fn precision_of(dtype: &str) -> Option<f64> {
+    match dtype {
+        "float16" => Some(9.765625e-4),
+        "bfloat16" => Some(7.8125e-3),
+        _ => None,
+    }
+}
+
+/// `tolerance` widened to the precision of the coarser side when a side is float16 or
+/// bfloat16 (such a side cannot be held to float32's tolerances), with the sentence that says so.
+fn widen(tolerance: Tolerance, reference: &str, trace: &str) -> (Tolerance, Option<String>) {
+    let coarsest = [reference, trace]
+        .into_iter()
+        .filter_map(|dtype| precision_of(dtype).map(|eps| (dtype, eps)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    match coarsest {
+        Some((dtype, eps)) => {
+            let widened = Tolerance { atol: tolerance.atol.max(eps), rtol: tolerance.rtol.max(eps) };
+            (widened, Some(format!("a {dtype} side: atol and rtol widened to at least {dtype}'s precision, {eps:.2e}")))
+        }
+        None => (tolerance, None),
+    }
+}
+
+/// The two tensors in one layout when they differ only as a learner's arrays do: Q, K or V kept
+/// before the head split (`[B,T,H]`, or `[T,H]` for one sequence, for `[B,nh,T,hs]`) are split
+/// into the other side's heads. Returns what was done, if anything.
+fn match_layouts(name: &str, reference: Tensor, trace: Tensor) -> (Tensor, Tensor, Option<String>) {
+    let qkv = stage::parse(name)
+        .is_some_and(|s| matches!(s.kind, StageKind::AttnQuery | StageKind::AttnKey | StageKind::AttnValue));
+    if !qkv || reference.shape() == trace.shape() {
+        return (reference, trace, None);
+    }
+    if let Some(split) = split_like(&reference, trace.shape()) {
+        return (split, trace, Some("reference: query, key or value before the head split ([B,T,H])".into()));
+    }
+    if let Some(split) = split_like(&trace, reference.shape()) {
+        return (reference, split, Some("trace: query, key or value before the head split ([B,T,H])".into()));
+    }
+    (reference, trace, None)
+}
+
+/// `tensor` (`[B,T,H]`, or `[T,H]` for one sequence) split into heads as `[B,nh,T,hs]` =
+/// `target`, when the sizes fit.
+fn split_like(tensor: &Tensor, target: &[usize]) -> Option<Tensor> {
+    let &[b, nh, t, hs] = target else { return None };
+    let fits = match *tensor.shape() {
+        [tb, tt, th] => tb == b && tt == t && th == nh * hs,
+        [tt, th] => b == 1 && tt == t && th == nh * hs,
+        _ => false,
+    };
+    if !fits {
+        return None;
+    }
+    let split = tensor.to_f64().into_shape_with_order((b, t, nh, hs)).ok()?.permuted_axes([0, 2, 1, 3]);
+    Some(Tensor::F64(split.as_standard_layout().into_owned().into_dyn()))
+}
+
+/// The notes of a report, each said once.
+#[derive(Default)]
+struct Notes {
+    lines: Vec<String>,
+    unknown: Vec<String>,
+}
+
+impl Notes {
+    fn layout(&mut self, what: &str) {
+        let line = format!("{what}; compared in the other side's layout");
+        if !self.lines.contains(&line) {
+            self.lines.push(line);
+        }
+    }
+
+    fn unknown(&mut self, side: &str, name: &str, names: &[&str]) {
+        let mut known: Vec<Stage> = names.iter().filter_map(|n| stage::parse(n)).collect();
+        if known.is_empty() {
+            let every_head = stage::HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+            known = stage::plan(12, every_head, stage::Objectives::ALL);
+        }
+        let hint = stage::suggestions(name, &known);
+        let hint = if hint.is_empty() {
+            " (`bert-trace stages` lists the names)".to_string()
+        } else {
+            format!("; did you mean {}?", hint.join(", "))
+        };
+        self.unknown.push(format!("{side}: `{name}` is not a stage name{hint}"));
+    }
+
+    fn lines(mut self) -> Vec<String> {
+        const SHOWN: usize = 5;
+        let more = self.unknown.len().saturating_sub(SHOWN);
+        self.lines.extend(self.unknown.into_iter().take(SHOWN));
+        if more > 0 {
+            self.lines.push(format!("and {more} more names that are not stage names"));
+        }
+        self.lines
+    }
+}
+
+/// Finds the first failing stage among those both dumps have, and what came before it.
 pub fn finish_report(stages: Vec<StageReport>) -> Report {
-    let first = stages.iter().position(|s| s.status != Status::Pass);
+    let both = |s: &StageReport| !matches!(s.status, Status::OnlyInReference | Status::OnlyInTrace);
+    let first = stages.iter().position(|s| both(s) && s.status != Status::Pass);
     let first_failure = first.map(|idx| FirstFailure {
         name: stages[idx].name.clone(),
-        previous: idx
-            .checked_sub(1)
-            .and_then(|prev| stages[prev].stats.as_ref().map(|st| (stages[prev].name.clone(), st.max_abs))),
+        previous: stages[..idx]
+            .iter()
+            .rev()
+            .find(|s| both(s))
+            .and_then(|prev| prev.stats.as_ref().map(|st| (prev.name.clone(), st.max_abs))),
     });
-    Report { stages, first_failure }
-}
-
-/// Orders stage names as the forward pass produces them; names outside the table go last.
-fn execution_key(name: &str) -> (usize, usize, usize) {
-    match stage::parse(name) {
-        Some(stage) => {
-            let section = match (stage.layer, stage.kind < StageKind::AttnQuery) {
-                (None, true) => 0,
-                (Some(_), _) => 1,
-                (None, false) => 2,
-            };
-            (section, stage.layer.unwrap_or(0), stage.kind as usize)
-        }
-        None => (3, 0, 0),
-    }
+    Report { stages, first_failure, notes: Vec::new() }
 }
 
 /// Compares one stage. `query_mask` `[B,T]` is the batch's attention mask, used to set apart the
@@ -248,14 +425,16 @@ pub fn compare_tensors(
         status: Status::Pass,
         reference_shape: Some(reference.shape().to_vec()),
         trace_shape: Some(ours.shape().to_vec()),
-        tolerance,
+        reference_dtype: Some(reference.dtype().numpy_name().into()),
+        trace_dtype: Some(ours.dtype().numpy_name().into()),
+        // Integers (ids, labels, masks) are equal or not, whatever the stage.
+        tolerance: if reference.is_float() || ours.is_float() { tolerance } else { Tolerance::EXACT },
+        widened: None,
+        layout: None,
         stats: None,
         padded_rows: None,
     };
-    if reference.dtype() != ours.dtype() {
-        report.status = Status::DtypeMismatch;
-        return report;
-    }
+    let tolerance = report.tolerance;
     if reference.shape() != ours.shape() {
         report.status = Status::ShapeMismatch;
         return report;
@@ -265,6 +444,7 @@ pub fn compare_tensors(
     // For attention scores: the `[B,T]` mask, whose zeros are the keys whose scores are masked.
     let is_scores = stage::parse(name).is_some_and(|s| s.kind == StageKind::AttnScores);
     let key_mask = query_mask.and_then(|m| m.clone().into_dimensionality::<ndarray::Ix2>().ok());
+    // A padding key, or any key when the dumps carry no mask.
     let masked_key = |index: &[usize]| match (&key_mask, index) {
         (Some(mask), [b, _, _, key]) => mask.get([*b, *key]).is_some_and(|&m| m == 0),
         (None, [_, _, _, _]) => true,
@@ -316,16 +496,22 @@ struct Accumulator {
     norm_o: f64,
     used: f64,
     non_finite: usize,
+    masked: usize,
+    masked_reference: Option<f64>,
+    masked_trace: Option<f64>,
     worst_diff: f64,
     worst: Option<Worst>,
 }
 
 impl Accumulator {
     /// Adds one element; `masked` when it is a masked attention score on both sides, which are
-    /// equal whether written as f32::MIN or -inf.
+    /// equal in their effect whatever constant each side masked with.
     fn add(&mut self, index: &[usize], r: f64, o: f64, tolerance: &Tolerance, masked: bool) {
         self.elements += 1;
         if masked {
+            self.masked += 1;
+            self.masked_reference = Some(self.masked_reference.map_or(r, |m: f64| m.max(r)));
+            self.masked_trace = Some(self.masked_trace.map_or(o, |m: f64| m.max(o)));
             return;
         }
         let used = if !r.is_finite() || !o.is_finite() {
@@ -383,6 +569,9 @@ impl Accumulator {
             cosine,
             tolerance_used: self.used,
             non_finite: self.non_finite,
+            masked: self.masked,
+            masked_reference: self.masked_reference,
+            masked_trace: self.masked_trace,
             worst: self.worst,
         }
     }

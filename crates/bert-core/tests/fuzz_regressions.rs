@@ -208,7 +208,7 @@ fn cases() -> Vec<Case> {
             found_by: "probe",
             reader: Reader::Npy("pooler.dense"),
             bytes: b"NUMPY".to_vec(),
-            expect: &["not a float32 .npy as the manifest says"],
+            expect: &["pooler.dense.npy", "not a .npy file"],
         },
         // WeightStore must refuse a header's claims before anything is allocated for them.
         Case {
@@ -318,7 +318,7 @@ fn read_stage(stage: &str, bytes: &[u8]) -> bert_core::Result<bert_core::trace::
     let entry = golden.entry(stage).unwrap_or_else(|| panic!("no stage {stage}")).clone();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(&entry.file), bytes).unwrap();
-    let dump = Dump { dir: dir.path().into(), manifest: golden.manifest };
+    let dump = Dump::with_manifest(dir.path(), golden.manifest)?;
     dump.read(&entry)
 }
 

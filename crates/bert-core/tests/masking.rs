@@ -4,6 +4,12 @@
 //! original ids exactly where a token was chosen and -100 elsewhere, and a seed always gives
 //! the same masks. The bounds are four standard errors of each share, so an implementation
 //! with the right rules passes and one with a wrong split (say 80/20/0) or a wrong P cannot.
+//!
+//! Every sequence gets at least one masked token: one whose draws with probability P chose
+//! nothing gets one more, marked `guaranteed`. The share chosen is measured over the draws with
+//! probability P alone (the guaranteed ones are extra), and the guarantee is checked on its own:
+//! it happens to a sequence exactly when its draws chose nothing, which has probability
+//! (1 - P)^n for n maskable tokens, and it adds exactly one.
 
 use std::path::Path;
 
@@ -44,20 +50,24 @@ fn masking_chooses_p_of_the_eligible_tokens_and_splits_them_80_10_10() {
         .collect();
     assert!(plain.attention_mask.iter().any(|&m| m == 0), "the batch must have padding to show it is never chosen");
 
-    let (mut chosen, mut trials, mut refused) = (0usize, 0usize, 0usize);
+    let (mut chosen, mut trials) = (0usize, 0usize);
+    // Per sequence: how many seeds needed the guarantee.
+    let mut guaranteed = vec![0usize; plain.ids.nrows()];
     let mut kinds = [0usize; 3];
     let mut random_ids = std::collections::BTreeSet::new();
     let mut failures = Vec::new();
     for seed in 0..SEEDS {
         let mut batch = plain.clone();
         trials += eligible.len();
-        if mask_tokens(&mut batch, &model.tokenizer, P, seed).is_err() {
-            // Nothing chosen: refused, and the batch is left as it was.
-            refused += 1;
-            if batch != plain {
-                failures.push(format!("seed {seed}: a refused masking changed the batch"));
+        mask_tokens(&mut batch, &model.tokenizer, P, seed).unwrap();
+        for (seq, count) in guaranteed.iter_mut().enumerate() {
+            let mine: Vec<_> = batch.labels.replacements.iter().filter(|r| r.seq == seq).collect();
+            match mine.iter().filter(|r| r.guaranteed).count() {
+                0 if mine.is_empty() => failures.push(format!("seed {seed}: sequence {seq} has no masked token")),
+                0 => {}
+                1 if mine.len() == 1 => *count += 1,
+                n => failures.push(format!("seed {seed}: sequence {seq}: {n} guaranteed among {} chosen", mine.len())),
             }
-            continue;
         }
         let labels = batch.labels.mlm.as_ref().unwrap();
         if batch.labels.original_ids.as_ref() != Some(&plain.ids) {
@@ -80,7 +90,7 @@ fn masking_chooses_p_of_the_eligible_tokens_and_splits_them_80_10_10() {
                 random_ids.insert(r.shown);
             }
         }
-        chosen += batch.labels.replacements.len();
+        chosen += batch.labels.replacements.iter().filter(|r| !r.guaranteed).count();
         // Labels: the original id where chosen, -100 everywhere else; ids unchanged elsewhere.
         for ((s, p), &label) in labels.indexed_iter() {
             let replaced = batch.labels.replacements.iter().any(|r| (r.seq, r.pos) == (s, p));
@@ -97,17 +107,22 @@ fn masking_chooses_p_of_the_eligible_tokens_and_splits_them_80_10_10() {
         }
     }
     let split = kinds.iter().sum::<usize>();
-    let shares = [
+    let per_sequence: Vec<usize> =
+        (0..plain.ids.nrows()).map(|seq| eligible.iter().filter(|(s, _)| *s == seq).count()).collect();
+    let mut shares = vec![
         within("share chosen", chosen as f64 / trials as f64, P, trials),
         within("[MASK] share of chosen", kinds[ReplacementKind::Mask as usize] as f64 / split as f64, 0.8, split),
         within("random share of chosen", kinds[ReplacementKind::Random as usize] as f64 / split as f64, 0.1, split),
         within("kept share of chosen", kinds[ReplacementKind::Keep as usize] as f64 / split as f64, 0.1, split),
-        // No token chosen among n eligible has probability (1 - P)^n.
-        within("seeds refused", refused as f64 / SEEDS as f64, (1.0 - P).powi(eligible.len() as i32), SEEDS as usize),
     ];
+    // The guarantee: no token chosen among a sequence's n maskable ones has probability (1 - P)^n.
+    for (seq, (&count, &n)) in guaranteed.iter().zip(&per_sequence).enumerate() {
+        let what = format!("sequence {seq} ({n} maskable) needing the guarantee");
+        shares.push(within(&what, count as f64 / SEEDS as f64, (1.0 - P).powi(n as i32), SEEDS as usize));
+    }
     println!(
-        "{SEEDS} seeds, {} eligible tokens each: {chosen} chosen of {trials}; mask/random/keep {kinds:?}; \
-         {refused} refused; {} distinct random ids of {vocab}",
+        "{SEEDS} seeds, {} eligible tokens each: {chosen} chosen with probability P of {trials}; mask/random/keep \
+         {kinds:?}; guaranteed one per sequence {guaranteed:?} times; {} distinct random ids of {vocab}",
         eligible.len(),
         random_ids.len()
     );

@@ -78,7 +78,7 @@ pub struct TraceArgs {
     /// Mask tokens at random as BERT's pretraining does: each token that is not special or
     /// padding is chosen with probability P, then becomes [MASK] (80%), a random token (10%) or
     /// stays (10%); adds the MLM loss. Needs --seed
-    #[arg(long, value_name = "P", requires = "seed")]
+    #[arg(long, value_name = "P", requires = "seed", allow_negative_numbers = true, value_parser = probability)]
     pub mask_prob: Option<f64>,
 
     /// The seed of --mask-prob's random numbers (SplitMix64): the same seed gives the same masks
@@ -148,6 +148,17 @@ pub struct ToleranceArgs {
     /// Relative tolerance for every stage
     #[arg(long, value_name = "RTOL", value_parser = tolerance)]
     pub rtol: Option<f64>,
+}
+
+/// A masking probability: more than 0, at most 1. The message quotes what was typed, never a
+/// long decimal expansion of it.
+fn probability(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p <= 1.0 => Ok(p),
+        _ => Err(format!(
+            "`{text}` must be between 0 and 1: a probability greater than 0 and at most 1 (BERT used 0.15)"
+        )),
+    }
 }
 
 /// A tolerance: a finite number, 0 or more.

@@ -35,6 +35,14 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report) {
         trace.dir.display(),
         producer(trace)
     );
+    for (side, dump) in [("reference", reference), ("trace", trace)] {
+        for note in &dump.notes {
+            println!("note: {side}: {note}");
+        }
+    }
+    for note in &report.notes {
+        println!("note: {note}");
+    }
     let mut table = new_table(
         &["stage", "shape", "max|Δ|", "mean|Δ|", "max rel", "cosine", "atol / rtol", "used", "result"],
         &[2, 3, 4, 5, 7],
@@ -60,8 +68,37 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report) {
             if non_finite > 0 { format!("; {non_finite} NaN/Inf there fail their stages") } else { String::new() }
         );
     }
-    let passed = report.stages.iter().filter(|s| s.status == Status::Pass).count();
-    println!("{passed} of {} stages pass", report.stages.len());
+    let masked: Vec<&StageReport> =
+        report.stages.iter().filter(|s| s.stats.as_ref().is_some_and(|st| st.masked > 0)).collect();
+    if let Some(first) = masked.first().and_then(|s| s.stats.as_ref()) {
+        let count: usize = masked.iter().filter_map(|s| s.stats.as_ref()).map(|st| st.masked).sum();
+        let constant = |v: Option<f64>| v.map_or("-".to_string(), num);
+        println!(
+            "masked scores (padding keys): {count} in {} stages, compared by their effect (probability 0), not by \
+             the constant; the reference masks with about {}, the trace with about {}",
+            masked.len(),
+            constant(first.masked_reference),
+            constant(first.masked_trace)
+        );
+    }
+    for stage in report.stages.iter().filter(|s| s.widened.is_some()).take(1) {
+        let count = report.stages.iter().filter(|s| s.widened.is_some()).count();
+        println!("tolerance: {} ({count} stages)", stage.widened.as_deref().unwrap_or_default());
+    }
+    let common = report.common().count();
+    let passed = report.common().filter(|s| s.status == Status::Pass).count();
+    let only_reference = report.stages.iter().filter(|s| s.status == Status::OnlyInReference).count();
+    let only_trace = report.stages.iter().filter(|s| s.status == Status::OnlyInTrace).count();
+    let mut one_sided = Vec::new();
+    if only_reference > 0 {
+        one_sided.push(format!("{only_reference} only in the reference"));
+    }
+    if only_trace > 0 {
+        one_sided.push(format!("{only_trace} only in the trace"));
+    }
+    let one_sided =
+        if one_sided.is_empty() { String::new() } else { format!("; {} (not judged)", one_sided.join(", ")) };
+    println!("{passed} of {common} stages in common pass{one_sided}");
     if let Some(first) = &report.first_failure {
         let stage = report.stages.iter().find(|s| s.name == first.name).expect("listed");
         println!("first failing stage: {}", first.name);
@@ -98,7 +135,6 @@ fn describe(status: &Status, stage: &StageReport) -> String {
             shape_of(&stage.reference_shape),
             shape_of(&stage.trace_shape)
         ),
-        Status::DtypeMismatch => "dtypes differ".into(),
         Status::OnlyInReference => "present in the reference only".into(),
         Status::OnlyInTrace => "present in the trace only".into(),
         Status::Fail => "non-finite values (NaN or Inf), which never pass, in padded rows or elsewhere".into(),
@@ -117,9 +153,13 @@ fn row(stage: &StageReport) -> Vec<String> {
             }
         }
         Status::ShapeMismatch => "FAIL (shape)".into(),
-        Status::DtypeMismatch => "FAIL (dtype)".into(),
-        Status::OnlyInReference => "reference only".into(),
-        Status::OnlyInTrace => "trace only".into(),
+        Status::OnlyInReference => "only in reference".into(),
+        Status::OnlyInTrace => "only in trace".into(),
+    };
+    // Each side's dtype, when they differ (a float64 reference against a float32 trace).
+    let result = match (&stage.reference_dtype, &stage.trace_dtype) {
+        (Some(r), Some(t)) if r != t => format!("{result} ({r} / {t})"),
+        _ => result,
     };
     let shape_text = stage.reference_shape.as_deref().or(stage.trace_shape.as_deref()).map_or("-".to_string(), shape);
     let tolerance = format!("{} / {}", num(stage.tolerance.atol), num(stage.tolerance.rtol));

@@ -57,6 +57,15 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
         ..Inputs::default()
     };
     let batch = model.encode_inputs(&inputs, args.truncate)?;
+    for r in batch.labels.replacements.iter().filter(|r| r.guaranteed) {
+        eprintln!(
+            "note: masking with probability {} chose no token of sequence {}, so one was chosen for it (position {}): \
+             every sequence gets at least one, as d2l's max(1, round(P·n)) gives",
+            args.mask_prob.map_or(String::new(), |p| format!("{p:?}")),
+            r.seq,
+            r.pos
+        );
+    }
     inputs.tokens = Some(tokens_table::tokens_seen(&model, &batch));
     if let Some(labels) = &batch.labels.nsp {
         inputs.nsp_label = Some(labels.to_vec());

@@ -368,7 +368,7 @@ fn cases() -> Vec<Case> {
             name: "reference dump missing",
             run: Run::Args(&["diff", "{dir}/absent", "{dir}"]),
             breaks: |_| {},
-            says: "{dir}/absent: not a directory",
+            says: "{dir}/absent: not found",
         },
         Case {
             name: "manifest lists a missing file",
@@ -402,7 +402,7 @@ fn cases() -> Vec<Case> {
             name: ".npy of another dtype",
             run: Run::Diff,
             breaks: |d| write_stage(d, "embeddings.sum", &[1, 13, 32], 0.5f64),
-            says: "embeddings.sum.npy: not a float32 .npy",
+            says: "embeddings.sum.npy: holds float64, but the manifest says float32",
         },
         Case {
             name: ".npy of another shape",
@@ -424,7 +424,7 @@ fn cases() -> Vec<Case> {
             name: ".npy not an npy at all",
             run: Run::Diff,
             breaks: |d| std::fs::write(d.join("input.ids.npy"), "hello").unwrap(),
-            says: "input.ids.npy: not an int64 .npy",
+            says: "input.ids.npy: not a .npy file",
         },
         // The output.
         Case {

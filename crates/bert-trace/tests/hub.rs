@@ -409,7 +409,7 @@ fn minilm_by_id_matches_the_pytorch_golden() {
         server.log().len(),
         started.elapsed()
     );
-    assert!(stdout.contains("95 of 95 stages pass"), "{stdout}");
+    assert!(stdout.contains("95 of 95 stages in common pass"), "{stdout}");
 }
 
 /// Both directions of sharing one cache with Python, against the same local hub: a model that

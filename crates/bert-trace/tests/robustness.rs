@@ -298,7 +298,7 @@ fn nothing_of_the_users_is_ever_deleted_or_replaced() {
         ("a --mlm-target count that differs", &["--mlm-target", "romans", "--mlm-target", "rome"]),
         ("an --mlm-target that is two tokens", &["--mlm-target", "rome"]),
         ("a missing --reference", &["--reference", "/nonexistent/reference"]),
-        ("a masking that chooses nothing", &["--mask-prob", "0.0000001", "--seed", "1"]),
+        ("a masking probability of 0", &["--mask-prob", "0", "--seed", "1"]),
         ("an --nsp-label for a model asked without pairs", &["--nsp-label", "1"]),
     ];
     for (what, flags) in refusals {
@@ -380,7 +380,7 @@ fn nothing_non_finite_and_nothing_at_all_passes_a_diff() {
             masked_key_inf,
             none,
             0,
-            "stages pass",
+            "stages in common pass",
         ),
         (
             "a masked key written as -inf on both sides",
@@ -389,7 +389,7 @@ fn nothing_non_finite_and_nothing_at_all_passes_a_diff() {
             masked_key_inf,
             masked_key_inf,
             0,
-            "stages pass",
+            "stages in common pass",
         ),
     ];
     for (what, case, stage, reference_change, trace_change, code, needle) in cases_table {
@@ -484,6 +484,8 @@ fn nothing_hangs_and_nothing_crashes() {
             copy_dir(&tiny_dump("mask"), &dump);
             not_a_file(&dump.join(file), kind);
             let ran = run_with(&args(&["diff", &tiny_dump("mask").display().to_string(), "{dir}"], &dump), &[], limit);
+            // A stage file linked to /dev/zero leads outside the dump, which is refused first.
+            let says = if *kind == "/dev/zero" && file.ends_with(".npy") { "outside the dump" } else { says };
             cases.check(&format!("{kind} as the dump's {file}"), one_line(&ran, says), Some(&ran));
         }
     }

@@ -18,7 +18,9 @@
 //!   the same bytes.
 
 mod lock;
+pub mod npy;
 mod npz;
+mod plain;
 mod read;
 mod writer;
 
@@ -26,7 +28,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 pub use self::lock::{lock, DirLock};
-pub use self::read::{read_manifest, Dump};
+pub use self::read::{read_manifest, Dump, DumpKind};
 use self::writer::{write_whole, Writer};
 
 use crate::error::{BertError, Result};

@@ -1,18 +1,24 @@
-//! Reading a dump back, ours or `scripts/dump_reference.py`'s (same format): its manifest,
-//! checked, and each stage's `.npy`, from its own file or from the `.npz` archive the manifest
-//! names, checked against the manifest before anything is allocated for it.
+//! Reading a dump back, whoever wrote it:
+//!
+//! - a bert-trace dump (ours or `scripts/dump_reference.py`'s): `manifest.json` and a `.npy` per
+//!   stage, or the `.npz` archive the manifest names;
+//! - a learner's arrays, with no manifest (`plain.rs`): a directory of `.npy` files named by
+//!   stage (`layer0.attention.probs.npy`, or nested, `layer0/attention/probs.npy`), an `.npz`
+//!   from `np.savez` or `np.savez_compressed`, or a `.safetensors` file of named tensors.
+//!
+//! Every path and symbolic link must stay inside the dump; each stage is named once; every file
+//! is checked against what the manifest (or its own header) claims before its values are read.
 
-use std::io::{Cursor, Read};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use ndarray::{ArrayD, IxDyn};
-use ndarray_npy::npy::header::{Header, Layout};
-use ndarray_npy::WritableElement;
-
+use super::npy::{self, NpyType};
+use super::plain;
 use crate::error::{BertError, Result};
 use crate::load::files;
-use crate::trace::manifest::{Manifest, ManifestStage, FORMAT};
-use crate::trace::stage::DType;
+use crate::load::weights::Storage;
+use crate::trace::manifest::{Manifest, ManifestStage, FORMAT_MAJOR, FORMAT_PREFIX};
 use crate::trace::Tensor;
 
 /// Reads and checks a `manifest.json`.
@@ -23,9 +29,8 @@ pub fn read_manifest(path: &Path) -> Result<Manifest> {
     }
     let bytes = files::read(path, files::MAX_TABLE)?;
     let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a valid manifest: {e}")))?;
-    if manifest.format != FORMAT {
-        return Err(bad(format!("format is `{}`, expected `{FORMAT}`", manifest.format)));
-    }
+    check_format(&manifest.format).map_err(bad)?;
+    let mut seen = std::collections::HashSet::new();
     for stage in &manifest.stages {
         if !is_plain_file_name(&stage.file) {
             return Err(bad(format!(
@@ -33,8 +38,14 @@ pub fn read_manifest(path: &Path) -> Result<Manifest> {
                 stage.name, stage.file
             )));
         }
-        if DType::from_numpy_name(&stage.dtype).is_none() {
-            return Err(bad(format!("stage `{}` has dtype `{}`, expected float32 or int64", stage.name, stage.dtype)));
+        if !npy::is_readable_dtype(&stage.dtype) {
+            return Err(bad(format!(
+                "stage `{}` has dtype `{}`, expected a numpy float, integer or bool type",
+                stage.name, stage.dtype
+            )));
+        }
+        if !seen.insert(stage.name.as_str()) {
+            return Err(bad(format!("lists stage `{}` twice; a dump holds each stage once", stage.name)));
         }
     }
     if let Some(archive) = &manifest.archive {
@@ -45,66 +56,213 @@ pub fn read_manifest(path: &Path) -> Result<Manifest> {
     Ok(manifest)
 }
 
-/// A dump opened for reading: a directory, or the `.npz` archive of one.
+/// Accepts the formats this version reads: `bert-trace-dump/N` up to [`FORMAT_MAJOR`].
+fn check_format(format: &str) -> std::result::Result<(), String> {
+    let major = format.strip_prefix(FORMAT_PREFIX).and_then(|v| v.split('.').next()?.parse::<u32>().ok());
+    match major {
+        Some(n) if (1..=FORMAT_MAJOR).contains(&n) => Ok(()),
+        Some(n) if n > FORMAT_MAJOR => Err(format!(
+            "format is `{format}`, written by a newer bert-trace; this one reads up to {FORMAT_PREFIX}{FORMAT_MAJOR}: \
+             update bert-trace"
+        )),
+        _ => Err(format!("format is `{format}`, expected `{FORMAT_PREFIX}{FORMAT_MAJOR}`")),
+    }
+}
+
+/// What kind of dump was opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DumpKind {
+    /// A manifest and its `.npy` files (or `.npz` archive): bert-trace's format.
+    Manifest,
+    /// A directory of `.npy` files named by stage, without a manifest.
+    NpyDirectory,
+    /// An `.npz` archive without a manifest.
+    Npz,
+    /// A `.safetensors` file of named tensors.
+    Safetensors,
+}
+
+impl DumpKind {
+    pub fn describe(self) -> &'static str {
+        match self {
+            DumpKind::Manifest => "bert-trace dump",
+            DumpKind::NpyDirectory => "directory of .npy files",
+            DumpKind::Npz => ".npz archive",
+            DumpKind::Safetensors => ".safetensors file",
+        }
+    }
+}
+
+/// Where a dump's values are.
+pub(super) enum Source {
+    /// Each entry's `file` is a path relative to this directory.
+    Files(PathBuf),
+    /// Each entry's `file` is a member of this `.npz` archive.
+    Archive(PathBuf),
+    /// Each entry's `file` is a tensor of this safetensors file.
+    Safetensors(Arc<Storage>),
+}
+
+/// A dump opened for reading.
 pub struct Dump {
+    /// The directory, archive or file given, for messages.
     pub dir: PathBuf,
+    /// The manifest: read from `manifest.json`, or made from the files of a dump without one
+    /// (its stages in execution order, its producer the kind of dump).
     pub manifest: Manifest,
+    pub kind: DumpKind,
+    /// What was done to read a learner's arrays (a batch axis added, say), once per kind.
+    pub notes: Vec<String>,
+    source: Source,
+    /// Stage name -> index in `manifest.stages`.
+    index: HashMap<String, usize>,
+    /// The stages whose files lack the batch axis the stage table gives them: read with it.
+    batch_added: std::collections::HashSet<String>,
 }
 
 impl Dump {
-    /// Opens a dump directory, or an `.npz` archive that the `manifest.json` beside it names.
+    /// Opens a dump: a directory (with or without `manifest.json`), an `.npz` archive (ours, with
+    /// the manifest beside it, or any other), or a `.safetensors` file.
     pub fn open(path: &Path) -> Result<Dump> {
-        if path.is_file() && path.extension().is_some_and(|e| e == "npz") {
-            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            let manifest = read_manifest(&dir.join("manifest.json"))?;
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            if manifest.archive != name {
-                return Err(BertError::Dump {
-                    path: path.into(),
-                    problem: "the manifest.json beside it does not name this archive; give the dump directory".into(),
-                });
-            }
-            return Ok(Dump { dir: dir.into(), manifest });
+        let bad = |problem: &str| BertError::Dump { path: path.into(), problem: problem.into() };
+        let metadata = std::fs::metadata(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => bad("not found"),
+            _ => BertError::io(path, e),
+        })?;
+        let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        if metadata.is_file() {
+            return match extension.as_deref() {
+                Some("npz") => match ours_beside(path)? {
+                    Some(manifest) => Dump::new(path, manifest, DumpKind::Manifest, Source::Archive(path.into())),
+                    None => plain::archive(path),
+                },
+                Some("safetensors") => plain::safetensors(path),
+                _ => Err(bad(
+                    "is a file, not a dump: give a dump directory, a directory of .npy files, an .npz archive or a \
+                     .safetensors file",
+                )),
+            };
         }
-        if !path.is_dir() {
-            return Err(BertError::Dump { path: path.into(), problem: "not a directory".into() });
+        if !metadata.is_dir() {
+            return Err(bad("not a directory, an .npz archive or a .safetensors file"));
         }
-        Ok(Dump { dir: path.into(), manifest: read_manifest(&path.join("manifest.json"))? })
+        let manifest_path = path.join("manifest.json");
+        if std::fs::symlink_metadata(&manifest_path).is_err() {
+            return plain::directory(path);
+        }
+        let manifest = read_manifest(&manifest_path)?;
+        let source = match &manifest.archive {
+            Some(archive) => Source::Archive(path.join(archive)),
+            None => Source::Files(path.into()),
+        };
+        Dump::new(path, manifest, DumpKind::Manifest, source)
     }
 
+    /// The dump of `manifest`'s stages, in their files in `dir` (or the archive the manifest
+    /// names there): for tools that check a manifest they made or read on their own.
+    pub fn with_manifest(dir: &Path, manifest: Manifest) -> Result<Dump> {
+        let source = match &manifest.archive {
+            Some(archive) => Source::Archive(dir.join(archive)),
+            None => Source::Files(dir.into()),
+        };
+        Dump::new(dir, manifest, DumpKind::Manifest, source)
+    }
+
+    /// A dump of `manifest`'s stages at `source`; refuses a file that leads outside `path`.
+    pub(super) fn new(path: &Path, manifest: Manifest, kind: DumpKind, source: Source) -> Result<Dump> {
+        match &source {
+            Source::Files(dir) => {
+                for stage in &manifest.stages {
+                    plain::check_inside(dir, &dir.join(&stage.file))?;
+                }
+            }
+            Source::Archive(archive) if kind == DumpKind::Manifest => {
+                let dir = archive.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                plain::check_inside(dir, archive)?;
+            }
+            _ => {}
+        }
+        let index = manifest.stages.iter().enumerate().map(|(i, s)| (s.name.clone(), i)).collect();
+        Ok(Dump { dir: path.into(), manifest, kind, notes: Vec::new(), source, index, batch_added: Default::default() })
+    }
+
+    /// Marks `names` as read with a batch axis of one added in front (a learner's `[T,H]` for
+    /// the table's `[B,T,H]`); their entries already give the shape with it.
+    pub(super) fn with_batch_added(mut self, names: std::collections::HashSet<String>) -> Dump {
+        self.batch_added = names;
+        self
+    }
+
+    /// The entry of stage `name`, if the dump has it.
     pub fn entry(&self, name: &str) -> Option<&ManifestStage> {
-        self.manifest.stages.iter().find(|s| s.name == name)
+        self.index.get(name).map(|&i| &self.manifest.stages[i])
     }
 
     /// Where a stage's values are, for messages: its file, or `archive:member`.
     pub fn location(&self, entry: &ManifestStage) -> PathBuf {
-        match &self.manifest.archive {
-            Some(archive) => self.dir.join(format!("{archive}:{}", entry.file)),
-            None => self.dir.join(&entry.file),
+        match &self.source {
+            Source::Files(dir) => dir.join(&entry.file),
+            Source::Archive(archive) => PathBuf::from(format!("{}:{}", archive.display(), entry.file)),
+            Source::Safetensors(_) => PathBuf::from(format!("{}:{}", self.dir.display(), entry.file)),
         }
     }
 
-    /// Reads one stage's tensor, checking its dtype and shape against the manifest.
+    /// Reads one stage's tensor, checking its dtype and shape against the entry.
     pub fn read(&self, entry: &ManifestStage) -> Result<Tensor> {
         let location = self.location(entry);
         let bad = |problem: String| BertError::Dump { path: location.clone(), problem };
-        match &self.manifest.archive {
-            None => {
-                let path = self.dir.join(&entry.file);
+        let batch_added = self.batch_added.contains(&entry.name);
+        let stored_shape = if batch_added { &entry.shape[1..] } else { &entry.shape[..] };
+        let (tensor, stored) = match &self.source {
+            Source::Files(dir) => {
+                let path = dir.join(&entry.file);
                 let (file, len) =
                     files::open_regular(&path).map_err(|e| bad(format!("cannot open: {}", reason(&e))))?;
-                read_npy(file, len, entry).map_err(bad)
+                npy::read(file, len).map_err(&bad)?
             }
-            Some(archive) => {
-                let path = self.dir.join(archive);
-                let (file, _) = files::open_regular(&path).map_err(|e| bad(format!("cannot open: {}", reason(&e))))?;
+            Source::Archive(path) => {
+                let (file, _) = files::open_regular(path).map_err(|e| bad(format!("cannot open: {}", reason(&e))))?;
                 let mut zip =
                     zip::ZipArchive::new(file).map_err(|e| bad(format!("not a readable .npz archive: {e}")))?;
-                let member = zip.by_name(&entry.file).map_err(|e| bad(format!("not in the archive: {e}")))?;
+                let member = zip.by_name(&entry.file).map_err(|e| bad(format!("cannot read the member: {e}")))?;
                 let len = member.size();
-                read_npy(member, len, entry).map_err(bad)
+                npy::read(member, len).map_err(&bad)?
             }
+            Source::Safetensors(storage) => plain::safetensors_tensor(storage, &entry.file).map_err(&bad)?,
+        };
+        if !same_dtype(&stored, &entry.dtype) {
+            return Err(bad(format!("holds {}, but the manifest says {}", stored.name(), entry.dtype)));
         }
+        if tensor.shape() != stored_shape {
+            return Err(bad(format!("shape {:?} differs from {:?} in the manifest", tensor.shape(), stored_shape)));
+        }
+        Ok(if batch_added { add_batch_axis(tensor) } else { tensor })
+    }
+}
+
+/// The bert-trace manifest beside the archive `path`, if there is one and it names the archive.
+fn ours_beside(path: &Path) -> Result<Option<Manifest>> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let manifest_path = dir.join("manifest.json");
+    if std::fs::symlink_metadata(&manifest_path).is_err() {
+        return Ok(None);
+    }
+    let manifest = read_manifest(&manifest_path)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    Ok((manifest.archive.is_some() && manifest.archive == name).then_some(manifest))
+}
+
+/// Whether a file storing `stored` is what the manifest's dtype `name` says; `bfloat16` is read
+/// from safetensors only, where it is named so.
+fn same_dtype(stored: &NpyType, name: &str) -> bool {
+    stored.name() == name || (name == "bfloat16" && stored.name() == "bfloat16")
+}
+
+fn add_batch_axis(tensor: Tensor) -> Tensor {
+    match tensor {
+        Tensor::F32(a) => Tensor::F32(a.insert_axis(ndarray::Axis(0))),
+        Tensor::F64(a) => Tensor::F64(a.insert_axis(ndarray::Axis(0))),
+        Tensor::I64(a) => Tensor::I64(a.insert_axis(ndarray::Axis(0))),
     }
 }
 
@@ -117,113 +275,7 @@ fn reason(error: &BertError) -> String {
     }
 }
 
-/// Reads a `.npy` of `len` bytes, checking every claim it makes against the manifest's entry
-/// before allocating: a damaged or foreign file is refused with what is wrong, never believed
-/// (a header claiming a huge shape would otherwise allocate it).
-fn read_npy(mut reader: impl Read, len: u64, entry: &ManifestStage) -> std::result::Result<Tensor, String> {
-    let dtype = DType::from_numpy_name(&entry.dtype).expect("checked with the manifest");
-    let not_ours = |detail: &str| {
-        format!(
-            "not a{} {} .npy as the manifest says: {detail}",
-            if dtype == DType::I64 { "n" } else { "" },
-            entry.dtype
-        )
-    };
-    let cannot_read = |e: std::io::Error| format!("cannot read: {e}");
-    // The magic string (6 bytes), the format version (2), the header's length: a u16 in format
-    // 1, a u32 in formats 2 and 3.
-    let mut prefix = vec![0u8; 10];
-    reader.read_exact(&mut prefix).map_err(|_| not_ours("too short for a .npy header"))?;
-    if &prefix[..6] != b"\x93NUMPY" {
-        return Err(not_ours("it does not start with the .npy magic string"));
-    }
-    let header_len = match prefix[6] {
-        1 => u64::from(u16::from_le_bytes([prefix[8], prefix[9]])),
-        2 | 3 => {
-            let mut rest = [0u8; 2];
-            reader.read_exact(&mut rest).map_err(|_| not_ours("too short for a .npy header"))?;
-            prefix.extend_from_slice(&rest);
-            u64::from(u32::from_le_bytes([prefix[8], prefix[9], rest[0], rest[1]]))
-        }
-        version => return Err(not_ours(&format!("unknown .npy format version {version}"))),
-    };
-    let start = prefix.len() as u64 + header_len;
-    if start > len {
-        return Err(format!("the .npy header claims to be {start} bytes long; the file has {len}"));
-    }
-    let prefix_len = prefix.len();
-    let mut header = prefix;
-    reader.by_ref().take(header_len).read_to_end(&mut header).map_err(cannot_read)?;
-    // ndarray-npy parses the dictionary with a backtracking grammar whose time multiplies with
-    // each level of brackets: a 118-byte header nesting 25 of them took over 10 seconds (found
-    // by the fuzzer). A header of plain values nests two levels, the dictionary and the shape.
-    if bracket_depth(&header[prefix_len..]) > 2 {
-        return Err(not_ours("its header nests brackets deeper than a .npy header of plain values does"));
-    }
-    let header = Header::from_reader(&mut Cursor::new(header)).map_err(|e| not_ours(&e.to_string()))?;
-    let descriptor = match dtype {
-        DType::F32 => f32::type_descriptor(),
-        DType::F64 => f64::type_descriptor(),
-        DType::I64 => i64::type_descriptor(),
-    };
-    if header.type_descriptor != descriptor {
-        return Err(not_ours(&format!("its values are {}", header.type_descriptor)));
-    }
-    if header.layout != Layout::Standard {
-        return Err(not_ours("it is in Fortran order"));
-    }
-    let claimed = header.shape.iter().try_fold(dtype.size() as u64, |bytes, &dim| bytes.checked_mul(dim as u64));
-    if claimed.is_none_or(|bytes| bytes > len - start) {
-        return Err(format!(
-            "the .npy header claims shape {:?}, more than the {} bytes after the header hold",
-            header.shape,
-            len - start
-        ));
-    }
-    if header.shape != entry.shape {
-        return Err(format!("shape {:?} differs from {:?} in manifest.json", header.shape, entry.shape));
-    }
-    let mut values = Vec::new();
-    let wanted = claimed.expect("checked above");
-    reader.take(wanted).read_to_end(&mut values).map_err(cannot_read)?;
-    if values.len() as u64 != wanted {
-        return Err(format!("the .npy holds {} bytes of values; its shape needs {wanted}", values.len()));
-    }
-    let shape = IxDyn(&header.shape);
-    Ok(match dtype {
-        DType::F32 => {
-            let values = values.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
-            Tensor::F32(ArrayD::from_shape_vec(shape, values).expect("checked length"))
-        }
-        DType::F64 => {
-            let values = values.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
-            Tensor::F64(ArrayD::from_shape_vec(shape, values).expect("checked length"))
-        }
-        DType::I64 => {
-            let values = values.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
-            Tensor::I64(ArrayD::from_shape_vec(shape, values).expect("checked length"))
-        }
-    })
-}
-
 /// A manifest's file entry must name a file in the dump directory itself, never a path elsewhere.
 fn is_plain_file_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(['/', '\\']) && name != "." && name != ".."
-}
-
-/// How deeply `text` nests brackets of any kind, counting those inside quotes too.
-fn bracket_depth(text: &[u8]) -> usize {
-    let mut depth = 0usize;
-    let mut deepest = 0;
-    for byte in text {
-        match byte {
-            b'{' | b'[' | b'(' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b'}' | b']' | b')' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
 }

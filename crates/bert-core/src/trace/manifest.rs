@@ -5,8 +5,15 @@ use serde::{Deserialize, Serialize};
 
 use super::stage::{Dims, Stage};
 
-/// The `format` value of every manifest we write and accept.
+/// The `format` value of every manifest we write.
 pub const FORMAT: &str = "bert-trace-dump/1";
+
+/// What every format name starts with; the number after it is the format's major version.
+pub const FORMAT_PREFIX: &str = "bert-trace-dump/";
+
+/// The newest major version this build reads: a manifest of a newer one is refused in one line,
+/// since it may hold what this version would misread.
+pub const FORMAT_MAJOR: u32 = 1;
 
 /// The whole manifest.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

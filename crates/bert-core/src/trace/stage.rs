@@ -485,6 +485,21 @@ pub fn parse(name: &str) -> Option<Stage> {
     STAGES.iter().find(|s| !s.kind.per_layer() && s.pattern == name).map(|s| Stage::new(s.kind))
 }
 
+/// Orders stage names as the forward pass produces them; names outside the table go last.
+pub fn execution_key(name: &str) -> (usize, usize, usize) {
+    match parse(name) {
+        Some(stage) => {
+            let section = match (stage.layer, stage.kind < StageKind::AttnQuery) {
+                (None, true) => 0,
+                (Some(_), _) => 1,
+                (None, false) => 2,
+            };
+            (section, stage.layer.unwrap_or(0), stage.kind as usize)
+        }
+        None => (3, 0, 0),
+    }
+}
+
 /// Whether `name` equals `selector` or lies inside it on a dot boundary
 /// (`layer0.attention` holds `layer0.attention.query`; `layer1` does not hold `layer10.ffn.output`).
 pub fn in_group(name: &str, selector: &str) -> bool {
