@@ -22,9 +22,9 @@ pub(crate) fn mlm_loss(logits: &Array3<f32>, labels: &Array2<i64>, tracer: &mut 
     let losses = ops::cross_entropy(rows, flat_labels, IGNORE);
     let mut per_position = losses.mapv(|l| l as f32).into_shape_with_order((b, t)).expect("B·T losses");
     tracer.f32(Stage::new(MlmLosses), &mut per_position)?;
-    // The mean over the labelled positions only.
+    // The mean over the labelled positions only: the sum divided by the count of labels not -100.
     let labelled = labels.iter().filter(|&&label| label != IGNORE).count();
-    let mut loss = arr0(mean(per_position.iter(), labelled));
+    let mut loss = arr0((sum(per_position.iter()) / labelled as f64) as f32);
     tracer.f32(Stage::new(MlmLoss), &mut loss)?;
     Ok(loss[()])
 }
@@ -36,7 +36,7 @@ pub(crate) fn nsp_loss(logits: &Array2<f32>, labels: &Array1<i64>, tracer: &mut 
     tracer.f32(Stage::new(NspLosses), &mut losses)?;
     // The mean over the labelled pairs, as for the MLM loss (today every pair has a label).
     let labelled = labels.iter().filter(|&&label| label != IGNORE).count();
-    let mut loss = arr0(mean(losses.iter(), labelled));
+    let mut loss = arr0((sum(losses.iter()) / labelled as f64) as f32);
     tracer.f32(Stage::new(NspLoss), &mut loss)?;
     Ok(loss[()])
 }
@@ -49,7 +49,7 @@ pub(crate) fn total_loss(mlm: Option<f32>, nsp: Option<f32>, tracer: &mut Tracer
     Ok(loss[()])
 }
 
-/// The sum of `values` (summed in f64) divided by `count`, as an f32.
-fn mean<'a>(values: impl Iterator<Item = &'a f32>, count: usize) -> f32 {
-    (values.map(|&v| v as f64).sum::<f64>() / count as f64) as f32
+/// The sum of `values`, in f64: the f32 losses of many positions keep their digits that way.
+fn sum<'a>(values: impl Iterator<Item = &'a f32>) -> f64 {
+    values.map(|&v| f64::from(v)).sum()
 }
