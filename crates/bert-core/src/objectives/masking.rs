@@ -84,6 +84,7 @@ pub fn mask_tokens(batch: &mut Batch, tokenizer: &BertTokenizer, probability: f6
     let mut replacements = Vec::new();
     // Per sequence, its maskable positions, in order.
     let mut eligible: Vec<Vec<usize>> = vec![Vec::new(); original.nrows()];
+    // The draw: every maskable token, sequence by sequence, is chosen with probability P.
     for ((seq, pos), &id) in original.indexed_iter() {
         if batch.attention_mask[[seq, pos]] == 0 || specials.contains(&id) {
             continue;
@@ -99,6 +100,8 @@ pub fn mask_tokens(batch: &mut Batch, tokenizer: &BertTokenizer, probability: f6
                 .into(),
         ));
     }
+    // The guarantee: a sequence that has maskable tokens but none chosen gets one, picked
+    // uniformly among them, so that every sequence has something to predict.
     for (seq, positions) in eligible.iter().enumerate() {
         if positions.is_empty() || replacements.iter().any(|r| r.seq == seq) {
             continue;
@@ -106,6 +109,7 @@ pub fn mask_tokens(batch: &mut Batch, tokenizer: &BertTokenizer, probability: f6
         let pos = positions[(rng.next_u64() % positions.len() as u64) as usize];
         replacements.push(replace(&mut rng, seq, pos, original[[seq, pos]], mask_id, vocab_len, true));
     }
+    // The label is the original id; the model sees the replacement.
     for r in &replacements {
         labels[[r.seq, r.pos]] = r.original;
         batch.ids[[r.seq, r.pos]] = r.shown;
