@@ -118,10 +118,15 @@ pub struct TraceArgs {
     #[arg(long)]
     pub truncate: bool,
 
-    /// When to draw in colour: after --stop-at an attention stage, a heatmap of its first head
-    /// (auto: on a terminal, unless NO_COLOR is set)
+    /// When to draw in colour: after --stop-at an attention stage, a heatmap of one head
+    /// (--head) of the first sequence (auto: on a terminal, unless NO_COLOR is set)
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+
+    /// The head the colour heatmap of an attention stage shows, 0 to num_attention_heads - 1
+    /// [default: 0]
+    #[arg(long, value_name = "N", requires = "stop_at")]
+    pub head: Option<usize>,
 
     /// How many predictions to show for each [MASK]
     #[arg(long, value_name = "K", default_value_t = 5)]

@@ -13,8 +13,9 @@ use bert_core::load::files;
 use bert_core::ops::{self, Kernels};
 use bert_core::trace::manifest::Inputs;
 use bert_core::trace::stage::{DType, Part, Stage, StageKind};
-use bert_core::trace::{Discard, Sink};
+use bert_core::trace::{Discard, Sink, Tensor};
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use ndarray::{Axis, Slice};
 
 use crate::cli::TraceArgs;
 use crate::diff_cmd;
@@ -46,7 +47,16 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
     if embedded {
         eprintln!("{}", model_source::embedded_note(&model));
     }
+    // The default goes without saying; anything else is said, so that no one compares a run on
+    // the reference operations believing it ran on the fast kernels.
+    if kernels == Kernels::Reference {
+        eprintln!("note: kernels: reference (the plain formulas)");
+    }
     model.kernels = kernels;
+    let n_heads = model.config.num_attention_heads;
+    if let Some(head) = args.head.filter(|&head| head >= n_heads) {
+        bail!("--head {head} is out of range: the model has {n_heads} heads, 0 to {}", n_heads - 1);
+    }
     let mut inputs = Inputs {
         texts,
         pair: (!args.pair.is_empty()).then(|| args.pair.clone()),
@@ -109,7 +119,8 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
             let tokens: Vec<String> = (0..batch.dims().1)
                 .map(|pos| model.tokenizer.id_to_token(batch.ids[[0, pos]] as u32).unwrap_or_default())
                 .collect();
-            if let Some(picture) = terminal_heatmap::heatmap(tensor, stage.kind == StageKind::AttnProbs, &tokens) {
+            let probability = stage.kind == StageKind::AttnProbs;
+            if let Some(picture) = head_heatmap(tensor, args.head.unwrap_or(0), probability, &tokens) {
                 println!("\n{picture}");
             }
         }
@@ -129,6 +140,20 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
         }
         None => Ok(0),
     }
+}
+
+/// The terminal heatmap of head `head` of sequence 0 of a `[B,nh,T,T]` stage. The heatmap draws
+/// the first head of what it is given, so it is given `[B,1,T,T]`, the chosen head alone, and
+/// its title then says which head of how many that is.
+fn head_heatmap(tensor: &Tensor, head: usize, probability: bool, tokens: &[String]) -> Option<String> {
+    let values = tensor.to_f32()?;
+    let n_heads = *values.shape().get(1)?;
+    if head >= n_heads {
+        return None;
+    }
+    let one_head = values.slice_axis(Axis(1), Slice::from(head..=head)).to_owned();
+    let picture = terminal_heatmap::heatmap(&Tensor::F32(one_head), probability, tokens)?;
+    Some(picture.replacen("head 0 of 1:", &format!("head {head} of {n_heads}:"), 1))
 }
 
 /// The most bytes `--file` may have: far more text than any batch a BERT can read.

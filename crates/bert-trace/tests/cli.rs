@@ -242,6 +242,12 @@ fn bad_input_gets_one_line_and_status_2() {
     expect_error(&["--stop-at", "layer9", MASK_TEXT], "it has 2 layers, layer0 to layer1", nothing);
     expect_error(&["--stop-at", "layer0.nonsense", MASK_TEXT], "unknown stage `layer0.nonsense`", nothing);
     expect_error(&["--only", "layer7.*", MASK_TEXT], "matches no stage", nothing);
+    expect_error(
+        &["--no-dump", "--stop-at", "layer0.attention.probs", "--head", "4", MASK_TEXT],
+        "--head 4 is out of range: the model has 4 heads, 0 to 3",
+        nothing,
+    );
+    expect_error(&["--no-dump", "--head", "1", MASK_TEXT], "--stop-at", nothing);
     expect_error(&[], "no TEXT given", nothing);
     expect_error(&["--no-dump", long_text.as_str()], "--truncate", nothing);
     expect_error(&["--pair", "a", "--pair", "b", MASK_TEXT], "pair text(s)", nothing);
@@ -569,5 +575,58 @@ fn an_attention_stage_is_drawn_in_colour_only_where_colour_is_wanted() {
     for env in [("NO_COLOR", "1"), ("TERM", "dumb")] {
         let out = on_a_terminal(&args, &[env]).unwrap();
         assert!(!out.contains(title), "{env:?}: a picture anyway:\n{out}");
+    }
+}
+
+#[test]
+fn head_chooses_the_head_the_terminal_draws() {
+    // (the --head arguments, the head the title names)
+    let cases: [(&[&str], usize); 4] = [(&[], 0), (&["--head", "0"], 0), (&["--head", "2"], 2), (&["--head", "3"], 3)];
+    let mut pictures = Vec::new();
+    for (head_args, head) in cases {
+        for stage in ["layer0.attention.probs", "layer1.attention.scores"] {
+            let args = [&["--color", "always", "--no-dump", "--stop-at", stage][..], head_args, &[MASK_TEXT]].concat();
+            let output = bert_trace(&args);
+            assert!(output.status.success(), "{args:?}: {}", text(&output.stderr));
+            let stdout = text(&output.stdout);
+            let title = format!("sequence 0, head {head} of 4: a row per query token, a column per key token");
+            let picture = stdout.split_once(&title).unwrap_or_else(|| panic!("{args:?}: no `{title}` in:\n{stdout}")).1;
+            assert_eq!(picture.lines().filter(|l| l.matches("\x1b[48;").count() == 13).count(), 13, "{args:?}");
+            if stage == "layer0.attention.probs" {
+                pictures.push((head, picture.to_string()));
+            }
+        }
+    }
+    // The same head draws the same picture; another head, another picture.
+    for (head_a, a) in &pictures {
+        for (head_b, b) in &pictures {
+            assert_eq!(a == b, head_a == head_b, "heads {head_a} and {head_b}");
+        }
+    }
+}
+
+#[test]
+fn the_kernels_are_named_when_they_are_not_the_default() {
+    let note = "note: kernels: reference (the plain formulas)";
+    // (the arguments, BERT_TRACE_KERNELS, whether the note is printed)
+    let cases: [(&[&str], Option<&str>, bool); 5] = [
+        (&[], None, false),
+        (&["--kernels", "fast"], None, false),
+        (&[], Some("fast"), false),
+        (&["--kernels", "reference"], None, true),
+        (&[], Some("reference"), true),
+    ];
+    for (kernel_args, env, noted) in cases {
+        let args = [&["--no-dump", "--stop-at", "embeddings"][..], kernel_args, &[MASK_TEXT]].concat();
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_bert-trace"));
+        command.args(&args).current_dir(root()).env_remove("BERT_TRACE_KERNELS");
+        if let Some(value) = env {
+            command.env("BERT_TRACE_KERNELS", value);
+        }
+        let output = command.output().unwrap();
+        assert!(output.status.success(), "{args:?} {env:?}: {}", text(&output.stderr));
+        let stderr = text(&output.stderr);
+        assert_eq!(stderr.lines().filter(|l| *l == note).count(), usize::from(noted), "{args:?} {env:?}:\n{stderr}");
+        assert!(!text(&output.stdout).contains(note), "{args:?} {env:?}: the note is on stdout");
     }
 }
