@@ -360,9 +360,16 @@ fn split_like(tensor: &Tensor, target: &[usize]) -> Option<Tensor> {
 struct Notes {
     lines: Vec<String>,
     unknown: Vec<String>,
+    /// Names not in the stage table beyond those [`Notes::SHOWN`] spells out.
+    more_unknown: usize,
+    /// The stages suggestions are drawn from, found once.
+    known: Option<Vec<Stage>>,
 }
 
 impl Notes {
+    /// How many names outside the stage table are named, each with its suggestions.
+    const SHOWN: usize = 5;
+
     fn layout(&mut self, what: &str) {
         let line = format!("{what}; compared in the other side's layout");
         if !self.lines.contains(&line) {
@@ -371,12 +378,19 @@ impl Notes {
     }
 
     fn unknown(&mut self, side: &str, name: &str, names: &[&str]) {
-        let mut known: Vec<Stage> = names.iter().filter_map(|n| stage::parse(n)).collect();
-        if known.is_empty() {
-            let every_head = stage::HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
-            known = stage::plan(12, every_head, stage::Objectives::ALL);
+        if self.unknown.len() >= Self::SHOWN {
+            self.more_unknown += 1;
+            return;
         }
-        let hint = stage::suggestions(name, &known);
+        let known = self.known.get_or_insert_with(|| {
+            let known: Vec<Stage> = names.iter().filter_map(|n| stage::parse(n)).collect();
+            if known.is_empty() {
+                let every_head = stage::HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+                return stage::plan(12, every_head, stage::Objectives::ALL);
+            }
+            known
+        });
+        let hint = stage::suggestions(name, known);
         let hint = if hint.is_empty() {
             " (`bert-trace stages` lists the names)".to_string()
         } else {
@@ -386,11 +400,9 @@ impl Notes {
     }
 
     fn lines(mut self) -> Vec<String> {
-        const SHOWN: usize = 5;
-        let more = self.unknown.len().saturating_sub(SHOWN);
-        self.lines.extend(self.unknown.into_iter().take(SHOWN));
-        if more > 0 {
-            self.lines.push(format!("and {more} more names that are not stage names"));
+        self.lines.append(&mut self.unknown);
+        if self.more_unknown > 0 {
+            self.lines.push(format!("and {} more names that are not stage names", self.more_unknown));
         }
         self.lines
     }

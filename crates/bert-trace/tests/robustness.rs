@@ -591,10 +591,12 @@ fn nothing_hangs_and_nothing_crashes() {
         cases.check("an f16 checkpoint whose f32 copy is 64 GiB", one_line(&ran, "needs about 64.0 GiB"), Some(&ran));
     }
     // A file-size limit, with SIGXFSZ left at its default (which kills a process that writes
-    // past the limit unless the process ignores it): one line, no temporary file.
-    for npz in [false, true] {
-        let out = tmp.path().join(format!("limited-{npz}"));
-        let ran = trace_with_file_limit(&out, npz, 1024);
+    // past the limit unless the process ignores it): one line, no temporary file. At 64 KiB the
+    // archive's first members fit and a later one does not (zip's writer used to print its own
+    // raw `ZipWriter drop failed: Io(...)` line before the error).
+    for (npz, limit) in [(false, 1024), (true, 1024), (true, 64 << 10)] {
+        let out = tmp.path().join(format!("limited-{npz}-{limit}"));
+        let ran = trace_with_file_limit(&out, npz, limit);
         let leftovers: Vec<String> = std::fs::read_dir(&out)
             .map(|d| {
                 d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -609,7 +611,7 @@ fn nothing_hangs_and_nothing_crashes() {
                 Err(format!("left {leftovers:?}, manifest {}", out.join("manifest.json").exists()))
             }
         });
-        cases.check(&format!("a file-size limit (npz {npz})"), result, Some(&ran));
+        cases.check(&format!("a file-size limit of {limit} bytes (npz {npz})"), result, Some(&ran));
     }
     cases.finish("hangs and crashes");
 }

@@ -3,8 +3,10 @@
 //! `np.load("trace/trace.npz")["embeddings.sum"]` reads a stage.
 
 use std::fs::{File, OpenOptions};
-use std::io::BufWriter;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use ndarray_npy::NpzWriter;
 use zip::write::SimpleFileOptions;
@@ -17,9 +19,56 @@ use crate::trace::TensorView;
 
 /// The archive being written, under its temporary name until [`Archive::finish`].
 pub(super) struct Archive {
-    npz: Option<NpzWriter<BufWriter<File>>>,
+    npz: Option<NpzWriter<BufWriter<ArchiveFile>>>,
     temp: PathBuf,
     path: PathBuf,
+    failed: Arc<AtomicBool>,
+}
+
+/// The archive's file. Once a write to it has failed (a full disk), it takes every later byte
+/// without writing it: zip's writer finishes its archive when it is dropped and prints its own
+/// raw error (`ZipWriter drop failed: Io(...)`) if that fails, while the run has already said
+/// what went wrong in one line, and the temporary file is removed anyway.
+struct ArchiveFile {
+    file: File,
+    failed: Arc<AtomicBool>,
+}
+
+impl ArchiveFile {
+    fn check<T>(&self, result: std::io::Result<T>) -> std::io::Result<T> {
+        if result.is_err() {
+            self.failed.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+impl Write for ArchiveFile {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.failed.load(Ordering::Relaxed) {
+            return Ok(bytes.len());
+        }
+        let result = self.file.write(bytes);
+        self.check(result)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.failed.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let result = self.file.flush();
+        self.check(result)
+    }
+}
+
+impl Seek for ArchiveFile {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        if self.failed.load(Ordering::Relaxed) {
+            return Ok(0);
+        }
+        let result = self.file.seek(to);
+        self.check(result)
+    }
 }
 
 impl Archive {
@@ -36,8 +85,10 @@ impl Archive {
         let options = SimpleFileOptions::default()
             .compression_method(CompressionMethod::Stored)
             .last_modified_time(DateTime::default());
+        let failed = Arc::new(AtomicBool::new(false));
+        let file = ArchiveFile { file, failed: Arc::clone(&failed) };
         let npz = NpzWriter::new_with_options(BufWriter::new(file), options);
-        Ok(Archive { npz: Some(npz), temp, path })
+        Ok(Archive { npz: Some(npz), temp, path, failed })
     }
 
     /// Adds one stage as the member `file` (`<stage>.npy`).
@@ -61,6 +112,7 @@ impl Archive {
     }
 
     fn failed(&self, problem: impl std::fmt::Display) -> BertError {
+        self.failed.store(true, Ordering::Relaxed);
         let _ = std::fs::remove_file(&self.temp);
         BertError::Dump { path: self.path.clone(), problem: format!("cannot write: {problem}") }
     }
