@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::root;
+use ndarray::{ArrayD, IxDyn};
+use ndarray_npy::{WritableElement, WriteNpyExt};
 
 /// What a run did.
 struct Ran {
@@ -105,6 +107,30 @@ fn mask_dump(dir: &Path) -> PathBuf {
         std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
     }
     dir.to_path_buf()
+}
+
+/// Writes `values` as stage `name` of `dump`, and its shape and dtype into the manifest (as a
+/// new entry if the stage was not there).
+fn set_stage<T: WritableElement>(dump: &Path, name: &str, values: ArrayD<T>, dtype: &str) {
+    let file = format!("{name}.npy");
+    values.write_npy(std::fs::File::create(dump.join(&file)).unwrap()).unwrap();
+    let path = dump.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let stages = manifest["stages"].as_array_mut().unwrap();
+    let entry = serde_json::json!({"name": name, "shape": values.shape(), "dtype": dtype, "file": file});
+    match stages.iter_mut().find(|s| s["name"] == name) {
+        Some(stage) => *stage = entry,
+        None => stages.push(entry),
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+}
+
+fn floats(shape: &[usize], value: f32) -> ArrayD<f32> {
+    ArrayD::from_elem(IxDyn(shape), value)
+}
+
+fn ints(shape: &[usize], value: i64) -> ArrayD<i64> {
+    ArrayD::from_elem(IxDyn(shape), value)
 }
 
 /// What is at `path`: a link's target, or a file's bytes.
@@ -231,4 +257,145 @@ fn files_not_written_by_bert_trace_are_never_replaced() {
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     std::fs::write(dir.join(name), bytes).unwrap();
     dir.join(name)
+}
+
+/// Gives `dump` `t` tokens in `b` sequences: its three input stages, and nothing else changed.
+fn set_inputs(dump: &Path, b: usize, t: usize) {
+    for name in ["input.ids", "input.token_type_ids", "input.attention_mask"] {
+        set_stage(dump, name, ints(&[b, t], 1), "int64");
+    }
+}
+
+#[test]
+fn dumps_that_disagree_with_themselves_are_one_line_never_a_panic() {
+    let mut cases = Cases::default();
+    let tmp = tempfile::tempdir().unwrap();
+    let page: &[&str] = &["view", "{dump}", "--out", "{dump}/view.html"];
+    let svg: &[&str] = &["view", "{dump}", "--stage", "layer0.attention.probs", "--svg", "{dump}/p.svg"];
+    let png: &[&str] = &["view", "{dump}", "--stage", "embeddings.sum", "--png", "{dump}/p.png"];
+    let lines: &[&str] = &["view", "{dump}", "--stage", "layer1.attention.probs", "--lines", "--png", "{dump}/p.png"];
+    type Edit = fn(&Path);
+    type Commands<'a> = Vec<&'a [&'a str]>;
+    // Each case: the edit to golden/tiny's mask dump (1 sequence of 13 tokens, 4 heads, a
+    // vocabulary of 245), the commands tried on it, and what the one line must say.
+    let cases_list: Vec<(&str, Edit, Commands, Vec<&str>)> = vec![
+        ("0 tokens", |d| set_inputs(d, 1, 0), vec![page, svg, png, lines], vec!["the dump has 0 tokens"]),
+        ("0 sequences", |d| set_inputs(d, 0, 13), vec![page, svg, png], vec!["the dump has 0 sequences"]),
+        (
+            "input.ids of rank 1",
+            |d| set_stage(d, "input.ids", ints(&[13], 1), "int64"),
+            vec![page, png],
+            vec!["stage `input.ids` is [13], expected [B, T]"],
+        ),
+        (
+            "a label beyond the vocabulary",
+            |d| {
+                let mut labels = ints(&[1, 13], -100);
+                labels[[0, 8]] = 245;
+                set_stage(d, "input.labels", labels, "int64");
+            },
+            vec![page],
+            vec!["stage `input.labels` has 245 at sequence 0, position 8", "mlm.logits (0 to 244)"],
+        ),
+        (
+            "a negative label",
+            |d| {
+                let mut labels = ints(&[1, 13], -100);
+                labels[[0, 3]] = -7;
+                set_stage(d, "input.labels", labels, "int64");
+            },
+            vec![page],
+            vec!["stage `input.labels` has -7 at sequence 0, position 3"],
+        ),
+        (
+            "labels for fewer tokens",
+            |d| set_stage(d, "input.labels", ints(&[1, 9], -100), "int64"),
+            vec![page, png],
+            vec!["stage `input.labels` is [1, 9], expected [B=1, T=13]"],
+        ),
+        (
+            "attention probabilities over 5 keys for 13 tokens",
+            |d| set_stage(d, "layer0.attention.probs", floats(&[1, 4, 13, 5], 0.2), "float32"),
+            vec![page, svg],
+            vec!["stage `layer0.attention.probs` is [1, 4, 13, 5], expected [B=1, nh≥1, T=13, T=13]"],
+        ),
+        (
+            "attention probabilities of 2 sequences for 1",
+            |d| set_stage(d, "layer0.attention.probs", floats(&[2, 4, 13, 13], 0.2), "float32"),
+            vec![page, svg],
+            vec!["stage `layer0.attention.probs` is [2, 4, 13, 13], expected [B=1, nh≥1, T=13, T=13]"],
+        ),
+        (
+            "a layer with fewer heads than the first",
+            |d| set_stage(d, "layer1.attention.probs", floats(&[1, 2, 13, 13], 0.2), "float32"),
+            vec![page],
+            vec!["stage `layer1.attention.probs` is [1, 2, 13, 13], expected [B=1, nh=4, T=13, T=13]"],
+        ),
+        (
+            "attention probabilities of 0 heads",
+            |d| set_stage(d, "layer0.attention.probs", floats(&[1, 0, 13, 13], 0.2), "float32"),
+            vec![page, svg],
+            vec!["stage `layer0.attention.probs` is [1, 0, 13, 13], expected [B=1, nh≥1, T=13, T=13]"],
+        ),
+        (
+            "scores of rank 3",
+            |d| set_stage(d, "layer0.attention.scores", floats(&[1, 4, 13], 0.2), "float32"),
+            vec![page, &["view", "{dump}", "--stage", "layer0.attention.scores", "--svg", "{dump}/p.svg"]],
+            vec!["stage `layer0.attention.scores` is [1, 4, 13], expected [B=1, T=13, X≥1]"],
+        ),
+        (
+            "a hidden state of 0 features",
+            |d| set_stage(d, "embeddings.sum", floats(&[1, 13, 0], 0.2), "float32"),
+            vec![page, png],
+            vec!["stage `embeddings.sum` is [1, 13, 0], expected [B=1, T=13, X≥1]"],
+        ),
+        (
+            "a layer output narrower than the embeddings",
+            |d| set_stage(d, "layer1.ffn.layernorm", floats(&[1, 13, 16], 0.2), "float32"),
+            vec![page],
+            vec!["stage `layer1.ffn.layernorm` is [1, 13, 16], expected [B=1, T=13, X=32]"],
+        ),
+        (
+            "nsp.logits of one class",
+            |d| set_stage(d, "nsp.logits", floats(&[1, 1], 0.2), "float32"),
+            vec![page],
+            vec!["stage `nsp.logits` is [1, 1], expected [B=1, 2]"],
+        ),
+        (
+            "classifier.logits of no class",
+            |d| set_stage(d, "classifier.logits", floats(&[1, 0], 0.2), "float32"),
+            vec![page],
+            vec!["stage `classifier.logits` is [1, 0], expected [B=1, C≥1]"],
+        ),
+        (
+            "mlm.logits for fewer positions than the input",
+            |d| set_stage(d, "mlm.logits", floats(&[1, 5, 245], 0.2), "float32"),
+            vec![page],
+            vec!["stage `mlm.logits` is [1, 5, 245], expected [B=1, T=13, X≥1]"],
+        ),
+        (
+            "an attention mask of another length",
+            |d| set_stage(d, "input.attention_mask", ints(&[1, 7], 1), "int64"),
+            vec![page, svg, png, lines],
+            vec!["stage `input.attention_mask` is [1, 7], expected [B=1, T=13]"],
+        ),
+    ];
+    for (i, (what, edit, commands, needles)) in cases_list.into_iter().enumerate() {
+        let dump = mask_dump(&tmp.path().join(format!("case{i}")));
+        edit(&dump);
+        for command in commands {
+            let args: Vec<String> = command.iter().map(|a| a.replace("{dump}", dump.to_str().unwrap())).collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let ran = run_in(tmp.path(), &args);
+            let mut needles = needles.clone();
+            needles.push(dump.to_str().unwrap());
+            let written = ["view.html", "p.svg", "p.png"].into_iter().find(|f| dump.join(f).exists());
+            let result = one_line(&ran, &needles).and_then(|_| match written {
+                Some(file) => Err(format!("{file} was written")),
+                None => Ok(()),
+            });
+            cases.check(&format!("{what}: {}", args[2..].join(" ")), result, &ran);
+        }
+    }
+    cases.finish("dumps that disagree with themselves");
 }

@@ -11,6 +11,7 @@ pub(crate) mod colors;
 mod data;
 pub(crate) mod picture;
 mod render;
+mod shapes;
 
 use std::path::{Path, PathBuf};
 
@@ -123,7 +124,8 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
         );
     };
     let seqs = Sequences::read(&stages, names)?;
-    let (b, t) = seqs.ids.dim();
+    let dims = shapes::Dims::of(dump)?;
+    let (b, t) = (dims.b, dims.t);
     if args.seq >= b {
         bail!("--seq {} is out of range: the dump has {b} sequence(s), 0 to {}", args.seq, b - 1);
     }
@@ -140,10 +142,11 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
             Label { text: seqs.tokens[args.seq][pos].clone(), colour }
         })
         .collect();
-    let values = stages.f32(stage)?.context("checked above")?;
     let shape = entry.shape.clone();
+    let attention = stage.ends_with(".scores") || stage.ends_with(".probs");
     match shape.len() {
-        4 if shape[2] == t && shape[3] == t => {
+        4 if attention || shape[2..] == [t, t] => {
+            let values = stages.f32_shaped(stage, &dims.attention(None))?.context("listed")?;
             let values = values.into_dimensionality::<Ix4>()?;
             let heads = shape[1];
             if let Some(head) = args.head.filter(|&h| h >= heads) {
@@ -165,10 +168,11 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
             let scale = Scale::of(head, stage.ends_with(".probs"));
             Ok(picture::heatmap(head, &labels, Some(&labels), scale))
         }
-        3 if shape[1] == t => {
+        3 => {
             if args.lines || args.head.is_some() {
                 bail!("--lines and --head are for attention stages [B,nh,T,T]; {stage} is {shape:?}");
             }
+            let values = stages.f32_shaped(stage, &dims.per_token(None))?.context("listed")?;
             let values = values.into_dimensionality::<Ix3>()?;
             let rows = values.index_axis(Axis(0), args.seq);
             Ok(picture::heatmap(rows, &labels, None, Scale::of(rows, false)))
