@@ -7,6 +7,7 @@
 //! (`picture.rs`, with `assets/COLORS.md`'s constants in `colors.rs`) and renders PNG
 //! (`render.rs`).
 
+mod budget;
 pub(crate) mod colors;
 mod data;
 pub(crate) mod picture;
@@ -46,6 +47,7 @@ pub fn run(args: &ViewArgs) -> Result<i32> {
             owned_file::write(path, picture.svg.as_bytes(), Format::Text, "picture")?;
         }
         if let Some(path) = &args.png {
+            budget::check_pixels(stage, picture.width, picture.height, stage_is_attention(stage))?;
             let bytes = render::png(&picture.svg)?;
             owned_file::write(path, &bytes, Format::Png, "picture")?;
         }
@@ -143,9 +145,12 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
         })
         .collect();
     let shape = entry.shape.clone();
-    let attention = stage.ends_with(".scores") || stage.ends_with(".probs");
     match shape.len() {
-        4 if attention || shape[2..] == [t, t] => {
+        4 if stage_is_attention(stage) || shape[2..] == [t, t] => {
+            shapes::expect_stage(dump, stage, &dims.attention(None))?;
+            let heads = if args.lines { args.head.map_or(shape[1], |_| 1) } else { 1 };
+            let cells = heads.saturating_mul(t).saturating_mul(t);
+            budget::check_cells(stage, cells, &format!("{heads} × {t} × {t}"), true)?;
             let values = stages.f32_shaped(stage, &dims.attention(None))?.context("listed")?;
             let values = values.into_dimensionality::<Ix4>()?;
             let heads = shape[1];
@@ -172,6 +177,8 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
             if args.lines || args.head.is_some() {
                 bail!("--lines and --head are for attention stages [B,nh,T,T]; {stage} is {shape:?}");
             }
+            shapes::expect_stage(dump, stage, &dims.per_token(None))?;
+            budget::check_cells(stage, t.saturating_mul(shape[2]), &format!("{t} × {}", shape[2]), false)?;
             let values = stages.f32_shaped(stage, &dims.per_token(None))?.context("listed")?;
             let values = values.into_dimensionality::<Ix3>()?;
             let rows = values.index_axis(Axis(0), args.seq);
@@ -181,6 +188,11 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
             "{stage} is {shape:?}; a picture draws a [B,nh,T,T] stage (scores, probabilities) or a [B,T,H] or [B,T,I] one"
         ),
     }
+}
+
+/// Whether `stage` is attention scores or probabilities, `[B,nh,T,T]`.
+fn stage_is_attention(stage: &str) -> bool {
+    stage.ends_with(".scores") || stage.ends_with(".probs")
 }
 
 /// Whether two stage names are close (a typo): one edit apart on their last component, or the
