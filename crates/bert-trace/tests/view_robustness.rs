@@ -399,3 +399,107 @@ fn dumps_that_disagree_with_themselves_are_one_line_never_a_panic() {
     }
     cases.finish("dumps that disagree with themselves");
 }
+
+/// The tokens of golden/tiny's mask dump with control characters among them: a bell, an escape
+/// sequence, DEL and two C1 controls.
+const CONTROL_TOKENS: [&str; 13] =
+    ["[CLS]", "when", "\u{7}", "\u{1b}[31m", "\u{7f}", "\u{85}x", "\u{9b}", "as", "the", "[MASK]", "do", ".", "[SEP]"];
+
+#[test]
+fn sizes_models_tokens_and_integer_stages_that_once_broke_view() {
+    let mut cases = Cases::default();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+
+    // A stage too wide to draw: refused before the SVG is built, or before the PNG is rendered.
+    let wide = mask_dump(&dir.join("wide"));
+    set_stage(&wide, "embeddings.sum", floats(&[1, 13, 400_000], 0.5), "float32");
+    set_stage(&wide, "embeddings.layernorm", floats(&[1, 13, 120_000], 0.5), "float32");
+    let wide = wide.to_str().unwrap();
+    let too_large: [(&str, &str, &[&str]); 2] = [
+        ("embeddings.sum", "--svg", &["its picture would have 5200000 cells (13 × 400000), more than the 4194304"]),
+        (
+            "embeddings.layernorm",
+            "--png",
+            &["its PNG would be 120230 × 358 px (43.0 megapixels)", "write --svg instead"],
+        ),
+    ];
+    for (stage, flag, needles) in too_large {
+        let ran = run_in(dir, &["view", wide, "--stage", stage, flag, "big"]);
+        let result = one_line(&ran, &[&[stage, "--stage"][..], needles].concat()).and_then(|_| {
+            if dir.join("big").exists() {
+                Err("big was written".into())
+            } else {
+                Ok(())
+            }
+        });
+        cases.check(&format!("{stage} {flag}: too large"), result, &ran);
+    }
+    let ran = run_in(dir, &["view", wide, "--stage", "embeddings.layernorm", "--svg", "wide.svg"]);
+    cases.check("the same stage as SVG is within the budget", succeeded(&ran), &ran);
+
+    // A --model that cannot be loaded is an error, not a page with tokens by id.
+    let mask = root().join("golden/tiny/dumps/mask");
+    let mask = mask.to_str().unwrap();
+    std::fs::create_dir_all(dir.join("empty-model")).unwrap();
+    for (model, needle) in [("./no-such-model-dir", "it does not exist"), ("empty-model", "no config.json")] {
+        let ran = run_in(dir, &["view", mask, "--model", model, "--out", "model.html"]);
+        let result = one_line(&ran, &[model, needle]).and_then(|_| {
+            if dir.join("model.html").exists() {
+                Err("the page was written".into())
+            } else {
+                Ok(())
+            }
+        });
+        cases.check(&format!("--model {model}"), result, &ran);
+    }
+
+    // Control characters in tokens are spelled out in the SVG (which then parses), the PNG, and
+    // the page.
+    let control = mask_dump(&dir.join("control"));
+    let path = control.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    manifest["inputs"]["tokens"] = serde_json::json!([CONTROL_TOKENS]);
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    let control = control.to_str().unwrap();
+    let picture = ["view", control, "--stage", "layer0.attention.probs", "--svg", "c.svg", "--png", "c.png"];
+    let ran = run_in(dir, &picture);
+    let result = succeeded(&ran).and_then(|_| {
+        let svg = std::fs::read_to_string(dir.join("c.svg")).unwrap();
+        resvg::usvg::Tree::from_str(&svg, &resvg::usvg::Options::default())
+            .map_err(|e| format!("the SVG does not parse: {e}"))?;
+        for spelled in ["\\u{7}", "\\u{1b}[31m", "\\u{7f}", "\\u{85}x", "\\u{9b}"] {
+            if !svg.contains(spelled) {
+                return Err(format!("the SVG does not show {spelled}"));
+            }
+        }
+        Ok(())
+    });
+    cases.check("control characters in an SVG and a PNG", result, &ran);
+    let ran = run_in(dir, &["view", control, "--out", "c.html"]);
+    let result = succeeded(&ran).and_then(|_| {
+        let page = std::fs::read_to_string(dir.join("c.html")).unwrap();
+        let shown = page.contains("\\\\u{7}") && page.contains("\\\\u{1b}[31m") && page.contains("\\\\u{9b}");
+        let raw = page.contains("\\u0007") || page.contains("\\u001b") || page.contains('\u{85}');
+        if shown && !raw {
+            Ok(())
+        } else {
+            Err(format!("the page shows them spelled out: {shown}; holds them raw: {raw}"))
+        }
+    });
+    cases.check("control characters in the page", result, &ran);
+
+    // `--heatmap '*'` matches the integer inputs too: they are left out, not an error.
+    let ran = run_in(dir, &["view", mask, "--heatmap", "*", "--out", "all.html"]);
+    let result = succeeded(&ran).and_then(|_| {
+        let page = std::fs::read_to_string(dir.join("all.html")).unwrap();
+        let drawn = page.contains("\"stage\":\"layer1.ffn.activation\"") && !page.contains("\"stage\":\"input.ids\"");
+        if drawn {
+            Ok(())
+        } else {
+            Err("the page does not hold the float stages' heatmaps only".into())
+        }
+    });
+    cases.check("--heatmap '*'", result, &ran);
+    cases.finish("sizes, models, tokens and integer stages");
+}

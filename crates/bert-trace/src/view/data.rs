@@ -16,6 +16,7 @@ use ndarray::{Array2, ArrayD, Axis, Ix2, Ix3, Ix4};
 use serde_json::{json, Value};
 
 use super::shapes::{self, Dim, Dims};
+use crate::table::visible;
 
 /// How large the page may grow, base64 and all: it opens in a few seconds in a browser.
 const PAGE_BUDGET: usize = 50 << 20;
@@ -29,8 +30,9 @@ pub struct Names<'a> {
 }
 
 impl Names<'_> {
+    /// The token `id` as shown: control characters spelled out (`table::visible`).
     pub fn token(&self, id: i64) -> String {
-        self.model.and_then(|m| m.tokenizer.id_to_token(id as u32)).unwrap_or_else(|| format!("#{id}"))
+        visible(&self.model.and_then(|m| m.tokenizer.id_to_token(id as u32)).unwrap_or_else(|| format!("#{id}")))
     }
 
     fn mask_id(&self) -> Option<i64> {
@@ -119,8 +121,9 @@ impl Sequences {
             .inputs
             .tokens
             .clone()
-            .filter(|rows| rows.len() == b && rows.iter().all(|row| row.len() == t));
-        let tokens = recorded
+            .filter(|rows| rows.len() == b && rows.iter().all(|row| row.len() == t))
+            .map(|rows| rows.iter().map(|row| row.iter().map(|token| visible(token)).collect()).collect());
+        let tokens: Vec<Vec<String>> = recorded
             .unwrap_or_else(|| ids.outer_iter().map(|row| row.iter().map(|&id| names.token(id)).collect()).collect());
         let labels = stages.input("input.labels", dims)?;
         let original = stages.input("input.original_ids", dims)?;
@@ -430,8 +433,10 @@ fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences, dims: D
                     .iter()
                     .enumerate()
                     .map(|(i, &prob)| {
-                        let label =
-                            label_names.as_ref().and_then(|l| l.get(i).cloned()).unwrap_or(format!("LABEL_{i}"));
+                        let label = label_names
+                            .as_ref()
+                            .and_then(|l| l.get(i).map(|l| visible(l)))
+                            .unwrap_or(format!("LABEL_{i}"));
                         json!({"label": label, "prob": prob})
                     })
                     .collect();
