@@ -9,6 +9,7 @@ mod hub_id;
 mod hub_model;
 mod inspect_cmd;
 mod model_source;
+mod owned_file;
 mod predictions;
 mod preview;
 mod stages_cmd;

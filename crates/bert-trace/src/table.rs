@@ -1,18 +1,26 @@
-//! Tables and numbers as the CLI prints them.
+//! Tables, numbers and tokens as the CLI prints them.
 
 use std::io::IsTerminal;
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, ContentArrangement, Table};
 
+/// The width of a terminal that does not report one.
+const DEFAULT_COLUMNS: u16 = 80;
+
 /// A table with `header`, the columns from `right_aligned` on aligned right (numbers). On a
 /// terminal it fits the terminal's width, wrapping long cells; piped, every row is one line, as
 /// wide as it needs.
 pub fn new_table(header: &[&str], right_aligned: &[usize]) -> Table {
     let mut table = Table::new();
-    let arrangement =
-        if std::io::stdout().is_terminal() { ContentArrangement::Dynamic } else { ContentArrangement::Disabled };
+    let terminal = std::io::stdout().is_terminal();
+    let arrangement = if terminal { ContentArrangement::Dynamic } else { ContentArrangement::Disabled };
     table.load_style(UTF8_BORDERS_ONLY).set_content_arrangement(arrangement).set_header(header.to_vec());
+    // Some terminals (a container's pseudo-terminal) report 0 columns, which would squeeze
+    // every column to one character.
+    if terminal && table.width().is_none_or(|w| w == 0) {
+        table.set_width(fallback_width(std::env::var("COLUMNS").ok().as_deref()));
+    }
     for &col in right_aligned {
         if let Some(column) = table.column_mut(col) {
             column.set_cell_alignment(CellAlignment::Right);
@@ -33,8 +41,55 @@ pub fn num(v: f64) -> String {
     }
 }
 
+/// The width to use when the terminal reports none: `COLUMNS` if it is a positive number, else
+/// 80.
+fn fallback_width(columns: Option<&str>) -> u16 {
+    columns.and_then(|c| c.trim().parse::<u16>().ok()).filter(|&w| w > 0).unwrap_or(DEFAULT_COLUMNS)
+}
+
+/// `text` with every control character (C0, DEL, C1) and the two non-characters XML forbids
+/// written out as `\u{7}`: a token is then never a bell, a cursor move or a broken SVG, and
+/// reads the same in the terminal, the page and the pictures, which all show tokens through
+/// this one function.
+pub fn visible(text: &str) -> String {
+    let hidden = |c: char| c.is_control() || c == '\u{fffe}' || c == '\u{ffff}';
+    if !text.chars().any(hidden) {
+        return text.to_string();
+    }
+    text.chars().map(|c| if hidden(c) { format!("\\u{{{:x}}}", c as u32) } else { c.to_string() }).collect()
+}
+
 /// A shape as `[1, 13, 32]`.
 pub fn shape(dims: &[usize]) -> String {
     let parts: Vec<String> = dims.iter().map(usize::to_string).collect();
     format!("[{}]", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_spelled_out_and_the_rest_is_kept() {
+        let cases = [
+            ("rome", "rome"),
+            ("北京😀", "北京😀"),
+            ("a\u{7}b", "a\\u{7}b"),
+            ("\u{1b}[31m", "\\u{1b}[31m"),
+            ("\u{7f}\u{85}\u{9f}", "\\u{7f}\\u{85}\\u{9f}"),
+            ("\t\n\u{0}", "\\u{9}\\u{a}\\u{0}"),
+            ("\u{fffe}", "\\u{fffe}"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(visible(text), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_terminal_without_a_width_gets_columns_or_80() {
+        let cases = [(None, 80), (Some("120"), 120), (Some("0"), 80), (Some("wide"), 80), (Some(" 100 "), 100)];
+        for (columns, expected) in cases {
+            assert_eq!(fallback_width(columns), expected, "COLUMNS={columns:?}");
+        }
+    }
 }

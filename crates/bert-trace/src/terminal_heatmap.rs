@@ -8,7 +8,9 @@ use std::io::IsTerminal;
 
 use bert_core::trace::Tensor;
 use ndarray::{ArrayView2, Ix4};
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
+use crate::table::visible;
 use crate::view::picture::Scale;
 
 /// `--color`: when to draw in colour.
@@ -38,6 +40,9 @@ impl ColorChoice {
 /// At most this many tokens are drawn, two columns each, so that a row fits a terminal.
 const MAX_TOKENS: usize = 48;
 
+/// The most terminal columns a row's token label takes.
+const MAX_LABEL: usize = 12;
+
 /// The heatmap of head 0 of sequence 0 of a `[B,nh,T,T]` stage, with the token of each row;
 /// None for a tensor of another rank.
 pub fn heatmap(tensor: &Tensor, probability: bool, tokens: &[String]) -> Option<String> {
@@ -47,14 +52,15 @@ pub fn heatmap(tensor: &Tensor, probability: bool, tokens: &[String]) -> Option<
     let scale = Scale::of(head, probability);
     let shown = t.min(MAX_TOKENS);
     let truecolor = std::env::var("COLORTERM").is_ok_and(|c| c == "truecolor" || c == "24bit");
-    let label_width = tokens.iter().take(shown).map(|s| s.chars().count()).max().unwrap_or(0).min(12);
+    let tokens: Vec<String> = tokens.iter().take(shown).map(|t| visible(t)).collect();
+    let label_width = tokens.iter().map(|s| s.width()).max().unwrap_or(0).min(MAX_LABEL);
 
     let mut out = format!("sequence 0, head 0 of {heads}: a row per query token, a column per key token");
     if shown < t {
         out += &format!(" (the first {shown} of {t}; `bert-trace view` draws them all)");
     }
     out.push('\n');
-    out += &rows(head, shown, &scale, tokens, label_width, truecolor);
+    out += &rows(head, shown, &scale, &tokens, label_width, truecolor);
     out += &legend(&scale, truecolor);
     Some(out)
 }
@@ -70,14 +76,31 @@ fn rows(
 ) -> String {
     let mut out = String::new();
     for query in 0..shown {
-        let token: String = tokens.get(query).map_or("", |s| s.as_str()).chars().take(width).collect();
-        out += &format!("{query:>3} {token:<width$} ");
+        let token = fit(tokens.get(query).map_or("", |s| s.as_str()), width);
+        out += &format!("{query:>3} {token} ");
         for key in 0..shown {
             out += &cell(scale.colour(head[[query, key]]), truecolor);
         }
         out += "\x1b[0m\n";
     }
     out
+}
+
+/// `text` cut to at most `width` terminal columns and padded to exactly `width`, by display
+/// width: a Chinese character or an emoji takes two columns, so counting characters would
+/// misalign the rows.
+fn fit(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w > width {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out + &" ".repeat(width - used)
 }
 
 /// The colour bar from the scale's low end to its high end, with the values at both ends.
@@ -132,6 +155,22 @@ mod tests {
             assert_eq!(row.matches(&light).count(), 2, "{row:?}");
         }
         assert!(lines[4].contains(" 0 ") && lines[4].ends_with(" 1"), "{:?}", lines[4]);
+    }
+
+    #[test]
+    fn rows_line_up_whatever_the_tokens_width_and_control_characters_are_spelled_out() {
+        let values = ArrayD::<f32>::from_elem(IxDyn(&[1, 1, 6, 6]), 0.5);
+        let tokens: Vec<String> =
+            ["[CLS]", "北京", "😀", "a\u{7}b", "\u{1b}[2J", "東京都千代田区丸の内"].map(String::from).to_vec();
+        let out = heatmap(&Tensor::F32(values), true, &tokens).unwrap();
+        let rows: Vec<&str> = out.lines().skip(1).take(6).collect();
+        // Where the first cell starts, in terminal columns.
+        let starts: Vec<usize> = rows.iter().map(|r| r.split('\x1b').next().unwrap().width()).collect();
+        assert!(starts.iter().all(|&s| s == starts[0]), "cells start at columns {starts:?}:\n{out}");
+        assert!(rows[3].contains("a\\u{7}b") && rows[4].contains("\\u{1b}[2J"), "{rows:?}");
+        assert!(!out.contains('\u{7}') && !out.contains("\u{1b}[2J"), "a control character reached the terminal");
+        assert_eq!(fit("東京都千代田区丸の内", 12), "東京都千代田");
+        assert_eq!(fit("北京", 5), "北京 ");
     }
 
     #[test]

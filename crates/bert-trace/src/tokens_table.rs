@@ -5,13 +5,13 @@
 use bert_core::objectives::IGNORE;
 use bert_core::{Batch, BertModel};
 
-use crate::table::new_table;
+use crate::table::{new_table, visible};
 
 /// One table per sequence, each with its title line.
 pub fn print(model: &BertModel, batch: &Batch) {
     let (b, t) = batch.dims();
     let labels = batch.labels.mlm.as_ref();
-    let token = |id: i64| model.tokenizer.id_to_token(id as u32).unwrap_or_else(|| format!("#{id}"));
+    let token = |id: i64| visible(&model.tokenizer.id_to_token(id as u32).unwrap_or_else(|| format!("#{id}")));
     for seq in 0..b {
         let mut header = vec!["pos", "token", "id", "type", "mask"];
         if labels.is_some() {
@@ -46,7 +46,8 @@ pub fn print(model: &BertModel, batch: &Batch) {
     }
 }
 
-/// Each sequence's tokens as the model sees them, padding included (for the manifest).
+/// Each sequence's tokens as the model sees them, padding included (for the manifest, as they
+/// are: readers show them through `table::visible`).
 pub fn tokens_seen(model: &BertModel, batch: &Batch) -> Vec<Vec<String>> {
     batch
         .ids

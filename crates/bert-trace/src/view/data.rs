@@ -15,6 +15,9 @@ use globset::GlobSet;
 use ndarray::{Array2, ArrayD, Axis, Ix2, Ix3, Ix4};
 use serde_json::{json, Value};
 
+use super::shapes::{self, Dim, Dims};
+use crate::table::visible;
+
 /// How large the page may grow, base64 and all: it opens in a few seconds in a browser.
 const PAGE_BUDGET: usize = 50 << 20;
 
@@ -27,8 +30,9 @@ pub struct Names<'a> {
 }
 
 impl Names<'_> {
+    /// The token `id` as shown: control characters spelled out (`table::visible`).
     pub fn token(&self, id: i64) -> String {
-        self.model.and_then(|m| m.tokenizer.id_to_token(id as u32)).unwrap_or_else(|| format!("#{id}"))
+        visible(&self.model.and_then(|m| m.tokenizer.id_to_token(id as u32)).unwrap_or_else(|| format!("#{id}")))
     }
 
     fn mask_id(&self) -> Option<i64> {
@@ -62,10 +66,25 @@ impl Stages<'_> {
         }
     }
 
+    /// A float stage that must have the shape `expected`: checked in the manifest before it is
+    /// read, and in what was read.
+    pub fn f32_shaped(&self, name: &str, expected: &[Dim]) -> Result<Option<ArrayD<f32>>> {
+        shapes::expect_stage(self.dump, name, expected)?;
+        let values = self.f32(name)?;
+        if let Some(values) = &values {
+            shapes::expect(&self.dump.dir, name, values.shape(), expected)?;
+        }
+        Ok(values)
+    }
+
     /// `[B,T]` input stage.
-    pub fn input(&self, name: &str) -> Result<Option<Array2<i64>>> {
+    pub fn input(&self, name: &str, dims: Dims) -> Result<Option<Array2<i64>>> {
+        shapes::expect_stage(self.dump, name, &dims.input())?;
         Ok(match self.i64(name)? {
-            Some(a) => Some(a.into_dimensionality::<Ix2>().with_context(|| format!("{name} is not [B,T]"))?),
+            Some(a) => {
+                shapes::expect(&self.dump.dir, name, a.shape(), &dims.input())?;
+                Some(a.into_dimensionality::<Ix2>()?)
+            }
             None => None,
         })
     }
@@ -91,23 +110,23 @@ pub struct Sequences {
 
 impl Sequences {
     pub fn read(stages: &Stages<'_>, names: &Names<'_>) -> Result<Sequences> {
-        let ids = stages.input("input.ids")?.with_context(|| {
-            format!("{}: the dump has no input.ids, which every dump has", stages.dump.dir.display())
-        })?;
+        let dims = Dims::of(stages.dump)?;
+        let ids = stages.input("input.ids", dims)?.context("Dims::of found input.ids")?;
         let (b, t) = ids.dim();
-        let token_type = stages.input("input.token_type_ids")?.unwrap_or_else(|| Array2::zeros((b, t)));
-        let attention_mask = stages.input("input.attention_mask")?.unwrap_or_else(|| Array2::ones((b, t)));
+        let token_type = stages.input("input.token_type_ids", dims)?.unwrap_or_else(|| Array2::zeros((b, t)));
+        let attention_mask = stages.input("input.attention_mask", dims)?.unwrap_or_else(|| Array2::ones((b, t)));
         let recorded = stages
             .dump
             .manifest
             .inputs
             .tokens
             .clone()
-            .filter(|rows| rows.len() == b && rows.iter().all(|row| row.len() == t));
-        let tokens = recorded
+            .filter(|rows| rows.len() == b && rows.iter().all(|row| row.len() == t))
+            .map(|rows| rows.iter().map(|row| row.iter().map(|token| visible(token)).collect()).collect());
+        let tokens: Vec<Vec<String>> = recorded
             .unwrap_or_else(|| ids.outer_iter().map(|row| row.iter().map(|&id| names.token(id)).collect()).collect());
-        let labels = stages.input("input.labels")?;
-        let original = stages.input("input.original_ids")?;
+        let labels = stages.input("input.labels", dims)?;
+        let original = stages.input("input.original_ids", dims)?;
         let mask_id = names.mask_id();
         let mut masked = vec![Vec::new(); b];
         if let Some(labels) = &labels {
@@ -175,14 +194,17 @@ pub fn is_masked(v: f32) -> bool {
 }
 
 /// The attention block: every layer's probabilities as 8-bit codes, and their thumbnails.
-fn attention(stages: &Stages<'_>, layers: usize) -> Result<Option<Value>> {
+fn attention(stages: &Stages<'_>, layers: usize, dims: Dims) -> Result<Option<Value>> {
     let names: Vec<String> = (0..layers).map(|i| format!("layer{i}.attention.probs")).collect();
     if layers == 0 || !names.iter().all(|n| stages.has(n)) {
         return Ok(None);
     }
+    // Every layer has as many heads as the first: the page draws them in one grid.
+    shapes::expect_stage(stages.dump, &names[0], &dims.attention(None))?;
+    let heads = stages.dump.entry(&names[0]).map(|e| e.shape[1]);
     let (mut packed, mut thumbs, mut size) = (Vec::new(), Vec::new(), 0);
     for name in &names {
-        let probs = stages.f32(name)?.expect("checked above").into_dimensionality::<Ix4>()?;
+        let probs = stages.f32_shaped(name, &dims.attention(heads))?.context("listed")?.into_dimensionality::<Ix4>()?;
         let (b, nh, t, _) = probs.dim();
         let codes: Vec<u8> = probs.iter().map(|&p| probability_code(p)).collect();
         packed.push(pack(&codes));
@@ -284,15 +306,19 @@ fn heatmap_candidates(stages: &Stages<'_>, layers: usize) -> Vec<String> {
 
 /// Per-layer plots of the hidden states: each token's norm, the mean and std over the real
 /// tokens' values, and each token's cosine between consecutive layers.
-fn layer_plots(stages: &Stages<'_>, layers: usize, mask: &Array2<i64>) -> Result<Option<Value>> {
+fn layer_plots(stages: &Stages<'_>, layers: usize, mask: &Array2<i64>, dims: Dims) -> Result<Option<Value>> {
     let mut names = vec!["embeddings.layernorm".to_string()];
     names.extend((0..layers).map(|i| format!("layer{i}.ffn.layernorm")));
     if layers == 0 || !names.iter().all(|n| stages.has(n)) {
         return Ok(None);
     }
+    // Consecutive layers are compared token by token: every one is as wide as the first.
+    shapes::expect_stage(stages.dump, &names[0], &dims.per_token(None))?;
+    let hidden = stages.dump.entry(&names[0]).map(|e| e.shape[2]);
     let mut states = Vec::new();
     for name in &names {
-        states.push(stages.f32(name)?.expect("checked above").into_dimensionality::<Ix3>()?.mapv(f64::from));
+        let state = stages.f32_shaped(name, &dims.per_token(hidden))?.context("listed")?;
+        states.push(state.into_dimensionality::<Ix3>()?.mapv(f64::from));
     }
     let b = mask.nrows();
     let norms: Vec<Vec<Vec<f64>>> = states
@@ -349,11 +375,14 @@ fn softmax(row: &[f32]) -> Vec<f64> {
 
 /// The heads' outputs, when the dump has them: MLM top-5 at every `[MASK]` and labelled
 /// position, NSP and classifier probabilities, and the losses.
-fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences) -> Result<Value> {
+fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences, dims: Dims) -> Result<Value> {
     let mut out = serde_json::Map::new();
-    let labels = stages.input("input.labels")?;
-    if let Some(logits) = stages.f32("mlm.logits")? {
+    let labels = stages.input("input.labels", dims)?;
+    if let Some(logits) = stages.f32_shaped("mlm.logits", &dims.per_token(None))? {
         let logits = logits.into_dimensionality::<Ix3>()?;
+        if let Some(labels) = &labels {
+            check_labels(stages, labels, logits.dim().2)?;
+        }
         let mut entries = Vec::new();
         for ((seq, pos), &id) in seqs.ids.indexed_iter() {
             let label = labels.as_ref().map_or(-100, |l| l[[seq, pos]]);
@@ -378,7 +407,7 @@ fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences) -> Resu
         }
         out.insert("mlm".into(), entries.into());
     }
-    if let Some(logits) = stages.f32("nsp.logits")? {
+    if let Some(logits) = stages.f32_shaped("nsp.logits", &dims.per_sequence(Dim::Is("", 2)))? {
         let logits = logits.into_dimensionality::<Ix2>()?;
         let nsp_labels = stages.i64("input.next_sentence_label")?;
         let entries: Vec<Value> = logits
@@ -392,7 +421,7 @@ fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences) -> Resu
             .collect();
         out.insert("nsp".into(), entries.into());
     }
-    if let Some(logits) = stages.f32("classifier.logits")? {
+    if let Some(logits) = stages.f32_shaped("classifier.logits", &dims.per_sequence(Dim::Any("C")))? {
         let logits = logits.into_dimensionality::<Ix2>()?;
         let label_names = names.model.and_then(|m| m.classifier.as_ref()).map(|c| c.labels.clone());
         let entries: Vec<Value> = logits
@@ -404,8 +433,10 @@ fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences) -> Resu
                     .iter()
                     .enumerate()
                     .map(|(i, &prob)| {
-                        let label =
-                            label_names.as_ref().and_then(|l| l.get(i).cloned()).unwrap_or(format!("LABEL_{i}"));
+                        let label = label_names
+                            .as_ref()
+                            .and_then(|l| l.get(i).map(|l| visible(l)))
+                            .unwrap_or(format!("LABEL_{i}"));
                         json!({"label": label, "prob": prob})
                     })
                     .collect();
@@ -426,13 +457,47 @@ fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences) -> Resu
     Ok(Value::Object(out))
 }
 
+/// Fails unless every label is -100 (no target) or a token id within the `vocabulary` of
+/// `mlm.logits`: the page shows each target's probability and rank there.
+fn check_labels(stages: &Stages<'_>, labels: &Array2<i64>, vocabulary: usize) -> Result<()> {
+    let outside = labels.indexed_iter().find(|(_, &l)| l != -100 && !(0..vocabulary as i64).contains(&l));
+    if let Some(((seq, pos), label)) = outside {
+        anyhow::bail!(
+            "{}: stage `input.labels` has {label} at sequence {seq}, position {pos}, outside the vocabulary of \
+             mlm.logits (0 to {}); the dump disagrees with itself",
+            stages.dump.dir.display(),
+            vocabulary - 1
+        );
+    }
+    Ok(())
+}
+
+/// Whether stage `name`, of `shape`, is drawn as a heatmap: `[B,nh,T,T]` and `[B,T,X]` stages
+/// are, after their shape is checked; other ranks, and `[B,nh,T,hs]` (queries, keys, values),
+/// are not.
+fn is_heatmap(stages: &Stages<'_>, name: &str, shape: &[usize], dims: Dims) -> Result<bool> {
+    let attention = name.ends_with(".scores") || name.ends_with(".probs");
+    match shape.len() {
+        4 if attention || shape[2..] == [dims.t, dims.t] => {
+            shapes::expect(&stages.dump.dir, name, shape, &dims.attention(None))?;
+            Ok(true)
+        }
+        3 => {
+            shapes::expect(&stages.dump.dir, name, shape, &dims.per_token(None))?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
 /// The page's data, and the stages left out of it to keep it within its budget.
 pub fn page(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<(Value, Vec<String>)> {
     let stages = Stages { dump };
     let seqs = Sequences::read(&stages, names)?;
+    let dims = Dims::of(dump)?;
     let layers = stages.layers();
     let (b, t) = seqs.ids.dim();
-    let attention = attention(&stages, layers)?;
+    let attention = attention(&stages, layers, dims)?;
     let heads = dump
         .entry("layer0.attention.probs")
         .or_else(|| dump.entry("layer0.attention.query"))
@@ -446,7 +511,12 @@ pub fn page(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<
         None => heatmap_candidates(&stages, layers),
     };
     for name in candidates {
-        let values = stages.f32(&name)?.expect("listed in the manifest");
+        let entry = dump.entry(&name).context("listed in the manifest")?;
+        if !is_heatmap(&stages, &name, &entry.shape, dims)? {
+            continue;
+        }
+        // Integer stages (the inputs, which `--heatmap '*'` matches too) are not heatmaps.
+        let Some(values) = dump.read(entry)?.to_f32() else { continue };
         let Some(map) = heatmap(&name, &values) else { continue };
         let size = map.to_string().len();
         if used + size > PAGE_BUDGET && chosen.is_none() {
@@ -469,8 +539,8 @@ pub fn page(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<
         "sequences": seqs.json(),
         "attention": attention,
         "heatmaps": heatmaps,
-        "layer_plots": layer_plots(&stages, layers, &seqs.attention_mask)?,
-        "predictions": predictions(&stages, names, &seqs)?,
+        "layer_plots": layer_plots(&stages, layers, &seqs.attention_mask, dims)?,
+        "predictions": predictions(&stages, names, &seqs, dims)?,
     });
     Ok((data, left_out))
 }

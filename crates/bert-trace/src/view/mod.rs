@@ -7,10 +7,12 @@
 //! (`picture.rs`, with `assets/COLORS.md`'s constants in `colors.rs`) and renders PNG
 //! (`render.rs`).
 
+mod budget;
 pub(crate) mod colors;
 mod data;
 pub(crate) mod picture;
 mod render;
+mod shapes;
 
 use std::path::{Path, PathBuf};
 
@@ -24,9 +26,10 @@ use self::data::{Names, Sequences, Stages};
 use self::picture::{Label, Scale};
 use crate::cli::ViewArgs;
 use crate::model_source;
+use crate::owned_file::{self, Format};
 
-/// What every page and picture says wrote it; also how an existing file is recognised as one
-/// bert-trace may write over.
+/// What every page and picture says wrote it. Whether bert-trace may write over a file rests on
+/// its marker alone (`owned_file`), never on this text, which anyone's notes can contain.
 pub const GENERATOR: &str = "bert-trace view";
 
 const PAGE: &str = include_str!("assets/page.html");
@@ -35,17 +38,18 @@ const SCRIPT: &str = include_str!("assets/view.js");
 
 pub fn run(args: &ViewArgs) -> Result<i32> {
     let dump = Dump::open(&args.dump)?;
-    let model = names_model(args, &dump);
+    let model = names_model(args, &dump)?;
     let names = Names { model: model.as_ref() };
     if args.svg.is_some() || args.png.is_some() {
         let stage = args.stage.as_deref().context("--svg and --png draw one stage: give it with --stage NAME")?;
         let picture = picture(&dump, &names, stage, args)?;
         if let Some(path) = &args.svg {
-            write_ours(path, picture.svg.as_bytes(), "SVG picture")?;
+            owned_file::write(path, picture.svg.as_bytes(), Format::Text, "picture")?;
         }
         if let Some(path) = &args.png {
+            budget::check_pixels(stage, picture.width, picture.height, stage_is_attention(stage))?;
             let bytes = render::png(&picture.svg)?;
-            write_ours(path, &bytes, "PNG picture")?;
+            owned_file::write(path, &bytes, Format::Png, "picture")?;
         }
         let written: Vec<String> =
             [&args.svg, &args.png].into_iter().flatten().map(|p| p.display().to_string()).collect();
@@ -88,25 +92,25 @@ pub fn run(args: &ViewArgs) -> Result<i32> {
         )
         .replacen("<!--BERT_TRACE_SCRIPT-->", &format!("<script>\n{SCRIPT}</script>"), 1);
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("view.html"));
-    write_ours(&out, page.as_bytes(), "page")?;
+    owned_file::write(&out, page.as_bytes(), Format::Text, "page")?;
     println!("wrote {} ({:.1} MB): open it in a browser; it needs no network", out.display(), page.len() as f64 / 1e6);
     Ok(0)
 }
 
-/// The model whose tokenizer names the tokens: `--model`, or the one the manifest names when
-/// it is the built-in model or a directory that is still there. None otherwise: tokens the dump
-/// does not spell out are then shown by id.
-fn names_model(args: &ViewArgs, dump: &Dump) -> Option<BertModel> {
+/// The model whose tokenizer names the tokens: `--model`, which must load, or else the one the
+/// manifest names when it is the built-in model or a directory that is still there (best
+/// effort: None if it does not load). Tokens the dump does not spell out are then shown by id.
+fn names_model(args: &ViewArgs, dump: &Dump) -> Result<Option<BertModel>> {
     if args.model.model.is_some() {
-        return model_source::load(&args.model).ok().map(|(model, _)| model);
+        return Ok(Some(model_source::load(&args.model)?.0));
     }
     let named = &dump.manifest.model;
     if named == model_source::EMBEDDED_NAME {
-        return model_source::embedded().ok();
+        return Ok(model_source::embedded().ok());
     }
     let dir = Path::new(named);
     let dir = if dir.is_relative() && !dir.exists() { dump.dir.join(dir) } else { dir.to_path_buf() };
-    dir.join("config.json").is_file().then(|| BertModel::load(&dir).ok()).flatten()
+    Ok(dir.join("config.json").is_file().then(|| BertModel::load(&dir).ok()).flatten())
 }
 
 /// The picture `args` asks for, of `stage`.
@@ -122,7 +126,8 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
         );
     };
     let seqs = Sequences::read(&stages, names)?;
-    let (b, t) = seqs.ids.dim();
+    let dims = shapes::Dims::of(dump)?;
+    let (b, t) = (dims.b, dims.t);
     if args.seq >= b {
         bail!("--seq {} is out of range: the dump has {b} sequence(s), 0 to {}", args.seq, b - 1);
     }
@@ -139,10 +144,14 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
             Label { text: seqs.tokens[args.seq][pos].clone(), colour }
         })
         .collect();
-    let values = stages.f32(stage)?.context("checked above")?;
     let shape = entry.shape.clone();
     match shape.len() {
-        4 if shape[2] == t && shape[3] == t => {
+        4 if stage_is_attention(stage) || shape[2..] == [t, t] => {
+            shapes::expect_stage(dump, stage, &dims.attention(None))?;
+            let heads = if args.lines { args.head.map_or(shape[1], |_| 1) } else { 1 };
+            let cells = heads.saturating_mul(t).saturating_mul(t);
+            budget::check_cells(stage, cells, &format!("{heads} × {t} × {t}"), true)?;
+            let values = stages.f32_shaped(stage, &dims.attention(None))?.context("listed")?;
             let values = values.into_dimensionality::<Ix4>()?;
             let heads = shape[1];
             if let Some(head) = args.head.filter(|&h| h >= heads) {
@@ -164,10 +173,13 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
             let scale = Scale::of(head, stage.ends_with(".probs"));
             Ok(picture::heatmap(head, &labels, Some(&labels), scale))
         }
-        3 if shape[1] == t => {
+        3 => {
             if args.lines || args.head.is_some() {
                 bail!("--lines and --head are for attention stages [B,nh,T,T]; {stage} is {shape:?}");
             }
+            shapes::expect_stage(dump, stage, &dims.per_token(None))?;
+            budget::check_cells(stage, t.saturating_mul(shape[2]), &format!("{t} × {}", shape[2]), false)?;
+            let values = stages.f32_shaped(stage, &dims.per_token(None))?.context("listed")?;
             let values = values.into_dimensionality::<Ix3>()?;
             let rows = values.index_axis(Axis(0), args.seq);
             Ok(picture::heatmap(rows, &labels, None, Scale::of(rows, false)))
@@ -178,45 +190,15 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
     }
 }
 
+/// Whether `stage` is attention scores or probabilities, `[B,nh,T,T]`.
+fn stage_is_attention(stage: &str) -> bool {
+    stage.ends_with(".scores") || stage.ends_with(".probs")
+}
+
 /// Whether two stage names are close (a typo): one edit apart on their last component, or the
 /// same component in another layer.
 fn strsim_like(a: &str, b: &str) -> bool {
     let tail = |s: &str| s.rsplit('.').next().unwrap_or(s).to_string();
     tail(a) == tail(b)
         || a.len().abs_diff(b.len()) <= 1 && a.chars().zip(b.chars()).filter(|(x, y)| x != y).count() <= 1
-}
-
-/// Writes `bytes` to `path` through a temporary name, unless something is at `path` that
-/// bert-trace did not write (a page or picture of ours says so in its first kilobytes).
-fn write_ours(path: &Path, bytes: &[u8], what: &str) -> Result<()> {
-    if let Ok(metadata) = std::fs::symlink_metadata(path) {
-        let mut head = Vec::new();
-        let read = std::fs::File::open(path)
-            .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 8192), &mut head));
-        let ours =
-            metadata.is_file() && read.is_ok() && head.windows(GENERATOR.len()).any(|w| w == GENERATOR.as_bytes());
-        if !ours {
-            bail!(
-                "{}: exists and is not a {what} bert-trace wrote; it is never written over: choose another file",
-                path.display()
-            );
-        }
-    }
-    let name = path.file_name().context("a file name")?.to_string_lossy();
-    let temp = path.with_file_name(format!(".{name}.tmp"));
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).with_context(|| format!("{}: cannot create", parent.display()))?;
-    }
-    let failed = |e: std::io::Error| anyhow::anyhow!("{}: cannot write: {e}", path.display());
-    let _ = std::fs::remove_file(&temp);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temp)
-        .and_then(|mut file| std::io::Write::write_all(&mut file, bytes));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temp);
-        return Err(failed(e));
-    }
-    std::fs::rename(&temp, path).map_err(failed)
 }

@@ -117,8 +117,10 @@ fn cut(text: &str) -> String {
     }
 }
 
+/// `text` as SVG character data: control characters spelled out (XML cannot hold them), then
+/// the markup characters escaped.
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    crate::table::visible(text).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// A PNG of `width` × `height` pixels, as a data URI.
