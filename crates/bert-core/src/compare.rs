@@ -385,7 +385,8 @@ impl Notes {
         let known = self.known.get_or_insert_with(|| {
             let known: Vec<Stage> = names.iter().filter_map(|n| stage::parse(n)).collect();
             if known.is_empty() {
-                let every_head = stage::HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+                let every_head =
+                    stage::HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
                 return stage::plan(12, every_head, stage::Objectives::ALL);
             }
             known

@@ -26,34 +26,45 @@ pub(super) struct Archive {
 }
 
 /// The archive's file. Once a write to it has failed (a full disk), it takes every later byte
-/// without writing it: zip's writer finishes its archive when it is dropped and prints its own
-/// raw error (`ZipWriter drop failed: Io(...)`) if that fails, while the run has already said
-/// what went wrong in one line, and the temporary file is removed anyway.
+/// without writing it, keeping track of where the writes would have gone: zip's writer finishes
+/// its archive when it is dropped and prints its own raw error (`ZipWriter drop failed:
+/// Io(...)`) if that fails, while the run has already said what went wrong in one line, and
+/// the temporary file is removed anyway.
 struct ArchiveFile {
     file: File,
     failed: Arc<AtomicBool>,
+    /// Where the next byte goes, and the end of what was written, real or not.
+    position: u64,
+    end: u64,
 }
 
 impl ArchiveFile {
+    fn dead(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
     fn check<T>(&self, result: std::io::Result<T>) -> std::io::Result<T> {
         if result.is_err() {
             self.failed.store(true, Ordering::Relaxed);
         }
         result
     }
+
+    fn advance(&mut self, to: u64) {
+        self.position = to;
+        self.end = self.end.max(to);
+    }
 }
 
 impl Write for ArchiveFile {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        if self.failed.load(Ordering::Relaxed) {
-            return Ok(bytes.len());
-        }
-        let result = self.file.write(bytes);
-        self.check(result)
+        let written = if self.dead() { bytes.len() } else { self.file.write(bytes).map_err(|e| self.check_err(e))? };
+        self.advance(self.position + written as u64);
+        Ok(written)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        if self.failed.load(Ordering::Relaxed) {
+        if self.dead() {
             return Ok(());
         }
         let result = self.file.flush();
@@ -63,11 +74,24 @@ impl Write for ArchiveFile {
 
 impl Seek for ArchiveFile {
     fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
-        if self.failed.load(Ordering::Relaxed) {
-            return Ok(0);
-        }
-        let result = self.file.seek(to);
-        self.check(result)
+        let target = if self.dead() {
+            match to {
+                SeekFrom::Start(n) => n,
+                SeekFrom::Current(d) => self.position.saturating_add_signed(d),
+                SeekFrom::End(d) => self.end.saturating_add_signed(d),
+            }
+        } else {
+            self.file.seek(to).map_err(|e| self.check_err(e))?
+        };
+        self.advance(target);
+        Ok(target)
+    }
+}
+
+impl ArchiveFile {
+    fn check_err(&self, error: std::io::Error) -> std::io::Error {
+        self.failed.store(true, Ordering::Relaxed);
+        error
     }
 }
 
@@ -86,7 +110,7 @@ impl Archive {
             .compression_method(CompressionMethod::Stored)
             .last_modified_time(DateTime::default());
         let failed = Arc::new(AtomicBool::new(false));
-        let file = ArchiveFile { file, failed: Arc::clone(&failed) };
+        let file = ArchiveFile { file, failed: Arc::clone(&failed), position: 0, end: 0 };
         let npz = NpzWriter::new_with_options(BufWriter::new(file), options);
         Ok(Archive { npz: Some(npz), temp, path, failed })
     }

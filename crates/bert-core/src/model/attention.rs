@@ -52,13 +52,13 @@ impl BertAttention {
 
     /// `[B,T,H]` -> `[B,T,H]`
     ///
-    /// `mask` `[B,1,1,T]` is 0 for a real key and f32::MIN for padding, or None when no token is
+    /// `additive_mask` `[B,1,1,T]` is 0 for a real key and f32::MIN for padding, or None when no token is
     /// padding (HF then adds nothing).
     pub(crate) fn forward(
         &self,
         layer_idx: usize,
         x: &Array3<f32>,
-        mask: Option<&Array4<f32>>,
+        additive_mask: Option<&Array4<f32>>,
         tracer: &mut Tracer,
     ) -> Result<Array3<f32>, Halt> {
         let stage = |kind| Stage::layer(layer_idx, kind);
@@ -79,8 +79,8 @@ impl BertAttention {
         let scale = (hs as f64).powf(-0.5) as f32;
         let mut scores = ops::scaled_matmul(q.view(), ops::transpose(k.view()), scale);
         // + [B,1,1,T], broadcast over heads and queries: padding keys get f32::MIN.
-        if let Some(mask) = mask {
-            scores += mask;
+        if let Some(additive_mask) = additive_mask {
+            scores += additive_mask;
         }
         tracer.f32(stage(AttnScores), &mut scores)?;
         // [B,nh,T,T]: each query's row becomes a distribution over the keys.

@@ -29,10 +29,10 @@ impl BertLayer {
         &self,
         layer_idx: usize,
         x: &Array3<f32>,
-        mask: Option<&Array4<f32>>,
+        additive_mask: Option<&Array4<f32>>,
         tracer: &mut Tracer,
     ) -> Result<Array3<f32>, Halt> {
-        let hidden = self.attention.forward(layer_idx, x, mask, tracer)?;
+        let hidden = self.attention.forward(layer_idx, x, additive_mask, tracer)?;
         self.feed_forward.forward(layer_idx, &hidden, tracer)
     }
 }

@@ -145,7 +145,7 @@ impl BertModel {
         // [B,1,1,T]: HF's extended attention mask, 0 for a real key and the most negative f32
         // for padding, added to every head's scores for every query. None without padding:
         // HF then adds nothing.
-        let mask = batch.attention_mask.iter().any(|&m| m == 0).then(|| {
+        let additive_mask = batch.attention_mask.iter().any(|&m| m == 0).then(|| {
             let (b, t) = batch.dims();
             let additive = batch.attention_mask.mapv(|m| if m == 0 { f32::MIN } else { 0.0 });
             additive.into_shape_with_order((b, 1, 1, t)).expect("B·T values")
@@ -153,7 +153,7 @@ impl BertModel {
 
         let mut hidden = self.embeddings.forward(batch, tracer)?;
         for (layer_idx, layer) in self.layers.iter().enumerate() {
-            hidden = layer.forward(layer_idx, &hidden, mask.as_ref(), tracer)?;
+            hidden = layer.forward(layer_idx, &hidden, additive_mask.as_ref(), tracer)?;
         }
 
         if let Some(pooler) = &self.pooler {

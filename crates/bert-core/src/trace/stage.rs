@@ -272,7 +272,7 @@ stage_table! {
     AttnValue, Attention, "layer{i}.attention.value", [B, Nh, T, Hs], F32,
         "bert.encoder.layer.{i}.attention.self.value", "split_heads(x @ Wv^T + bv)";
     AttnScores, Attention, "layer{i}.attention.scores", [B, Nh, T, T], F32,
-        "eager_attention_forward: attn_weights before softmax", "query @ key^T * hs^-0.5 + (1 - mask) * f32::MIN";
+        "eager_attention_forward: attn_weights before softmax", "query @ key^T * hs^-0.5 + (1 - attention_mask) * f32::MIN";
     AttnProbs, Attention, "layer{i}.attention.probs", [B, Nh, T, T], F32,
         "attentions[{i}]", "softmax(scores, over keys)";
     AttnContext, Attention, "layer{i}.attention.context", [B, T, H], F32,
