@@ -133,7 +133,12 @@ fn dumps_that_disagree_with_themselves_or_lead_outside_are_refused() {
     npy(&empty.join("embeddings.sum.npy"), &[1, 0, 32], &[]);
     std::fs::write(
         empty.join("input.ids.npy"),
-        [b"\x93NUMPY\x01\x00".as_slice(), &118u16.to_le_bytes(), format!("{:<117}\n", "{'descr': '<i8', 'fortran_order': False, 'shape': (1, 0), }").as_bytes()].concat(),
+        [
+            b"\x93NUMPY\x01\x00".as_slice(),
+            &118u16.to_le_bytes(),
+            format!("{:<117}\n", "{'descr': '<i8', 'fortran_order': False, 'shape': (1, 0), }").as_bytes(),
+        ]
+        .concat(),
     )
     .unwrap();
     // The same stage twice, flat and nested.
@@ -159,25 +164,51 @@ fn dumps_that_disagree_with_themselves_or_lead_outside_are_refused() {
 
     let s = |p: &Path| p.display().to_string();
     let cases: Vec<(&str, Vec<String>, Expect)> = vec![
-        ("a stage listed twice", vec![s(&twice)], Expect { code: 2, says: "lists stage `embeddings.token_type` twice" }),
+        (
+            "a stage listed twice",
+            vec![s(&twice)],
+            Expect { code: 2, says: "lists stage `embeddings.token_type` twice" },
+        ),
         ("a link to a file outside", vec![s(&linked)], Expect { code: 2, says: "outside the dump" }),
         ("a nested link to outside", vec![s(&plain_linked)], Expect { code: 2, says: "outside the dump" }),
-        ("a link inside the dump", vec![s(&inner_link)], Expect { code: 1, says: "first failing stage: embeddings.sum" }),
+        (
+            "a link inside the dump",
+            vec![s(&inner_link)],
+            Expect { code: 1, says: "first failing stage: embeddings.sum" },
+        ),
         ("0 tokens", vec![s(&empty)], Expect { code: 2, says: "0 tokens" }),
         ("a stage given twice, flat and nested", vec![s(&both)], Expect { code: 2, says: "two files give stage" }),
-        ("no manifest and no .npy", vec![s(&nothing)], Expect { code: 2, says: "neither a manifest.json nor any .npy" }),
+        (
+            "no manifest and no .npy",
+            vec![s(&nothing)],
+            Expect { code: 2, says: "neither a manifest.json nor any .npy" },
+        ),
         ("a newer format", vec![s(&newer)], Expect { code: 2, says: "written by a newer bert-trace" }),
         ("only integers in common", vec![s(&ints)], Expect { code: 2, says: "no float stage in common" }),
-        ("names that are not stages", vec![s(&misnamed)], Expect { code: 0, says: "did you mean layer0.attention.probs" }),
+        (
+            "names that are not stages",
+            vec![s(&misnamed)],
+            Expect { code: 0, says: "did you mean layer0.attention.probs" },
+        ),
     ];
     let mut failures = Vec::new();
     for (what, dumps, want) in &cases {
         for (reference, trace) in [(mask.to_string(), dumps[0].clone()), (dumps[0].clone(), mask.to_string())] {
             let ran = run(&["diff", &reference, &trace]);
             let result = check(&ran, want);
-            println!("{what} ({}): expected exit {} with `{}`; got {:?}", if trace == mask { "as reference" } else { "as trace" }, want.code, want.says, ran.code);
+            println!(
+                "{what} ({}): expected exit {} with `{}`; got {:?}",
+                if trace == mask { "as reference" } else { "as trace" },
+                want.code,
+                want.says,
+                ran.code
+            );
             if let Err(problem) = result {
-                failures.push(format!("{what}: {problem}\n  stdout: {}\n  stderr: {}", ran.stdout.trim(), ran.stderr.trim()));
+                failures.push(format!(
+                    "{what}: {problem}\n  stdout: {}\n  stderr: {}",
+                    ran.stdout.trim(),
+                    ran.stderr.trim()
+                ));
             }
         }
     }
@@ -210,11 +241,31 @@ fn masking_messages_say_what_to_do() {
     let text = "When in Rome, do as the [MASK] do.";
     // (what, arguments, expected exit, text on stderr)
     let cases: [(&str, Vec<&str>, i32, &str); 4] = [
-        ("a negative probability", vec!["--mask-prob", "-0.1", "--seed", "1", "--no-dump", text], 2, "must be between 0 and 1"),
-        ("a probability over 1", vec!["--mask-prob", "1.5", "--seed", "1", "--no-dump", text], 2, "must be between 0 and 1"),
+        (
+            "a negative probability",
+            vec!["--mask-prob", "-0.1", "--seed", "1", "--no-dump", text],
+            2,
+            "must be between 0 and 1",
+        ),
+        (
+            "a probability over 1",
+            vec!["--mask-prob", "1.5", "--seed", "1", "--no-dump", text],
+            2,
+            "must be between 0 and 1",
+        ),
         // 1e-300 is a valid probability: it chooses nothing, so the guarantee masks one token.
-        ("a tiny probability", vec!["--mask-prob", "1e-300", "--seed", "1", "--no-dump", text], 0, "so one was chosen for it"),
-        ("a text with no maskable token", vec!["--mask-prob", "0.15", "--seed", "1", "--no-dump", "[MASK]"], 2, "no token that can be masked"),
+        (
+            "a tiny probability",
+            vec!["--mask-prob", "1e-300", "--seed", "1", "--no-dump", text],
+            0,
+            "so one was chosen for it",
+        ),
+        (
+            "a text with no maskable token",
+            vec!["--mask-prob", "0.15", "--seed", "1", "--no-dump", "[MASK]"],
+            2,
+            "no token that can be masked",
+        ),
     ];
     let mut failures = Vec::new();
     for (what, args, code, says) in cases {
