@@ -1,30 +1,14 @@
-//! bert-trace: the command a learner types. The work is in bert-core; this binary parses the
-//! command line, prints, and turns every error into one line on stderr and exit status 2.
+//! bert-trace: the command a learner types. The work is in bert-core and in this crate's
+//! library (`lib.rs`); this binary parses the command line and turns every error into one line
+//! on stderr and exit status 2.
 
-mod cli;
-mod diff_cmd;
-mod hub_cache;
-mod hub_download;
-mod hub_id;
-mod hub_model;
-mod inspect_cmd;
-mod model_source;
-mod owned_file;
-mod predictions;
-mod preview;
-mod stages_cmd;
-mod stats;
-mod table;
-mod terminal_heatmap;
-mod tokens_table;
-mod trace_cmd;
-mod view;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use cli::{Cli, Command};
+use bert_trace::cli::{Cli, Command};
+use bert_trace::{diff_cmd, inspect_cmd, stages_cmd, trace_cmd, view};
 
 fn main() -> ExitCode {
     #[cfg(unix)]

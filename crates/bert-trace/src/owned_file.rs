@@ -179,7 +179,7 @@ struct Chunk {
     end: usize,
 }
 
-/// The chunks of a PNG (8-byte signature, then [u32 BE length][type][data][u32 CRC] each), or
+/// The chunks of a PNG (8-byte signature, then `[u32 BE length][type][data][u32 CRC]` each), or
 /// None if the bytes are not one, or there is anything after IEND.
 fn png_chunks(bytes: &[u8]) -> Option<Vec<Chunk>> {
     let mut at = bytes.strip_prefix(b"\x89PNG\r\n\x1a\n")?.as_ptr() as usize - bytes.as_ptr() as usize;

@@ -64,10 +64,12 @@ fn documents() -> Vec<PathBuf> {
         .iter()
         .map(|name| root().join(name))
         .collect();
-    for entry in std::fs::read_dir(root().join("walkthrough")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "md") {
-            docs.push(path);
+    for dir in ["walkthrough", "walkthrough/zh"] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                docs.push(path);
+            }
         }
     }
     docs.sort();

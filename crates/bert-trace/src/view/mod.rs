@@ -97,6 +97,33 @@ pub fn run(args: &ViewArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// The page's data and, for `stage`, the SVG of its picture, as [`run`] makes them but written
+/// nowhere; `model`'s tokenizer names the tokens. This is the data layer, which the `view` fuzz
+/// target drives with damaged dumps: whatever the dump holds, it returns an error or a drawing.
+pub fn draw(dump: &Dump, model: Option<&BertModel>, stage: Option<&str>) -> Result<(serde_json::Value, Option<String>)> {
+    let names = Names { model };
+    let (data, _) = data::page(dump, &names, None)?;
+    let svg = match stage {
+        Some(stage) => {
+            let args = ViewArgs {
+                dump: dump.dir.clone(),
+                out: None,
+                stage: Some(stage.to_string()),
+                head: None,
+                seq: 0,
+                lines: false,
+                svg: None,
+                png: None,
+                heatmaps: Vec::new(),
+                model: crate::cli::ModelArgs { model: None },
+            };
+            Some(picture(dump, &names, stage, &args)?.svg)
+        }
+        None => None,
+    };
+    Ok((data, svg))
+}
+
 /// The model whose tokenizer names the tokens: `--model`, which must load, or else the one the
 /// manifest names when it is the built-in model or a directory that is still there (best
 /// effort: None if it does not load). Tokens the dump does not spell out are then shown by id.
