@@ -6,9 +6,9 @@
 //! model that names the tokens is loaded once.
 //!
 //! Input: the first byte picks the mode, the rest is the file.
-//! - byte < 64: the rest is `manifest.json`, beside every `.npy` of golden/tiny/dumps/batch (a
-//!   padded batch of two); the page is drawn, then the SVG of stage `byte % 8` of the ones a
-//!   picture can show.
+//! - byte < 64: the rest is `manifest.json`, beside every `.npy` of golden/tiny/dumps/mask (one
+//!   sentence of 13 tokens: small, so that a run reaches a million inputs in under an hour);
+//!   the page's data is made, and the SVG of stage `byte % 8` of the ones a picture can show.
 //! - otherwise: the rest is the `.npy` of the golden stage `byte % (number of stages)`, under
 //!   the golden manifest; the page and the same SVGs are drawn.
 #![no_main]
@@ -20,7 +20,7 @@ use bert_core::dump::Dump;
 use bert_core::BertModel;
 use libfuzzer_sys::fuzz_target;
 
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../golden/tiny/dumps/batch");
+const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../golden/tiny/dumps/mask");
 
 /// Stages a picture draws (and some it refuses), picked by the mode byte.
 const PICTURES: [&str; 8] = [

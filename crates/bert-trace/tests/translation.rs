@@ -142,7 +142,8 @@ fn both_versions_are_linked_from_the_readme_and_the_indexes() {
     ];
     let mut failures = Vec::new();
     for (file, link, within) in cases {
-        let head: Vec<&str> = read(file).lines().take(within).collect();
+        let text = read(file);
+        let head: Vec<&str> = text.lines().take(within).collect();
         let found = head.iter().any(|l| l.contains(&format!("]({link})")));
         println!("{file}: link to {link} in the first {within} lines: {found}");
         if !found {
