@@ -2,7 +2,6 @@
 //! library (`lib.rs`); this binary parses the command line and turns every error into one line
 //! on stderr and exit status 2.
 
-
 use std::process::ExitCode;
 
 use clap::Parser;

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use bert_core::load::checkpoint::TokenizerFiles;
 use bert_core::load::weights::Storage;
+use bert_core::model::checkpoint::TokenizerFiles;
 use bert_core::BertModel;
 
 use crate::cli::ModelArgs;

@@ -9,7 +9,7 @@ use bert_core::objectives::IGNORE;
 use bert_core::{Batch, BertModel};
 use ndarray::{ArrayView1, Axis};
 
-use crate::table::new_table;
+use crate::table::{new_table, visible};
 
 /// softmax over one row of logits, in f64.
 fn softmax(logits: ArrayView1<'_, f32>) -> Vec<f64> {
@@ -33,7 +33,7 @@ pub fn report(model: &BertModel, batch: &Batch, outputs: &Outputs, top_k: usize)
             order.sort_by(|&x, &y| probs[y].total_cmp(&probs[x]));
             let mut table = new_table(&["rank", "token", "id", "probability"], &[0, 2, 3]);
             for (rank, &id) in order.iter().take(top_k).enumerate() {
-                let token = model.tokenizer.id_to_token(id as u32).unwrap_or_default();
+                let token = visible(&model.tokenizer.id_to_token(id as u32).unwrap_or_default());
                 table.add_row(vec![(rank + 1).to_string(), token, id.to_string(), format!("{:.4}", probs[id])]);
             }
             let _ = writeln!(out, "\n[MASK] at position {t} of sequence {b}, top {top_k}:\n{table}");
@@ -48,12 +48,12 @@ pub fn report(model: &BertModel, batch: &Batch, outputs: &Outputs, top_k: usize)
                 })
                 .collect();
             let tokens: Vec<String> =
-                ids.iter().map(|&id| model.tokenizer.id_to_token(id).unwrap_or_default()).collect();
+                ids.iter().map(|&id| visible(&model.tokenizer.id_to_token(id).unwrap_or_default())).collect();
             let _ = writeln!(
                 out,
                 "\nargmax of mlm.logits, sequence {b}: {}\n  decoded: {}",
                 tokens.join(" "),
-                model.tokenizer.decode(&ids)
+                visible(&model.tokenizer.decode(&ids))
             );
         }
     }
@@ -124,7 +124,7 @@ pub fn losses(model: &BertModel, batch: &Batch, outputs: &Outputs) -> String {
             let row = row.row(t);
             let p = softmax(row);
             let rank = 1 + row.iter().filter(|&&v| v > row[label as usize]).count();
-            let token = |id: i64| model.tokenizer.id_to_token(id as u32).unwrap_or_default();
+            let token = |id: i64| visible(&model.tokenizer.id_to_token(id as u32).unwrap_or_default());
             table.add_row(vec![
                 b.to_string(),
                 t.to_string(),

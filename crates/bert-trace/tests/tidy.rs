@@ -274,3 +274,122 @@ fn rs_link(line: &str) -> Option<String> {
     }
     found
 }
+
+/// The module of bert-core a source file is (`model/attention.rs` is `model::attention`,
+/// `model/mod.rs` is `model`).
+fn module_of(path: &Path, src: &Path) -> Vec<String> {
+    let relative = path.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = relative.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The modules of bert-core a source file names in its code (`crate::a::b`, `super::c`),
+/// outside its tests and comments.
+fn imports(text: &str, module: &[String], is_mod_file: bool) -> Vec<Vec<String>> {
+    let code: String = text
+        .split("#[cfg(test)]")
+        .next()
+        .unwrap_or(text)
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let code = code.as_str();
+    let mut found = Vec::new();
+    for (prefix, base) in [
+        ("crate::", Vec::new()),
+        ("super::", {
+            // `super` of `a/b.rs` is `a`; of `a/b/mod.rs` (module a::b) it is `a` too.
+            let mut parent = module.to_vec();
+            if !is_mod_file || !parent.is_empty() {
+                parent.pop();
+            }
+            parent
+        }),
+    ] {
+        let mut rest = code;
+        while let Some(at) = rest.find(prefix) {
+            let before = rest[..at].chars().last();
+            rest = &rest[at + prefix.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let path: Vec<String> = rest
+                .split("::")
+                .map(|piece| piece.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>())
+                .take_while(|piece| !piece.is_empty() && piece.chars().next().is_some_and(|c| c.is_lowercase()))
+                .collect();
+            let mut full = base.clone();
+            full.extend(path);
+            found.push(full);
+        }
+    }
+    found
+}
+
+/// bert-core imports in one direction: no two source files import each other, directly or
+/// through others, and no two of its folders (`model`, `ops`, `load`, ...) do either. A cycle
+/// means neither can be read without the other; plain data types go in a file of their own.
+#[test]
+fn bert_core_has_no_import_cycles() {
+    let src = root().join("crates/bert-core/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let modules: Vec<Vec<String>> = files.iter().map(|f| module_of(f, &src)).collect();
+    // file index -> the file indices it imports (the longest module prefix that is a file).
+    let mut edges: Vec<std::collections::BTreeSet<usize>> = vec![Default::default(); files.len()];
+    for (i, file) in files.iter().enumerate() {
+        let text = std::fs::read_to_string(file).unwrap();
+        let is_mod = file.file_name().is_some_and(|n| n == "mod.rs");
+        for path in imports(&text, &modules[i], is_mod) {
+            let target = (1..=path.len()).rev().find_map(|n| modules.iter().position(|m| m[..] == path[..n]));
+            if let Some(j) = target.filter(|&j| j != i && !modules[i].starts_with(&modules[j])) {
+                edges[i].insert(j);
+            }
+        }
+    }
+    let name = |i: usize| modules[i].join("::");
+    let mut failures = Vec::new();
+    // A cycle through files: a path from a file back to itself.
+    for start in 0..files.len() {
+        let mut stack = vec![(start, vec![start])];
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some((at, path)) = stack.pop() {
+            for &next in &edges[at] {
+                if next == start {
+                    let cycle: Vec<String> = path.iter().map(|&i| name(i)).collect();
+                    failures.push(format!("files: {} -> {}", cycle.join(" -> "), name(start)));
+                } else if seen.insert(next) {
+                    let mut longer = path.clone();
+                    longer.push(next);
+                    stack.push((next, longer));
+                }
+            }
+        }
+    }
+    // A cycle through folders: two top-level modules that import each other. A file that
+    // imports nothing of the crate (plain data, such as the labels of a batch) can be used from
+    // anywhere without making one.
+    let folder = |i: usize| modules[i].first().cloned().unwrap_or_default();
+    let mut folder_edges = std::collections::BTreeSet::new();
+    for (i, targets) in edges.iter().enumerate() {
+        for &j in targets.iter().filter(|&&j| !edges[j].is_empty()) {
+            if folder(i) != folder(j) && !folder(i).is_empty() && !folder(j).is_empty() {
+                folder_edges.insert((folder(i), folder(j)));
+            }
+        }
+    }
+    for (a, b) in &folder_edges {
+        if a < b && folder_edges.contains(&(b.clone(), a.clone())) {
+            failures.push(format!("folders: {a} and {b} import each other"));
+        }
+    }
+    failures.sort();
+    failures.dedup();
+    let imports_between = edges.iter().map(|e| e.len()).sum::<usize>();
+    println!("{} files, {imports_between} imports between them, {} between folders", files.len(), folder_edges.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

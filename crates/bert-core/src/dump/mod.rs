@@ -28,7 +28,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 pub use self::lock::{lock, DirLock};
-pub use self::read::{read_manifest, Dump, DumpKind};
+pub use self::plain::DumpKind;
+pub use self::read::{read_manifest, Dump};
 use self::writer::{write_whole, Writer};
 
 use crate::error::{BertError, Result};

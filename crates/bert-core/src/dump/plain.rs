@@ -14,7 +14,6 @@ use std::sync::Arc;
 use safetensors::{Dtype, SafeTensors};
 
 use super::npy::{self, NpyKind, NpyType};
-use super::read::{Dump, DumpKind, Source};
 use crate::error::{BertError, Result};
 use crate::load::files;
 use crate::load::weights::Storage;
@@ -29,6 +28,50 @@ const MAX_ENTRIES: usize = 1_000_000;
 /// The most bytes a `.safetensors` header may have.
 const MAX_SAFETENSORS_HEADER: u64 = 100 << 20;
 
+/// What kind of dump was opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DumpKind {
+    /// A manifest and its `.npy` files (or `.npz` archive): bert-trace's format.
+    Manifest,
+    /// A directory of `.npy` files named by stage, without a manifest.
+    NpyDirectory,
+    /// An `.npz` archive without a manifest.
+    Npz,
+    /// A `.safetensors` file of named tensors.
+    Safetensors,
+}
+
+impl DumpKind {
+    pub fn describe(self) -> &'static str {
+        match self {
+            DumpKind::Manifest => "bert-trace dump",
+            DumpKind::NpyDirectory => "directory of .npy files",
+            DumpKind::Npz => ".npz archive",
+            DumpKind::Safetensors => ".safetensors file",
+        }
+    }
+}
+
+/// Where a dump's values are.
+pub(crate) enum Source {
+    /// Each entry's `file` is a path relative to this directory.
+    Files(PathBuf),
+    /// Each entry's `file` is a member of this `.npz` archive.
+    Archive(PathBuf),
+    /// Each entry's `file` is a tensor of this safetensors file.
+    Safetensors(Arc<Storage>),
+}
+
+/// A dump without a manifest, as found: the manifest made from its files, where they are, the
+/// stages read with a batch axis added, and what the reader should be told about that.
+pub(crate) struct Parts {
+    pub manifest: Manifest,
+    pub kind: DumpKind,
+    pub source: Source,
+    pub batch_added: HashSet<String>,
+    pub notes: Vec<String>,
+}
+
 /// One array found in a dump without a manifest.
 struct Found {
     name: String,
@@ -39,7 +82,7 @@ struct Found {
 }
 
 /// A directory of `.npy` files, flat or nested.
-pub(super) fn directory(dir: &Path) -> Result<Dump> {
+pub(super) fn directory(dir: &Path) -> Result<Parts> {
     let root = dir.canonicalize().map_err(|e| BertError::io(dir, e))?;
     let mut found = Vec::new();
     let mut seen = 0usize;
@@ -105,7 +148,7 @@ fn walk(dir: &Path, root: &Path, parts: &mut Vec<String>, found: &mut Vec<Found>
 
 /// An `.npz` archive without a manifest: `np.savez` (stored) or `np.savez_compressed` (deflate);
 /// LZMA members too.
-pub(super) fn archive(path: &Path) -> Result<Dump> {
+pub(super) fn archive(path: &Path) -> Result<Parts> {
     let bad = |problem: String| BertError::Dump { path: path.into(), problem };
     let (file, _) = files::open_regular(path)?;
     let mut zip = zip::ZipArchive::new(file).map_err(|e| bad(format!("not a readable .npz archive: {e}")))?;
@@ -131,7 +174,7 @@ pub(super) fn archive(path: &Path) -> Result<Dump> {
 }
 
 /// A `.safetensors` file of tensors named by stage.
-pub(super) fn safetensors(path: &Path) -> Result<Dump> {
+pub(super) fn safetensors(path: &Path) -> Result<Parts> {
     let storage = Arc::new(Storage::map(path)?);
     let bad = |problem: String| BertError::Safetensors { path: path.into(), problem };
     if storage.len() < 8 {
@@ -211,7 +254,7 @@ pub(super) fn check_inside(root: &Path, path: &Path) -> Result<()> {
 
 /// The dump of `found`: each stage once, in execution order, with a batch axis of one added to
 /// arrays that lack it.
-fn finish(path: &Path, mut found: Vec<Found>, kind: DumpKind, source: Source) -> Result<Dump> {
+fn finish(path: &Path, mut found: Vec<Found>, kind: DumpKind, source: Source) -> Result<Parts> {
     let mut files_of: HashMap<&str, &str> = HashMap::new();
     for f in &found {
         if let Some(other) = files_of.insert(&f.name, &f.file) {
@@ -257,9 +300,7 @@ fn finish(path: &Path, mut found: Vec<Found>, kind: DumpKind, source: Source) ->
         stopped_at: None,
         archive: None,
     };
-    let mut dump = Dump::new(path, manifest, kind, source)?.with_batch_added(batch_added);
-    dump.notes = notes;
-    Ok(dump)
+    Ok(Parts { manifest, kind, source, batch_added, notes })
 }
 
 /// The token count and hidden size a dump's own arrays show, where they show them.

@@ -11,13 +11,11 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::npy::{self, NpyType};
-use super::plain;
+use super::plain::{self, DumpKind, Parts, Source};
 use crate::error::{BertError, Result};
 use crate::load::files;
-use crate::load::weights::Storage;
 use crate::trace::manifest::{Manifest, ManifestStage, FORMAT_MAJOR, FORMAT_PREFIX};
 use crate::trace::Tensor;
 
@@ -69,40 +67,6 @@ fn check_format(format: &str) -> std::result::Result<(), String> {
     }
 }
 
-/// What kind of dump was opened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DumpKind {
-    /// A manifest and its `.npy` files (or `.npz` archive): bert-trace's format.
-    Manifest,
-    /// A directory of `.npy` files named by stage, without a manifest.
-    NpyDirectory,
-    /// An `.npz` archive without a manifest.
-    Npz,
-    /// A `.safetensors` file of named tensors.
-    Safetensors,
-}
-
-impl DumpKind {
-    pub fn describe(self) -> &'static str {
-        match self {
-            DumpKind::Manifest => "bert-trace dump",
-            DumpKind::NpyDirectory => "directory of .npy files",
-            DumpKind::Npz => ".npz archive",
-            DumpKind::Safetensors => ".safetensors file",
-        }
-    }
-}
-
-/// Where a dump's values are.
-pub(super) enum Source {
-    /// Each entry's `file` is a path relative to this directory.
-    Files(PathBuf),
-    /// Each entry's `file` is a member of this `.npz` archive.
-    Archive(PathBuf),
-    /// Each entry's `file` is a tensor of this safetensors file.
-    Safetensors(Arc<Storage>),
-}
-
 /// A dump opened for reading.
 pub struct Dump {
     /// The directory, archive or file given, for messages.
@@ -134,9 +98,9 @@ impl Dump {
             return match extension.as_deref() {
                 Some("npz") => match ours_beside(path)? {
                     Some(manifest) => Dump::new(path, manifest, DumpKind::Manifest, Source::Archive(path.into())),
-                    None => plain::archive(path),
+                    None => Dump::from_parts(path, plain::archive(path)?),
                 },
-                Some("safetensors") => plain::safetensors(path),
+                Some("safetensors") => Dump::from_parts(path, plain::safetensors(path)?),
                 _ => Err(bad(
                     "is a file, not a dump: give a dump directory, a directory of .npy files, an .npz archive or a \
                      .safetensors file",
@@ -148,7 +112,7 @@ impl Dump {
         }
         let manifest_path = path.join("manifest.json");
         if std::fs::symlink_metadata(&manifest_path).is_err() {
-            return plain::directory(path);
+            return Dump::from_parts(path, plain::directory(path)?);
         }
         let manifest = read_manifest(&manifest_path)?;
         let source = match &manifest.archive {
@@ -169,7 +133,7 @@ impl Dump {
     }
 
     /// A dump of `manifest`'s stages at `source`; refuses a file that leads outside `path`.
-    pub(super) fn new(path: &Path, manifest: Manifest, kind: DumpKind, source: Source) -> Result<Dump> {
+    fn new(path: &Path, manifest: Manifest, kind: DumpKind, source: Source) -> Result<Dump> {
         match &source {
             Source::Files(dir) => {
                 for stage in &manifest.stages {
@@ -186,11 +150,12 @@ impl Dump {
         Ok(Dump { dir: path.into(), manifest, kind, notes: Vec::new(), source, index, batch_added: Default::default() })
     }
 
-    /// Marks `names` as read with a batch axis of one added in front (a learner's `[T,H]` for
-    /// the table's `[B,T,H]`); their entries already give the shape with it.
-    pub(super) fn with_batch_added(mut self, names: std::collections::HashSet<String>) -> Dump {
-        self.batch_added = names;
-        self
+    /// The dump of a learner's arrays, found by `plain.rs`.
+    fn from_parts(path: &Path, parts: Parts) -> Result<Dump> {
+        let mut dump = Dump::new(path, parts.manifest, parts.kind, parts.source)?;
+        dump.batch_added = parts.batch_added;
+        dump.notes = parts.notes;
+        Ok(dump)
     }
 
     /// The entry of stage `name`, if the dump has it.

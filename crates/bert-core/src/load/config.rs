@@ -7,7 +7,6 @@ use serde::Deserialize;
 
 use super::files;
 use crate::error::{BertError, Result};
-use crate::model::activation::Activation;
 use crate::trace::stage::Dims;
 
 /// The model's sizes and choices, as `config.json` gives them.
@@ -189,5 +188,32 @@ impl BertConfig {
     /// The LayerNorm epsilon as the f32 that the computation uses.
     pub fn eps(&self) -> f32 {
         self.layer_norm_eps as f32
+    }
+}
+
+/// `hidden_act` from config.json.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// `gelu`: the exact form, x · Φ(x) = x · (1 + erf(x / √2)) / 2, as `torch.nn.functional.gelu`.
+    Gelu,
+    /// `gelu_new`, `gelu_pytorch_tanh`, `gelu_fast`: the tanh approximation of GPT-2 and early BERT code.
+    GeluTanh,
+    /// `relu`: max(x, 0).
+    Relu,
+}
+
+/// An activation name that we do not implement.
+#[derive(Debug, thiserror::Error)]
+#[error("hidden_act `{0}` is not supported (expected gelu, gelu_new, gelu_pytorch_tanh, gelu_fast or relu)")]
+pub struct UnknownActivation(pub String);
+
+impl Activation {
+    pub fn from_name(name: &str) -> Result<Activation, UnknownActivation> {
+        match name {
+            "gelu" => Ok(Activation::Gelu),
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Activation::GeluTanh),
+            "relu" => Ok(Activation::Relu),
+            other => Err(UnknownActivation(other.to_string())),
+        }
     }
 }

@@ -1,8 +1,8 @@
-//! Loading a checkpoint: `config.json` ([`config`]), the safetensors weights ([`weights`]), the
-//! tokenizer ([`tokenize`]), the whole model directory ([`checkpoint`]), and the care taken with
-//! every file a user names ([`files`]) and with memory ([`memory`]).
+//! Reading a checkpoint's files: `config.json` ([`config`]), the safetensors weights
+//! ([`weights`]), the tokenizer ([`tokenize`]), and the care taken with every file a user names
+//! ([`files`]) and with memory ([`memory`]). Putting them together into a model is the model's
+//! own business (`model/checkpoint.rs`): nothing here knows what a model is.
 
-pub mod checkpoint;
 pub mod config;
 pub mod files;
 pub mod memory;

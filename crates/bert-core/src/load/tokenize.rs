@@ -26,7 +26,7 @@ use tokenizers::{EncodeInput, Tokenizer, TruncationParams, TruncationStrategy};
 
 use super::files;
 use crate::error::{BertError, Result};
-use crate::objectives::Labels;
+use crate::objectives::labels::Labels;
 
 /// The special tokens every BERT vocabulary needs.
 pub const CLS: &str = "[CLS]";

@@ -14,13 +14,16 @@
 //! | `losses.rs` | the losses of `BertForPreTraining` | 13 |
 //! | `sentence_pooling.rs` | sentence-transformers' mean pooling | 10 |
 //!
-//! The arithmetic is done by [`crate::ops`]; loading a checkpoint is in [`crate::load`]; what is
-//! checked before a pass (the stop stage, the ids, memory, the heads labels need) is in
-//! `preflight.rs`.
+//! The arithmetic is done by [`crate::ops`]; the checkpoint's files are read by [`crate::load`]
+//! and put together into a model by `checkpoint.rs`; a batch with the pretraining labels its
+//! inputs ask for is made by `encode.rs`; what is checked before a pass (the stop stage, the
+//! ids, memory, the heads labels need) is in `preflight.rs`.
 
 pub mod activation;
 pub mod attention;
+pub mod checkpoint;
 pub mod embeddings;
+mod encode;
 pub mod feed_forward;
 pub mod heads;
 pub mod layer;

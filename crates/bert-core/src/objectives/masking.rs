@@ -22,45 +22,10 @@
 
 use ndarray::Array2;
 
+use super::labels::{Replacement, ReplacementKind, IGNORE};
 use super::splitmix::SplitMix64;
-use super::IGNORE;
 use crate::error::{BertError, Result};
 use crate::load::tokenize::{Batch, BertTokenizer, MASK};
-
-/// What the model sees at a chosen position.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReplacementKind {
-    /// `[MASK]` (80% of chosen tokens).
-    Mask,
-    /// A random token of the vocabulary (10%).
-    Random,
-    /// The token itself (10%).
-    Keep,
-}
-
-impl ReplacementKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ReplacementKind::Mask => "mask",
-            ReplacementKind::Random => "random",
-            ReplacementKind::Keep => "keep",
-        }
-    }
-}
-
-/// One position the masking chose.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Replacement {
-    pub seq: usize,
-    pub pos: usize,
-    /// The id the tokenizer gave, which is the label.
-    pub original: i64,
-    /// The id the model sees.
-    pub shown: i64,
-    pub kind: ReplacementKind,
-    /// Chosen by the one-per-sequence guarantee, not by the draw with probability P.
-    pub guaranteed: bool,
-}
 
 /// Masks `batch` at random with `probability` and `seed` (see the module documentation):
 /// `batch.ids` becomes what the model sees, and `batch.labels` records the original ids, the

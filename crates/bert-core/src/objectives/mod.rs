@@ -6,6 +6,7 @@
 //! the original id where a token is to be predicted and -100 ([`IGNORE`]) everywhere else; an
 //! NSP label is 0 when sentence B follows A and 1 when B is random.
 
+pub mod labels;
 pub mod masking;
 pub mod splitmix;
 
@@ -13,47 +14,9 @@ use ndarray::{Array1, Array2};
 
 use crate::error::{BertError, Result};
 use crate::load::tokenize::{Batch, BertTokenizer, MASK};
-use crate::model::BertModel;
-use crate::trace::manifest::Inputs;
 
-pub use self::masking::{mask_tokens, Replacement, ReplacementKind};
-
-/// The label of a position with nothing to predict (PyTorch's `ignore_index` default).
-pub const IGNORE: i64 = -100;
-
-/// The labels of a batch, and how it was masked.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Labels {
-    /// `[B,T]` the ids before masking, when tokens were masked at random.
-    pub original_ids: Option<Array2<i64>>,
-    /// `[B,T]` the id to predict at each position, [`IGNORE`] where nothing is predicted.
-    pub mlm: Option<Array2<i64>>,
-    /// `[B]` 0 when sentence B follows A, 1 when it is random.
-    pub nsp: Option<Array1<i64>>,
-    /// Every position the random masking chose, in order.
-    pub replacements: Vec<Replacement>,
-}
-
-impl BertModel {
-    /// Tokenizes `inputs` and gives the batch the labels they ask for: the typed `[MASK]`s'
-    /// targets, then BERT's random masking, then the next-sentence labels. A manifest's inputs
-    /// give the same batch again.
-    pub fn encode_inputs(&self, inputs: &Inputs, truncate: bool) -> Result<Batch> {
-        let mut batch = self.encode(&inputs.texts, inputs.pair.as_deref(), truncate)?;
-        if let Some(targets) = &inputs.mlm_targets {
-            set_mlm_targets(&mut batch, &self.tokenizer, targets)?;
-        }
-        match (inputs.mask_prob, inputs.seed) {
-            (Some(probability), Some(seed)) => mask_tokens(&mut batch, &self.tokenizer, probability, seed)?,
-            (None, None) => {}
-            _ => return Err(BertError::Labels("random masking needs both a probability and a seed".into())),
-        }
-        if let Some(labels) = &inputs.nsp_label {
-            set_nsp_labels(&mut batch, labels)?;
-        }
-        Ok(batch)
-    }
-}
+pub use self::labels::{Labels, Replacement, ReplacementKind, IGNORE};
+pub use self::masking::mask_tokens;
 
 /// Labels the `[MASK]` tokens the user typed, in order (sequence by sequence, left to right),
 /// with `targets`: each must be one token of the vocabulary.

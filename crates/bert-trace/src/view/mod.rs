@@ -100,7 +100,11 @@ pub fn run(args: &ViewArgs) -> Result<i32> {
 /// The page's data and, for `stage`, the SVG of its picture, as [`run`] makes them but written
 /// nowhere; `model`'s tokenizer names the tokens. This is the data layer, which the `view` fuzz
 /// target drives with damaged dumps: whatever the dump holds, it returns an error or a drawing.
-pub fn draw(dump: &Dump, model: Option<&BertModel>, stage: Option<&str>) -> Result<(serde_json::Value, Option<String>)> {
+pub fn draw(
+    dump: &Dump,
+    model: Option<&BertModel>,
+    stage: Option<&str>,
+) -> Result<(serde_json::Value, Option<String>)> {
     let names = Names { model };
     let (data, _) = data::page(dump, &names, None)?;
     let svg = match stage {

@@ -31,6 +31,7 @@
 
 use ndarray::{Array4, ArrayView4};
 
+pub(crate) use super::matrix::{Matrix, MatrixMut};
 use super::pack::pack_panels;
 use super::threads;
 
@@ -53,29 +54,6 @@ pub(crate) fn linear(x: &[f32], w: &[f32], bias: &[f32], (m, k, n): (usize, usiz
     let x = Matrix::row_major(x, k);
     let w = Matrix::row_major(w, k);
     product(x, w, Some(bias), 1.0, (m, k, n), MatrixMut { values: out, row_stride: n, col_stride: 1 })
-}
-
-/// A matrix somewhere in a slice: element `[r,c]` is `values[r * row_stride + c * col_stride]`.
-/// One head of a `[B,T,nh,hs]` array is `[T,hs]` with strides (H, 1); its transpose, (1, H).
-#[derive(Clone, Copy)]
-pub(crate) struct Matrix<'a> {
-    pub values: &'a [f32],
-    pub row_stride: usize,
-    pub col_stride: usize,
-}
-
-impl<'a> Matrix<'a> {
-    /// Rows `row_stride` apart, each contiguous.
-    pub(crate) fn row_major(values: &'a [f32], row_stride: usize) -> Matrix<'a> {
-        Matrix { values, row_stride, col_stride: 1 }
-    }
-}
-
-/// [`Matrix`], to be written.
-pub(crate) struct MatrixMut<'a> {
-    pub values: &'a mut [f32],
-    pub row_stride: usize,
-    pub col_stride: usize,
 }
 
 /// Whether a `[rows,cols]` matrix with these strides lies inside `len` values.

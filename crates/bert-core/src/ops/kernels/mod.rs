@@ -1,4 +1,5 @@
-//! The machinery below the operations: a packed matrix product (`gemm.rs`, `pack.rs`), loops
+//! The machinery below the operations: a packed matrix product (`gemm.rs`, `pack.rs`, on the
+//! strided matrices of `matrix.rs`), loops
 //! compiled for the widest vector instructions the CPU has (`simd.rs`, `elementwise.rs`), and
 //! the thread pool they share (`threads.rs`).
 //!
@@ -8,6 +9,7 @@
 
 pub(crate) mod elementwise;
 pub(crate) mod gemm;
+mod matrix;
 mod pack;
 pub(crate) mod simd;
 pub(crate) mod threads;

@@ -8,7 +8,7 @@
 //! - each value's tokens contiguous (Vᵀ, for attention's context): each step of a panel is then
 //!   a plain copy.
 
-use super::gemm::Matrix;
+use super::matrix::Matrix;
 
 /// Packs tokens `first..end` (at most `part.len() / (NR·kc)` panels of them), sums `k0..k0+kc`,
 /// into `part` as `panel[k][j]`; zero past `end`.

@@ -3,19 +3,18 @@
 
 use std::path::{Path, PathBuf};
 
-use super::config::BertConfig;
-use super::files;
-use super::memory;
-use super::tokenize::BertTokenizer;
-use super::weights::{Storage, WeightStore};
+use super::embeddings::BertEmbeddings;
+use super::heads::{ClassifierHead, NspHead};
+use super::layer::BertLayer;
+use super::mlm::MlmHead;
+use super::pooler::BertPooler;
+use super::sentence_pooling::SentencePooling;
+use super::BertModel;
 use crate::error::{BertError, Result};
-use crate::model::embeddings::BertEmbeddings;
-use crate::model::heads::{ClassifierHead, NspHead};
-use crate::model::layer::BertLayer;
-use crate::model::mlm::MlmHead;
-use crate::model::pooler::BertPooler;
-use crate::model::sentence_pooling::SentencePooling;
-use crate::model::BertModel;
+use crate::load::config::BertConfig;
+use crate::load::tokenize::BertTokenizer;
+use crate::load::weights::{Storage, WeightStore};
+use crate::load::{files, memory};
 use crate::ops::Kernels;
 
 /// The tokenizer's files, when they do not come from a directory.

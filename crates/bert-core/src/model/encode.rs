@@ -1,0 +1,29 @@
+//! From the texts and the pretraining options a run was given (the manifest's `inputs`) to the
+//! batch the forward pass reads: tokenized, with the labels the options ask for.
+
+use super::BertModel;
+use crate::error::{BertError, Result};
+use crate::load::tokenize::Batch;
+use crate::objectives::{mask_tokens, set_mlm_targets, set_nsp_labels};
+use crate::trace::manifest::Inputs;
+
+impl BertModel {
+    /// Tokenizes `inputs` and gives the batch the labels they ask for: the typed `[MASK]`s'
+    /// targets, then BERT's random masking, then the next-sentence labels. A manifest's inputs
+    /// give the same batch again.
+    pub fn encode_inputs(&self, inputs: &Inputs, truncate: bool) -> Result<Batch> {
+        let mut batch = self.encode(&inputs.texts, inputs.pair.as_deref(), truncate)?;
+        if let Some(targets) = &inputs.mlm_targets {
+            set_mlm_targets(&mut batch, &self.tokenizer, targets)?;
+        }
+        match (inputs.mask_prob, inputs.seed) {
+            (Some(probability), Some(seed)) => mask_tokens(&mut batch, &self.tokenizer, probability, seed)?,
+            (None, None) => {}
+            _ => return Err(BertError::Labels("random masking needs both a probability and a seed".into())),
+        }
+        if let Some(labels) = &inputs.nsp_label {
+            set_nsp_labels(&mut batch, labels)?;
+        }
+        Ok(batch)
+    }
+}
