@@ -33,8 +33,10 @@
 //! - [`trace`]: the stage table, the sinks, the manifest and the statistics;
 //! - [`dump`]: writing and reading dump directories;
 //! - [`load`]: config.json, the safetensors weights, the tokenizer;
-//! - [`compare`]: the stage-by-stage diff.
+//! - [`compare`]: the stage-by-stage diff;
+//! - [`checkpoints`]: two models' traces of one input side by side.
 
+pub mod checkpoints;
 pub mod compare;
 pub mod dump;
 pub mod error;

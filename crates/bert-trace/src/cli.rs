@@ -30,6 +30,10 @@ pub enum Command {
     Stages(StagesArgs),
     /// Show the model's config and its parameter counts per part
     Inspect(InspectArgs),
+    /// Compare the traces of two models on the same input (a base model and its fine-tuned
+    /// version): per stage the cosine similarity and relative difference, per attention head the
+    /// Jensen-Shannon divergence of where it looks, the most changed heads first
+    Compare(CompareArgs),
     /// Draw a dump: one self-contained HTML page (head view, model view, heatmaps, layer plots,
     /// predictions; it needs no network), or one stage as an SVG or PNG picture
     View(ViewArgs),
@@ -197,8 +201,24 @@ pub struct DiffArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The first model's dump (a directory, an .npz or a .safetensors file)
+    pub a: PathBuf,
+    /// The second model's dump, of the same input
+    pub b: PathBuf,
+    /// How many of the most changed heads to list
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    /// Print the comparison as JSON (which `bert-trace view` draws as a layers x heads grid)
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct ViewArgs {
-    /// The dump: a directory written by bert-trace or scripts/dump_reference.py, or its trace.npz
+    /// The dump: a directory written by bert-trace or scripts/dump_reference.py, a directory of
+    /// .npy files, an .npz or a .safetensors file; or the JSON of `bert-trace compare --json`,
+    /// drawn as its layers x heads grid
     pub dump: PathBuf,
     /// The page to write (a file bert-trace did not write is never replaced) [default: view.html]
     #[arg(long, value_name = "FILE.html", conflicts_with_all = ["svg", "png"])]

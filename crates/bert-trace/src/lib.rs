@@ -4,6 +4,7 @@
 //! arguments and reports errors; the fuzz targets and the tests reach the same code here.
 
 pub mod cli;
+pub mod compare_cmd;
 pub mod diff_cmd;
 pub mod hub_cache;
 pub mod hub_download;

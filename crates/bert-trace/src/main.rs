@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use bert_trace::cli::{Cli, Command};
-use bert_trace::{diff_cmd, inspect_cmd, stages_cmd, trace_cmd, view};
+use bert_trace::{compare_cmd, diff_cmd, inspect_cmd, stages_cmd, trace_cmd, view};
 
 fn main() -> ExitCode {
     #[cfg(unix)]
@@ -33,6 +33,7 @@ fn main() -> ExitCode {
         Some(Command::Diff(args)) => diff_cmd::run(args),
         Some(Command::Stages(args)) => stages_cmd::run(args),
         Some(Command::Inspect(args)) => inspect_cmd::run(args),
+        Some(Command::Compare(args)) => compare_cmd::run(args),
         Some(Command::View(args)) => view::run(args),
     };
     match result {

@@ -10,6 +10,7 @@
 mod budget;
 pub(crate) mod colors;
 mod data;
+mod grid;
 pub(crate) mod picture;
 mod render;
 mod shapes;
@@ -37,6 +38,9 @@ const STYLE: &str = include_str!("assets/view.css");
 const SCRIPT: &str = include_str!("assets/view.js");
 
 pub fn run(args: &ViewArgs) -> Result<i32> {
+    if args.dump.is_file() && args.dump.extension().is_some_and(|e| e == "json") {
+        return comparison(args);
+    }
     let dump = Dump::open(&args.dump)?;
     let model = names_model(args, &dump)?;
     let names = Names { model: model.as_ref() };
@@ -126,6 +130,33 @@ pub fn draw(
         None => None,
     };
     Ok((data, svg))
+}
+
+/// `view COMPARISON.json`: the grid of `bert-trace compare --json`, as a picture or a page.
+fn comparison(args: &ViewArgs) -> Result<i32> {
+    if args.stage.is_some() || args.head.is_some() || args.lines || !args.heatmaps.is_empty() {
+        bail!(
+            "--stage, --head, --lines and --heatmap choose what to draw of a dump; a comparison's JSON is drawn whole"
+        );
+    }
+    let (picture, title) = grid::picture(&args.dump)?;
+    let mut written = Vec::new();
+    if let Some(path) = &args.svg {
+        owned_file::write(path, picture.svg.as_bytes(), Format::Text, "picture")?;
+        written.push(path.display().to_string());
+    }
+    if let Some(path) = &args.png {
+        budget::check_pixels("the heads grid", picture.width, picture.height, false)?;
+        owned_file::write(path, &render::png(&picture.svg)?, Format::Png, "picture")?;
+        written.push(path.display().to_string());
+    }
+    if written.is_empty() {
+        let out = args.out.clone().unwrap_or_else(|| PathBuf::from("view.html"));
+        owned_file::write(&out, grid::page(&picture, &title).as_bytes(), Format::Text, "page")?;
+        written.push(out.display().to_string());
+    }
+    println!("wrote the heads grid ({} × {} px) to {}", picture.width, picture.height, written.join(" and "));
+    Ok(0)
 }
 
 /// The model whose tokenizer names the tokens: `--model`, which must load, or else the one the

@@ -1,0 +1,269 @@
+//! Two checkpoints side by side: how far each stage of one model's trace is from another's on
+//! the same input (a base model and its fine-tuned version, say), and which attention heads
+//! changed where they look. Nothing here passes or fails: it measures.
+//!
+//! Per stage, over the real tokens (padding left out): the cosine similarity of the two tensors,
+//! flattened, and their relative difference ‖A − B‖ / ‖A‖. Per attention head, the
+//! Jensen–Shannon divergence between the two probability maps: for each real query row, over
+//! its real keys, JS(p, q) = ½ KL(p ‖ m) + ½ KL(q ‖ m) with m = (p + q) / 2 and the natural log
+//! (so 0 for the same distribution and at most ln 2), averaged over the real query rows of every
+//! sequence.
+
+use ndarray::{ArrayD, Axis, Ix4};
+use serde::Serialize;
+
+use crate::dump::Dump;
+use crate::error::{BertError, Result};
+use crate::trace::stage::{self, Dim, StageKind};
+
+/// The format name of the JSON report, which `bert-trace view` recognises.
+pub const FORMAT: &str = "bert-trace-compare/1";
+
+/// How one stage differs between the two models.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StageContrast {
+    pub name: String,
+    pub shape: Vec<usize>,
+    /// The cosine similarity of the two tensors over the real tokens, flattened.
+    pub cosine: f64,
+    /// ‖A − B‖ / ‖A‖ over the real tokens (0 when both are zero).
+    pub relative_difference: f64,
+}
+
+/// How one attention head's probabilities differ.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HeadContrast {
+    pub layer: usize,
+    pub head: usize,
+    /// The Jensen–Shannon divergence, averaged over the real query rows (natural log).
+    pub js_divergence: f64,
+}
+
+/// The whole comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct Contrast {
+    pub format: String,
+    pub a: String,
+    pub b: String,
+    pub model_a: String,
+    pub model_b: String,
+    /// Every float stage both dumps have, in execution order.
+    pub stages: Vec<StageContrast>,
+    /// Every head of every layer both dumps have probabilities for, the most changed first.
+    pub heads: Vec<HeadContrast>,
+    /// Layers × heads, the divergence of each head (for the grid).
+    pub grid: Vec<Vec<f64>>,
+}
+
+/// Compares the traces of two models on the same input.
+pub fn compare_checkpoints(a: &Dump, b: &Dump) -> Result<Contrast> {
+    let mask = same_input(a, b)?;
+    let mut stages = Vec::new();
+    let mut grid: Vec<Vec<f64>> = Vec::new();
+    for entry in &a.manifest.stages {
+        let Some(other) = b.entry(&entry.name) else { continue };
+        let kind = stage::parse(&entry.name).map(|s| s.kind);
+        if kind.is_some_and(|k| k.info().part == stage::Part::Input) {
+            continue;
+        }
+        let (x, y) = (a.read(entry)?, b.read(other)?);
+        if !x.is_float() || !y.is_float() || x.shape() != y.shape() {
+            continue;
+        }
+        let (x, y) = (x.to_f64(), y.to_f64());
+        let real = real_positions(&entry.name, x.shape(), &mask);
+        stages.push(StageContrast {
+            name: entry.name.clone(),
+            shape: x.shape().to_vec(),
+            cosine: cosine(&x, &y, real.as_ref()),
+            relative_difference: relative_difference(&x, &y, real.as_ref()),
+        });
+        if let (Some(StageKind::AttnProbs), Some(layer)) = (kind, stage::parse(&entry.name).and_then(|s| s.layer)) {
+            let per_head = js_per_head(&x, &y, &mask)
+                .ok_or_else(|| bad(a, format!("{} is {:?}, not [B,nh,T,T] for input.ids", entry.name, x.shape())))?;
+            if grid.len() <= layer {
+                grid.resize(layer + 1, Vec::new());
+            }
+            grid[layer] = per_head;
+        }
+    }
+    if stages.is_empty() {
+        return Err(bad(b, format!("has no float stage of the same shape as {}: nothing to compare", a.dir.display())));
+    }
+    let mut heads: Vec<HeadContrast> = grid
+        .iter()
+        .enumerate()
+        .flat_map(|(layer, row)| {
+            row.iter().enumerate().map(move |(head, &js_divergence)| HeadContrast { layer, head, js_divergence })
+        })
+        .collect();
+    heads.sort_by(|p, q| q.js_divergence.total_cmp(&p.js_divergence));
+    Ok(Contrast {
+        format: FORMAT.into(),
+        a: a.dir.display().to_string(),
+        b: b.dir.display().to_string(),
+        model_a: a.manifest.model.clone(),
+        model_b: b.manifest.model.clone(),
+        stages,
+        heads,
+        grid,
+    })
+}
+
+fn bad(dump: &Dump, problem: String) -> BertError {
+    BertError::Dump { path: dump.dir.clone(), problem }
+}
+
+/// The `[B,T]` attention mask of the input both dumps were made from, after checking that their
+/// token ids are the same (a comparison of two different inputs would measure the inputs).
+fn same_input(a: &Dump, b: &Dump) -> Result<ndarray::Array2<i64>> {
+    let ids = |dump: &Dump| -> Result<ndarray::Array2<i64>> {
+        let entry = dump
+            .entry("input.ids")
+            .ok_or_else(|| bad(dump, "has no input.ids, so it cannot be checked to be of the same input".into()))?;
+        let ids = dump.read(entry)?.to_f64().mapv(|v| v as i64);
+        let ids = ids
+            .into_dimensionality::<ndarray::Ix2>()
+            .map_err(|_| bad(dump, format!("input.ids is {:?}, not [B,T]", entry.shape)))?;
+        if ids.is_empty() {
+            return Err(bad(dump, format!("input.ids is {:?}: a dump of 0 tokens", entry.shape)));
+        }
+        Ok(ids)
+    };
+    let (x, y) = (ids(a)?, ids(b)?);
+    if x.dim() != y.dim() {
+        return Err(bad(
+            b,
+            format!("input.ids is {:?}, {} has {:?}: not the same input", y.shape(), a.dir.display(), x.shape()),
+        ));
+    }
+    if let Some(((seq, pos), (p, q))) =
+        x.indexed_iter().zip(y.iter()).map(|((i, p), q)| (i, (p, q))).find(|(_, (p, q))| p != q)
+    {
+        return Err(bad(
+            b,
+            format!(
+                "is of another input: token {pos} of sequence {seq} is id {q}, {} has id {p}; compare traces of the \
+                 same text",
+                a.dir.display()
+            ),
+        ));
+    }
+    let mask = match a.entry("input.attention_mask") {
+        Some(entry) => a.read(entry)?.to_f64().mapv(|m| i64::from(m != 0.0)),
+        None => ArrayD::ones(x.shape()),
+    };
+    mask.into_dimensionality().map_err(|_| bad(a, "input.attention_mask is not [B,T] like input.ids".into()))
+}
+
+/// For a stage with a token axis right after the batch axis, the elements of real tokens (a
+/// mask of the stage's shape); None to count every element.
+fn real_positions(name: &str, shape: &[usize], mask: &ndarray::Array2<i64>) -> Option<ArrayD<bool>> {
+    let stage = stage::parse(name)?;
+    let axis = stage.info().shape.iter().position(|&d| d == Dim::T)?;
+    if axis == 0 || shape.first() != Some(&mask.nrows()) || shape.get(axis) != Some(&mask.ncols()) {
+        return None;
+    }
+    Some(ArrayD::from_shape_fn(shape, |index| mask[[index[0], index[axis]]] != 0))
+}
+
+fn cosine(x: &ArrayD<f64>, y: &ArrayD<f64>, real: Option<&ArrayD<bool>>) -> f64 {
+    let (mut dot, mut xx, mut yy) = (0.0, 0.0, 0.0);
+    for ((index, &p), &q) in x.indexed_iter().zip(y.iter()) {
+        if real.is_some_and(|r| !r[&index]) {
+            continue;
+        }
+        dot += p * q;
+        xx += p * p;
+        yy += q * q;
+    }
+    match (xx == 0.0, yy == 0.0) {
+        (true, true) => 1.0,
+        (true, false) | (false, true) => 0.0,
+        (false, false) => dot / (xx.sqrt() * yy.sqrt()),
+    }
+}
+
+fn relative_difference(x: &ArrayD<f64>, y: &ArrayD<f64>, real: Option<&ArrayD<bool>>) -> f64 {
+    let (mut diff, mut norm) = (0.0, 0.0);
+    for ((index, &p), &q) in x.indexed_iter().zip(y.iter()) {
+        if real.is_some_and(|r| !r[&index]) {
+            continue;
+        }
+        diff += (p - q) * (p - q);
+        norm += p * p;
+    }
+    match (diff == 0.0, norm == 0.0) {
+        (true, _) => 0.0,
+        (false, true) => f64::INFINITY,
+        (false, false) => (diff / norm).sqrt(),
+    }
+}
+
+/// Per head of `[B,nh,T,T]` probabilities: the Jensen–Shannon divergence of each real query
+/// row over its real keys, averaged over the real query rows of every sequence. None when the
+/// shape does not fit the mask.
+fn js_per_head(x: &ArrayD<f64>, y: &ArrayD<f64>, mask: &ndarray::Array2<i64>) -> Option<Vec<f64>> {
+    let (x, y) = (x.view().into_dimensionality::<Ix4>().ok()?, y.view().into_dimensionality::<Ix4>().ok()?);
+    let (b, nh, t, t2) = x.dim();
+    if (b, t) != mask.dim() || t2 != t {
+        return None;
+    }
+    let mut per_head = Vec::with_capacity(nh);
+    for head in 0..nh {
+        let (mut sum, mut rows) = (0.0, 0usize);
+        for seq in 0..b {
+            let real: Vec<usize> = (0..t).filter(|&k| mask[[seq, k]] != 0).collect();
+            for &query in &real {
+                let p = x.index_axis(Axis(0), seq).index_axis(Axis(0), head).index_axis(Axis(0), query).to_owned();
+                let q = y.index_axis(Axis(0), seq).index_axis(Axis(0), head).index_axis(Axis(0), query).to_owned();
+                let (p, q): (Vec<f64>, Vec<f64>) = real.iter().map(|&k| (p[k], q[k])).unzip();
+                sum += js_divergence(&p, &q);
+                rows += 1;
+            }
+        }
+        per_head.push(if rows == 0 { 0.0 } else { sum / rows as f64 });
+    }
+    Some(per_head)
+}
+
+/// JS(p, q) = ½ KL(p ‖ m) + ½ KL(q ‖ m), m = (p + q) / 2, in nats; each distribution is
+/// renormalised over the keys given, and 0 · log 0 counts as 0.
+pub fn js_divergence(p: &[f64], q: &[f64]) -> f64 {
+    let (sp, sq): (f64, f64) = (p.iter().sum(), q.iter().sum());
+    if sp <= 0.0 || sq <= 0.0 {
+        return 0.0;
+    }
+    let kl = |a: f64, m: f64| if a > 0.0 { a * (a / m).ln() } else { 0.0 };
+    let mut js = 0.0;
+    for (&a, &b) in p.iter().zip(q) {
+        let (a, b) = (a / sp, b / sq);
+        let m = (a + b) / 2.0;
+        js += 0.5 * kl(a, m) + 0.5 * kl(b, m);
+    }
+    js.max(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::js_divergence;
+
+    #[test]
+    fn js_is_zero_for_the_same_distribution_and_ln2_for_disjoint_ones() {
+        // (p, q, expected)
+        let cases: [(&[f64], &[f64], f64); 3] = [
+            (&[0.2, 0.3, 0.5], &[0.2, 0.3, 0.5], 0.0),
+            (&[1.0, 0.0], &[0.0, 1.0], std::f64::consts::LN_2),
+            // m = (0.75, 0.25): ½ (0.5 ln(0.5/0.75) + 0.5 ln(0.5/0.25)) + ½ (1 · ln(1/0.75)).
+            (
+                &[0.5, 0.5],
+                &[1.0, 0.0],
+                0.5 * (0.5 * (0.5f64 / 0.75).ln() + 0.5 * 2f64.ln()) + 0.5 * (1.0f64 / 0.75).ln(),
+            ),
+        ];
+        for (p, q, want) in cases {
+            let got = js_divergence(p, q);
+            assert!((got - want).abs() < 1e-12, "JS({p:?}, {q:?}): expected {want}, got {got}");
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! `bert-trace compare A B`: two models' traces of the same input, side by side (bert-core's
+//! `checkpoints.rs` measures; this prints). Nothing is pass or fail: the exit status is 0
+//! unless an input is unusable.
+
+use anyhow::Result;
+use bert_core::checkpoints::{compare_checkpoints, Contrast};
+use bert_core::dump::Dump;
+
+use crate::cli::CompareArgs;
+use crate::table::{new_table, num, shape};
+
+pub fn run(args: &CompareArgs) -> Result<i32> {
+    let (a, b) = (Dump::open(&args.a)?, Dump::open(&args.b)?);
+    let contrast = compare_checkpoints(&a, &b)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&contrast)?);
+    } else {
+        print!("{}", report(&contrast, args.top));
+    }
+    Ok(0)
+}
+
+/// The text report: stages, the heads grid, the most changed heads.
+fn report(contrast: &Contrast, top: usize) -> String {
+    let mut out = format!(
+        "A: {} ({})\nB: {} ({})\n",
+        contrast.a,
+        model_name(&contrast.model_a),
+        contrast.b,
+        model_name(&contrast.model_b)
+    );
+    let mut stages = new_table(&["stage", "shape", "cosine", "‖A−B‖/‖A‖"], &[2, 3]);
+    for stage in &contrast.stages {
+        stages.add_row(vec![
+            stage.name.clone(),
+            shape(&stage.shape),
+            format!("{:.6}", stage.cosine),
+            num(stage.relative_difference),
+        ]);
+    }
+    out += &format!("{stages}\n");
+    if contrast.grid.is_empty() {
+        out += "no attention probabilities in both dumps: no per-head comparison\n";
+        return out;
+    }
+    let heads = contrast.grid.iter().map(Vec::len).max().unwrap_or(0);
+    let mut header = vec!["layer".to_string()];
+    header.extend((0..heads).map(|h| format!("head {h}")));
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut grid = new_table(&header, &(0..=heads).collect::<Vec<_>>());
+    for (layer, row) in contrast.grid.iter().enumerate() {
+        let mut cells = vec![layer.to_string()];
+        cells.extend(row.iter().map(|&js| format!("{js:.4}")));
+        grid.add_row(cells);
+    }
+    out += &format!(
+        "\nwhere each head looks: the Jensen-Shannon divergence of its attention probabilities, per real query row \
+         over the real keys, averaged (natural log: 0 = the same, ln 2 = 0.6931 at most)\n{grid}\n"
+    );
+    let shown = contrast.heads.len().min(top);
+    out += &format!("\nthe {shown} most changed heads:\n");
+    for (rank, head) in contrast.heads.iter().take(top).enumerate() {
+        out += &format!("{:>3}. layer{}.head{}  {:.4}\n", rank + 1, head.layer, head.head, head.js_divergence);
+    }
+    out
+}
+
+fn model_name(model: &str) -> &str {
+    if model.is_empty() {
+        "model not named"
+    } else {
+        model
+    }
+}
