@@ -263,7 +263,7 @@ fn bad_input_is_one_line_and_nothing_of_the_users_is_replaced() {
     let page = tmp.path().join("notes.html");
     std::fs::write(&page, b"<html>my notes</html>").unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
-        (vec!["view".into(), tmp.path().display().to_string()], "manifest.json: not found"),
+        (vec!["view".into(), tmp.path().display().to_string()], "holds neither a manifest.json nor any .npy file"),
         (
             vec![
                 "view".into(),
