@@ -34,12 +34,14 @@
 //! - [`dump`]: writing and reading dump directories;
 //! - [`load`]: config.json, the safetensors weights, the tokenizer;
 //! - [`compare`]: the stage-by-stage diff;
-//! - [`checkpoints`]: two models' traces of one input side by side.
+//! - [`checkpoints`]: two models' traces of one input side by side;
+//! - [`isolate`]: each stage recomputed from a dump's own inputs, for its own error.
 
 pub mod checkpoints;
 pub mod compare;
 pub mod dump;
 pub mod error;
+pub mod isolate;
 pub mod load;
 pub mod model;
 pub mod objectives;

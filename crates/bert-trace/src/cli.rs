@@ -198,6 +198,14 @@ pub struct DiffArgs {
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
+    /// Whose error is it: recompute every stage of each side from that side's own values of its
+    /// inputs, with --model's weights, and report each stage's own error and the culprit, the
+    /// first stage whose own error fails its tolerance
+    #[arg(long, requires = "model")]
+    pub isolate: bool,
+    /// The model both dumps were made with (for --isolate)
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 #[derive(Debug, Args)]

