@@ -6,7 +6,7 @@ Usage:
     python scripts/dump_reference.py --model DIR --out OUT [--model-name NAME]
         [--pair TEXT_B ...] [--only-stages GLOB[,GLOB...]]
         [--mask-prob P --seed N] [--mlm-target WORD ...] [--nsp-label 0|1 ...]
-        [--labels-from DUMP] TEXT [TEXT ...]
+        [--labels-from DUMP] [--dtype float32|float64] TEXT [TEXT ...]
 
 DIR is any Hugging Face BERT checkpoint directory (config.json, model.safetensors,
 and a tokenizer: tokenizer.json or vocab.txt + tokenizer_config.json). The model
@@ -19,6 +19,17 @@ class is chosen from the tensor names in the safetensors file:
     none of these                                  -> BertModel (pooler if pooler.* is stored)
 
 It is loaded with attn_implementation="eager", in float32, in eval mode.
+
+--dtype float64 (default float32) makes a float64 "truth" dump: the model is loaded as
+above and then converted with model.double(), so every weight, every float input and
+mask, every stage and every reference it is checked against is float64 (the int64 inputs
+are unchanged). transformers builds its additive attention mask in the dtype of the
+embeddings, so with padding a masked score is torch.finfo(float64).min (-1.797...e308),
+not float32's minimum; the scores' formula in the manifest says so. The float stages are
+then written as float64 (.npy `<f8`, manifest dtype "float64"), the manifest's producer
+records "dtype": "float64", and every check below uses atol = rtol = 1e-10 instead of
+1e-5 (the float64 mean that sentence.pooled is checked against stays float64). Without
+--dtype, or with --dtype float32, the output is exactly what it was before the flag.
 
 A sentence-transformers model directory (modules.json naming a
 sentence_transformers.models.Pooling module, or a 1_Pooling/ folder) whose
@@ -48,8 +59,8 @@ torch.testing.assert_close(atol=1e-5, rtol=1e-5):
     nsp.logits                 == seq_relationship_logits (or logits)
     classifier.logits          == logits
 
-OUT then gets one OUT/<stage>.npy per stage (float32, or int64 for input.*,
-little-endian, C order) and OUT/manifest.json (format "bert-trace-dump/1"). Files
+OUT then gets one OUT/<stage>.npy per stage (float32 -- float64 with --dtype float64 --,
+or int64 for input.*, little-endian, C order) and OUT/manifest.json (format "bert-trace-dump/1"). Files
 are written to a temporary directory next to OUT and moved into place, the
 manifest last. An OUT that is not empty and has no manifest.json of ours is
 refused. --only-stages keeps the stages matching any of the given glob patterns
@@ -165,6 +176,9 @@ from torch import nn
 FORMAT = "bert-trace-dump/1"
 ATOL = 1e-5
 RTOL = 1e-5
+# The tolerances of every check against transformers, per --dtype.
+TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-10)}
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 # --------------------------------------------------------------------------------------
@@ -201,7 +215,7 @@ def pick_model_class(names: list[str]) -> tuple[type, dict]:
     return transformers.BertModel, {"add_pooling_layer": has("pooler.")}
 
 
-def load_model(model_dir: str) -> nn.Module:
+def load_model(model_dir: str, dtype: torch.dtype = torch.float32) -> nn.Module:
     names = stored_tensor_names(model_dir)
     cls, extra = pick_model_class(names)
     model, info = cls.from_pretrained(
@@ -220,14 +234,17 @@ def load_model(model_dir: str) -> nn.Module:
     if unexpected:
         print(f"note: stored but unused by {cls.__name__}: {unexpected}", file=sys.stderr)
     model.eval()
+    if dtype == torch.float64:
+        model.double()  # loaded in float32 as always, then every parameter and buffer made float64
     cfg = model.config
     assert cfg._attn_implementation == "eager", cfg._attn_implementation
     assert not cfg.is_decoder and not cfg.add_cross_attention, "only encoder BERT is supported"
     assert getattr(cfg, "position_embedding_type", "absolute") == "absolute", "only absolute positions"
     assert cfg.chunk_size_feed_forward == 0, "chunked feed-forward is not mirrored"
     for p in model.parameters():
-        assert p.dtype == torch.float32, p.dtype
-    print(f"model: {cls.__name__} from {model_dir} ({len(names)} stored tensors)", file=sys.stderr)
+        assert p.dtype == dtype, p.dtype
+    dtype_note = ", float64 (model.double())" if dtype == torch.float64 else ""
+    print(f"model: {cls.__name__} from {model_dir} ({len(names)} stored tensors){dtype_note}", file=sys.stderr)
     return model
 
 
@@ -573,6 +590,7 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
 
     bert = model.bert if hasattr(model, "bert") else model
     cfg = model.config
+    dtype = bert.embeddings.word_embeddings.weight.dtype  # float32, or float64 with --dtype float64
     ids, types, mask = inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"]
     B, T = ids.shape
     H, nh = cfg.hidden_size, cfg.num_attention_heads
@@ -620,16 +638,16 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
     # ---- Attention mask (BertModel._create_attention_masks) -----------------------
     # transformers 5.23: create_bidirectional_mask -> eager_mask -> sdpa_mask builds a
     # bool mask (B, 1, T, T) (the padding mask over keys, expanded over query rows) and
-    # turns it into torch.where(mask, 0.0, finfo(float32).min). When no token is padding
+    # turns it into torch.where(mask, 0.0, finfo(dtype).min), dtype that of the embeddings
+    # (float32; float64 after model.double()). When no token is padding
     # it returns None and nothing is added to the scores (adding 0.0 would change no bit).
     if bool(mask.all()):
         additive = None
         mask_text = "(no padding, so HF adds no mask)"
     else:
         keep_kv = mask.to(torch.bool)[:, None, None, :].expand(B, 1, T, T)  # (B, 1, T, T)
-        additive = torch.where(keep_kv, torch.zeros((), dtype=torch.float32),
-                               torch.finfo(torch.float32).min)  # (B, 1, T, T)
-        mask_text = "+ where(attention_mask[key], 0, finfo(float32).min)"
+        additive = torch.where(keep_kv, torch.zeros((), dtype=dtype), torch.finfo(dtype).min)  # (B, 1, T, T)
+        mask_text = f"+ where(attention_mask[key], 0, finfo({str(dtype).removeprefix('torch.')}).min)"
 
     # ---- Encoder layers (BertLayer.forward) ---------------------------------------
     for i, layer in enumerate(bert.encoder.layer):
@@ -708,7 +726,7 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
             per_token = nn.functional.cross_entropy(logits.reshape(-1, V), lab.reshape(-1), reduction="none",
                                                     ignore_index=IGNORE).view(B, T)  # (B, T)
             # Exactly 0.0 (not -0.0) where nothing is predicted.
-            per_token = torch.where(lab == IGNORE, torch.zeros((), dtype=torch.float32), per_token)
+            per_token = torch.where(lab == IGNORE, torch.zeros((), dtype=dtype), per_token)
             mlm_loss = per_token[lab != IGNORE].mean()  # ()
             keep("mlm.losses", per_token, "CrossEntropyLoss(reduction='none')(prediction_logits, labels)",
                  "-log_softmax(mlm.logits)[input.labels], 0 where input.labels == -100")
@@ -792,16 +810,18 @@ def check_against_hf(model: nn.Module, inputs: dict[str, torch.Tensor], stages: 
             raise AssertionError(f"no HF output to check {name} against")
     if "sentence.pooled" in by_name:
         refs["sentence.pooled"] = sentence_reference(model, inputs, out.hidden_states[-1])
+    atol, rtol = TOLERANCES[out.hidden_states[0].dtype]
     for name in [s.name for s in stages if s.name in refs]:
         ref, got = refs[name], by_name[name].tensor
-        torch.testing.assert_close(got, ref, atol=ATOL, rtol=RTOL, msg=lambda m: f"{name}: {m}")
+        assert got.dtype == ref.dtype, (name, got.dtype, ref.dtype)
+        torch.testing.assert_close(got, ref, atol=atol, rtol=rtol, msg=lambda m: f"{name}: {m}")
         diff = (got - ref).abs().max().item()
         same = "bitwise equal" if torch.equal(got, ref) else f"max |diff| {diff:.3g}"
         print(f"check: {name:28s} == {by_name[name].hf:26s} {same}", file=sys.stderr)
-    print(f"check: {len(refs)} stages match HF's forward (assert_close atol={ATOL} rtol={RTOL})", file=sys.stderr)
+    print(f"check: {len(refs)} stages match HF's forward (assert_close atol={atol} rtol={rtol})", file=sys.stderr)
 
 
-def load_head_model(cls: type, model_dir: str) -> nn.Module:
+def load_head_model(cls: type, model_dir: str, dtype: torch.dtype = torch.float32) -> nn.Module:
     """A single-head class (BertForMaskedLM, ...) loaded from model_dir, to check a loss with."""
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()  # the other head's weights are "unused": expected
@@ -812,7 +832,10 @@ def load_head_model(cls: type, model_dir: str) -> nn.Module:
         transformers.logging.set_verbosity(verbosity)
     if info.get("missing_keys"):
         sys.exit(f"error: {cls.__name__} from {model_dir}: weights missing: {sorted(info['missing_keys'])}")
-    return model.eval()
+    model.eval()
+    if dtype == torch.float64:
+        model.double()  # as load_model does for --dtype float64
+    return model
 
 
 @torch.no_grad()
@@ -820,16 +843,18 @@ def check_losses(model: nn.Module, model_dir: str, inputs: dict[str, torch.Tenso
                  labels: Labels) -> None:
     """The loss stages against the losses transformers itself returns."""
     by_name = {s.name: s.tensor for s in stages}
+    dtype = next(model.parameters()).dtype
+    atol, rtol = TOLERANCES[dtype]
     checks = []  # (stage, reference, what the reference is)
     mlm, nsl = labels.labels, labels.next_sentence_label
     if mlm is not None:
         head = model if type(model) is transformers.BertForMaskedLM else \
-            load_head_model(transformers.BertForMaskedLM, model_dir)
+            load_head_model(transformers.BertForMaskedLM, model_dir, dtype)
         checks.append(("mlm.loss", head(**inputs, labels=mlm, return_dict=True).loss,
                        "BertForMaskedLM(labels=).loss"))
     if nsl is not None:
         head = model if type(model) is transformers.BertForNextSentencePrediction else \
-            load_head_model(transformers.BertForNextSentencePrediction, model_dir)
+            load_head_model(transformers.BertForNextSentencePrediction, model_dir, dtype)
         checks.append(("nsp.loss", head(**inputs, labels=nsl, return_dict=True).loss,
                        "BertForNextSentencePrediction(labels=).loss"))
     if mlm is not None and nsl is not None:
@@ -841,7 +866,8 @@ def check_losses(model: nn.Module, model_dir: str, inputs: dict[str, torch.Tenso
     for name, ref, what in checks:
         got = by_name[name]
         assert ref is not None and ref.shape == got.shape == torch.Size([]), (name, ref)
-        torch.testing.assert_close(got, ref, atol=ATOL, rtol=RTOL, msg=lambda m: f"{name}: {m}")
+        assert got.dtype == ref.dtype == dtype, (name, got.dtype, ref.dtype)
+        torch.testing.assert_close(got, ref, atol=atol, rtol=rtol, msg=lambda m: f"{name}: {m}")
         diff = (got - ref).abs().item()
         same = "bitwise equal" if torch.equal(got, ref) else f"max |diff| {diff:.3g}"
         print(f"check: {name:28s} == {what} {same} ({got.item():.6f})", file=sys.stderr)
@@ -851,7 +877,7 @@ def check_losses(model: nn.Module, model_dir: str, inputs: dict[str, torch.Tenso
         print(f"check: mlm.losses has {n} labelled position(s), 0.0 elsewhere", file=sys.stderr)
         assert bool((by_name["mlm.losses"][mlm == IGNORE] == 0).all()) and n > 0
     if checks:
-        print(f"check: {len(checks)} losses match transformers' (assert_close atol={ATOL} rtol={RTOL})",
+        print(f"check: {len(checks)} losses match transformers' (assert_close atol={atol} rtol={rtol})",
               file=sys.stderr)
 
 
@@ -866,7 +892,7 @@ def sentence_reference(model: nn.Module, inputs: dict[str, torch.Tensor], last_h
         mean = (last_hidden.to(torch.float64) * weights).sum(1) / weights.sum(1)  # (B, H)
         print("check: sentence.pooled against a float64 mean (sentence-transformers is not installed)",
               file=sys.stderr)
-        return mean.to(torch.float32)
+        return mean.to(last_hidden.dtype)  # float32, or float64 (then the mean itself)
     pooling = Pooling(last_hidden.shape[-1], pooling_mode="mean")
     features = {"token_embeddings": last_hidden, "attention_mask": mask}
     print("check: sentence.pooled against sentence_transformers.models.Pooling", file=sys.stderr)
@@ -889,7 +915,8 @@ def read_our_manifest(out_dir: str) -> dict | None:
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     arr = t.detach().cpu().contiguous().numpy()
-    dtype = {np.dtype(np.float32): np.dtype("<f4"), np.dtype(np.int64): np.dtype("<i8")}[arr.dtype]
+    dtype = {np.dtype(np.float32): np.dtype("<f4"), np.dtype(np.float64): np.dtype("<f8"),
+             np.dtype(np.int64): np.dtype("<i8")}[arr.dtype]
     # ascontiguousarray turns a 0-d array (mlm.loss, nsp.loss, loss) into shape (1,): put the shape back.
     out = np.ascontiguousarray(arr.astype(dtype, copy=False)).reshape(tuple(t.shape))
     assert out.shape == tuple(t.shape) and out.flags["C_CONTIGUOUS"], (out.shape, t.shape)
@@ -972,6 +999,9 @@ def main() -> int:
                     help="NSP label (0 = B follows A, 1 = B is random): once, or once per TEXT; needs --pair")
     ap.add_argument("--labels-from", metavar="DUMP",
                     help="take input.ids and the labels from this dump instead of masking here")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
+                    help="float32 (the default: the reference dumps) or float64 (a truth dump: the model is "
+                    "converted with model.double() after loading, and every float stage is float64)")
     ap.add_argument("texts", nargs="+", metavar="TEXT")
     args = ap.parse_args()
 
@@ -999,7 +1029,8 @@ def main() -> int:
     previous_dump(args.out)  # refuse early, before the slow part
     torch.manual_seed(0)
 
-    model = load_model(args.model)
+    dtype = DTYPES[args.dtype]
+    model = load_model(args.model, dtype)
     tok = load_tokenizer(args.model)
     inputs = tokenize(tok, args.model, args.texts, args.pair)
     B, T = inputs["input_ids"].shape
@@ -1024,7 +1055,7 @@ def main() -> int:
     for s in stages:
         want = expected_shape(s.name, B, T, model.config)
         assert list(s.tensor.shape) == want, f"{s.name}: shape {list(s.tensor.shape)}, contract says {want}"
-        assert s.tensor.dtype == (torch.int64 if s.name.startswith("input.") else torch.float32), s.name
+        assert s.tensor.dtype == (torch.int64 if s.name.startswith("input.") else dtype), s.name
     check_against_hf(model, inputs, stages)
     check_losses(model, args.model, inputs, stages, labels)
 
@@ -1043,6 +1074,8 @@ def main() -> int:
             "python": platform.python_version(),
             "torch": torch.__version__,
             "transformers": transformers.__version__,
+            # Only for a float64 truth dump, so that a float32 dump is byte for byte what it was.
+            **({"dtype": args.dtype} if dtype != torch.float32 else {}),
         },
         "model": args.model_name or os.path.basename(os.path.normpath(args.model)),
         "inputs": {
@@ -1061,7 +1094,7 @@ def main() -> int:
             {
                 "name": s.name,
                 "shape": list(s.tensor.shape),
-                "dtype": "int64" if s.tensor.dtype == torch.int64 else "float32",
+                "dtype": "int64" if s.tensor.dtype == torch.int64 else args.dtype,
                 "file": f"{s.name}.npy",
                 "hf": s.hf,
                 "formula": s.formula,

@@ -61,6 +61,10 @@ tiny masked --mask-prob 0.15 --seed 5 \
 tiny pair_nsp --pair "The cat sat on the mat." --nsp-label 1 --mask-prob 0.15 --seed 18 \
     "When in Rome, do as the Romans do."
 tiny batch_masked --mask-prob 0.2 --seed 86 "When in Rome, do as the Romans do." "Do as the Romans."
+# A float64 truth of the mask case (model.double() after loading; every float stage float64).
+# Under truth/, not dumps/, so that what loops over golden/*/dumps/* does not see it.
+"$PYTHON" scripts/dump_reference.py --dtype float64 --model golden/tiny --model-name golden/tiny \
+    --out golden/tiny/truth/mask "When in Rome, do as the [MASK] do."
 
 # ---- The tiny Chinese-vocabulary model (cased, tokenizer.json) and its dumps ------------
 "$PYTHON" scripts/make_tiny_model.py --chinese golden/tiny-chinese
@@ -106,6 +110,9 @@ minilm pair --pair "Rome was not built in a day." "When in Rome, do as the Roman
 # A tokenizer case: only the inputs, the embeddings and the model's outputs, to save space.
 minilm accents_cjk --only-stages 'embeddings.*,layer5.ffn.layernorm,pooler.*,sentence.*' \
     "Café naïve 北京我爱中国"
+# A float64 truth of the single case (model.double() after loading), under truth/ as for tiny.
+"$PYTHON" scripts/dump_reference.py --dtype float64 --model "$MINILM" --model-name "$MINILM_NAME" \
+    --out golden/minilm/truth/single "When in Rome, do as the Romans do."
 
 # ---- Every file's hash, which the test suite checks (crates/bert-trace/tests/golden_integrity.rs)
 # The hashes hold on the CPU that made the goldens: regenerating elsewhere changes the last

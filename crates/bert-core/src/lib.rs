@@ -35,7 +35,8 @@
 //! - [`load`]: config.json, the safetensors weights, the tokenizer;
 //! - [`compare`]: the stage-by-stage diff;
 //! - [`checkpoints`]: two models' traces of one input side by side;
-//! - [`isolate`]: each stage recomputed from a dump's own inputs, for its own error.
+//! - [`isolate`]: each stage recomputed from a dump's own inputs, for its own error;
+//! - [`truth`]: both sides of a diff against a float64 dump of the same input.
 
 pub mod checkpoints;
 pub mod compare;
@@ -48,6 +49,7 @@ pub mod objectives;
 pub mod ops;
 pub mod params;
 pub mod trace;
+pub mod truth;
 
 pub use dump::{Dump, DumpWriter};
 pub use error::{BertError, Result};

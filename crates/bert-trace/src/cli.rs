@@ -203,6 +203,10 @@ pub struct DiffArgs {
     /// first stage whose own error fails its tolerance
     #[arg(long, requires = "model")]
     pub isolate: bool,
+    /// Which side is closer to the exact result: measure both against this float64 dump of the
+    /// same input (`scripts/dump_reference.py --dtype float64`), stage by stage
+    #[arg(long, value_name = "DUMP")]
+    pub truth: Option<PathBuf>,
     /// The model both dumps were made with (for --isolate)
     #[command(flatten)]
     pub model: ModelArgs,

@@ -5,6 +5,7 @@ use anyhow::Result;
 use bert_core::compare::{compare_dumps, Report, StageReport, Status, ToleranceOverride};
 use bert_core::dump::Dump;
 use bert_core::isolate::{Isolation, Own, Side};
+use bert_core::truth::{against_truth, TruthStage};
 
 use crate::cli::{DiffArgs, ToleranceArgs};
 use crate::model_source;
@@ -20,7 +21,12 @@ pub fn run(args: &DiffArgs) -> Result<i32> {
     } else {
         None
     };
-    report(&reference, &trace, args.tolerance, args.json, isolation.as_ref())
+    let truth = match &args.truth {
+        Some(path) => Some(against_truth(&reference, &trace, &Dump::open(path)?)?),
+        None => None,
+    };
+    let code = report(&reference, &trace, args.tolerance, args.json, isolation.as_ref(), truth.as_deref())?;
+    Ok(code)
 }
 
 /// Compares and prints; shared with `bert-trace --reference`.
@@ -30,6 +36,7 @@ pub fn report(
     tolerance: ToleranceArgs,
     json: bool,
     isolation: Option<&Isolation>,
+    truth: Option<&[TruthStage]>,
 ) -> Result<i32> {
     let overrides = ToleranceOverride { atol: tolerance.atol, rtol: tolerance.rtol };
     let report = compare_dumps(reference, trace, overrides)?;
@@ -38,9 +45,15 @@ pub fn report(
         if let Some(isolation) = isolation {
             add_isolation(&mut value, isolation);
         }
+        if let Some(truth) = truth {
+            add_truth(&mut value, truth);
+        }
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print_report(reference, trace, &report, isolation);
+        if let Some(truth) = truth {
+            print_truth(truth);
+        }
     }
     Ok(if report.passed() { 0 } else { 1 })
 }
@@ -61,6 +74,59 @@ fn add_isolation(value: &mut serde_json::Value, isolation: &Isolation) {
             stage["own"] = serde_json::json!({ "reference": own(Side::Reference), "trace": own(Side::Trace) });
         }
     }
+}
+
+/// The JSON report with each stage's `truth` (both sides' distance from it, and the closer)
+/// and `truth_summary`.
+fn add_truth(value: &mut serde_json::Value, truth: &[TruthStage]) {
+    if let Some(stages) = value["stages"].as_array_mut() {
+        for stage in stages {
+            let name = stage["name"].as_str().unwrap_or_default().to_string();
+            if let Some(t) = truth.iter().find(|t| t.name == name) {
+                stage["truth"] = serde_json::json!({
+                    "reference_max_abs": t.reference_max_abs, "trace_max_abs": t.trace_max_abs, "closer": t.closer(),
+                });
+            }
+        }
+    }
+    let count = |side| truth.iter().filter(|t| t.closer() == Some(side)).count();
+    value["truth_summary"] = serde_json::json!({
+        "reference_closer": count("reference"), "trace_closer": count("trace"), "as_close": count("same"),
+        "largest_gap": largest_gap(truth).map(|(name, gap)| serde_json::json!({"stage": name, "gap": gap})),
+    });
+}
+
+/// The stage where the two sides' distances from the truth differ most.
+fn largest_gap(truth: &[TruthStage]) -> Option<(&str, f64)> {
+    truth
+        .iter()
+        .filter_map(|t| Some((t.name.as_str(), (t.reference_max_abs? - t.trace_max_abs?).abs())))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// Each stage's distance from the truth on both sides, and who is closer.
+fn print_truth(truth: &[TruthStage]) {
+    let mut table = new_table(&["stage", "|ref − truth|", "|trace − truth|", "closer"], &[1, 2]);
+    let cell = |v: Option<f64>| v.map_or("-".to_string(), num);
+    for t in truth {
+        table.add_row(vec![
+            t.name.clone(),
+            cell(t.reference_max_abs),
+            cell(t.trace_max_abs),
+            t.closer().unwrap_or("-").into(),
+        ]);
+    }
+    println!("\nagainst the truth (float64), max |side − truth| over the real tokens:\n{table}");
+    let count = |side| truth.iter().filter(|t| t.closer() == Some(side)).count();
+    let gap = largest_gap(truth)
+        .map(|(name, gap)| format!("; the largest gap between them: {} in {name}", num(gap)))
+        .unwrap_or_default();
+    println!(
+        "closer to the truth: the trace in {} stages, the reference in {}, as close in {}{gap}",
+        count("trace"),
+        count("reference"),
+        count("same")
+    );
 }
 
 fn side_name(side: Side) -> &'static str {

@@ -136,7 +136,7 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
     match &reference {
         Some(reference) => {
             println!();
-            diff_cmd::report(reference, &Dump::open(&args.out)?, args.tolerance, false, None)
+            diff_cmd::report(reference, &Dump::open(&args.out)?, args.tolerance, false, None, None)
         }
         None => Ok(0),
     }
