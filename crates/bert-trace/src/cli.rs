@@ -105,6 +105,11 @@ pub struct TraceArgs {
     #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
     pub kernels: Option<String>,
 
+    /// The element type of the whole pass: f32, BERT's own, or f64, to see how far f32
+    /// rounding takes each stage (the dump is then float64; `diff --truth` reads it)
+    #[arg(long, value_name = "TYPE", value_enum, default_value_t = Precision::F32)]
+    pub precision: Precision,
+
     /// Only print; write nothing
     #[arg(long, conflicts_with_all = ["npz", "reference"])]
     pub no_dump: bool,
@@ -146,6 +151,13 @@ pub struct TraceArgs {
 
     #[command(flatten)]
     pub tolerance: ToleranceArgs,
+}
+
+/// `--precision`: the element type of a pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Precision {
+    F32,
+    F64,
 }
 
 /// Tolerance overrides; by default each kind of stage has its own.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use bert_core::load::weights::Storage;
 use bert_core::model::checkpoint::TokenizerFiles;
+use bert_core::ops::Float;
 use bert_core::BertModel;
 
 use crate::cli::ModelArgs;
@@ -24,13 +25,18 @@ const TOKENIZER_CONFIG: &[u8] = include_bytes!("../../../golden/tiny/tokenizer_c
 
 /// Loads the model the arguments name. The second value is true for the built-in model.
 pub fn load(args: &ModelArgs) -> Result<(BertModel, bool)> {
+    load_as(args)
+}
+
+/// [`load`] for a pass in `F` (f32, or f64 for `--precision f64`).
+pub fn load_as<F: Float>(args: &ModelArgs) -> Result<(BertModel<F>, bool)> {
     let Some(spec) = &args.model else {
-        return Ok((embedded()?, true));
+        return Ok((embedded_as()?, true));
     };
     let dir = model_dir(spec)?;
     let model = match hub_id(spec) {
-        Some(id) => BertModel::load(&dir).with_context(|| id.to_string())?,
-        None => BertModel::load(&dir)?,
+        Some(id) => BertModel::load_as(&dir).with_context(|| id.to_string())?,
+        None => BertModel::load_as(&dir)?,
     };
     for note in model.tokenizer.notes() {
         eprintln!("note: {note}");
@@ -54,7 +60,7 @@ fn model_dir(spec: &Path) -> Result<PathBuf> {
 }
 
 /// The model's name in manifests: the directory as given, or `org/name@commit` for a hub model.
-pub fn name(args: &ModelArgs, model: &BertModel) -> String {
+pub fn name<F: Float>(args: &ModelArgs, model: &BertModel<F>) -> String {
     match &args.model {
         None => EMBEDDED_NAME.to_string(),
         Some(spec) => match (hub_id(spec), model.source.file_name()) {
@@ -66,7 +72,12 @@ pub fn name(args: &ModelArgs, model: &BertModel) -> String {
 
 /// The tiny random model from golden/tiny, read from the binary itself.
 pub fn embedded() -> Result<BertModel> {
-    Ok(BertModel::from_bytes(
+    embedded_as()
+}
+
+/// [`embedded`] for a pass in `F`.
+pub fn embedded_as<F: Float>() -> Result<BertModel<F>> {
+    Ok(BertModel::from_bytes_as(
         CONFIG,
         Storage::Static(WEIGHTS),
         TokenizerFiles::Vocab { vocab: VOCAB, config: Some(TOKENIZER_CONFIG) },
@@ -75,7 +86,7 @@ pub fn embedded() -> Result<BertModel> {
 }
 
 /// The one-line note printed when the built-in model is used.
-pub fn embedded_note(model: &BertModel) -> String {
+pub fn embedded_note<F: Float>(model: &BertModel<F>) -> String {
     format!(
         "note: using the tiny random model built into bert-trace ({} layers, hidden {}, vocab {}); \
          its predictions are meaningless. Pick a real one with --model DIR or a hub id.",

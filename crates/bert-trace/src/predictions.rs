@@ -6,6 +6,7 @@ use std::fmt::Write;
 use bert_core::load::tokenize::MASK;
 use bert_core::model::Outputs;
 use bert_core::objectives::IGNORE;
+use bert_core::ops::Float;
 use bert_core::{Batch, BertModel};
 use ndarray::{ArrayView1, Axis};
 
@@ -20,7 +21,7 @@ fn softmax(logits: ArrayView1<'_, f32>) -> Vec<f64> {
 }
 
 /// The report for every head the model has, or an empty string.
-pub fn report(model: &BertModel, batch: &Batch, outputs: &Outputs, top_k: usize) -> String {
+pub fn report<F: Float>(model: &BertModel<F>, batch: &Batch, outputs: &Outputs, top_k: usize) -> String {
     let mut out = String::new();
     if let Some(logits) = &outputs.mlm_logits {
         let mask_id = model.tokenizer.token_to_id(MASK).map(i64::from);
@@ -92,7 +93,7 @@ pub fn report(model: &BertModel, batch: &Batch, outputs: &Outputs, top_k: usize)
 
 /// The pretraining losses, when the batch has labels: each loss, the MLM perplexity, and for each
 /// labelled position the target's probability and rank; for each pair its NSP label's.
-pub fn losses(model: &BertModel, batch: &Batch, outputs: &Outputs) -> String {
+pub fn losses<F: Float>(model: &BertModel<F>, batch: &Batch, outputs: &Outputs) -> String {
     let mut out = String::new();
     let Some(total) = outputs.loss else { return out };
     let mut table = new_table(&["loss", "value", "what"], &[1]);

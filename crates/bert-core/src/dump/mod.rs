@@ -191,7 +191,9 @@ impl Sink for DumpWriter {
 
     fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()> {
         self.invalidate()?;
-        let entry = ManifestStage::new(&stage, tensor.shape().to_vec());
+        let mut entry = ManifestStage::new(&stage, tensor.shape().to_vec());
+        // The dtype the values have (float64 in an f64 pass), not only the one the table gives.
+        entry.dtype = tensor.dtype().numpy_name().into();
         match &mut self.output {
             Output::Files(writer) => {
                 let reuse = self.previous.remove(&entry.file);

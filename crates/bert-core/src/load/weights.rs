@@ -14,6 +14,7 @@ use ndarray::{ArrayView1, ArrayView2};
 use safetensors::{Dtype, SafeTensors};
 
 use crate::error::{BertError, Result};
+use crate::ops::Float;
 
 /// The bytes of a checkpoint: a memory map, bytes built into the binary, or bytes read into memory.
 pub enum Storage {
@@ -44,23 +45,23 @@ impl Storage {
     }
 }
 
-/// One parameter tensor as f32: a window into the mapped file when it is f32 and aligned there,
-/// otherwise converted once into memory.
+/// One parameter tensor as `F` (f32, or f64 for an f64 pass): a window into the mapped file when
+/// it is stored as F and aligned there, otherwise converted once into memory.
 #[derive(Clone)]
-pub struct Param {
-    data: ParamData,
+pub struct Param<F: Float = f32> {
+    data: ParamData<F>,
     shape: Vec<usize>,
 }
 
 #[derive(Clone)]
-enum ParamData {
+enum ParamData<F> {
     Mapped { storage: Arc<Storage>, start: usize, len: usize },
-    Owned(Arc<Vec<f32>>),
+    Owned(Arc<Vec<F>>),
 }
 
-impl Param {
+impl<F: Float> Param<F> {
     /// A parameter from values in memory (used by tests and tools that build weights).
-    pub fn from_vec(values: Vec<f32>, shape: Vec<usize>) -> Param {
+    pub fn from_vec(values: Vec<F>, shape: Vec<usize>) -> Param<F> {
         assert_eq!(values.len(), shape.iter().product::<usize>());
         Param { data: ParamData::Owned(Arc::new(values)), shape }
     }
@@ -70,7 +71,7 @@ impl Param {
     }
 
     /// The values in row-major order.
-    pub fn as_slice(&self) -> &[f32] {
+    pub fn as_slice(&self) -> &[F] {
         match &self.data {
             ParamData::Mapped { storage, start, len } => bytemuck::cast_slice(&storage[*start..*start + *len]),
             ParamData::Owned(values) => values,
@@ -83,12 +84,12 @@ impl Param {
     }
 
     /// A bias or LayerNorm vector, `[n]`.
-    pub fn view1(&self) -> ArrayView1<'_, f32> {
+    pub fn view1(&self) -> ArrayView1<'_, F> {
         ArrayView1::from(self.as_slice())
     }
 
     /// A weight matrix as stored by PyTorch, [out, in].
-    pub fn view2(&self) -> ArrayView2<'_, f32> {
+    pub fn view2(&self) -> ArrayView2<'_, F> {
         ArrayView2::from_shape((self.shape[0], self.shape[1]), self.as_slice())
             .expect("shape was checked when the parameter was loaded")
     }
@@ -180,8 +181,8 @@ impl WeightStore {
             .fold(0u64, u64::saturating_add)
     }
 
-    /// Loads the tensor HF calls `name`, checking that its shape is `expected`.
-    pub fn get(&self, name: &str, expected: &[usize]) -> Result<Param> {
+    /// Loads the tensor HF calls `name` as `F`, checking that its shape is `expected`.
+    pub fn get<F: Float>(&self, name: &str, expected: &[usize]) -> Result<Param<F>> {
         let stored = self.resolve(name).ok_or_else(|| BertError::MissingTensor {
             path: self.path.clone(),
             name: name.to_string(),
@@ -197,19 +198,26 @@ impl WeightStore {
             });
         }
         let bytes = &self.storage[entry.start..entry.end];
+        // Stored as F itself (f32 for an f32 pass), little-endian and aligned: read in place.
+        let in_place = entry.dtype == Dtype::F32
+            && std::mem::size_of::<F>() == 4
+            && cfg!(target_endian = "little")
+            && bytemuck::try_cast_slice::<u8, F>(bytes).is_ok();
+        let owned = |values: Vec<F>| ParamData::Owned(Arc::new(values));
+        let widen = |v: f32| F::from_f32(v).expect("every f32 is an F");
         let data = match entry.dtype {
-            Dtype::F32 if cfg!(target_endian = "little") && bytemuck::try_cast_slice::<u8, f32>(bytes).is_ok() => {
+            Dtype::F32 if in_place => {
                 ParamData::Mapped { storage: Arc::clone(&self.storage), start: entry.start, len: bytes.len() }
             }
-            Dtype::F32 => ParamData::Owned(Arc::new(
-                bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect(),
-            )),
-            Dtype::F16 => ParamData::Owned(Arc::new(
-                bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-            )),
-            Dtype::BF16 => ParamData::Owned(Arc::new(
-                bytes.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-            )),
+            Dtype::F32 => owned(
+                bytes.chunks_exact(4).map(|c| widen(f32::from_le_bytes(c.try_into().expect("4 bytes")))).collect(),
+            ),
+            Dtype::F16 => {
+                owned(bytes.chunks_exact(2).map(|c| widen(half::f16::from_le_bytes([c[0], c[1]]).to_f32())).collect())
+            }
+            Dtype::BF16 => {
+                owned(bytes.chunks_exact(2).map(|c| widen(half::bf16::from_le_bytes([c[0], c[1]]).to_f32())).collect())
+            }
             other => {
                 return Err(BertError::TensorDtype {
                     path: self.path.clone(),

@@ -4,11 +4,11 @@
 use ndarray::{Array, Dimension};
 
 pub use crate::load::config::{Activation, UnknownActivation};
-use crate::ops;
+use crate::ops::{self, Float};
 
 impl Activation {
     /// `[..]` -> `[..]`: the activation of every element.
-    pub fn forward<D: Dimension>(self, x: Array<f32, D>) -> Array<f32, D> {
+    pub fn forward<F: Float, D: Dimension>(self, x: Array<F, D>) -> Array<F, D> {
         match self {
             Activation::Gelu => ops::gelu(x),
             Activation::GeluTanh => ops::gelu_tanh(x),

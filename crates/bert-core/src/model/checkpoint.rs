@@ -15,6 +15,7 @@ use crate::load::config::BertConfig;
 use crate::load::tokenize::BertTokenizer;
 use crate::load::weights::{Storage, WeightStore};
 use crate::load::{files, memory};
+use crate::ops::Float;
 use crate::ops::Kernels;
 
 /// The tokenizer's files, when they do not come from a directory.
@@ -35,9 +36,36 @@ fn fetch_hint(dir: &Path) -> &'static str {
 }
 
 impl BertModel {
+    /// Loads `dir` for an f32 pass, BERT's own: see [`BertModel::load_as`].
+    pub fn load(dir: &Path) -> Result<BertModel> {
+        BertModel::load_as(dir)
+    }
+
+    /// Builds an f32 model from files already in memory: see [`BertModel::from_bytes_as`].
+    pub fn from_bytes(
+        config_json: &[u8],
+        weights: Storage,
+        tokenizer: TokenizerFiles<'_>,
+        source: &Path,
+    ) -> Result<BertModel> {
+        BertModel::from_bytes_as(config_json, weights, tokenizer, source)
+    }
+
+    /// Loads every module of an f32 model from `store`: see [`BertModel::assemble_as`].
+    pub fn assemble(
+        config: BertConfig,
+        store: &WeightStore,
+        tokenizer: BertTokenizer,
+        source: PathBuf,
+    ) -> Result<BertModel> {
+        BertModel::assemble_as(config, store, tokenizer, source)
+    }
+}
+
+impl<F: Float> BertModel<F> {
     /// Loads `dir`: config.json, model.safetensors (memory-mapped), tokenizer.json or vocab.txt,
     /// and for a sentence-transformers model, `1_Pooling/config.json`.
-    pub fn load(dir: &Path) -> Result<BertModel> {
+    pub fn load_as(dir: &Path) -> Result<BertModel<F>> {
         let problem = |problem: &str| BertError::ModelDir { path: dir.into(), problem: problem.into() };
         // A model missing where scripts/fetch_minilm.sh puts MiniLM-L6 is likely not fetched yet.
         let missing = |what: &str| problem(&format!("{what}{}", fetch_hint(dir)));
@@ -65,19 +93,19 @@ impl BertModel {
         let store = WeightStore::new(&weights_path, Storage::map(&weights_path)?)?;
         let tokenizer = BertTokenizer::from_dir(dir)?;
         let sentence_pooling = SentencePooling::from_dir(dir, &config)?;
-        let mut model = BertModel::assemble(config, &store, tokenizer, dir.into())?;
+        let mut model = Self::assemble_as(config, &store, tokenizer, dir.into())?;
         model.sentence_pooling = sentence_pooling;
         Ok(model)
     }
 
     /// Builds a model from files already in memory (the tiny model built into the binary).
     /// `source` names it in messages.
-    pub fn from_bytes(
+    pub fn from_bytes_as(
         config_json: &[u8],
         weights: Storage,
         tokenizer: TokenizerFiles<'_>,
         source: &Path,
-    ) -> Result<BertModel> {
+    ) -> Result<BertModel<F>> {
         let config = BertConfig::from_json(config_json, &source.join("config.json"))?;
         let store = WeightStore::new(&source.join("model.safetensors"), weights)?;
         let tokenizer = match tokenizer {
@@ -86,16 +114,16 @@ impl BertModel {
                 BertTokenizer::from_vocab(vocab, config, &source.join("vocab.txt"))?
             }
         };
-        BertModel::assemble(config, &store, tokenizer, source.into())
+        Self::assemble_as(config, &store, tokenizer, source.into())
     }
 
     /// Loads every module from `store`, finding the heads from the tensor names.
-    pub fn assemble(
+    pub fn assemble_as(
         config: BertConfig,
         store: &WeightStore,
         tokenizer: BertTokenizer,
         source: PathBuf,
-    ) -> Result<BertModel> {
+    ) -> Result<BertModel<F>> {
         // Weights stored as f16 or bf16 are converted to f32 copies: refuse a checkpoint whose
         // copies cannot fit before making them.
         let converted = store.converted_bytes();
@@ -115,14 +143,14 @@ impl BertModel {
             .collect::<Result<Vec<_>>>()?;
         let pooler =
             if store.contains("bert.pooler.dense.weight") { Some(BertPooler::load(store, &config)?) } else { None };
-        let mlm = if MlmHead::present(store) {
+        let mlm = if MlmHead::<F>::present(store) {
             Some(MlmHead::load(store, &config, &embeddings.word_embeddings)?)
         } else {
             None
         };
-        let nsp = if NspHead::present(store) { Some(NspHead::load(store, &config)?) } else { None };
+        let nsp = if NspHead::<F>::present(store) { Some(NspHead::load(store, &config)?) } else { None };
         let classifier =
-            if ClassifierHead::present(store) { Some(ClassifierHead::load(store, &config)?) } else { None };
+            if ClassifierHead::<F>::present(store) { Some(ClassifierHead::load(store, &config)?) } else { None };
         if pooler.is_none() && (nsp.is_some() || classifier.is_some()) {
             return Err(BertError::MissingTensor {
                 path: store.path().into(),

@@ -7,23 +7,23 @@ use crate::error::Result;
 use crate::load::config::BertConfig;
 use crate::load::tokenize::Batch;
 use crate::load::weights::{Param, WeightStore};
-use crate::ops;
+use crate::ops::{self, Float};
 use crate::trace::stage::{Stage, StageKind::*};
 use crate::trace::{Halt, Tracer};
 
 /// The three lookup tables and the LayerNorm, named as in `bert.embeddings.*`.
-pub struct BertEmbeddings {
+pub struct BertEmbeddings<F: Float = f32> {
     /// `[V,H]`; also the MLM decoder's weight (tied).
-    pub word_embeddings: Param,
+    pub word_embeddings: Param<F>,
     /// `[max_position_embeddings,H]`
-    pub position_embeddings: Param,
+    pub position_embeddings: Param<F>,
     /// `[type_vocab_size,H]`
-    pub token_type_embeddings: Param,
-    pub layer_norm: LayerNorm,
+    pub token_type_embeddings: Param<F>,
+    pub layer_norm: LayerNorm<F>,
 }
 
-impl BertEmbeddings {
-    pub fn load(store: &WeightStore, config: &BertConfig) -> Result<BertEmbeddings> {
+impl<F: Float> BertEmbeddings<F> {
+    pub fn load(store: &WeightStore, config: &BertConfig) -> Result<BertEmbeddings<F>> {
         let h = config.hidden_size;
         Ok(BertEmbeddings {
             word_embeddings: store.get("bert.embeddings.word_embeddings.weight", &[config.vocab_size, h])?,
@@ -31,29 +31,29 @@ impl BertEmbeddings {
                 .get("bert.embeddings.position_embeddings.weight", &[config.max_position_embeddings, h])?,
             token_type_embeddings: store
                 .get("bert.embeddings.token_type_embeddings.weight", &[config.type_vocab_size, h])?,
-            layer_norm: LayerNorm::load(store, "bert.embeddings.LayerNorm", h, config.eps())?,
+            layer_norm: LayerNorm::load(store, "bert.embeddings.LayerNorm", h, F::of(config.layer_norm_eps))?,
         })
     }
 
     /// `[B,T]` ids -> `[B,T,H]` hidden states.
-    pub(crate) fn forward(&self, batch: &Batch, tracer: &mut Tracer) -> Result<Array3<f32>, Halt> {
+    pub(crate) fn forward(&self, batch: &Batch, tracer: &mut Tracer) -> Result<Array3<F>, Halt> {
         let (b, t) = batch.dims();
         // [B,T] -> [B,T,H]: row input.ids[b,t] of the word table.
         let mut word = ops::embedding(self.word_embeddings.view2(), batch.ids.view());
-        tracer.f32(Stage::new(EmbWord), &mut word)?;
+        tracer.float(Stage::new(EmbWord), &mut word)?;
         // [B,T] -> [B,T,H]: every sequence counts its positions from 0, padding included.
         let positions = Array2::from_shape_fn((b, t), |(_, i)| i as i64);
         let mut position = ops::embedding(self.position_embeddings.view2(), positions.view());
-        tracer.f32(Stage::new(EmbPosition), &mut position)?;
+        tracer.float(Stage::new(EmbPosition), &mut position)?;
         // [B,T] -> [B,T,H]: sentence A's row for type 0, sentence B's for type 1.
         let mut token_type = ops::embedding(self.token_type_embeddings.view2(), batch.token_type_ids.view());
-        tracer.f32(Stage::new(EmbTokenType), &mut token_type)?;
+        tracer.float(Stage::new(EmbTokenType), &mut token_type)?;
         // HF adds in this order, (word + token_type) + position; f32 addition is not
         // associative, so the order is kept.
         let mut sum = word + &token_type + &position;
-        tracer.f32(Stage::new(EmbSum), &mut sum)?;
+        tracer.float(Stage::new(EmbSum), &mut sum)?;
         let mut hidden = self.layer_norm.forward(sum);
-        tracer.f32(Stage::new(EmbLayerNorm), &mut hidden)?;
+        tracer.float(Stage::new(EmbLayerNorm), &mut hidden)?;
         Ok(hidden)
     }
 }

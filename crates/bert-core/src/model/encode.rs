@@ -5,9 +5,10 @@ use super::BertModel;
 use crate::error::{BertError, Result};
 use crate::load::tokenize::Batch;
 use crate::objectives::{mask_tokens, set_mlm_targets, set_nsp_labels};
+use crate::ops::Float;
 use crate::trace::manifest::Inputs;
 
-impl BertModel {
+impl<F: Float> BertModel<F> {
     /// Tokenizes `inputs` and gives the batch the labels they ask for: the typed `[MASK]`s'
     /// targets, then BERT's random masking, then the next-sentence labels. A manifest's inputs
     /// give the same batch again.

@@ -9,48 +9,49 @@ use super::linear::Linear;
 use crate::error::Result;
 use crate::load::config::BertConfig;
 use crate::load::weights::WeightStore;
+use crate::ops::Float;
 use crate::trace::stage::{Stage, StageKind::*};
 use crate::trace::{Halt, Tracer};
 
 /// `bert.encoder.layer.{i}.intermediate` and `.output`
-pub struct FeedForward {
+pub struct FeedForward<F: Float = f32> {
     /// `intermediate.dense`, H -> I
-    pub intermediate: Linear,
+    pub intermediate: Linear<F>,
     pub activation: Activation,
     /// `output.dense`, I -> H
-    pub output: Linear,
+    pub output: Linear<F>,
     /// `output.LayerNorm`
-    pub layer_norm: LayerNorm,
+    pub layer_norm: LayerNorm<F>,
 }
 
-impl FeedForward {
-    pub fn load(store: &WeightStore, config: &BertConfig, prefix: &str) -> Result<FeedForward> {
+impl<F: Float> FeedForward<F> {
+    pub fn load(store: &WeightStore, config: &BertConfig, prefix: &str) -> Result<FeedForward<F>> {
         let (h, i) = (config.hidden_size, config.intermediate_size);
         Ok(FeedForward {
             intermediate: Linear::load(store, &format!("{prefix}.intermediate.dense"), h, i)?,
             activation: config.activation(),
             output: Linear::load(store, &format!("{prefix}.output.dense"), i, h)?,
-            layer_norm: LayerNorm::load(store, &format!("{prefix}.output.LayerNorm"), h, config.eps())?,
+            layer_norm: LayerNorm::load(store, &format!("{prefix}.output.LayerNorm"), h, F::of(config.layer_norm_eps))?,
         })
     }
 
     /// `[B,T,H]` -> `[B,T,H]`
-    pub(crate) fn forward(&self, layer_idx: usize, x: &Array3<f32>, tracer: &mut Tracer) -> Result<Array3<f32>, Halt> {
+    pub(crate) fn forward(&self, layer_idx: usize, x: &Array3<F>, tracer: &mut Tracer) -> Result<Array3<F>, Halt> {
         let stage = |kind| Stage::layer(layer_idx, kind);
         // [B,T,H] -> [B,T,I]: each token widened to I features (4H in BERT-base and MiniLM).
         let mut intermediate = self.intermediate.forward(x);
-        tracer.f32(stage(FfnIntermediate), &mut intermediate)?;
+        tracer.float(stage(FfnIntermediate), &mut intermediate)?;
         // [B,T,I]: the only element-wise non-linearity in a layer.
         let mut activation = self.activation.forward(intermediate);
-        tracer.f32(stage(FfnActivation), &mut activation)?;
+        tracer.float(stage(FfnActivation), &mut activation)?;
         // [B,T,I] -> [B,T,H]: back to the hidden width.
         let mut output = self.output.forward(&activation);
-        tracer.f32(stage(FfnOutput), &mut output)?;
+        tracer.float(stage(FfnOutput), &mut output)?;
         // [B,T,H]: add the block's input back (the residual), then LayerNorm (post-norm).
         let mut residual = output + x;
-        tracer.f32(stage(FfnResidual), &mut residual)?;
+        tracer.float(stage(FfnResidual), &mut residual)?;
         let mut hidden = self.layer_norm.forward(residual);
-        tracer.f32(stage(FfnLayerNorm), &mut hidden)?;
+        tracer.float(stage(FfnLayerNorm), &mut hidden)?;
         Ok(hidden)
     }
 }

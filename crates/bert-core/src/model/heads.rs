@@ -7,44 +7,45 @@ use super::linear::Linear;
 use crate::error::{BertError, Result};
 use crate::load::config::BertConfig;
 use crate::load::weights::WeightStore;
+use crate::ops::Float;
 use crate::trace::stage::{Stage, StageKind::*};
 use crate::trace::{Halt, Tracer};
 
 /// `cls.seq_relationship`: H -> 2, index 0 = "B follows A", 1 = "B is random".
-pub struct NspHead {
-    pub dense: Linear,
+pub struct NspHead<F: Float = f32> {
+    pub dense: Linear<F>,
 }
 
 /// `classifier`: H -> C classes, with label names from config.json's `id2label` when it has them.
-pub struct ClassifierHead {
-    pub dense: Linear,
+pub struct ClassifierHead<F: Float = f32> {
+    pub dense: Linear<F>,
     pub labels: Vec<String>,
 }
 
-impl NspHead {
+impl<F: Float> NspHead<F> {
     pub fn present(store: &WeightStore) -> bool {
         store.contains("cls.seq_relationship.weight")
     }
 
-    pub fn load(store: &WeightStore, config: &BertConfig) -> Result<NspHead> {
+    pub fn load(store: &WeightStore, config: &BertConfig) -> Result<NspHead<F>> {
         Ok(NspHead { dense: Linear::load(store, "cls.seq_relationship", config.hidden_size, 2)? })
     }
 
     /// `[B,H]` -> `[B,2]`
-    pub(crate) fn forward(&self, pooled: &Array2<f32>, tracer: &mut Tracer) -> Result<Array2<f32>, Halt> {
+    pub(crate) fn forward(&self, pooled: &Array2<F>, tracer: &mut Tracer) -> Result<Array2<F>, Halt> {
         let mut logits = self.dense.forward(pooled);
-        tracer.f32(Stage::new(NspLogits), &mut logits)?;
+        tracer.float(Stage::new(NspLogits), &mut logits)?;
         Ok(logits)
     }
 }
 
-impl ClassifierHead {
+impl<F: Float> ClassifierHead<F> {
     pub fn present(store: &WeightStore) -> bool {
         store.contains("classifier.weight")
     }
 
     /// The number of labels comes from the weight's shape; `id2label` must agree when present.
-    pub fn load(store: &WeightStore, config: &BertConfig) -> Result<ClassifierHead> {
+    pub fn load(store: &WeightStore, config: &BertConfig) -> Result<ClassifierHead<F>> {
         let n_labels = store.shape_of("classifier.weight").map_or(0, |s| s[0]);
         let dense = Linear::load(store, "classifier", config.hidden_size, n_labels)?;
         let labels = if config.id2label.is_empty() {
@@ -69,9 +70,9 @@ impl ClassifierHead {
     }
 
     /// `[B,H]` -> `[B,C]`
-    pub(crate) fn forward(&self, pooled: &Array2<f32>, tracer: &mut Tracer) -> Result<Array2<f32>, Halt> {
+    pub(crate) fn forward(&self, pooled: &Array2<F>, tracer: &mut Tracer) -> Result<Array2<F>, Halt> {
         let mut logits = self.dense.forward(pooled);
-        tracer.f32(Stage::new(ClassifierLogits), &mut logits)?;
+        tracer.float(Stage::new(ClassifierLogits), &mut logits)?;
         Ok(logits)
     }
 }

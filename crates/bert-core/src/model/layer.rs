@@ -7,16 +7,17 @@ use super::feed_forward::FeedForward;
 use crate::error::Result;
 use crate::load::config::BertConfig;
 use crate::load::weights::WeightStore;
+use crate::ops::Float;
 use crate::trace::{Halt, Tracer};
 
 /// `bert.encoder.layer.{i}`
-pub struct BertLayer {
-    pub attention: BertAttention,
-    pub feed_forward: FeedForward,
+pub struct BertLayer<F: Float = f32> {
+    pub attention: BertAttention<F>,
+    pub feed_forward: FeedForward<F>,
 }
 
-impl BertLayer {
-    pub fn load(store: &WeightStore, config: &BertConfig, layer_idx: usize) -> Result<BertLayer> {
+impl<F: Float> BertLayer<F> {
+    pub fn load(store: &WeightStore, config: &BertConfig, layer_idx: usize) -> Result<BertLayer<F>> {
         let prefix = format!("bert.encoder.layer.{layer_idx}");
         Ok(BertLayer {
             attention: BertAttention::load(store, config, &format!("{prefix}.attention"))?,
@@ -28,10 +29,10 @@ impl BertLayer {
     pub(crate) fn forward(
         &self,
         layer_idx: usize,
-        x: &Array3<f32>,
-        additive_mask: Option<&Array4<f32>>,
+        x: &Array3<F>,
+        additive_mask: Option<&Array4<F>>,
         tracer: &mut Tracer,
-    ) -> Result<Array3<f32>, Halt> {
+    ) -> Result<Array3<F>, Halt> {
         let hidden = self.attention.forward(layer_idx, x, additive_mask, tracer)?;
         self.feed_forward.forward(layer_idx, &hidden, tracer)
     }

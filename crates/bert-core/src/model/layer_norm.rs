@@ -4,20 +4,20 @@ use ndarray::{Array, Dimension};
 
 use crate::error::Result;
 use crate::load::weights::{Param, WeightStore};
-use crate::ops;
+use crate::ops::{self, Float};
 
 #[derive(Clone)]
-pub struct LayerNorm {
-    pub weight: Param,
-    pub bias: Param,
+pub struct LayerNorm<F: Float = f32> {
+    pub weight: Param<F>,
+    pub bias: Param<F>,
     /// From config.json's `layer_norm_eps`: 1e-12 for BERT, not PyTorch's default 1e-5.
-    pub eps: f32,
+    pub eps: F,
 }
 
-impl LayerNorm {
+impl<F: Float> LayerNorm<F> {
     /// Loads `<prefix>.weight` and `.bias`, each `[H]` (`WeightStore::get` also finds them under
     /// the older TensorFlow names `.gamma` and `.beta`).
-    pub fn load(store: &WeightStore, prefix: &str, hidden: usize, eps: f32) -> Result<LayerNorm> {
+    pub fn load(store: &WeightStore, prefix: &str, hidden: usize, eps: F) -> Result<LayerNorm<F>> {
         Ok(LayerNorm {
             weight: store.get(&format!("{prefix}.weight"), &[hidden])?,
             bias: store.get(&format!("{prefix}.bias"), &[hidden])?,
@@ -26,7 +26,7 @@ impl LayerNorm {
     }
 
     /// `[..,H]` -> `[..,H]`: (x - mean) / sqrt(var + eps) · weight + bias, each vector on its own.
-    pub fn forward<D: Dimension>(&self, x: Array<f32, D>) -> Array<f32, D> {
+    pub fn forward<D: Dimension>(&self, x: Array<F, D>) -> Array<F, D> {
         ops::layer_norm_rows(x, self.weight.view1(), self.bias.view1(), self.eps)
     }
 }

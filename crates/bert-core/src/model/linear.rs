@@ -4,18 +4,18 @@ use ndarray::{Array, ArrayBase, Data, Dimension};
 
 use crate::error::Result;
 use crate::load::weights::{Param, WeightStore};
-use crate::ops;
+use crate::ops::{self, Float};
 
 /// A dense layer loaded from `<prefix>.weight` `[out,in]` and `<prefix>.bias` `[out]`.
 #[derive(Clone)]
-pub struct Linear {
-    pub weight: Param,
-    pub bias: Param,
+pub struct Linear<F: Float = f32> {
+    pub weight: Param<F>,
+    pub bias: Param<F>,
 }
 
-impl Linear {
+impl<F: Float> Linear<F> {
     /// Loads `<prefix>.weight` and `<prefix>.bias`, checking them against `in_features` → `out_features`.
-    pub fn load(store: &WeightStore, prefix: &str, in_features: usize, out_features: usize) -> Result<Linear> {
+    pub fn load(store: &WeightStore, prefix: &str, in_features: usize, out_features: usize) -> Result<Linear<F>> {
         Ok(Linear {
             weight: store.get(&format!("{prefix}.weight"), &[out_features, in_features])?,
             bias: store.get(&format!("{prefix}.bias"), &[out_features])?,
@@ -28,7 +28,7 @@ impl Linear {
     }
 
     /// `[..,in]` -> `[..,out]`: every vector along the last axis through the same layer.
-    pub fn forward<S: Data<Elem = f32>, D: Dimension>(&self, x: &ArrayBase<S, D>) -> Array<f32, D> {
+    pub fn forward<S: Data<Elem = F>, D: Dimension>(&self, x: &ArrayBase<S, D>) -> Array<F, D> {
         ops::linear(x, self.weight.view2(), self.bias.view1())
     }
 }

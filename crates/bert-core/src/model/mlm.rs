@@ -10,27 +10,28 @@ use super::linear::Linear;
 use crate::error::Result;
 use crate::load::config::BertConfig;
 use crate::load::weights::{Param, WeightStore};
+use crate::ops::Float;
 use crate::trace::stage::{Stage, StageKind::*};
 use crate::trace::{Halt, Tracer};
 
 /// `cls.predictions`
-pub struct MlmHead {
+pub struct MlmHead<F: Float = f32> {
     /// `transform.dense`, H -> H
-    pub transform: Linear,
+    pub transform: Linear<F>,
     pub activation: Activation,
     /// `transform.LayerNorm`
-    pub layer_norm: LayerNorm,
+    pub layer_norm: LayerNorm<F>,
     /// H -> V: weight `[V,H]` shared with `embeddings.word_embeddings`, bias `cls.predictions.bias`.
-    pub decoder: Linear,
+    pub decoder: Linear<F>,
 }
 
-impl MlmHead {
+impl<F: Float> MlmHead<F> {
     /// Whether the checkpoint has an MLM head.
     pub fn present(store: &WeightStore) -> bool {
         store.contains("cls.predictions.transform.dense.weight")
     }
 
-    pub fn load(store: &WeightStore, config: &BertConfig, word_embeddings: &Param) -> Result<MlmHead> {
+    pub fn load(store: &WeightStore, config: &BertConfig, word_embeddings: &Param<F>) -> Result<MlmHead<F>> {
         let (h, v) = (config.hidden_size, config.vocab_size);
         let bias_name = if store.contains("cls.predictions.bias") {
             "cls.predictions.bias"
@@ -40,7 +41,7 @@ impl MlmHead {
         Ok(MlmHead {
             transform: Linear::load(store, "cls.predictions.transform.dense", h, h)?,
             activation: config.activation(),
-            layer_norm: LayerNorm::load(store, "cls.predictions.transform.LayerNorm", h, config.eps())?,
+            layer_norm: LayerNorm::load(store, "cls.predictions.transform.LayerNorm", h, F::of(config.layer_norm_eps))?,
             // HF ties the decoder to the input embeddings when it loads the model, even if the
             // file stores a decoder weight; the input embeddings win, so they do here too. A
             // `Param` is reference-counted: the clone shares the V×H table, it does not copy it.
@@ -49,18 +50,18 @@ impl MlmHead {
     }
 
     /// `[B,T,H]` -> `[B,T,V]`
-    pub(crate) fn forward(&self, hidden: &Array3<f32>, tracer: &mut Tracer) -> Result<Array3<f32>, Halt> {
+    pub(crate) fn forward(&self, hidden: &Array3<F>, tracer: &mut Tracer) -> Result<Array3<F>, Halt> {
         // [B,T,H]: one more dense layer, activation and LayerNorm for every token.
         let mut transform = self.transform.forward(hidden);
-        tracer.f32(Stage::new(MlmTransform), &mut transform)?;
+        tracer.float(Stage::new(MlmTransform), &mut transform)?;
         let mut activation = self.activation.forward(transform);
-        tracer.f32(Stage::new(MlmActivation), &mut activation)?;
+        tracer.float(Stage::new(MlmActivation), &mut activation)?;
         let mut normed = self.layer_norm.forward(activation);
-        tracer.f32(Stage::new(MlmLayerNorm), &mut normed)?;
+        tracer.float(Stage::new(MlmLayerNorm), &mut normed)?;
         // [B,T,H] -> [B,T,V]: a score for every word of the vocabulary, against the same table
         // that embedded the input (the decoder is tied to the word embeddings).
         let mut logits = self.decoder.forward(&normed);
-        tracer.f32(Stage::new(MlmLogits), &mut logits)?;
+        tracer.float(Stage::new(MlmLogits), &mut logits)?;
         Ok(logits)
     }
 }

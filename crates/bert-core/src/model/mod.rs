@@ -48,19 +48,21 @@ use self::sentence_pooling::SentencePooling;
 use crate::error::Result;
 use crate::load::config::BertConfig;
 use crate::load::tokenize::{Batch, BertTokenizer};
-use crate::ops::{self, Kernels};
+use crate::ops::{self, Float, Kernels};
 use crate::trace::stage::{self, Dims, HeadSet, Objectives, Stage, StageKind::*};
 use crate::trace::{Halt, Sink, Tracer};
 
-/// A loaded checkpoint: the encoder, whichever heads its weights have, and its tokenizer.
-pub struct BertModel {
+/// A loaded checkpoint: the encoder, whichever heads its weights have, and its tokenizer. `F`
+/// is the element type the whole pass runs in: f32, BERT's own, or f64 (`--precision f64`),
+/// with the same code.
+pub struct BertModel<F: Float = f32> {
     pub config: BertConfig,
-    pub embeddings: BertEmbeddings,
-    pub layers: Vec<BertLayer>,
-    pub pooler: Option<BertPooler>,
-    pub mlm: Option<MlmHead>,
-    pub nsp: Option<NspHead>,
-    pub classifier: Option<ClassifierHead>,
+    pub embeddings: BertEmbeddings<F>,
+    pub layers: Vec<BertLayer<F>>,
+    pub pooler: Option<BertPooler<F>>,
+    pub mlm: Option<MlmHead<F>>,
+    pub nsp: Option<NspHead<F>>,
+    pub classifier: Option<ClassifierHead<F>>,
     /// sentence-transformers' mean pooling, when the directory has `1_Pooling/config.json`.
     pub sentence_pooling: Option<SentencePooling>,
     pub tokenizer: BertTokenizer,
@@ -71,34 +73,67 @@ pub struct BertModel {
 }
 
 /// What the forward pass returns besides the traced stages.
-#[derive(Default)]
-pub struct Outputs {
+pub struct Outputs<F: Float = f32> {
     /// `[B,T,H]`, the last layer's output.
-    pub last_hidden: Option<Array3<f32>>,
+    pub last_hidden: Option<Array3<F>>,
     /// `[B,H]`
-    pub pooled: Option<Array2<f32>>,
+    pub pooled: Option<Array2<F>>,
     /// `[B,T,V]`
-    pub mlm_logits: Option<Array3<f32>>,
+    pub mlm_logits: Option<Array3<F>>,
     /// `[B,2]`
-    pub nsp_logits: Option<Array2<f32>>,
+    pub nsp_logits: Option<Array2<F>>,
     /// `[B,C]`, one score per class
-    pub classifier_logits: Option<Array2<f32>>,
+    pub classifier_logits: Option<Array2<F>>,
     /// `[B,H]`, the sentence embedding of a sentence-transformers model.
-    pub sentence: Option<Array2<f32>>,
+    pub sentence: Option<Array2<F>>,
     /// `mlm.loss`, `nsp.loss` and `loss`, when the batch has labels for them.
-    pub mlm_loss: Option<f32>,
-    pub nsp_loss: Option<f32>,
-    pub loss: Option<f32>,
+    pub mlm_loss: Option<F>,
+    pub nsp_loss: Option<F>,
+    pub loss: Option<F>,
+}
+
+impl<F: Float> Default for Outputs<F> {
+    fn default() -> Outputs<F> {
+        Outputs {
+            last_hidden: None,
+            pooled: None,
+            mlm_logits: None,
+            nsp_logits: None,
+            classifier_logits: None,
+            sentence: None,
+            mlm_loss: None,
+            nsp_loss: None,
+            loss: None,
+        }
+    }
+}
+
+impl<F: Float> Outputs<F> {
+    /// The same outputs in f32, for what prints them (the predictions of an f64 pass).
+    pub fn to_f32(&self) -> Outputs<f32> {
+        let narrow = |v: F| v.to_f32().unwrap_or(f32::NAN);
+        Outputs {
+            last_hidden: self.last_hidden.as_ref().map(|a| a.mapv(narrow)),
+            pooled: self.pooled.as_ref().map(|a| a.mapv(narrow)),
+            mlm_logits: self.mlm_logits.as_ref().map(|a| a.mapv(narrow)),
+            nsp_logits: self.nsp_logits.as_ref().map(|a| a.mapv(narrow)),
+            classifier_logits: self.classifier_logits.as_ref().map(|a| a.mapv(narrow)),
+            sentence: self.sentence.as_ref().map(|a| a.mapv(narrow)),
+            mlm_loss: self.mlm_loss.map(narrow),
+            nsp_loss: self.nsp_loss.map(narrow),
+            loss: self.loss.map(narrow),
+        }
+    }
 }
 
 /// The result of one traced forward pass.
-pub struct Traced {
+pub struct Traced<F: Float = f32> {
     /// The stop stage, if the pass stopped there before its end.
     pub stopped_at: Option<Stage>,
-    pub outputs: Outputs,
+    pub outputs: Outputs<F>,
 }
 
-impl BertModel {
+impl<F: Float> BertModel<F> {
     /// Which heads this checkpoint has.
     pub fn heads(&self) -> HeadSet {
         HeadSet {
@@ -128,7 +163,7 @@ impl BertModel {
 
     /// Runs the forward pass on `batch`, handing every stage to `sink` in execution order, and
     /// stops after `stop_after` if given: nothing after it is computed.
-    pub fn trace(&self, batch: &Batch, sink: &mut dyn Sink, stop_after: Option<Stage>) -> Result<Traced> {
+    pub fn trace(&self, batch: &Batch, sink: &mut dyn Sink, stop_after: Option<Stage>) -> Result<Traced<F>> {
         self.check(batch)?;
         let mut tracer = Tracer::new(sink, stop_after);
         let mut outputs = Outputs::default();
@@ -143,14 +178,14 @@ impl BertModel {
     }
 
     /// The forward pass: inputs, embeddings, the layers, then whichever heads the model has.
-    fn run(&self, batch: &Batch, tracer: &mut Tracer, outputs: &mut Outputs) -> Result<(), Halt> {
+    fn run(&self, batch: &Batch, tracer: &mut Tracer, outputs: &mut Outputs<F>) -> Result<(), Halt> {
         self.trace_inputs(batch, tracer)?;
         // [B,1,1,T]: HF's extended attention mask, 0 for a real key and the most negative f32
         // for padding, added to every head's scores for every query. None without padding:
         // HF then adds nothing.
         let additive_mask = batch.attention_mask.iter().any(|&m| m == 0).then(|| {
             let (b, t) = batch.dims();
-            let additive = batch.attention_mask.mapv(|m| if m == 0 { f32::MIN } else { 0.0 });
+            let additive = batch.attention_mask.mapv(|m| if m == 0 { F::min_value() } else { F::zero() });
             additive.into_shape_with_order((b, 1, 1, t)).expect("B·T values")
         });
 

@@ -9,28 +9,29 @@ use super::linear::Linear;
 use crate::error::Result;
 use crate::load::config::BertConfig;
 use crate::load::weights::WeightStore;
+use crate::ops::Float;
 use crate::trace::stage::{Stage, StageKind::*};
 use crate::trace::{Halt, Tracer};
 
 /// `bert.pooler`
-pub struct BertPooler {
-    pub dense: Linear,
+pub struct BertPooler<F: Float = f32> {
+    pub dense: Linear<F>,
 }
 
-impl BertPooler {
-    pub fn load(store: &WeightStore, config: &BertConfig) -> Result<BertPooler> {
+impl<F: Float> BertPooler<F> {
+    pub fn load(store: &WeightStore, config: &BertConfig) -> Result<BertPooler<F>> {
         let h = config.hidden_size;
         Ok(BertPooler { dense: Linear::load(store, "bert.pooler.dense", h, h)? })
     }
 
     /// `[B,T,H]` -> `[B,H]`
-    pub(crate) fn forward(&self, hidden: &Array3<f32>, tracer: &mut Tracer) -> Result<Array2<f32>, Halt> {
+    pub(crate) fn forward(&self, hidden: &Array3<F>, tracer: &mut Tracer) -> Result<Array2<F>, Halt> {
         // [B,T,H] -> [B,H]: position 0 of every sequence, which is always [CLS].
         let cls = hidden.index_axis(Axis(1), 0);
         let mut dense = self.dense.forward(&cls);
-        tracer.f32(Stage::new(PoolerDense), &mut dense)?;
-        let mut pooled = dense.mapv_into(f32::tanh);
-        tracer.f32(Stage::new(PoolerOutput), &mut pooled)?;
+        tracer.float(Stage::new(PoolerDense), &mut dense)?;
+        let mut pooled = dense.mapv_into(F::tanh);
+        tracer.float(Stage::new(PoolerOutput), &mut pooled)?;
         Ok(pooled)
     }
 }

@@ -6,9 +6,10 @@ use super::BertModel;
 use crate::error::{BertError, Result};
 use crate::load::tokenize::Batch;
 use crate::load::{files, memory};
+use crate::ops::Float;
 use crate::trace::stage::{self, HeadSet, Objectives, Stage};
 
-impl BertModel {
+impl<F: Float> BertModel<F> {
     /// The last stage of `name`, which is a stage or a group on a dot boundary
     /// (`layer0.attention`, `layer3`, `embeddings`), for an input with these objectives.
     pub fn resolve_stop(&self, name: &str, objectives: Objectives) -> Result<Stage> {

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use crate::error::{BertError, Result};
 use crate::load::config::BertConfig;
 use crate::load::files;
+use crate::ops::Float;
 use crate::trace::stage::{Stage, StageKind};
 use crate::trace::{Halt, Tracer};
 
@@ -95,20 +96,20 @@ impl SentencePooling {
 
     /// `[B,T,H]`, `[B,T]` -> `[B,H]`: sentence-transformers computes
     /// `sum(hidden * mask, over T) / clamp(sum(mask, over T), min=1e-9)`.
-    pub(crate) fn forward(
+    pub(crate) fn forward<F: Float>(
         &self,
-        hidden: &Array3<f32>,
+        hidden: &Array3<F>,
         mask: &Array2<i64>,
         tracer: &mut Tracer,
-    ) -> Result<Array2<f32>, Halt> {
+    ) -> Result<Array2<F>, Halt> {
         // [B,T] -> [B,T,1]: 1 for a real token and 0 for padding, broadcast over H below.
-        let mask = mask.mapv(|m| m as f32).insert_axis(Axis(2));
+        let mask = mask.mapv(|m| F::of(m as f64)).insert_axis(Axis(2));
         // [B,T,H] -> [B,H]: the real tokens' hidden states summed over T ...
         let sums = (hidden * &mask).sum_axis(Axis(1));
         // ... over [B,1]: how many real tokens each sequence has.
-        let counts = mask.sum_axis(Axis(1)).mapv(|n| n.max(1e-9));
+        let counts = mask.sum_axis(Axis(1)).mapv(|n| n.max(F::of(1e-9)));
         let mut pooled = sums / &counts;
-        tracer.f32(Stage::new(StageKind::SentencePooled), &mut pooled)?;
+        tracer.float(Stage::new(StageKind::SentencePooled), &mut pooled)?;
         Ok(pooled)
     }
 }

@@ -8,7 +8,12 @@ use super::kernels::elementwise;
 use super::{fast, Float};
 
 /// Exact GELU of every element, in place: x · Φ(x), as `torch.nn.functional.gelu`.
-pub fn gelu<D: Dimension>(mut x: Array<f32, D>) -> Array<f32, D> {
+pub fn gelu<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
+    F::gelu(x)
+}
+
+/// [`gelu`] on f32, by the fast kernel where it applies.
+pub(super) fn gelu_f32<D: Dimension>(mut x: Array<f32, D>) -> Array<f32, D> {
     if fast() {
         if let Some(values) = x.as_slice_memory_order_mut() {
             elementwise::gelu(values);
@@ -27,7 +32,12 @@ pub fn gelu_reference<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
 }
 
 /// The tanh approximation of GELU of every element, in place (GPT-2's and early BERT code's).
-pub fn gelu_tanh<D: Dimension>(mut x: Array<f32, D>) -> Array<f32, D> {
+pub fn gelu_tanh<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
+    F::gelu_tanh(x)
+}
+
+/// [`gelu_tanh`] on f32, by the fast kernel where it applies.
+pub(super) fn gelu_tanh_f32<D: Dimension>(mut x: Array<f32, D>) -> Array<f32, D> {
     if fast() {
         if let Some(values) = x.as_slice_memory_order_mut() {
             elementwise::gelu_tanh(values);
@@ -47,7 +57,7 @@ pub fn gelu_tanh_reference<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D
 
 /// ReLU of every element, in place: max(x, 0). It is one comparison per value, so it has no
 /// kernel of its own.
-pub fn relu<D: Dimension>(x: Array<f32, D>) -> Array<f32, D> {
+pub fn relu<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
     relu_reference(x)
 }
 

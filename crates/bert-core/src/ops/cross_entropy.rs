@@ -2,12 +2,14 @@
 
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis};
 
+use super::Float;
+
 /// `[N,V]` -> `[N,V]`: log softmax of every row, log p_j = x_j - max - log Σ_k exp(x_k - max).
 ///
 /// In f64: the losses are a handful of numbers, and the sum over a vocabulary of 30,000 logits
 /// keeps its digits that way.
-pub fn log_softmax_rows(logits: ArrayView2<'_, f32>) -> Array2<f64> {
-    let mut out = logits.mapv(f64::from);
+pub fn log_softmax_rows<F: Float>(logits: ArrayView2<'_, F>) -> Array2<f64> {
+    let mut out = logits.mapv(|v| v.to_f64().unwrap_or(f64::NAN));
     for mut row in out.axis_iter_mut(Axis(0)) {
         let max = row.fold(f64::NEG_INFINITY, |m, &v| m.max(v));
         let log_sum = row.mapv(|v| (v - max).exp()).sum().ln();
@@ -19,7 +21,7 @@ pub fn log_softmax_rows(logits: ArrayView2<'_, f32>) -> Array2<f64> {
 /// `[N,V]`, `[N]` -> `[N]`: the cross-entropy of each row against its label, -log p_label, and 0
 /// where the label is `ignore` (transformers' -100, "nothing to predict here"), as
 /// `CrossEntropyLoss(reduction="none", ignore_index=-100)`.
-pub fn cross_entropy(logits: ArrayView2<'_, f32>, labels: ArrayView1<'_, i64>, ignore: i64) -> Array1<f64> {
+pub fn cross_entropy<F: Float>(logits: ArrayView2<'_, F>, labels: ArrayView1<'_, i64>, ignore: i64) -> Array1<f64> {
     Array1::from_iter(labels.iter().zip(logits.outer_iter()).map(|(&label, row)| {
         if label == ignore {
             return 0.0;

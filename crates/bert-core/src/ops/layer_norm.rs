@@ -9,7 +9,17 @@ use super::kernels::elementwise;
 use super::{fast, Float};
 
 /// `[..,H]` -> `[..,H]`, in place: every vector of H values normalised on its own.
-pub fn layer_norm_rows<D: Dimension>(
+pub fn layer_norm_rows<F: Float, D: Dimension>(
+    x: Array<F, D>,
+    weight: ArrayView1<'_, F>,
+    bias: ArrayView1<'_, F>,
+    eps: F,
+) -> Array<F, D> {
+    F::layer_norm_rows(x, weight, bias, eps)
+}
+
+/// [`layer_norm_rows`] on f32, by the fast kernel where it applies.
+pub(super) fn layer_norm_rows_f32<D: Dimension>(
     mut x: Array<f32, D>,
     weight: ArrayView1<'_, f32>,
     bias: ArrayView1<'_, f32>,

@@ -10,24 +10,28 @@ use super::{fast, Float};
 
 /// `[..,in]` -> `[..,out]`: x · Wᵀ + b for every vector along the last axis, with W `[out,in]`
 /// as PyTorch stores it (`nn.Linear`).
-pub fn linear<S: Data<Elem = f32>, D: Dimension>(
+pub fn linear<F: Float, S: Data<Elem = F>, D: Dimension>(
     x: &ArrayBase<S, D>,
-    weight: ArrayView2<'_, f32>,
-    bias: ArrayView1<'_, f32>,
-) -> Array<f32, D> {
+    weight: ArrayView2<'_, F>,
+    bias: ArrayView1<'_, F>,
+) -> Array<F, D> {
     // [..,in] -> [N,in]: every token one row, so that the whole batch is one matrix product.
     let last = Axis(x.ndim() - 1);
     let n_in = x.len_of(last);
     let x = x.as_standard_layout();
     let rows = x.view().into_shape_with_order((x.len() / n_in.max(1), n_in)).expect("a standard layout");
-    let y = linear_rows(rows, weight, bias);
+    let y = F::linear_rows(rows, weight, bias);
     let mut shape = x.raw_dim();
     shape[last.index()] = weight.nrows();
     y.into_shape_with_order(shape).expect("[N,out] holds every token's outputs")
 }
 
-/// `[N,in]` -> `[N,out]`: [`linear`] on rows, by the fast kernel or the formula.
-fn linear_rows(x: ArrayView2<'_, f32>, weight: ArrayView2<'_, f32>, bias: ArrayView1<'_, f32>) -> Array2<f32> {
+/// `[N,in]` -> `[N,out]`: [`linear`] on f32 rows, by the fast kernel or the formula.
+pub(super) fn linear_rows_f32(
+    x: ArrayView2<'_, f32>,
+    weight: ArrayView2<'_, f32>,
+    bias: ArrayView1<'_, f32>,
+) -> Array2<f32> {
     if fast() {
         let (n, n_in) = x.dim();
         let n_out = weight.nrows();
@@ -53,13 +57,18 @@ pub fn linear_reference<F: Float>(
 
 /// `[B,nh,M,K]` · `[B,nh,K,N]` -> `[B,nh,M,N]`: a matrix product for each sequence and head,
 /// `torch.matmul(a, b)`.
-pub fn matmul(a: ArrayView4<'_, f32>, b: ArrayView4<'_, f32>) -> Array4<f32> {
-    scaled_matmul(a, b, 1.0)
+pub fn matmul<F: Float>(a: ArrayView4<'_, F>, b: ArrayView4<'_, F>) -> Array4<F> {
+    scaled_matmul(a, b, F::one())
 }
 
 /// [`matmul`], each result times `scale`: `torch.matmul(a, b) * scale`. The scaling happens as
 /// each product is stored, not in a second pass over the result.
-pub fn scaled_matmul(a: ArrayView4<'_, f32>, b: ArrayView4<'_, f32>, scale: f32) -> Array4<f32> {
+pub fn scaled_matmul<F: Float>(a: ArrayView4<'_, F>, b: ArrayView4<'_, F>, scale: F) -> Array4<F> {
+    F::scaled_matmul(a, b, scale)
+}
+
+/// [`scaled_matmul`] on f32, by the fast kernel where it applies.
+pub(super) fn scaled_matmul_f32(a: ArrayView4<'_, f32>, b: ArrayView4<'_, f32>, scale: f32) -> Array4<f32> {
     if fast() {
         if let Some(out) = gemm::batched(a.view(), b.view(), scale) {
             return out;

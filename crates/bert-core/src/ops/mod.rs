@@ -40,9 +40,11 @@ pub use self::layer_norm::{layer_norm_rows, layer_norm_rows_reference};
 pub use self::matmul::{linear, linear_reference, matmul, scaled_matmul, scaled_matmul_reference};
 pub use self::softmax::{softmax_rows, softmax_rows_reference};
 
-/// The element types the reference operations run in: f32, BERT's own, and f64, for checking
-/// how far f32 rounding takes a result.
-pub trait Float: ndarray::NdFloat + num_traits::FromPrimitive {
+/// The element types the model and its operations run in: f32, BERT's own, and f64, the
+/// exact result's stand-in (`--precision f64`). The choice of implementation is the type's: an
+/// f32 operation runs its fast kernel where one applies, an f64 one runs the reference (the
+/// formula), so one model's code serves both.
+pub trait Float: ndarray::NdFloat + num_traits::FromPrimitive + bytemuck::Pod {
     /// The error function, from `libm`.
     fn erf(self) -> Self;
 
@@ -50,17 +52,122 @@ pub trait Float: ndarray::NdFloat + num_traits::FromPrimitive {
     fn of(value: f64) -> Self {
         Self::from_f64(value).expect("a finite constant")
     }
+
+    /// A view of values of this type, as one of the two float types (for the tracer, which
+    /// hands stages to sinks by type).
+    fn either(view: ndarray::ArrayViewD<'_, Self>) -> EitherFloat<'_>;
+
+    /// `[N,in]` -> `[N,out]`: x · Wᵀ + b, for [`linear`].
+    fn linear_rows(
+        x: ndarray::ArrayView2<'_, Self>,
+        weight: ndarray::ArrayView2<'_, Self>,
+        bias: ndarray::ArrayView1<'_, Self>,
+    ) -> ndarray::Array2<Self>;
+    /// [`scaled_matmul`].
+    fn scaled_matmul(
+        a: ndarray::ArrayView4<'_, Self>,
+        b: ndarray::ArrayView4<'_, Self>,
+        scale: Self,
+    ) -> ndarray::Array4<Self>;
+    /// [`softmax_rows`].
+    fn softmax_rows<D: ndarray::Dimension>(x: ndarray::Array<Self, D>) -> ndarray::Array<Self, D>;
+    /// [`layer_norm_rows`].
+    fn layer_norm_rows<D: ndarray::Dimension>(
+        x: ndarray::Array<Self, D>,
+        weight: ndarray::ArrayView1<'_, Self>,
+        bias: ndarray::ArrayView1<'_, Self>,
+        eps: Self,
+    ) -> ndarray::Array<Self, D>;
+    /// [`gelu`].
+    fn gelu<D: ndarray::Dimension>(x: ndarray::Array<Self, D>) -> ndarray::Array<Self, D>;
+    /// [`gelu_tanh`].
+    fn gelu_tanh<D: ndarray::Dimension>(x: ndarray::Array<Self, D>) -> ndarray::Array<Self, D>;
+}
+
+/// Values of one of the two [`Float`] types.
+pub enum EitherFloat<'a> {
+    F32(ndarray::ArrayViewD<'a, f32>),
+    F64(ndarray::ArrayViewD<'a, f64>),
 }
 
 impl Float for f32 {
     fn erf(self) -> f32 {
         libm::erff(self)
     }
+    fn either(view: ndarray::ArrayViewD<'_, f32>) -> EitherFloat<'_> {
+        EitherFloat::F32(view)
+    }
+    fn linear_rows(
+        x: ndarray::ArrayView2<'_, f32>,
+        weight: ndarray::ArrayView2<'_, f32>,
+        bias: ndarray::ArrayView1<'_, f32>,
+    ) -> ndarray::Array2<f32> {
+        matmul::linear_rows_f32(x, weight, bias)
+    }
+    fn scaled_matmul(
+        a: ndarray::ArrayView4<'_, f32>,
+        b: ndarray::ArrayView4<'_, f32>,
+        scale: f32,
+    ) -> ndarray::Array4<f32> {
+        matmul::scaled_matmul_f32(a, b, scale)
+    }
+    fn softmax_rows<D: ndarray::Dimension>(x: ndarray::Array<f32, D>) -> ndarray::Array<f32, D> {
+        softmax::softmax_rows_f32(x)
+    }
+    fn layer_norm_rows<D: ndarray::Dimension>(
+        x: ndarray::Array<f32, D>,
+        weight: ndarray::ArrayView1<'_, f32>,
+        bias: ndarray::ArrayView1<'_, f32>,
+        eps: f32,
+    ) -> ndarray::Array<f32, D> {
+        layer_norm::layer_norm_rows_f32(x, weight, bias, eps)
+    }
+    fn gelu<D: ndarray::Dimension>(x: ndarray::Array<f32, D>) -> ndarray::Array<f32, D> {
+        activation::gelu_f32(x)
+    }
+    fn gelu_tanh<D: ndarray::Dimension>(x: ndarray::Array<f32, D>) -> ndarray::Array<f32, D> {
+        activation::gelu_tanh_f32(x)
+    }
 }
 
+/// f64 has no kernels: every operation is its reference implementation.
 impl Float for f64 {
     fn erf(self) -> f64 {
         libm::erf(self)
+    }
+    fn either(view: ndarray::ArrayViewD<'_, f64>) -> EitherFloat<'_> {
+        EitherFloat::F64(view)
+    }
+    fn linear_rows(
+        x: ndarray::ArrayView2<'_, f64>,
+        weight: ndarray::ArrayView2<'_, f64>,
+        bias: ndarray::ArrayView1<'_, f64>,
+    ) -> ndarray::Array2<f64> {
+        linear_reference(x, weight, bias)
+    }
+    fn scaled_matmul(
+        a: ndarray::ArrayView4<'_, f64>,
+        b: ndarray::ArrayView4<'_, f64>,
+        scale: f64,
+    ) -> ndarray::Array4<f64> {
+        scaled_matmul_reference(a, b, scale)
+    }
+    fn softmax_rows<D: ndarray::Dimension>(x: ndarray::Array<f64, D>) -> ndarray::Array<f64, D> {
+        softmax_rows_reference(x)
+    }
+    fn layer_norm_rows<D: ndarray::Dimension>(
+        x: ndarray::Array<f64, D>,
+        weight: ndarray::ArrayView1<'_, f64>,
+        bias: ndarray::ArrayView1<'_, f64>,
+        eps: f64,
+    ) -> ndarray::Array<f64, D> {
+        layer_norm_rows_reference(x, weight, bias, eps)
+    }
+    fn gelu<D: ndarray::Dimension>(x: ndarray::Array<f64, D>) -> ndarray::Array<f64, D> {
+        gelu_reference(x)
+    }
+    fn gelu_tanh<D: ndarray::Dimension>(x: ndarray::Array<f64, D>) -> ndarray::Array<f64, D> {
+        gelu_tanh_reference(x)
     }
 }
 

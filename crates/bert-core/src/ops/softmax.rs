@@ -6,7 +6,12 @@ use super::kernels::elementwise;
 use super::{fast, Float};
 
 /// `[..,N]` -> `[..,N]`, in place: each row becomes exp(x - max) / Σ exp(x - max).
-pub fn softmax_rows<D: Dimension>(mut x: Array<f32, D>) -> Array<f32, D> {
+pub fn softmax_rows<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
+    F::softmax_rows(x)
+}
+
+/// [`softmax_rows`] on f32, by the fast kernel where it applies.
+pub(super) fn softmax_rows_f32<D: Dimension>(mut x: Array<f32, D>) -> Array<f32, D> {
     let row_len = x.shape().last().copied().unwrap_or(1);
     if fast() && row_len > 0 {
         if let Some(values) = x.as_slice_mut() {

@@ -12,6 +12,7 @@ use ndarray::{ArrayBase, ArrayD, ArrayViewD, DataMut, Dimension};
 
 use self::stage::{DType, Stage};
 use crate::error::{BertError, Result};
+use crate::ops::{EitherFloat, Float};
 
 /// A borrowed view of one stage's tensor.
 #[derive(Clone, Debug)]
@@ -192,14 +193,19 @@ impl<'s> Tracer<'s> {
         Tracer { sink, stop_after }
     }
 
-    /// Emits an f32 stage of any rank.
-    pub(crate) fn f32<S, D>(&mut self, stage: Stage, tensor: &mut ArrayBase<S, D>) -> Result<(), Halt>
+    /// Emits a float stage of any rank (f32, or f64 in an f64 pass).
+    pub(crate) fn float<F, S, D>(&mut self, stage: Stage, tensor: &mut ArrayBase<S, D>) -> Result<(), Halt>
     where
-        S: DataMut<Elem = f32>,
+        F: Float,
+        S: DataMut<Elem = F>,
         D: Dimension,
     {
         if self.sink.wants(&stage) {
-            self.sink.emit(stage, TensorView::F32(tensor.view().into_dyn()))?;
+            let view = match F::either(tensor.view().into_dyn()) {
+                EitherFloat::F32(view) => TensorView::F32(view),
+                EitherFloat::F64(view) => TensorView::F64(view),
+            };
+            self.sink.emit(stage, view)?;
         }
         self.after(stage)
     }
