@@ -75,15 +75,7 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
         ..Inputs::default()
     };
     let batch = model.encode_inputs(&inputs, args.truncate)?;
-    for r in batch.labels.replacements.iter().filter(|r| r.guaranteed) {
-        eprintln!(
-            "note: masking with probability {} chose no token of sequence {}, so one was chosen for it (position {}): \
-             every sequence gets at least one, as d2l's max(1, round(P·n)) gives",
-            args.mask_prob.map_or(String::new(), |p| format!("{p:?}")),
-            r.seq,
-            r.pos
-        );
-    }
+    masking_notes(&batch, args.mask_prob);
     inputs.tokens = Some(tokens_table::tokens_seen(&model, &batch));
     if let Some(labels) = &batch.labels.nsp {
         inputs.nsp_label = Some(labels.to_vec());
@@ -164,6 +156,33 @@ fn head_heatmap(tensor: &Tensor, head: usize, probability: bool, tokens: &[Strin
     let one_head = values.slice_axis(Axis(1), Slice::from(head..=head)).to_owned();
     let picture = terminal_heatmap::heatmap(&Tensor::F32(one_head), probability, tokens)?;
     Some(picture.replacen("head 0 of 1:", &format!("head {head} of {n_heads}:"), 1))
+}
+
+/// What the masking did that a reader would not expect, each said once: sequences whose draws
+/// chose nothing (one token was then chosen for each), and sequences with nothing to mask.
+fn masking_notes(batch: &bert_core::Batch, mask_prob: Option<f64>) {
+    let Some(probability) = mask_prob else { return };
+    let list = |seqs: &[usize]| {
+        let shown: Vec<String> = seqs.iter().take(8).map(usize::to_string).collect();
+        let more = if seqs.len() > 8 { format!(" and {} more", seqs.len() - 8) } else { String::new() };
+        format!("{}{more}", shown.join(", "))
+    };
+    let guaranteed: Vec<usize> = batch.labels.replacements.iter().filter(|r| r.guaranteed).map(|r| r.seq).collect();
+    if !guaranteed.is_empty() {
+        eprintln!(
+            "note: masking with probability {probability:?} chose no token of sequence(s) {}, so one was chosen in \
+             each: every sequence with a token that can be masked gets at least one, as d2l's max(1, round(P·n)) gives",
+            list(&guaranteed)
+        );
+    }
+    let (b, _) = batch.dims();
+    let unmasked: Vec<usize> = (0..b).filter(|&seq| !batch.labels.replacements.iter().any(|r| r.seq == seq)).collect();
+    if !unmasked.is_empty() {
+        eprintln!(
+            "note: sequence(s) {} hold no token that can be masked (only special tokens): nothing is predicted there",
+            list(&unmasked)
+        );
+    }
 }
 
 /// The most bytes `--file` may have: far more text than any batch a BERT can read.

@@ -21,7 +21,8 @@ use crate::trace::manifest::{Inputs, Manifest, ManifestStage, FORMAT};
 use crate::trace::stage::{self, Dim, StageKind};
 use crate::trace::Tensor;
 
-/// How deep a directory of `.npy` files may nest (`layer0/attention/probs.npy` is three).
+/// How deep the folders of a directory of `.npy` files are searched
+/// (`layer0/attention/probs.npy` is three).
 const MAX_DEPTH: usize = 8;
 /// How many entries a directory tree may have: far more than any BERT has stages.
 const MAX_ENTRIES: usize = 1_000_000;
@@ -58,8 +59,9 @@ pub(crate) enum Source {
     Files(PathBuf),
     /// Each entry's `file` is a member of this `.npz` archive.
     Archive(PathBuf),
-    /// Each entry's `file` is a tensor of this safetensors file.
-    Safetensors(Arc<Storage>),
+    /// Each entry's `file` is a tensor of this safetensors file, whose header was read once:
+    /// each tensor's type, shape and byte range.
+    Safetensors(Arc<Storage>, Arc<HashMap<String, (NpyType, Vec<usize>, std::ops::Range<usize>)>>),
 }
 
 /// A dump without a manifest, as found: the manifest made from its files, where they are, the
@@ -115,25 +117,25 @@ fn walk(dir: &Path, root: &Path, parts: &mut Vec<String>, found: &mut Vec<Found>
             });
         }
         let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+        // Hidden files and folders (`.git`, `.ipynb_checkpoints`) are not a learner's stages.
+        if name.starts_with('.') {
+            continue;
+        }
         let path = entry.path();
         let file_type = entry.file_type().map_err(|e| BertError::io(&path, e))?;
-        if file_type.is_symlink() {
-            check_inside(root, &path)?;
-        }
-        // A symbolic link inside the dump is followed to what it names; a folder is entered
-        // only when it is a real one, so that no link can make the walk go round in circles.
-        let is_dir = file_type.is_dir();
-        if is_dir {
-            if parts.len() + 1 >= MAX_DEPTH {
-                return Err(BertError::Dump {
-                    path: path.clone(),
-                    problem: format!("nests folders more than {MAX_DEPTH} deep; a dump's stages nest at most 3"),
-                });
+        // A folder is entered only when it is a real one, so that no link can make the walk go
+        // round in circles, and not deeper than stages nest; a symbolic link is followed only as
+        // a stage file, and only inside the dump.
+        if file_type.is_dir() {
+            if parts.len() + 1 < MAX_DEPTH {
+                parts.push(name);
+                walk(dir, root, parts, found, seen)?;
+                parts.pop();
             }
-            parts.push(name);
-            walk(dir, root, parts, found, seen)?;
-            parts.pop();
             continue;
+        }
+        if file_type.is_symlink() && name.ends_with(".npy") {
+            check_inside(root, &path)?;
         }
         let Some(stem) = name.strip_suffix(".npy") else { continue };
         let mut pieces = parts.clone();
@@ -185,27 +187,34 @@ pub(super) fn safetensors(path: &Path) -> Result<Parts> {
         return Err(bad(format!("the header claims {header_len} bytes, more than the file or any header holds")));
     }
     let mut found = Vec::new();
+    let mut index = HashMap::new();
     {
         let tensors = SafeTensors::deserialize(&storage).map_err(|e| bad(e.to_string()))?;
+        let base = storage.as_ptr() as usize;
         for (name, view) in tensors.tensors() {
             let npy_type = safetensors_type(view.dtype()).ok_or_else(|| {
                 bad(format!("tensor `{name}` has dtype {:?}; expected floats, integers or bools", view.dtype()))
             })?;
+            let start = view.data().as_ptr() as usize - base;
+            index.insert(name.clone(), (npy_type, view.shape().to_vec(), start..start + view.data().len()));
             found.push(Found { file: name.clone(), name, npy_type, shape: view.shape().to_vec() });
         }
     }
     if found.is_empty() {
         return Err(bad("holds no tensor".into()));
     }
-    finish(path, found, DumpKind::Safetensors, Source::Safetensors(storage))
+    finish(path, found, DumpKind::Safetensors, Source::Safetensors(storage, Arc::new(index)))
 }
 
-/// The values of tensor `name` of a safetensors file, and their type.
-pub(super) fn safetensors_tensor(storage: &Storage, name: &str) -> std::result::Result<(Tensor, NpyType), String> {
-    let tensors = SafeTensors::deserialize(storage).map_err(|e| e.to_string())?;
-    let view = tensors.tensor(name).map_err(|e| e.to_string())?;
-    let npy_type = safetensors_type(view.dtype()).ok_or("an unsupported dtype")?;
-    Ok((npy::decode(view.data(), npy_type, view.shape(), false), npy_type))
+/// The values of tensor `name` of a safetensors file, from its header read at open (reading
+/// the header again for every stage made a diff of many stages quadratic), and their type.
+pub(super) fn safetensors_tensor(
+    storage: &Storage,
+    index: &HashMap<String, (NpyType, Vec<usize>, std::ops::Range<usize>)>,
+    name: &str,
+) -> std::result::Result<(Tensor, NpyType), String> {
+    let (npy_type, shape, range) = index.get(name).ok_or_else(|| format!("no tensor `{name}`"))?;
+    Ok((npy::decode(&storage[range.clone()], *npy_type, shape, false), *npy_type))
 }
 
 /// The numpy type of a safetensors dtype (little-endian, as safetensors stores every value).

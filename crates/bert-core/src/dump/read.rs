@@ -168,7 +168,7 @@ impl Dump {
         match &self.source {
             Source::Files(dir) => dir.join(&entry.file),
             Source::Archive(archive) => PathBuf::from(format!("{}:{}", archive.display(), entry.file)),
-            Source::Safetensors(_) => PathBuf::from(format!("{}:{}", self.dir.display(), entry.file)),
+            Source::Safetensors(..) => PathBuf::from(format!("{}:{}", self.dir.display(), entry.file)),
         }
     }
 
@@ -193,7 +193,9 @@ impl Dump {
                 let len = member.size();
                 npy::read(member, len).map_err(&bad)?
             }
-            Source::Safetensors(storage) => plain::safetensors_tensor(storage, &entry.file).map_err(&bad)?,
+            Source::Safetensors(storage, index) => {
+                plain::safetensors_tensor(storage, index, &entry.file).map_err(&bad)?
+            }
         };
         if !same_dtype(&stored, &entry.dtype) {
             return Err(bad(format!("holds {}, but the manifest says {}", stored.name(), entry.dtype)));

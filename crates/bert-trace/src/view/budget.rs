@@ -15,7 +15,10 @@ pub const MAX_PIXELS: u64 = 40_000_000;
 /// How to make a picture smaller, for `stage`.
 fn narrower(stage: &str, attention: bool) -> String {
     if attention {
-        format!("draw one head of {stage} with --head N, or choose a smaller stage with --stage")
+        format!(
+            "a [T,T] map of T tokens has T² cells: trace a shorter text, or, where several heads of {stage} are \
+             drawn, draw one with --head N"
+        )
     } else {
         "choose a smaller stage with --stage (one sequence is drawn; --seq N chooses it)".to_string()
     }

@@ -60,8 +60,11 @@ pub fn run(args: &ViewArgs) -> Result<i32> {
         println!("wrote {stage} ({} × {} px) to {}", picture.width, picture.height, written.join(" and "));
         return Ok(0);
     }
-    if args.stage.is_some() || args.head.is_some() || args.lines {
-        bail!("--stage, --head and --lines choose one picture: give --svg FILE or --png FILE too");
+    if args.stage.is_some() || args.head.is_some() || args.lines || args.seq != 0 {
+        bail!(
+            "--stage, --head, --seq and --lines choose one picture: give --svg FILE or --png FILE too (the page shows \
+             every sequence)"
+        );
     }
     let chosen = match args.heatmaps.as_slice() {
         [] => None,
