@@ -61,8 +61,11 @@ pub(crate) enum Source {
     Archive(PathBuf),
     /// Each entry's `file` is a tensor of this safetensors file, whose header was read once:
     /// each tensor's type, shape and byte range.
-    Safetensors(Arc<Storage>, Arc<HashMap<String, (NpyType, Vec<usize>, std::ops::Range<usize>)>>),
+    Safetensors(Arc<Storage>, Arc<TensorIndex>),
 }
+
+/// Each tensor of a safetensors file by name: its type, its shape and its bytes' range.
+pub(crate) type TensorIndex = HashMap<String, (NpyType, Vec<usize>, std::ops::Range<usize>)>;
 
 /// A dump without a manifest, as found: the manifest made from its files, where they are, the
 /// stages read with a batch axis added, and what the reader should be told about that.
@@ -210,7 +213,7 @@ pub(super) fn safetensors(path: &Path) -> Result<Parts> {
 /// the header again for every stage made a diff of many stages quadratic), and their type.
 pub(super) fn safetensors_tensor(
     storage: &Storage,
-    index: &HashMap<String, (NpyType, Vec<usize>, std::ops::Range<usize>)>,
+    index: &TensorIndex,
     name: &str,
 ) -> std::result::Result<(Tensor, NpyType), String> {
     let (npy_type, shape, range) = index.get(name).ok_or_else(|| format!("no tensor `{name}`"))?;
