@@ -176,7 +176,7 @@ pub struct ToleranceArgs {
 fn probability(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(p) if p > 0.0 && p <= 1.0 => Ok(p),
-        _ => Err(format!("`{text}` must be between 0 and 1 (more than 0, at most 1; BERT used 0.15)")),
+        _ => Err(format!("`{text}` must be between 0 and 1 (greater than 0, at most 1; BERT used 0.15)")),
     }
 }
 
