@@ -129,6 +129,16 @@ fn print_truth(truth: &[TruthStage]) {
     );
 }
 
+/// The share of its tolerance a stage used, as a percentage; beyond a million percent the
+/// number says nothing more than that the stage is far out.
+fn used(share: f64) -> String {
+    match share {
+        s if !s.is_finite() => "-".into(),
+        s if s > 1e4 => ">1e6%".into(),
+        s => format!("{:.1}%", s * 100.0),
+    }
+}
+
 fn side_name(side: Side) -> &'static str {
     match side {
         Side::Reference => "reference",
@@ -335,7 +345,7 @@ fn row(stage: &StageReport) -> Vec<String> {
             num(s.max_rel),
             format!("{:.6}", s.cosine),
             tolerance,
-            if s.tolerance_used.is_finite() { format!("{:.1}%", s.tolerance_used * 100.0) } else { "-".into() },
+            used(s.tolerance_used),
             result,
         ],
         None => vec![

@@ -47,12 +47,14 @@ fn fallback_width(columns: Option<&str>) -> u16 {
     columns.and_then(|c| c.trim().parse::<u16>().ok()).filter(|&w| w > 0).unwrap_or(DEFAULT_COLUMNS)
 }
 
-/// `text` with every control character (C0, DEL, C1) and the two non-characters XML forbids
-/// written out as `\u{7}`: a token is then never a bell, a cursor move or a broken SVG, and
-/// reads the same in the terminal, the page and the pictures, which all show tokens through
-/// this one function.
+/// `text` with every control character (C0, DEL, C1), the two non-characters XML forbids and
+/// the bidirectional controls (U+202A..U+202E, U+2066..U+2069, which reorder the text around
+/// them) written out as `\u{7}`: a token is then never a bell, a cursor move, a reversed label
+/// or a broken SVG, and reads the same in the terminal, the page and the pictures, which all
+/// show tokens through this one function.
 pub fn visible(text: &str) -> String {
-    let hidden = |c: char| c.is_control() || c == '\u{fffe}' || c == '\u{ffff}';
+    let bidi = |c: char| matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let hidden = |c: char| c.is_control() || c == '\u{fffe}' || c == '\u{ffff}' || bidi(c);
     if !text.chars().any(hidden) {
         return text.to_string();
     }
@@ -79,6 +81,10 @@ mod tests {
             ("\u{7f}\u{85}\u{9f}", "\\u{7f}\\u{85}\\u{9f}"),
             ("\t\n\u{0}", "\\u{9}\\u{a}\\u{0}"),
             ("\u{fffe}", "\\u{fffe}"),
+            // Bidirectional controls reorder what follows them; a Hebrew letter is kept.
+            ("a\u{202e}cba", "a\\u{202e}cba"),
+            ("\u{2067}x\u{2069}", "\\u{2067}x\\u{2069}"),
+            ("\u{5d0}", "\u{5d0}"),
         ];
         for (text, expected) in cases {
             assert_eq!(visible(text), expected, "{text:?}");
