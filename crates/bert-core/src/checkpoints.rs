@@ -149,10 +149,7 @@ fn same_input(a: &Dump, b: &Dump) -> Result<ndarray::Array2<i64>> {
             ),
         ));
     }
-    let mask = match a.entry("input.attention_mask") {
-        Some(entry) => a.read(entry)?.to_f64().mapv(|m| i64::from(m != 0.0)),
-        None => ArrayD::ones(x.shape()),
-    };
+    let mask = a.attention_mask()?.unwrap_or_else(|| ArrayD::ones(x.shape()));
     mask.into_dimensionality().map_err(|_| bad(a, "input.attention_mask is not [B,T] like input.ids".into()))
 }
 

@@ -204,9 +204,9 @@ pub fn compare_dumps(reference: &Dump, trace: &Dump, overrides: ToleranceOverrid
             ),
         });
     }
-    let query_mask = match attention_mask(reference)? {
+    let query_mask = match reference.attention_mask()? {
         Some(mask) => Some(mask),
-        None => attention_mask(trace)?,
+        None => trace.attention_mask()?,
     };
     let all_names = names.clone();
     let mut notes = Notes::default();
@@ -260,12 +260,6 @@ fn refuse_empty(dump: &Dump) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A dump's `input.attention_mask` as 0 and 1, whatever its dtype, if it has one.
-fn attention_mask(dump: &Dump) -> Result<Option<ArrayD<i64>>> {
-    let Some(entry) = dump.entry("input.attention_mask") else { return Ok(None) };
-    Ok(Some(dump.read(entry)?.to_f64().mapv(|m| i64::from(m != 0.0))))
 }
 
 fn is_float_dtype(dtype: &str) -> bool {

@@ -92,7 +92,7 @@ impl Isolation {
 pub fn own_errors(model: &BertModel, dump: &Dump) -> Result<Vec<(String, Own)>> {
     check_model(model, dump)?;
     let n_layers = model.config.num_hidden_layers;
-    let mask = read_mask(dump)?;
+    let mask = dump.attention_mask()?;
     let mut owns = Vec::new();
     for entry in &dump.manifest.stages {
         let Some(stage) = stage::parse(&entry.name) else { continue };
@@ -124,12 +124,6 @@ fn own_of(report: &StageReport) -> Own {
             ),
         },
     }
-}
-
-/// The dump's attention mask, if it has one.
-fn read_mask(dump: &Dump) -> Result<Option<ArrayD<i64>>> {
-    let Some(entry) = dump.entry("input.attention_mask") else { return Ok(None) };
-    Ok(Some(dump.read(entry)?.to_f64().mapv(|m| i64::from(m != 0.0))))
 }
 
 /// Refuses a model that does not give the dump's embeddings from the dump's ids: every own

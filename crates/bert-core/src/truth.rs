@@ -37,10 +37,7 @@ impl TruthStage {
 /// (execution) order. The truth must be of the same input as the reference.
 pub fn against_truth(reference: &Dump, trace: &Dump, truth: &Dump) -> Result<Vec<TruthStage>> {
     same_ids(reference, truth)?;
-    let mask = match truth.entry("input.attention_mask") {
-        Some(entry) => Some(truth.read(entry)?.to_f64().mapv(|m| i64::from(m != 0.0))),
-        None => None,
-    };
+    let mask = truth.attention_mask()?;
     let mut stages = Vec::new();
     for entry in &truth.manifest.stages {
         if entry.name.starts_with("input.") {

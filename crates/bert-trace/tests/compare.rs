@@ -5,21 +5,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-use common::root;
+use common::{bert_trace, root};
 use safetensors::{serialize, tensor::TensorView, SafeTensors};
 
 const TEXTS: [&str; 2] = ["When in Rome, do as the Romans do.", "All roads lead to Rome."];
-
-fn bert_trace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bert-trace"))
-        .args(args)
-        .current_dir(root())
-        .env("HF_HUB_OFFLINE", "1")
-        .output()
-        .expect("bert-trace runs")
-}
 
 /// golden/tiny copied to `dir`, with rows `rows` of layer `layer`'s query weight (one head's
 /// outputs) multiplied by -3: that head, and only it, looks elsewhere.

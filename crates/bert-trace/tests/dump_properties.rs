@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::root;
+use common::{npy_header, root};
 use proptest::prelude::*;
 
 /// Stage names a learner's dump may use: real ones of every shape kind, and made-up ones.
@@ -58,19 +58,7 @@ fn entry() -> impl Strategy<Value = Entry> {
 /// A `.npy` file of `shape`, `descr`, with values drawn from `seed` (NaN and infinities among
 /// the floats).
 fn npy(shape: &[usize], descr: &str, size: usize, seed: u32) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape_text = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_text}, }}").into_bytes();
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(b' ');
-    }
-    header.push(b'\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend((header.len() as u16).to_le_bytes());
-    bytes.extend(header);
+    let mut bytes = npy_header(descr, shape);
     let count: usize = shape.iter().product();
     let mut state = u64::from(seed) | 1;
     for _ in 0..count * size {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::root;
+use common::{npy_header, root};
 
 /// What a run did.
 struct Ran {
@@ -83,19 +83,7 @@ fn with_manifest(dir: &Path, change: impl Fn(&mut serde_json::Value)) -> PathBuf
 
 /// A `.npy` file of float32 `values` of `shape`, as numpy writes it.
 fn npy(path: &Path, shape: &[usize], values: &[f32]) {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}").into_bytes();
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(b' ');
-    }
-    header.push(b'\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend((header.len() as u16).to_le_bytes());
-    bytes.extend(header);
+    let mut bytes = npy_header("<f4", shape);
     bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, bytes).unwrap();

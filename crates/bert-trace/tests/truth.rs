@@ -6,18 +6,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-use common::root;
-
-fn bert_trace(args: &[String]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bert-trace"))
-        .args(args)
-        .current_dir(root())
-        .env("HF_HUB_OFFLINE", "1")
-        .output()
-        .expect("bert-trace runs")
-}
+use common::{bert_trace, root};
 
 fn strings(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()

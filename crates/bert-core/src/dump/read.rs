@@ -163,6 +163,13 @@ impl Dump {
         self.index.get(name).map(|&i| &self.manifest.stages[i])
     }
 
+    /// The dump's `input.attention_mask` as 0 and 1, whatever dtype it was saved in, if it has
+    /// one: what the comparisons read to tell real tokens from padding.
+    pub fn attention_mask(&self) -> Result<Option<ndarray::ArrayD<i64>>> {
+        let Some(entry) = self.entry("input.attention_mask") else { return Ok(None) };
+        Ok(Some(self.read(entry)?.to_f64().mapv(|m| i64::from(m != 0.0))))
+    }
+
     /// Where a stage's values are, for messages: its file, or `archive:member`.
     pub fn location(&self, entry: &ManifestStage) -> PathBuf {
         match &self.source {
