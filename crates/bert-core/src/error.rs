@@ -57,6 +57,10 @@ pub enum BertError {
 
     #[error("{path}: the model has no {weights} weights, so it cannot compute {wanted}")]
     MissingHead { path: PathBuf, wanted: String, weights: String },
+
+    /// An intervention (`--ablate`, `--patch`) that cannot be applied to this model or run.
+    #[error("{spec}: {problem}")]
+    Intervention { spec: String, problem: String },
 }
 
 fn hint(suggestions: &[String]) -> String {

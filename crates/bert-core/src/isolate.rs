@@ -308,6 +308,14 @@ fn recompute(model: &BertModel, stage: Stage, x: &[Option<Tensor>]) -> std::resu
             pooler.dense.forward(&hidden.index_axis(Axis(1), 0)).into_dyn()
         }
         PoolerOutput => f32_of::<ndarray::IxDyn>(&x[0], "pooler.dense")?.mapv_into(f32::tanh),
+        LensEmbeddings | LensLayer => {
+            // The whole MLM head, on a layer's output instead of the last one.
+            let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
+            let input = f32_of::<Ix3>(&x[0], "its input")?;
+            width(input.shape(), model.config.hidden_size)?;
+            let normed = mlm.layer_norm.forward(mlm.activation.forward(mlm.transform.forward(&input)));
+            mlm.decoder.forward(&normed).into_dyn()
+        }
         MlmTransform | MlmActivation | MlmLayerNorm | MlmLogits => {
             let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
             let input = f32_of::<Ix3>(&x[0], "its input")?;

@@ -36,12 +36,14 @@
 //! - [`compare`]: the stage-by-stage diff;
 //! - [`checkpoints`]: two models' traces of one input side by side;
 //! - [`isolate`]: each stage recomputed from a dump's own inputs, for its own error;
-//! - [`truth`]: both sides of a diff against a float64 dump of the same input.
+//! - [`truth`]: both sides of a diff against a float64 dump of the same input;
+//! - [`experiments`]: ablated heads, patched stages, the logit lens, occlusion.
 
 pub mod checkpoints;
 pub mod compare;
 pub mod dump;
 pub mod error;
+pub mod experiments;
 pub mod isolate;
 pub mod load;
 pub mod model;

@@ -1,5 +1,5 @@
 //! The command line: `bert-trace [OPTIONS] [TEXT]...` traces; `diff`, `stages` and `inspect`
-//! compare and look around.
+//! compare and look around; `ablate`, `lens` and `attribute` experiment on the model.
 
 // The doc comments below are the `--help` text, which names BERT's tokens as users type them
 // (`[MASK]`), not as rustdoc links or code.
@@ -13,6 +13,9 @@ use crate::terminal_heatmap::ColorChoice;
 
 /// Show what BERT does, tensor by tensor: trace a sentence through the forward pass, print every
 /// stage's shape and statistics, write each stage to .npy, and diff against PyTorch.
+///
+/// To trace a text that is the name of a command (lens, diff, compare, ...), put -- before it:
+/// bert-trace -- lens
 #[derive(Debug, Parser)]
 #[command(name = "bert-trace", version, args_conflicts_with_subcommands = true)]
 pub struct Cli {
@@ -37,6 +40,15 @@ pub enum Command {
     /// Draw a dump: one self-contained HTML page (head view, model view, heatmaps, layer plots,
     /// predictions; it needs no network), or one stage as an SVG or PNG picture
     View(ViewArgs),
+    /// Ablate each attention head alone and show how the prediction of a [MASK] changes: a
+    /// layers x heads grid of the change in the target's log-probability, the most harmful
+    /// heads first
+    Ablate(AblateArgs),
+    /// The logit lens: every layer's guess at a [MASK], from the embeddings to the last layer,
+    /// read through the MLM head
+    Lens(LensArgs),
+    /// Occlusion: hide each input token in turn and show how the prediction of a [MASK] changes
+    Attribute(AttributeArgs),
 }
 
 /// Where the model comes from.
@@ -149,8 +161,35 @@ pub struct TraceArgs {
     #[arg(long, value_name = "DIR")]
     pub reference: Option<PathBuf>,
 
+    /// Ablate an attention head: `layerL.headH`, or `layerL.heads` for all of a layer's heads
+    /// (repeatable). Its slice of layerL.attention.context is replaced (--ablate-with) before the
+    /// output projection mixes the heads; layerL.attention.probs is traced as computed
+    #[arg(long, value_name = "layerL.headH")]
+    pub ablate: Vec<String>,
+
+    /// What an ablated head's slice becomes: zero, or its mean over the sequence's real tokens
+    #[arg(long, value_name = "HOW", value_enum, default_value_t = AblateWithArg::Zero, requires = "ablate")]
+    pub ablate_with: AblateWithArg,
+
+    /// Replace a stage by the same stage of another dump of the same model, or only some token
+    /// positions of it (STAGE@3, STAGE@1-4): activation patching (repeatable)
+    #[arg(long, value_name = "DUMP:STAGE[@POSITIONS]")]
+    pub patch: Vec<String>,
+
+    /// Also trace the logit lens: the MLM head applied to the embeddings' and every layer's
+    /// output (lens.embeddings.logits, lens.layer{i}.logits)
+    #[arg(long)]
+    pub lens: bool,
+
     #[command(flatten)]
     pub tolerance: ToleranceArgs,
+}
+
+/// `--ablate-with`: what an ablated head's slice becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AblateWithArg {
+    Zero,
+    Mean,
 }
 
 /// `--precision`: the element type of a pass.
@@ -281,4 +320,72 @@ pub struct InspectArgs {
     /// Inspect a config.json alone, without weights
     #[arg(long, value_name = "FILE", conflicts_with = "model")]
     pub config: Option<PathBuf>,
+}
+
+/// What every experiment reads: a text with one [MASK], the model, and how to run the passes.
+#[derive(Debug, Args)]
+pub struct ExperimentInput {
+    /// The text, with exactly one [MASK]
+    #[arg(value_name = "TEXT")]
+    pub text: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
+    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
+    pub kernels: Option<String>,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AblateArgs {
+    #[command(flatten)]
+    pub input: ExperimentInput,
+    /// The word the [MASK] is to be predicted as
+    #[arg(long, value_name = "WORD")]
+    pub target: String,
+    /// What an ablated head's slice becomes: zero, or its mean over the sequence's real tokens
+    #[arg(long = "with", value_name = "HOW", value_enum, default_value_t = AblateWithArg::Zero)]
+    pub with: AblateWithArg,
+    /// How many of the most harmful heads to list
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct LensArgs {
+    #[command(flatten)]
+    pub input: ExperimentInput,
+    /// Show the rank and probability of this word in every layer's guess
+    #[arg(long, value_name = "WORD")]
+    pub target: Option<String>,
+    /// Read this token position instead of the [MASK] (0 is [CLS])
+    #[arg(long, value_name = "N")]
+    pub pos: Option<usize>,
+    /// How many guesses to show per layer
+    #[arg(long, value_name = "K", default_value_t = 3)]
+    pub top_k: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct AttributeArgs {
+    #[command(flatten)]
+    pub input: ExperimentInput,
+    /// The word the [MASK] is to be predicted as
+    #[arg(long, value_name = "WORD")]
+    pub target: String,
+    /// What hides a token: mask ([MASK]) or unk ([UNK])
+    #[arg(long, value_name = "TOKEN", value_enum, default_value_t = OccludeWith::Mask)]
+    pub occlude_with: OccludeWith,
+}
+
+/// `--occlude-with`: the token that hides another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OccludeWith {
+    Mask,
+    Unk,
 }

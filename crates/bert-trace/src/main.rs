@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use bert_trace::cli::{Cli, Command};
-use bert_trace::{compare_cmd, diff_cmd, inspect_cmd, stages_cmd, trace_cmd, view};
+use bert_trace::{
+    ablate_cmd, attribute_cmd, compare_cmd, diff_cmd, inspect_cmd, lens_cmd, stages_cmd, trace_cmd, view,
+};
 
 fn main() -> ExitCode {
     #[cfg(unix)]
@@ -35,6 +37,9 @@ fn main() -> ExitCode {
         Some(Command::Inspect(args)) => inspect_cmd::run(args),
         Some(Command::Compare(args)) => compare_cmd::run(args),
         Some(Command::View(args)) => view::run(args),
+        Some(Command::Ablate(args)) => ablate_cmd::run(args),
+        Some(Command::Lens(args)) => lens_cmd::run(args),
+        Some(Command::Attribute(args)) => attribute_cmd::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

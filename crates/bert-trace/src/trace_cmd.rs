@@ -9,15 +9,18 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use bert_core::dump::{self, Dump, DumpWriter};
+use bert_core::experiments::intervention::{AblateWith, Interventions};
 use bert_core::load::files;
+use bert_core::model::Pass;
 use bert_core::ops::{self, Float, Kernels};
+use bert_core::trace::hook::Hook;
 use bert_core::trace::manifest::Inputs;
-use bert_core::trace::stage::{DType, Part, Stage, StageKind};
+use bert_core::trace::stage::{DType, Objectives, Part, Stage, StageKind};
 use bert_core::trace::{Discard, Sink, Tensor};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use ndarray::{Axis, Slice};
 
-use crate::cli::{Precision, TraceArgs};
+use crate::cli::{AblateWithArg, Precision, TraceArgs};
 use crate::diff_cmd;
 use crate::model_source;
 use crate::predictions;
@@ -29,16 +32,7 @@ use crate::tokens_table;
 
 /// Runs the trace; returns the exit status (1 when `--reference` finds a failing stage).
 pub fn run(args: &TraceArgs) -> Result<i32> {
-    // First, while this is the only thread: the setting is passed on to matrixmultiply through
-    // the environment (see bert_core::ops::set_threads).
-    let threads = match args.threads {
-        Some(n) => ops::set_threads(ops::check_threads(n, "--threads", &n.to_string())?)?,
-        None => ops::init_from_env()?,
-    };
-    let kernels = match &args.kernels {
-        Some(name) => Kernels::parse(name).expect("clap checked the name"),
-        None => Kernels::from_env().map_err(anyhow::Error::msg)?.unwrap_or_default(),
-    };
+    let (threads, kernels) = pass_settings(args.threads, args.kernels.as_deref())?;
     let texts = texts(args)?;
     if texts.is_empty() {
         bail!("no TEXT given; try: bert-trace \"When in Rome, do as the [MASK] do.\" (or --help)");
@@ -47,6 +41,21 @@ pub fn run(args: &TraceArgs) -> Result<i32> {
         Precision::F32 => run_in::<f32>(args, texts, threads, kernels),
         Precision::F64 => run_in::<f64>(args, texts, threads, kernels),
     }
+}
+
+/// `--threads` and `--kernels` (or their environment variables), set for the passes to come.
+/// Call it first, while this is the only thread: the thread count is passed on to
+/// matrixmultiply through the environment (see bert_core::ops::set_threads).
+pub fn pass_settings(threads: Option<usize>, kernels: Option<&str>) -> Result<(usize, Kernels)> {
+    let threads = match threads {
+        Some(n) => ops::set_threads(ops::check_threads(n, "--threads", &n.to_string())?)?,
+        None => ops::init_from_env()?,
+    };
+    let kernels = match kernels {
+        Some(name) => Kernels::parse(name).expect("clap checked the name"),
+        None => Kernels::from_env().map_err(anyhow::Error::msg)?.unwrap_or_default(),
+    };
+    Ok((threads, kernels))
 }
 
 /// The trace in `F`: the model loaded in it, the pass run in it, the stages dumped in it.
@@ -80,7 +89,20 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
     if let Some(labels) = &batch.labels.nsp {
         inputs.nsp_label = Some(labels.to_vec());
     }
-    let objectives = batch.objectives();
+    let objectives = Objectives { lens: args.lens, ..batch.objectives() };
+    if args.lens && model.mlm.is_none() {
+        bail!(
+            "--lens: {}: the model has no MLM head (cls.predictions.*), which the lens reads every layer through",
+            model.source.display()
+        );
+    }
+    let with = match args.ablate_with {
+        AblateWithArg::Zero => AblateWith::Zero,
+        AblateWithArg::Mean => AblateWith::Mean,
+    };
+    let mut interventions = Interventions::load(&model, &args.ablate, with, &args.patch)?;
+    let (b, t) = batch.dims();
+    interventions.check(&model.dims(b, t))?;
     let stop = args.stop_at.as_deref().map(|name| model.resolve_stop(name, objectives)).transpose()?;
     let only = only_filter(&args.only, &model.plan(objectives))?;
     model.check(&batch)?;
@@ -99,6 +121,9 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
         let options = dump::Options { force: args.force, npz: args.npz };
         let mut writer = DumpWriter::create(&args.out, producer, model_name, inputs, options)?;
         writer.set_stopped_at(stop);
+        writer.set_model_fingerprint(model.fingerprint());
+        writer.set_interventions(interventions.records());
+        writer.set_lens(args.lens);
         if !args.only.is_empty() {
             let only = only.clone();
             writer.set_only_stages(args.only.clone());
@@ -107,7 +132,11 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
         Box::new(writer)
     };
     let mut recorder = Recorder::new(sink.as_mut(), stop);
-    let traced = model.trace(&batch, &mut recorder, stop)?;
+    let hook = (!interventions.is_empty()).then_some(&mut interventions as &mut dyn Hook);
+    let traced = model.trace_with(&batch, &mut recorder, Pass { stop_after: stop, hook, lens: args.lens })?;
+    for record in interventions.records() {
+        println!("intervention: {record}");
+    }
 
     tokens_table::print(&model, &batch);
     println!("\n{}", stage_table(&recorder, &only));

@@ -33,7 +33,7 @@ pub use self::read::{read_manifest, Dump};
 use self::writer::{write_whole, Writer};
 
 use crate::error::{BertError, Result};
-use crate::trace::manifest::{Inputs, Manifest, ManifestStage, FORMAT};
+use crate::trace::manifest::{Inputs, Manifest, ManifestStage, Record, FORMAT};
 use crate::trace::stage::{self, Stage};
 use crate::trace::{Sink, TensorView};
 
@@ -134,6 +134,9 @@ impl DumpWriter {
             only_stages: None,
             stopped_at: None,
             archive: options.npz.then(|| ARCHIVE.to_string()),
+            model_fingerprint: None,
+            interventions: Vec::new(),
+            lens: false,
         };
         Ok(DumpWriter {
             dir: dir.into(),
@@ -155,6 +158,21 @@ impl DumpWriter {
     /// Records the patterns that limit which stages are written.
     pub fn set_only_stages(&mut self, patterns: Vec<String>) {
         self.manifest.only_stages = Some(patterns);
+    }
+
+    /// Records which checkpoint made the dump ([`crate::BertModel::fingerprint`]).
+    pub fn set_model_fingerprint(&mut self, fingerprint: String) {
+        self.manifest.model_fingerprint = Some(fingerprint);
+    }
+
+    /// Records what the pass changed, in the order applied.
+    pub fn set_interventions(&mut self, records: Vec<Record>) {
+        self.manifest.interventions = records;
+    }
+
+    /// Records that the dump holds the logit lens.
+    pub fn set_lens(&mut self, lens: bool) {
+        self.manifest.lens = lens;
     }
 
     /// Records that the trace stopped at `stage`.

@@ -311,6 +311,9 @@ fn finish(path: &Path, mut found: Vec<Found>, kind: DumpKind, source: Source) ->
         only_stages: None,
         stopped_at: None,
         archive: None,
+        model_fingerprint: None,
+        interventions: Vec::new(),
+        lens: false,
     };
     Ok(Parts { manifest, kind, source, batch_added, notes })
 }

@@ -37,7 +37,7 @@ pub mod sentence_pooling;
 
 use std::path::PathBuf;
 
-use ndarray::{Array2, Array3};
+use ndarray::{Array2, Array3, Array4};
 
 use self::embeddings::BertEmbeddings;
 use self::heads::{ClassifierHead, NspHead};
@@ -49,8 +49,9 @@ use crate::error::Result;
 use crate::load::config::BertConfig;
 use crate::load::tokenize::{Batch, BertTokenizer};
 use crate::ops::{self, Float, Kernels};
+use crate::trace::hook::Hook;
 use crate::trace::stage::{self, Dims, HeadSet, Objectives, Stage, StageKind::*};
-use crate::trace::{Halt, Sink, Tracer};
+use crate::trace::{Discard, Halt, Sink, Tracer};
 
 /// A loaded checkpoint: the encoder, whichever heads its weights have, and its tokenizer. `F`
 /// is the element type the whole pass runs in: f32, BERT's own, or f64 (`--precision f64`),
@@ -126,11 +127,34 @@ impl<F: Float> Outputs<F> {
     }
 }
 
+/// What a pass is asked for besides its stages.
+#[derive(Default)]
+pub struct Pass<'h> {
+    /// Stop after this stage: nothing after it is computed.
+    pub stop_after: Option<Stage>,
+    /// Changes stages as they are computed (an ablated head, a patched stage), before they are
+    /// recorded and before the rest of the pass reads them.
+    pub hook: Option<&'h mut dyn Hook>,
+    /// Also read every layer's guess through the MLM head: the `lens.*` stages, after the rest.
+    pub lens: bool,
+}
+
 /// The result of one traced forward pass.
 pub struct Traced<F: Float = f32> {
     /// The stop stage, if the pass stopped there before its end.
     pub stopped_at: Option<Stage>,
     pub outputs: Outputs<F>,
+}
+
+/// `[B,1,1,T]`: HF's extended attention mask, 0 for a real key and the most negative float
+/// for padding, added to every head's scores for every query. None without padding: HF then
+/// adds nothing.
+pub(crate) fn additive_mask<F: Float>(batch: &Batch) -> Option<Array4<F>> {
+    batch.attention_mask.iter().any(|&m| m == 0).then(|| {
+        let (b, t) = batch.dims();
+        let additive = batch.attention_mask.mapv(|m| if m == 0 { F::min_value() } else { F::zero() });
+        additive.into_shape_with_order((b, 1, 1, t)).expect("B·T values")
+    })
 }
 
 impl<F: Float> BertModel<F> {
@@ -164,10 +188,24 @@ impl<F: Float> BertModel<F> {
     /// Runs the forward pass on `batch`, handing every stage to `sink` in execution order, and
     /// stops after `stop_after` if given: nothing after it is computed.
     pub fn trace(&self, batch: &Batch, sink: &mut dyn Sink, stop_after: Option<Stage>) -> Result<Traced<F>> {
+        self.trace_with(batch, sink, Pass { stop_after, ..Pass::default() })
+    }
+
+    /// [`BertModel::trace`], with a hook that changes stages and the logit lens when `pass`
+    /// asks for them.
+    pub fn trace_with<'a>(&self, batch: &Batch, sink: &'a mut dyn Sink, pass: Pass<'a>) -> Result<Traced<F>> {
         self.check(batch)?;
-        let mut tracer = Tracer::new(sink, stop_after);
+        if pass.lens && self.mlm.is_none() {
+            return Err(crate::error::BertError::MissingHead {
+                path: self.source.clone(),
+                wanted: "the logit lens".into(),
+                weights: "cls.predictions.*".into(),
+            });
+        }
+        let lens = pass.lens;
+        let mut tracer = Tracer::new(sink, pass.stop_after, pass.hook);
         let mut outputs = Outputs::default();
-        let run = ops::with_kernels(self.kernels, || self.run(batch, &mut tracer, &mut outputs));
+        let run = ops::with_kernels(self.kernels, || self.run(batch, lens, &mut tracer, &mut outputs));
         let stopped_at = match run {
             Ok(()) => None,
             Err(Halt::Stopped(stage)) => Some(stage),
@@ -177,21 +215,30 @@ impl<F: Float> BertModel<F> {
         Ok(Traced { stopped_at, outputs })
     }
 
-    /// The forward pass: inputs, embeddings, the layers, then whichever heads the model has.
-    fn run(&self, batch: &Batch, tracer: &mut Tracer, outputs: &mut Outputs<F>) -> Result<(), Halt> {
-        self.trace_inputs(batch, tracer)?;
-        // [B,1,1,T]: HF's extended attention mask, 0 for a real key and the most negative f32
-        // for padding, added to every head's scores for every query. None without padding:
-        // HF then adds nothing.
-        let additive_mask = batch.attention_mask.iter().any(|&m| m == 0).then(|| {
-            let (b, t) = batch.dims();
-            let additive = batch.attention_mask.mapv(|m| if m == 0 { F::min_value() } else { F::zero() });
-            additive.into_shape_with_order((b, 1, 1, t)).expect("B·T values")
-        });
+    /// The forward pass: inputs, embeddings, the layers, then whichever heads the model has,
+    /// and the lens when asked for.
+    fn run(&self, batch: &Batch, lens: bool, tracer: &mut Tracer, outputs: &mut Outputs<F>) -> Result<(), Halt> {
+        // The input stages are the arrays the model reads: a hook that changes one changes the pass.
+        let mut inputs = batch.clone();
+        self.trace_inputs(&mut inputs, tracer)?;
+        if inputs != *batch {
+            self.check_ids(&inputs)?;
+        }
+        tracer.set_attention_mask(&inputs.attention_mask);
+        let batch = &inputs;
+        let additive_mask = additive_mask(batch);
 
         let mut hidden = self.embeddings.forward(batch, tracer)?;
+        // The lens reads each layer's output after the pass, so it keeps them: [B,T,H] each.
+        let mut layer_outputs = Vec::new();
         for (layer_idx, layer) in self.layers.iter().enumerate() {
+            if lens {
+                layer_outputs.push(hidden.clone());
+            }
             hidden = layer.forward(layer_idx, &hidden, additive_mask.as_ref(), tracer)?;
+        }
+        if lens {
+            layer_outputs.push(hidden.clone());
         }
 
         if let Some(pooler) = &self.pooler {
@@ -221,23 +268,56 @@ impl<F: Float> BertModel<F> {
             outputs.sentence = Some(pooling.forward(&hidden, &batch.attention_mask, tracer)?);
         }
         outputs.last_hidden = Some(hidden);
+        if let Some(mlm) = self.mlm.as_ref().filter(|_| lens) {
+            self.trace_lens(mlm, layer_outputs, tracer)?;
+        }
         Ok(())
+    }
+
+    /// The logit lens: BERT normalises every layer's output, so each can go straight through
+    /// the MLM head, which shows what the model would predict if it stopped there. The head's
+    /// own stages are not traced again; its logits are, once per layer.
+    fn trace_lens(&self, mlm: &MlmHead<F>, layer_outputs: Vec<Array3<F>>, tracer: &mut Tracer) -> Result<(), Halt> {
+        for (idx, hidden) in layer_outputs.into_iter().enumerate() {
+            let mut logits = mlm.forward(&hidden, &mut Tracer::new(&mut Discard, None, None))?;
+            let stage = match idx {
+                0 => Stage::new(LensEmbeddings),
+                _ => Stage::layer(idx - 1, LensLayer),
+            };
+            tracer.float(stage, &mut logits)?;
+        }
+        Ok(())
+    }
+
+    /// The encoder layers from `first` on, each reading the one before: `[B,T,H]` -> `[B,T,H]`.
+    /// The experiments call it to run only the layers an intervention changes.
+    pub(crate) fn layers_from(
+        &self,
+        first: usize,
+        mut hidden: Array3<F>,
+        additive_mask: Option<&Array4<F>>,
+        tracer: &mut Tracer,
+    ) -> Result<Array3<F>, Halt> {
+        for (layer_idx, layer) in self.layers.iter().enumerate().skip(first) {
+            hidden = layer.forward(layer_idx, &hidden, additive_mask, tracer)?;
+        }
+        Ok(hidden)
     }
 
     /// The input stages, in the table's order: what the tokenizer gave, what the model sees, and
     /// the labels, when there are any.
-    fn trace_inputs(&self, batch: &Batch, tracer: &mut Tracer) -> Result<(), Halt> {
-        if let Some(original) = &batch.labels.original_ids {
-            tracer.i64(Stage::new(InputOriginalIds), &mut original.clone())?;
+    fn trace_inputs(&self, batch: &mut Batch, tracer: &mut Tracer) -> Result<(), Halt> {
+        if let Some(original) = &mut batch.labels.original_ids {
+            tracer.i64(Stage::new(InputOriginalIds), original)?;
         }
-        tracer.i64(Stage::new(InputIds), &mut batch.ids.clone())?;
-        tracer.i64(Stage::new(InputTokenTypeIds), &mut batch.token_type_ids.clone())?;
-        tracer.i64(Stage::new(InputAttentionMask), &mut batch.attention_mask.clone())?;
-        if let Some(labels) = &batch.labels.mlm {
-            tracer.i64(Stage::new(InputLabels), &mut labels.clone())?;
+        tracer.i64(Stage::new(InputIds), &mut batch.ids)?;
+        tracer.i64(Stage::new(InputTokenTypeIds), &mut batch.token_type_ids)?;
+        tracer.i64(Stage::new(InputAttentionMask), &mut batch.attention_mask)?;
+        if let Some(labels) = &mut batch.labels.mlm {
+            tracer.i64(Stage::new(InputLabels), labels)?;
         }
-        if let Some(labels) = &batch.labels.nsp {
-            tracer.i64(Stage::new(InputNextSentenceLabel), &mut labels.clone())?;
+        if let Some(labels) = &mut batch.labels.nsp {
+            tracer.i64(Stage::new(InputNextSentenceLabel), labels)?;
         }
         Ok(())
     }

@@ -41,6 +41,25 @@ impl<F: Float> BertModel<F> {
     /// Checks that every id of `batch` indexes its table and that the model has the heads its
     /// labels need, before any work is done.
     pub fn check(&self, batch: &Batch) -> Result<()> {
+        self.check_ids(batch)?;
+        self.check_memory(batch)?;
+        let missing = |what: &str, weights: &str| BertError::MissingHead {
+            path: self.source.clone(),
+            wanted: what.into(),
+            weights: weights.into(),
+        };
+        if batch.labels.mlm.is_some() && self.mlm.is_none() {
+            return Err(missing("an MLM loss", "cls.predictions.*"));
+        }
+        if batch.labels.nsp.is_some() && self.nsp.is_none() {
+            return Err(missing("an NSP loss", "cls.seq_relationship.*"));
+        }
+        Ok(())
+    }
+
+    /// Checks that every id indexes its table, and every mask value and label is one the pass
+    /// can read: also after a hook changed the inputs.
+    pub(crate) fn check_ids(&self, batch: &Batch) -> Result<()> {
         let (_, tokens) = batch.dims();
         let max_positions = self.config.max_position_embeddings;
         if tokens > max_positions {
@@ -61,17 +80,18 @@ impl<F: Float> BertModel<F> {
                 });
             }
         }
-        self.check_memory(batch)?;
-        let missing = |what: &str, weights: &str| BertError::MissingHead {
-            path: self.source.clone(),
-            wanted: what.into(),
-            weights: weights.into(),
-        };
-        if batch.labels.mlm.is_some() && self.mlm.is_none() {
-            return Err(missing("an MLM loss", "cls.predictions.*"));
+        // The mask and the labels come from the tokenizer and the masking, which make them right;
+        // a hook may have changed them, so they are checked like the ids.
+        let vocab = self.config.vocab_size as i64;
+        let mask = batch.attention_mask.indexed_iter().map(|((seq, _), &v)| (seq, v));
+        refuse_outside(mask, |v| v == 0 || v == 1, "attention mask value", "0 or 1")?;
+        if let Some(labels) = &batch.labels.mlm {
+            let labels = labels.indexed_iter().map(|((seq, _), &v)| (seq, v));
+            refuse_outside(labels, |v| v == -100 || (0..vocab).contains(&v), "MLM label", "-100 or a token id")?;
         }
-        if batch.labels.nsp.is_some() && self.nsp.is_none() {
-            return Err(missing("an NSP loss", "cls.seq_relationship.*"));
+        if let Some(labels) = &batch.labels.nsp {
+            let labels = labels.indexed_iter().map(|(seq, &v)| (seq, v));
+            refuse_outside(labels, |v| v == 0 || v == 1, "next-sentence label", "0 or 1")?;
         }
         Ok(())
     }
@@ -96,5 +116,18 @@ impl<F: Float> BertModel<F> {
                 files::bytes(scores)
             ),
         )
+    }
+}
+
+/// The first value (with its sequence) that `allowed` refuses, as an input error.
+fn refuse_outside(
+    mut values: impl Iterator<Item = (usize, i64)>,
+    allowed: impl Fn(i64) -> bool,
+    what: &str,
+    expected: &str,
+) -> Result<()> {
+    match values.find(|&(_, v)| !allowed(v)) {
+        Some((index, value)) => Err(BertError::Input { index, problem: format!("{what} {value} is not {expected}") }),
+        None => Ok(()),
     }
 }

@@ -56,6 +56,8 @@ pub trait Float: ndarray::NdFloat + num_traits::FromPrimitive + bytemuck::Pod {
     /// A view of values of this type, as one of the two float types (for the tracer, which
     /// hands stages to sinks by type).
     fn either(view: ndarray::ArrayViewD<'_, Self>) -> EitherFloat<'_>;
+    /// The same for a mutable view (for a hook, which changes a stage in place).
+    fn either_mut(view: ndarray::ArrayViewMutD<'_, Self>) -> EitherFloatMut<'_>;
 
     /// `[N,in]` -> `[N,out]`: x · Wᵀ + b, for [`linear`].
     fn linear_rows(
@@ -90,12 +92,21 @@ pub enum EitherFloat<'a> {
     F64(ndarray::ArrayViewD<'a, f64>),
 }
 
+/// Mutable values of one of the two [`Float`] types.
+pub enum EitherFloatMut<'a> {
+    F32(ndarray::ArrayViewMutD<'a, f32>),
+    F64(ndarray::ArrayViewMutD<'a, f64>),
+}
+
 impl Float for f32 {
     fn erf(self) -> f32 {
         libm::erff(self)
     }
     fn either(view: ndarray::ArrayViewD<'_, f32>) -> EitherFloat<'_> {
         EitherFloat::F32(view)
+    }
+    fn either_mut(view: ndarray::ArrayViewMutD<'_, f32>) -> EitherFloatMut<'_> {
+        EitherFloatMut::F32(view)
     }
     fn linear_rows(
         x: ndarray::ArrayView2<'_, f32>,
@@ -137,6 +148,9 @@ impl Float for f64 {
     }
     fn either(view: ndarray::ArrayViewD<'_, f64>) -> EitherFloat<'_> {
         EitherFloat::F64(view)
+    }
+    fn either_mut(view: ndarray::ArrayViewMutD<'_, f64>) -> EitherFloatMut<'_> {
+        EitherFloatMut::F64(view)
     }
     fn linear_rows(
         x: ndarray::ArrayView2<'_, f64>,

@@ -53,5 +53,7 @@ pub fn inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
         Loss => vec![at(MlmLoss), at(NspLoss)],
         ClassifierLogits => vec![at(PoolerOutput)],
         SentencePooled => vec![last_hidden(), at(InputAttentionMask)],
+        LensEmbeddings => vec![at(EmbLayerNorm)],
+        LensLayer => vec![here(FfnLayerNorm)],
     }
 }

@@ -1,19 +1,23 @@
 //! `manifest.json`: the table of contents of a dump directory, written by both `bert-trace` and
 //! `scripts/dump_reference.py`.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
 use super::stage::{Dims, Stage};
 
-/// The `format` value of every manifest we write.
-pub const FORMAT: &str = "bert-trace-dump/1";
+/// The `format` value of every manifest we write. Version 2 added the interventions, the lens
+/// and the model's fingerprint: a reader of version 1 would take an intervened run for the
+/// model's own.
+pub const FORMAT: &str = "bert-trace-dump/2";
 
 /// What every format name starts with; the number after it is the format's major version.
 pub const FORMAT_PREFIX: &str = "bert-trace-dump/";
 
 /// The newest major version this build reads: a manifest of a newer one is refused in one line,
 /// since it may hold what this version would misread.
-pub const FORMAT_MAJOR: u32 = 1;
+pub const FORMAT_MAJOR: u32 = 2;
 
 /// The whole manifest.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -36,6 +40,16 @@ pub struct Manifest {
     /// its member), when the dump is one archive rather than one `.npy` file per stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<String>,
+    /// Which checkpoint made the dump: the first 16 hex digits of the SHA-256 of its
+    /// position-embedding table (see `experiments/fingerprint.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_fingerprint: Option<String>,
+    /// What was changed in the pass (ablated heads, patched stages), in the order applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interventions: Vec<Record>,
+    /// Whether the dump holds the logit lens (`lens.*`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lens: bool,
 }
 
 /// The texts the dump was made from, and what was done to them: enough to make the same dump
@@ -96,6 +110,34 @@ impl ManifestStage {
             file: stage.file_name(),
             hf: stage.hf(),
             formula: stage.info().formula.into(),
+        }
+    }
+}
+
+/// One intervention as the manifest records it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Record {
+    Ablate {
+        ablate: String,
+        with: String,
+    },
+    Patch {
+        patch: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        positions: Option<String>,
+        from: String,
+    },
+}
+
+impl fmt::Display for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Record::Ablate { ablate, with } => write!(f, "ablate {ablate} (with {with})"),
+            Record::Patch { patch, positions: Some(positions), from } => {
+                write!(f, "patch {patch}@{positions} from {from}")
+            }
+            Record::Patch { patch, positions: None, from } => write!(f, "patch {patch} from {from}"),
         }
     }
 }

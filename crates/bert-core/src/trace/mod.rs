@@ -3,16 +3,18 @@
 //! and stops the pass where asked), the manifest that describes a dump ([`manifest`]), and the
 //! four numbers a stage table shows ([`summary`]).
 
+pub mod hook;
 pub mod inputs;
 pub mod manifest;
 pub mod stage;
 pub mod summary;
 
-use ndarray::{ArrayBase, ArrayD, ArrayViewD, DataMut, Dimension};
+use ndarray::{Array2, ArrayBase, ArrayD, ArrayViewD, DataMut, Dimension};
 
+use self::hook::{Hook, TensorViewMut};
 use self::stage::{DType, Stage};
 use crate::error::{BertError, Result};
-use crate::ops::{EitherFloat, Float};
+use crate::ops::{EitherFloat, EitherFloatMut, Float};
 
 /// A borrowed view of one stage's tensor.
 #[derive(Clone, Debug)]
@@ -178,19 +180,27 @@ impl From<BertError> for Halt {
     }
 }
 
-/// Hands stages to the sink and raises [`Halt::Stopped`] after the stop stage.
+/// Hands stages to the hook, then to the sink, and raises [`Halt::Stopped`] after the stop stage.
 ///
-/// The model hands each stage over mutably (`&mut` its array) although sinks only read it today:
-/// that is where an intervention (ablating a head, patching a stage from another run) will
-/// change a tensor before the rest of the pass reads it.
+/// The model hands each stage over mutably (`&mut` its array): a [`Hook`] changes it there (an
+/// ablated head, a stage patched from another run) before the sink records it and before the
+/// rest of the pass reads it.
 pub(crate) struct Tracer<'s> {
     sink: &'s mut dyn Sink,
     stop_after: Option<Stage>,
+    hook: Option<&'s mut dyn Hook>,
+    /// `[B,T]` the attention mask the model reads, for the hook; set once the inputs are traced.
+    attention_mask: Array2<i64>,
 }
 
 impl<'s> Tracer<'s> {
-    pub(crate) fn new(sink: &'s mut dyn Sink, stop_after: Option<Stage>) -> Tracer<'s> {
-        Tracer { sink, stop_after }
+    pub(crate) fn new(sink: &'s mut dyn Sink, stop_after: Option<Stage>, hook: Option<&'s mut dyn Hook>) -> Tracer<'s> {
+        Tracer { sink, stop_after, hook, attention_mask: Array2::zeros((0, 0)) }
+    }
+
+    /// Records the attention mask the rest of the pass reads, for the hook.
+    pub(crate) fn set_attention_mask(&mut self, mask: &Array2<i64>) {
+        self.attention_mask = mask.clone();
     }
 
     /// Emits a float stage of any rank (f32, or f64 in an f64 pass).
@@ -200,6 +210,13 @@ impl<'s> Tracer<'s> {
         S: DataMut<Elem = F>,
         D: Dimension,
     {
+        if let Some(hook) = self.hook.as_deref_mut().filter(|hook| hook.wants(&stage)) {
+            let view = match F::either_mut(tensor.view_mut().into_dyn()) {
+                EitherFloatMut::F32(view) => TensorViewMut::F32(view),
+                EitherFloatMut::F64(view) => TensorViewMut::F64(view),
+            };
+            hook.apply(stage, view, self.attention_mask.view())?;
+        }
         if self.sink.wants(&stage) {
             let view = match F::either(tensor.view().into_dyn()) {
                 EitherFloat::F32(view) => TensorView::F32(view),
@@ -216,6 +233,9 @@ impl<'s> Tracer<'s> {
         S: DataMut<Elem = i64>,
         D: Dimension,
     {
+        if let Some(hook) = self.hook.as_deref_mut().filter(|hook| hook.wants(&stage)) {
+            hook.apply(stage, TensorViewMut::I64(tensor.view_mut().into_dyn()), self.attention_mask.view())?;
+        }
         if self.sink.wants(&stage) {
             self.sink.emit(stage, TensorView::I64(tensor.view().into_dyn()))?;
         }

@@ -10,7 +10,9 @@
 //! Some stages exist only for some models or inputs: a head's stages need its weights, the
 //! pretraining stages (`input.labels`, `mlm.loss`, ...) need labels, and the last part,
 //! `sentence`, is not BERT's: it is sentence-transformers' mean pooling, present only when the
-//! model directory has a `1_Pooling/config.json` that asks for it.
+//! model directory has a `1_Pooling/config.json` that asks for it. The `lens.*` stages exist
+//! only when a run asks for the logit lens (`bert-trace lens`): the MLM head applied to the
+//! embeddings' and every layer's output.
 
 use std::fmt;
 
@@ -96,6 +98,8 @@ pub enum Part {
     Objective,
     Classifier,
     Sentence,
+    /// The logit lens: the MLM head read off every layer's output.
+    Lens,
 }
 
 impl Part {
@@ -110,6 +114,7 @@ impl Part {
             Objective => "MLM head (cls.predictions.*) or NSP head (cls.seq_relationship.*)",
             Classifier => "classifier (classifier.*)",
             Sentence => "mean pooling (1_Pooling/config.json)",
+            Lens => "MLM head (cls.predictions.*)",
         }
     }
 }
@@ -156,6 +161,8 @@ pub enum StageKind {
     Loss,
     ClassifierLogits,
     SentencePooled,
+    LensEmbeddings,
+    LensLayer,
 }
 
 /// What a stage needs besides its part's weights: the pretraining stages exist only when the
@@ -171,9 +178,12 @@ pub enum Needs {
     NspLabels,
     /// Labels for either loss.
     AnyLabels,
+    /// A run that asks for the logit lens.
+    Lens,
 }
 
-/// What the input carries for the pretraining objectives.
+/// What the input carries for the pretraining objectives, and what the run asks for beyond the
+/// forward pass.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Objectives {
     /// Tokens were masked at random, so the ids before masking are a stage of their own.
@@ -182,11 +192,13 @@ pub struct Objectives {
     pub mlm_labels: bool,
     /// Every sequence has an NSP label.
     pub nsp_labels: bool,
+    /// The run reads every layer's guess through the MLM head (the logit lens).
+    pub lens: bool,
 }
 
 impl Objectives {
     /// Every objective at once, for listing every stage a model could produce.
-    pub const ALL: Objectives = Objectives { masked: true, mlm_labels: true, nsp_labels: true };
+    pub const ALL: Objectives = Objectives { masked: true, mlm_labels: true, nsp_labels: true, lens: true };
 }
 
 impl Needs {
@@ -198,6 +210,7 @@ impl Needs {
             Needs::MlmLabels => objectives.mlm_labels,
             Needs::NspLabels => objectives.nsp_labels,
             Needs::AnyLabels => objectives.mlm_labels || objectives.nsp_labels,
+            Needs::Lens => objectives.lens,
         }
     }
 }
@@ -324,6 +337,10 @@ stage_table! {
     SentencePooled, Sentence, "sentence.pooled", [B, H], F32,
         "sentence-transformers 1_Pooling (mean): sentence_embedding, before any 2_Normalize",
         "sum over real tokens (input.attention_mask) of last ffn.layernorm / their count";
+    LensEmbeddings, Lens + Lens, "lens.embeddings.logits", [B, T, V], F32,
+        "cls.predictions(hidden_states[0])", "the MLM head applied to embeddings.layernorm";
+    LensLayer, Lens + Lens, "lens.layer{i}.logits", [B, T, V], F32,
+        "cls.predictions(hidden_states[{i+1}])", "the MLM head applied to layer{i}.ffn.layernorm";
 }
 
 impl StageKind {
@@ -332,8 +349,13 @@ impl StageKind {
         &STAGES[self as usize]
     }
 
-    /// Whether this kind repeats once per encoder layer.
+    /// Whether this kind repeats once per encoder layer (its name has the layer's index).
     pub fn per_layer(self) -> bool {
+        self.info().pattern.contains("{i}")
+    }
+
+    /// Whether this kind is computed inside an encoder layer (`layer{i}.*`).
+    pub fn in_layer(self) -> bool {
         matches!(self.info().part, Attention | Ffn)
     }
 }
@@ -456,15 +478,18 @@ pub fn plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stag
             Objective => (heads.mlm && objectives.mlm_labels) || (heads.nsp && objectives.nsp_labels),
             Classifier => heads.classifier,
             Sentence => heads.sentence,
+            Lens => heads.mlm,
         };
         let present = has_part && info.needs.met_by(objectives);
-        if present {
+        if present && info.kind.per_layer() && !info.kind.in_layer() {
+            stages.extend((0..n_layers).map(|layer_idx| Stage::layer(layer_idx, info.kind)));
+        } else if present {
             stages.push(Stage::new(info.kind));
         }
         // The encoder layers go right after the embeddings' last stage.
         if info.kind == EmbLayerNorm {
             for layer_idx in 0..n_layers {
-                for layer_info in STAGES.iter().filter(|s| s.kind.per_layer()) {
+                for layer_info in STAGES.iter().filter(|s| s.kind.in_layer()) {
                     stages.push(Stage::layer(layer_idx, layer_info.kind));
                 }
             }
@@ -473,30 +498,38 @@ pub fn plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stag
     stages
 }
 
-/// The stage a name denotes (`layer3.ffn.layernorm`), if it is one of the table's.
+/// The stage a name denotes (`layer3.ffn.layernorm`, `lens.layer3.logits`), if it is one of the
+/// table's.
 pub fn parse(name: &str) -> Option<Stage> {
-    if let Some(rest) = name.strip_prefix("layer") {
-        let (index, suffix) = rest.split_once('.')?;
-        // `layer03` is not `layer3`: only the canonical spelling names a stage.
-        let layer_idx: usize = index.parse().ok().filter(|i: &usize| i.to_string() == index)?;
-        let info = STAGES.iter().find(|s| s.kind.per_layer() && s.pattern.strip_prefix("layer{i}.") == Some(suffix))?;
-        return Some(Stage::layer(layer_idx, info.kind));
+    for info in STAGES {
+        if let Some((before, after)) = info.pattern.split_once("{i}") {
+            let Some(index) = name.strip_prefix(before).and_then(|rest| rest.strip_suffix(after)) else { continue };
+            // `layer03` is not `layer3`: only the canonical spelling names a stage.
+            if let Some(layer_idx) = index.parse::<usize>().ok().filter(|i| i.to_string() == index) {
+                return Some(Stage::layer(layer_idx, info.kind));
+            }
+        } else if info.pattern == name {
+            return Some(Stage::new(info.kind));
+        }
     }
-    STAGES.iter().find(|s| !s.kind.per_layer() && s.pattern == name).map(|s| Stage::new(s.kind))
+    None
 }
 
 /// Orders stage names as the forward pass produces them; names outside the table go last.
 pub fn execution_key(name: &str) -> (usize, usize, usize) {
     match parse(name) {
         Some(stage) => {
-            let section = match (stage.layer, stage.kind < StageKind::AttnQuery) {
-                (None, true) => 0,
-                (Some(_), _) => 1,
-                (None, false) => 2,
+            let section = match (stage.info().part, stage.layer, stage.kind < StageKind::AttnQuery) {
+                (Lens, _, _) => 3,
+                (_, None, true) => 0,
+                (_, Some(_), _) => 1,
+                (_, None, false) => 2,
             };
-            (section, stage.layer.unwrap_or(0), stage.kind as usize)
+            // The lens reads the embeddings first, then each layer in turn.
+            let layer = stage.layer.map_or(0, |i| i + usize::from(stage.info().part == Lens));
+            (section, layer, stage.kind as usize)
         }
-        None => (3, 0, 0),
+        None => (4, 0, 0),
     }
 }
 
@@ -607,7 +640,8 @@ mod tests {
         for stage in plan(12, all, Objectives::ALL) {
             assert_eq!(parse(&stage.name()), Some(stage), "parse({})", stage.name());
         }
-        for bad in ["layer", "layer03.ffn.output", "layerx.ffn.output", "embeddings", "mlm.logit"] {
+        for bad in ["layer", "layer03.ffn.output", "layerx.ffn.output", "embeddings", "mlm.logit", "lens.layer.logits"]
+        {
             assert_eq!(parse(bad), None, "parse({bad})");
         }
     }

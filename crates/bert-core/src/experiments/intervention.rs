@@ -1,0 +1,342 @@
+//! Interventions: changes to a stage that the rest of the pass then reads. An ablated head has
+//! its slice of `layerL.attention.context` replaced (by zeros or by its mean over the
+//! sequence's real tokens) before the output projection mixes the heads; a patched stage takes
+//! its value, or some positions of it, from another run of the same model.
+
+use std::fmt;
+use std::ops::RangeInclusive;
+use std::path::Path;
+
+use ndarray::{s, ArrayView2, ArrayViewMut3, ArrayViewMutD, Axis, Slice};
+
+use crate::dump::Dump;
+use crate::error::{BertError, Result};
+use crate::load::config::BertConfig;
+use crate::model::BertModel;
+use crate::ops::Float;
+use crate::trace::hook::{Hook, TensorViewMut};
+use crate::trace::manifest::Record;
+use crate::trace::stage::{self, Dim, Dims, Stage, StageKind};
+use crate::trace::Tensor;
+
+/// What an ablated head's slice is replaced by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AblateWith {
+    /// Zeros: the head contributes only through the output projection's bias.
+    #[default]
+    Zero,
+    /// The slice's mean over the sequence's own real tokens, at every position: the head says
+    /// the same thing everywhere, what it says on average.
+    Mean,
+}
+
+impl AblateWith {
+    pub fn name(self) -> &'static str {
+        match self {
+            AblateWith::Zero => "zero",
+            AblateWith::Mean => "mean",
+        }
+    }
+}
+
+/// One head of one layer, or all of that layer's heads (`head` None).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ablation {
+    pub layer: usize,
+    pub head: Option<usize>,
+    pub with: AblateWith,
+}
+
+impl Ablation {
+    /// `layerL.headH` or `layerL.heads`, checked against the model's layers and heads.
+    pub fn parse(spec: &str, with: AblateWith, config: &BertConfig) -> Result<Ablation> {
+        let bad = |problem: String| BertError::Intervention { spec: format!("--ablate {spec}"), problem };
+        let (layer, head) = spec
+            .strip_prefix("layer")
+            .and_then(|rest| rest.split_once('.'))
+            .ok_or_else(|| bad("expected layerL.headH (one head) or layerL.heads (all of a layer's heads)".into()))?;
+        let (n_layers, n_heads) = (config.num_hidden_layers, config.num_attention_heads);
+        let layer: usize = canonical_index(layer)
+            .filter(|&l| l < n_layers)
+            .ok_or_else(|| bad(format!("the model has {n_layers} layers, layer0 to layer{}", n_layers - 1)))?;
+        let head =
+            match head {
+                "heads" => None,
+                head => Some(head.strip_prefix("head").and_then(canonical_index).filter(|&h| h < n_heads).ok_or_else(
+                    || bad(format!("the model has {n_heads} heads per layer, head0 to head{}", n_heads - 1)),
+                )?),
+            };
+        Ok(Ablation { layer, head, with })
+    }
+
+    /// The name it is given on the command line and in the manifest.
+    pub fn spec(&self) -> String {
+        match self.head {
+            Some(head) => format!("layer{}.head{head}", self.layer),
+            None => format!("layer{}.heads", self.layer),
+        }
+    }
+
+    /// Replaces the head's columns of `context` `[B,T,H]`.
+    fn apply<F: Float>(&self, mut context: ArrayViewMut3<'_, F>, n_heads: usize, mask: ArrayView2<'_, i64>) {
+        let hs = context.dim().2 / n_heads;
+        let heads = match self.head {
+            Some(head) => head..head + 1,
+            None => 0..n_heads,
+        };
+        for head in heads {
+            let mut slice = context.slice_mut(s![.., .., head * hs..(head + 1) * hs]);
+            match self.with {
+                AblateWith::Zero => slice.fill(F::zero()),
+                AblateWith::Mean => {
+                    for (seq, mut rows) in slice.axis_iter_mut(Axis(0)).enumerate() {
+                        let real: Vec<usize> = (0..rows.nrows()).filter(|&t| mask[[seq, t]] == 1).collect();
+                        if real.is_empty() {
+                            continue;
+                        }
+                        let mut mean = ndarray::Array1::<F>::zeros(hs);
+                        for &t in &real {
+                            mean += &rows.row(t);
+                        }
+                        mean /= F::of(real.len() as f64);
+                        rows.rows_mut().into_iter().for_each(|mut row| row.assign(&mean));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A run of token positions, `3` or `1-4` (inclusive, from 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Positions(pub RangeInclusive<usize>);
+
+impl Positions {
+    pub fn parse(text: &str) -> Option<Positions> {
+        let (first, last) = text.split_once('-').unwrap_or((text, text));
+        let (first, last) = (canonical_index(first)?, canonical_index(last)?);
+        (first <= last).then_some(Positions(first..=last))
+    }
+}
+
+impl fmt::Display for Positions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.0.start(), self.0.end()) {
+            (first, last) if first == last => write!(f, "{first}"),
+            (first, last) => write!(f, "{first}-{last}"),
+        }
+    }
+}
+
+/// One stage, or some positions of it, replaced by another run's value.
+#[derive(Clone, Debug)]
+pub struct Patch {
+    pub stage: Stage,
+    pub positions: Option<Positions>,
+    /// The other run's value of the whole stage.
+    pub value: Tensor,
+    /// Where it came from, as given (the other dump).
+    pub from: String,
+}
+
+impl Patch {
+    /// Splits `DUMP:STAGE` or `DUMP:STAGE@POSITIONS` into the dump, the stage and the positions.
+    pub fn parse_spec(spec: &str) -> Result<(String, Stage, Option<Positions>)> {
+        let bad = |problem: String| BertError::Intervention { spec: format!("--patch {spec}"), problem };
+        let (dump, target) = spec
+            .rsplit_once(':')
+            .filter(|(dump, _)| !dump.is_empty())
+            .ok_or_else(|| bad("expected DUMP:STAGE or DUMP:STAGE@POSITIONS (positions like 3 or 1-4)".into()))?;
+        let (name, positions) = match target.split_once('@') {
+            Some((name, positions)) => {
+                let parsed = Positions::parse(positions).ok_or_else(|| {
+                    bad(format!("positions `{positions}` are not a position (3) or a range of them (1-4)"))
+                })?;
+                (name, Some(parsed))
+            }
+            None => (target, None),
+        };
+        let stage =
+            stage::parse(name).ok_or_else(|| bad(format!("`{name}` is not a stage (see `bert-trace stages`)")))?;
+        if stage.info().part == stage::Part::Lens {
+            return Err(bad("the lens's stages are read after the pass: patching one changes nothing".into()));
+        }
+        Ok((dump.into(), stage, positions))
+    }
+
+    /// Checks the patch against the shape `expected` the stage has in this run: the same shape,
+    /// or for some positions, the same but along the token axis, which must hold them.
+    pub fn check(&self, expected: &[usize]) -> Result<()> {
+        let bad = |problem: String| BertError::Intervention { spec: format!("--patch {}", self.spec()), problem };
+        let found = self.value.shape();
+        let float_stage = self.stage.info().dtype != stage::DType::I64;
+        if float_stage != self.value.is_float() {
+            return Err(bad(format!(
+                "{} in {} is {}, this run's is {}",
+                self.stage,
+                self.from,
+                self.value.dtype().numpy_name(),
+                self.stage.info().dtype.numpy_name()
+            )));
+        }
+        let mismatch = || bad(format!("{} is {found:?} in {}, {expected:?} in this run", self.stage, self.from));
+        match (&self.positions, token_axis(self.stage)) {
+            (None, _) if found == expected => Ok(()),
+            (None, _) => Err(mismatch()),
+            (Some(_), None) => Err(bad(format!("{} has no token axis to take positions of", self.stage))),
+            (Some(positions), Some(axis)) => {
+                let others_match =
+                    found.len() == expected.len() && (0..found.len()).all(|d| d == axis || found[d] == expected[d]);
+                if !others_match {
+                    return Err(mismatch());
+                }
+                let last = *positions.0.end();
+                let tokens = found[axis].min(expected[axis]);
+                if last >= tokens {
+                    return Err(bad(format!(
+                        "position {last} is beyond {}'s {} tokens here and {} in {}",
+                        self.stage, expected[axis], found[axis], self.from
+                    )));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `DUMP:STAGE` or `DUMP:STAGE@POSITIONS`, as given.
+    pub fn spec(&self) -> String {
+        match &self.positions {
+            Some(positions) => format!("{}:{}@{positions}", self.from, self.stage),
+            None => format!("{}:{}", self.from, self.stage),
+        }
+    }
+
+    fn apply<T: Copy + 'static>(&self, mut target: ArrayViewMutD<'_, T>, value: ndarray::ArrayViewD<'_, T>) {
+        match (&self.positions, token_axis(self.stage)) {
+            (Some(positions), Some(axis)) => {
+                let range = Slice::from(*positions.0.start()..=*positions.0.end());
+                target.slice_axis_mut(Axis(axis), range).assign(&value.slice_axis(Axis(axis), range));
+            }
+            _ => target.assign(&value),
+        }
+    }
+}
+
+/// The first token axis of a stage's shape (the queries', for scores and probabilities).
+fn token_axis(stage: Stage) -> Option<usize> {
+    stage.info().shape.iter().position(|&d| d == Dim::T)
+}
+
+/// `layerL.attention.context` as the `[B,T,H]` it is (a patch may have been refused otherwise).
+fn as_context<T>(view: ArrayViewMutD<'_, T>) -> Result<ArrayViewMut3<'_, T>> {
+    let shape = view.shape().to_vec();
+    view.into_dimensionality().map_err(|_| BertError::Intervention {
+        spec: "--ablate".into(),
+        problem: format!("layerL.attention.context is {shape:?} here, not [B,T,H]"),
+    })
+}
+
+/// A decimal index written as we write it: `03` is not `3`.
+fn canonical_index(text: &str) -> Option<usize> {
+    text.parse::<usize>().ok().filter(|i| i.to_string() == text)
+}
+
+/// Every intervention of one run: the patches in the order given, then the ablations.
+#[derive(Clone, Debug, Default)]
+pub struct Interventions {
+    pub patches: Vec<Patch>,
+    pub ablations: Vec<Ablation>,
+    /// The model's heads per layer, to find a head's columns.
+    pub n_heads: usize,
+}
+
+impl Interventions {
+    /// The interventions of `--ablate` (each `layerL.headH` or `layerL.heads`, all replaced
+    /// `with` the same) and `--patch` (each `DUMP:STAGE[@POSITIONS]`), for `model`: every dump
+    /// read and checked against the model before any pass.
+    pub fn load<F: Float>(
+        model: &BertModel<F>,
+        ablate: &[String],
+        with: AblateWith,
+        patch: &[String],
+    ) -> Result<Interventions> {
+        let ablations = ablate.iter().map(|spec| Ablation::parse(spec, with, &model.config)).collect::<Result<_>>()?;
+        let mut patches = Vec::new();
+        for spec in patch {
+            let (from, stage, positions) = Patch::parse_spec(spec)?;
+            let bad = |problem: String| BertError::Intervention { spec: format!("--patch {spec}"), problem };
+            let dump = Dump::open(Path::new(&from))?;
+            if let Some(theirs) = &dump.manifest.model_fingerprint {
+                let ours = model.fingerprint();
+                if *theirs != ours {
+                    return Err(bad(format!(
+                        "{from} was made with another model (fingerprint {theirs}, {}), this run uses {} (fingerprint {ours})",
+                        if dump.manifest.model.is_empty() { "not named" } else { &dump.manifest.model },
+                        model.source.display()
+                    )));
+                }
+            }
+            let entry = dump.entry(&stage.name()).ok_or_else(|| bad(format!("{from} has no stage {stage}")))?;
+            let value = dump.read(entry)?;
+            patches.push(Patch { stage, positions, value, from });
+        }
+        Ok(Interventions { patches, ablations, n_heads: model.config.num_attention_heads })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.patches.is_empty() && self.ablations.is_empty()
+    }
+
+    /// What the manifest records, in the order they are applied.
+    pub fn records(&self) -> Vec<Record> {
+        let patches = self.patches.iter().map(|p| Record::Patch {
+            patch: p.stage.name(),
+            positions: p.positions.as_ref().map(Positions::to_string),
+            from: p.from.clone(),
+        });
+        let ablations = self.ablations.iter().map(|a| Record::Ablate { ablate: a.spec(), with: a.with.name().into() });
+        patches.chain(ablations).collect()
+    }
+
+    /// Checks every patch against the shapes its stage takes for `dims`, before a pass.
+    pub fn check(&self, dims: &Dims) -> Result<()> {
+        for patch in &self.patches {
+            patch.check(&patch.stage.shape(dims))?;
+        }
+        Ok(())
+    }
+}
+
+impl Hook for Interventions {
+    fn wants(&self, stage: &Stage) -> bool {
+        let ablated =
+            stage.kind == StageKind::AttnContext && self.ablations.iter().any(|a| Some(a.layer) == stage.layer);
+        ablated || self.patches.iter().any(|p| p.stage == *stage)
+    }
+
+    fn apply(&mut self, stage: Stage, mut tensor: TensorViewMut<'_>, mask: ArrayView2<'_, i64>) -> Result<()> {
+        for patch in self.patches.iter().filter(|p| p.stage == stage) {
+            patch.check(tensor.shape())?;
+            match (&mut tensor, &patch.value) {
+                (TensorViewMut::F32(target), value) => {
+                    let value = value.to_f64().mapv(|v| v as f32);
+                    patch.apply(target.view_mut(), value.view());
+                }
+                (TensorViewMut::F64(target), value) => patch.apply(target.view_mut(), value.to_f64().view()),
+                (TensorViewMut::I64(target), Tensor::I64(value)) => patch.apply(target.view_mut(), value.view()),
+                (TensorViewMut::I64(_), _) => unreachable!("Patch::check refuses a float value for an integer stage"),
+            }
+        }
+        for ablation in self.ablations.iter().filter(|a| Some(a.layer) == stage.layer) {
+            if stage.kind != StageKind::AttnContext {
+                continue;
+            }
+            match &mut tensor {
+                TensorViewMut::F32(context) => ablation.apply(as_context(context.view_mut())?, self.n_heads, mask),
+                TensorViewMut::F64(context) => ablation.apply(as_context(context.view_mut())?, self.n_heads, mask),
+                TensorViewMut::I64(_) => unreachable!("layerL.attention.context is a float stage"),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,37 @@
+//! The one seam through which a run changes its own stages: a [`Hook`] gets each stage it wants
+//! as `&mut`, after the model computed it and before the sink records it or the rest of the pass
+//! reads it, so the statistics and the dump show the value the model used. Ablating a head,
+//! patching a stage from another run ([`crate::experiments`]) and a Python function are hooks.
+
+use ndarray::{ArrayView2, ArrayViewMutD};
+
+use super::stage::Stage;
+use crate::error::Result;
+
+/// A mutable view of one stage's tensor.
+#[derive(Debug)]
+pub enum TensorViewMut<'a> {
+    F32(ArrayViewMutD<'a, f32>),
+    F64(ArrayViewMutD<'a, f64>),
+    I64(ArrayViewMutD<'a, i64>),
+}
+
+impl TensorViewMut<'_> {
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            TensorViewMut::F32(a) => a.shape(),
+            TensorViewMut::F64(a) => a.shape(),
+            TensorViewMut::I64(a) => a.shape(),
+        }
+    }
+}
+
+/// Changes the stages it wants, in place.
+pub trait Hook {
+    /// Whether this hook changes `stage`; a stage no hook wants is not touched.
+    fn wants(&self, stage: &Stage) -> bool;
+
+    /// Changes `tensor`, the value of `stage`, in place. `attention_mask` `[B,T]` is the mask
+    /// the model reads (1 for a real token), for hooks that treat padding apart.
+    fn apply(&mut self, stage: Stage, tensor: TensorViewMut<'_>, attention_mask: ArrayView2<'_, i64>) -> Result<()>;
+}

@@ -1,0 +1,70 @@
+//! `bert-trace ablate --target WORD TEXT`: each head ablated alone (bert-core's
+//! `experiments/head_scan.rs` runs them), printed as a layers × heads grid of the change in the
+//! target's log-probability, then the most harmful heads.
+
+use anyhow::Result;
+use bert_core::experiments::head_scan::HeadScan;
+use bert_core::experiments::intervention::AblateWith;
+
+use crate::cli::{AblateArgs, AblateWithArg};
+use crate::experiment_input::Experiment;
+use crate::table::new_table;
+
+pub fn run(args: &AblateArgs) -> Result<i32> {
+    let experiment = Experiment::load(&args.input)?;
+    let position = experiment.mask()?;
+    let target = experiment.target(&args.target)?;
+    let with = match args.with {
+        AblateWithArg::Zero => AblateWith::Zero,
+        AblateWithArg::Mean => AblateWith::Mean,
+    };
+    let scan = experiment.model.scan_heads(&experiment.batch, position, (&args.target, target), with)?;
+    if args.input.json {
+        let mut json = serde_json::to_value(&scan)?;
+        json["model"] = experiment.model_name.clone().into();
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        print!("{}", report(&scan, &experiment, args.top));
+    }
+    Ok(0)
+}
+
+fn report(scan: &HeadScan, experiment: &Experiment, top: usize) -> String {
+    let vocab = experiment.model.config.vocab_size;
+    let mut out = format!(
+        "{} at position {}: log p({}) = {:.4}, rank {} of {vocab}, with every head\n",
+        bert_core::load::tokenize::MASK,
+        scan.position.1,
+        scan.target,
+        scan.log_prob,
+        scan.rank
+    );
+    let heads = scan.grid.first().map_or(0, Vec::len);
+    let mut header = vec!["layer".to_string()];
+    header.extend((0..heads).map(|h| format!("head {h}")));
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut grid = new_table(&header, &(0..=heads).collect::<Vec<_>>());
+    for (layer, row) in scan.grid.iter().enumerate() {
+        let mut cells = vec![layer.to_string()];
+        cells.extend(row.iter().map(|change| format!("{change:+.4}")));
+        grid.add_row(cells);
+    }
+    out += &format!(
+        "\nthe change in log p({}) with each head ablated alone ({}; negative: the head helped)\n{grid}\n",
+        scan.target, scan.with
+    );
+    let shown = scan.heads.len().min(top);
+    out += &format!("\nthe {shown} most harmful ablations:\n");
+    for (rank, head) in scan.heads.iter().take(top).enumerate() {
+        out += &format!(
+            "{:>3}. layer{}.head{:<3} {:+.4}   rank of {} after: {}\n",
+            rank + 1,
+            head.layer,
+            head.head,
+            head.change,
+            scan.target,
+            head.rank
+        );
+    }
+    out
+}
