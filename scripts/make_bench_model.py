@@ -6,7 +6,8 @@ Usage:
     python scripts/make_bench_model.py OUT_DIR
 
 Writes ``config.json`` and ``model.safetensors`` (from ``BertModel.save_pretrained``: the
-encoder and the pooler, no pretraining heads), ``vocab.txt`` (30522 entries) and
+encoder and the pooler, no pretraining heads; with ``--pretraining``, ``BertForPreTraining``'s,
+which adds the MLM and NSP heads, for the experiments' benchmark), ``vocab.txt`` (30522 entries) and
 ``tokenizer_config.json`` into OUT_DIR. Keep OUT_DIR outside the repository (``/tmp`` or
 ``target/``): the weights are 418 MB and must never be committed.
 
@@ -23,7 +24,7 @@ import json
 import os
 
 import torch
-from transformers import BertConfig, BertModel
+from transformers import BertConfig, BertForPreTraining, BertModel
 
 SEED = 0
 VOCAB_SIZE = 30522
@@ -48,6 +49,7 @@ def build_vocab() -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir")
+    parser.add_argument("--pretraining", action="store_true", help="with the MLM and NSP heads (BertForPreTraining)")
     args = parser.parse_args()
 
     torch.manual_seed(SEED)
@@ -60,7 +62,7 @@ def main() -> None:
         max_position_embeddings=512,
         hidden_act="gelu",
     )
-    model = BertModel(config).eval()
+    model = (BertForPreTraining if args.pretraining else BertModel)(config).eval()
     os.makedirs(args.out_dir, exist_ok=True)
     model.save_pretrained(args.out_dir)
     with open(os.path.join(args.out_dir, "vocab.txt"), "w", encoding="utf-8") as f:

@@ -278,8 +278,8 @@ pub struct CompareArgs {
 #[derive(Debug, Args)]
 pub struct ViewArgs {
     /// The dump: a directory written by bert-trace or scripts/dump_reference.py, a directory of
-    /// .npy files, an .npz or a .safetensors file; or the JSON of `bert-trace compare --json`,
-    /// drawn as its layers x heads grid
+    /// .npy files, an .npz or a .safetensors file; or the JSON of `bert-trace compare --json` or
+    /// `ablate --json` (drawn as its layers x heads grid) or `attribute --json` (a row of tokens)
     pub dump: PathBuf,
     /// The page to write (a file bert-trace did not write is never replaced) [default: view.html]
     #[arg(long, value_name = "FILE.html", conflicts_with_all = ["svg", "png"])]

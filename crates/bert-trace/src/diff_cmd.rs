@@ -48,6 +48,10 @@ pub fn report(
         if let Some(truth) = truth {
             add_truth(&mut value, truth);
         }
+        value["interventions"] = serde_json::json!({
+            "reference": reference.manifest.interventions,
+            "trace": trace.manifest.interventions,
+        });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print_report(reference, trace, &report, isolation);
@@ -158,6 +162,21 @@ fn own_cell(own: Option<&Own>) -> String {
     }
 }
 
+/// What each side changed in its pass, when either did, and a warning when they differ: the
+/// stages after an intervention then differ by design.
+fn print_interventions(reference: &Dump, trace: &Dump) {
+    let sides = [("reference", reference), ("trace", trace)];
+    for (side, dump) in sides {
+        let records: Vec<String> = dump.manifest.interventions.iter().map(ToString::to_string).collect();
+        if !records.is_empty() {
+            println!("intervened: {side}: {}", records.join("; "));
+        }
+    }
+    if reference.manifest.interventions != trace.manifest.interventions {
+        println!("note: the two dumps were made with different interventions: stages after them differ by design");
+    }
+}
+
 fn print_report(reference: &Dump, trace: &Dump, report: &Report, isolation: Option<&Isolation>) {
     println!(
         "reference: {} ({})\ntrace:     {} ({})",
@@ -174,6 +193,7 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report, isolation: Opti
     for note in &report.notes {
         println!("note: {note}");
     }
+    print_interventions(reference, trace);
     let mut header = vec!["stage", "shape", "max|Δ|", "mean|Δ|", "max rel", "cosine", "atol / rtol", "used", "result"];
     if isolation.is_some() {
         header.extend(["own error (ref)", "own error (trace)"]);

@@ -193,7 +193,7 @@ impl<F: Float> BertModel<F> {
 
     /// [`BertModel::trace`], with a hook that changes stages and the logit lens when `pass`
     /// asks for them.
-    pub fn trace_with<'a>(&self, batch: &Batch, sink: &'a mut dyn Sink, pass: Pass<'a>) -> Result<Traced<F>> {
+    pub fn trace_with(&self, batch: &Batch, sink: &mut dyn Sink, pass: Pass) -> Result<Traced<F>> {
         self.check(batch)?;
         if pass.lens && self.mlm.is_none() {
             return Err(crate::error::BertError::MissingHead {
@@ -203,7 +203,9 @@ impl<F: Float> BertModel<F> {
             });
         }
         let lens = pass.lens;
-        let mut tracer = Tracer::new(sink, pass.stop_after, pass.hook);
+        // The hook may outlive the sink; the tracer holds both for the shorter time.
+        let hook = pass.hook.map(|hook| hook as &mut dyn Hook);
+        let mut tracer = Tracer::new(sink, pass.stop_after, hook);
         let mut outputs = Outputs::default();
         let run = ops::with_kernels(self.kernels, || self.run(batch, lens, &mut tracer, &mut outputs));
         let stopped_at = match run {

@@ -135,30 +135,32 @@ pub fn draw(
     Ok((data, svg))
 }
 
-/// `view COMPARISON.json`: the grid of `bert-trace compare --json`, as a picture or a page.
+/// `view RESULT.json`: the grid of `bert-trace compare --json`, `ablate --json` or
+/// `attribute --json`, as a picture or a page.
 fn comparison(args: &ViewArgs) -> Result<i32> {
     if args.stage.is_some() || args.head.is_some() || args.lines || !args.heatmaps.is_empty() {
         bail!(
-            "--stage, --head, --lines and --heatmap choose what to draw of a dump; a comparison's JSON is drawn whole"
+            "--stage, --head, --lines and --heatmap choose what to draw of a dump; a JSON result (compare, ablate, attribute) is drawn whole"
         );
     }
-    let (picture, title) = grid::picture(&args.dump)?;
+    let grid = grid::picture(&args.dump)?;
+    let picture = &grid.picture;
     let mut written = Vec::new();
     if let Some(path) = &args.svg {
         owned_file::write(path, picture.svg.as_bytes(), Format::Text, "picture")?;
         written.push(path.display().to_string());
     }
     if let Some(path) = &args.png {
-        budget::check_pixels("the heads grid", picture.width, picture.height, false)?;
+        budget::check_pixels(grid.what, picture.width, picture.height, false)?;
         owned_file::write(path, &render::png(&picture.svg)?, Format::Png, "picture")?;
         written.push(path.display().to_string());
     }
     if written.is_empty() {
         let out = args.out.clone().unwrap_or_else(|| PathBuf::from("view.html"));
-        owned_file::write(&out, grid::page(&picture, &title).as_bytes(), Format::Text, "page")?;
+        owned_file::write(&out, grid::page(&grid).as_bytes(), Format::Text, "page")?;
         written.push(out.display().to_string());
     }
-    println!("wrote the heads grid ({} × {} px) to {}", picture.width, picture.height, written.join(" and "));
+    println!("wrote {} ({} × {} px) to {}", grid.what, picture.width, picture.height, written.join(" and "));
     Ok(0)
 }
 
