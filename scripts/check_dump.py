@@ -375,10 +375,14 @@ def check(model_dir: str, dump: str) -> bool:
     w = load_file(os.path.join(model_dir, "model.safetensors"))
     with open(os.path.join(dump, "manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
-    assert manifest["format"] == "bert-trace-dump/1", manifest["format"]
+    assert manifest["format"] in ("bert-trace-dump/1", "bert-trace-dump/2"), manifest["format"]
     required = {"format", "producer", "model", "inputs", "stages"}
-    optional = {"only_stages", "stopped_at"}
+    optional = {"only_stages", "stopped_at", "model_fingerprint", "interventions", "lens"}
     assert required <= set(manifest) <= required | optional, sorted(manifest)
+    # This pass computes the unchanged model: an intervened dump or the lens is not recomputed
+    # here, and saying so is better than a check that passes without looking.
+    assert not manifest.get("interventions") and not manifest.get("lens"), \
+        f"{dump}: interventions and the lens are not recomputed by this script (dump_reference.py checks them)"
     inputs = manifest["inputs"]
     assert {"texts", "pair"} <= set(inputs) <= INPUT_KEYS, sorted(inputs)
     texts, pair = inputs["texts"], inputs["pair"]

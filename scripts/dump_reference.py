@@ -60,7 +60,7 @@ torch.testing.assert_close(atol=1e-5, rtol=1e-5):
     classifier.logits          == logits
 
 OUT then gets one OUT/<stage>.npy per stage (float32 -- float64 with --dtype float64 --,
-or int64 for input.*, little-endian, C order) and OUT/manifest.json (format "bert-trace-dump/1"). Files
+or int64 for input.*, little-endian, C order) and OUT/manifest.json (format "bert-trace-dump/2"). Files
 are written to a temporary directory next to OUT and moved into place, the
 manifest last. An OUT that is not empty and has no manifest.json of ours is
 refused. --only-stages keeps the stages matching any of the given glob patterns
@@ -113,7 +113,7 @@ the same masks, labels and stages):
 --labels-from DUMP (excludes the four flags above)
     Take input.ids, input.labels and input.next_sentence_label (whichever exist), and
     input.original_ids when it exists, from the dump in DUMP (manifest.json + .npy,
-    bert-trace-dump/1) instead of masking here. DUMP's input.original_ids (or input.ids when it
+    bert-trace-dump/1 or /2) instead of masking here. DUMP's input.original_ids (or input.ids when it
     has none) must equal this script's own tokenization, with the same shapes (its
     token_type_ids and attention_mask too, when present).
 
@@ -147,6 +147,33 @@ input.ids as the model sees them, [PAD] included), and, only when set, "mask_pro
 "labels_from" (the DUMP path as given; mask_prob/seed/mlm_targets/nsp_label are then copied from
 DUMP's manifest when it has them). These keys are enough to reproduce the dump.
 
+Experiments (interventions and the logit lens)
+
+--ablate layerL.headH | layerL.heads (repeatable), --ablate-with zero|mean
+    The head's slice of layerL.attention.context (columns h*hs to (h+1)*hs) is replaced before
+    the output projection reads it: by zeros, or by its mean over the sequence's real tokens
+    (attention_mask 1) at every position. layerL.attention.probs is traced as computed.
+--patch DUMP:STAGE | DUMP:STAGE@POSITIONS (repeatable; positions 3 or 1-4, inclusive)
+    The stage (or those token positions of it, for every sequence) takes DUMP's value, and the
+    pass goes on from it. Stages: embeddings.layernorm, layer{i}.attention.context,
+    layer{i}.attention.output, layer{i}.attention.layernorm, layer{i}.ffn.intermediate,
+    layer{i}.ffn.activation, layer{i}.ffn.output, layer{i}.ffn.layernorm, pooler.output. Shapes
+    must match (for positions: every axis but the tokens); a DUMP whose manifest names another
+    model fingerprint is refused.
+    Order: the patches of a stage in command-line order, then the ablations.
+--lens
+    Adds lens.embeddings.logits and lens.layer{i}.logits [B,T,V] after every other stage: the
+    MLM head (cls.predictions) applied to hidden_states[k]. The last equals mlm.logits exactly.
+
+The recomputation applies them inline; the check against transformers runs the model with
+forward hooks that do the same on the modules whose outputs the stages are (attention.self for
+the context, attention.output.dense, attention.output, intermediate.dense, intermediate,
+output.dense, output, bert.embeddings, bert.pooler), so PyTorch's own outputs must agree. The
+manifest records them in "interventions" ({"ablate": "layer1.head2", "with": "zero"},
+{"patch": STAGE, "positions": "1-3", "from": DUMP}), "lens": true, and every dump carries
+"model_fingerprint": the first 16 hex digits of the sha256 of the position-embedding table
+(float32, little-endian, C order).
+
 Example:
 
     python scripts/dump_reference.py --model golden/tiny --model-name golden/tiny \\
@@ -159,13 +186,15 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import hashlib
 import json
 import os
 import platform
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -173,7 +202,10 @@ import transformers
 from safetensors import safe_open
 from torch import nn
 
-FORMAT = "bert-trace-dump/1"
+FORMAT = "bert-trace-dump/2"
+# Every format this script reads (an earlier dump in OUT, --labels-from, --patch): version 2
+# added the interventions, the lens and the model fingerprint, and reads version 1 unchanged.
+READABLE_FORMATS = ("bert-trace-dump/1", "bert-trace-dump/2")
 ATOL = 1e-5
 RTOL = 1e-5
 # The tolerances of every check against transformers, per --dtype.
@@ -575,7 +607,7 @@ class Stage:
 
 @torch.no_grad()
 def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: bool = False,
-          labels: Labels | None = None) -> list[Stage]:
+          labels: Labels | None = None, iv: Interventions | None = None, lens: bool = False) -> list[Stage]:
     """Recompute BERT's forward pass with HF's own submodules, keeping every stage.
 
     This mirrors transformers 5.23 modeling_bert.py / masking_utils.py line by line.
@@ -583,6 +615,7 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
     stages (input.original_ids, input.labels, input.next_sentence_label and the losses).
     """
     labels = labels or Labels()
+    iv = iv or Interventions()
     path = {id(m): n for n, m in model.named_modules()}  # module -> its HF name
 
     def hf(m: nn.Module) -> str:
@@ -626,7 +659,8 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
     position = emb.position_embeddings(position_ids)  # (1, T, H), broadcast over the batch
     # HF adds in this order: (inputs_embeds + token_type_embeddings) + position_embeddings.
     summed = (word + token_type) + position  # (B, T, H)
-    x = emb.LayerNorm(summed)  # (B, T, H); dropout is the identity in eval mode
+    x = iv.apply("embeddings.layernorm", emb.LayerNorm(summed), mask)  # (B, T, H); dropout is the identity
+    hidden_states = [x]  # for the lens
     keep("embeddings.word", word, hf(emb.word_embeddings), "word_embeddings.weight[input_ids]")
     keep("embeddings.position", position.expand(B, T, H), hf(emb.position_embeddings),
          "position_embeddings.weight[arange(T)], broadcast over the batch")
@@ -664,16 +698,19 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
         probs = nn.functional.softmax(scores, dim=-1)  # (B, nh, T, T); dropout off
         context = torch.matmul(probs, v).transpose(1, 2).contiguous()  # (B, T, nh, hs)
         context = context.reshape(B, T, H).contiguous()  # (B, T, H)
+        # Interventions replace a stage before the next one reads it (identity without any).
+        context = iv.apply(f"{p}.attention.context", context, mask)
         so = layer.attention.output
-        att_out = so.dense(context)  # (B, T, H)
+        att_out = iv.apply(f"{p}.attention.output", so.dense(context), mask)  # (B, T, H)
         att_res = att_out + x  # HF: LayerNorm(hidden_states + input_tensor)
-        att_ln = so.LayerNorm(att_res)  # (B, T, H)
+        att_ln = iv.apply(f"{p}.attention.layernorm", so.LayerNorm(att_res), mask)  # (B, T, H)
 
-        inter = layer.intermediate.dense(att_ln)  # (B, T, I)
-        act = layer.intermediate.intermediate_act_fn(inter)  # (B, T, I)
-        ffn_out = layer.output.dense(act)  # (B, T, H)
+        inter = iv.apply(f"{p}.ffn.intermediate", layer.intermediate.dense(att_ln), mask)  # (B, T, I)
+        act = iv.apply(f"{p}.ffn.activation", layer.intermediate.intermediate_act_fn(inter), mask)  # (B, T, I)
+        ffn_out = iv.apply(f"{p}.ffn.output", layer.output.dense(act), mask)  # (B, T, H)
         ffn_res = ffn_out + att_ln
-        x = layer.output.LayerNorm(ffn_res)  # (B, T, H)
+        x = iv.apply(f"{p}.ffn.layernorm", layer.output.LayerNorm(ffn_res), mask)  # (B, T, H)
+        hidden_states.append(x)
 
         keep(f"{p}.attention.query", q, hf(sa.query), "query(x).view(B,T,nh,hs).transpose(1,2)")
         keep(f"{p}.attention.key", k, hf(sa.key), "key(x).view(B,T,nh,hs).transpose(1,2)")
@@ -696,7 +733,7 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
     pooled = None
     if bert.pooler is not None:
         pool_dense = bert.pooler.dense(x[:, 0])  # (B, H): the [CLS] token
-        pooled = bert.pooler.activation(pool_dense)  # (B, H), tanh
+        pooled = iv.apply("pooler.output", bert.pooler.activation(pool_dense), mask)  # (B, H), tanh
         keep("pooler.dense", pool_dense, hf(bert.pooler.dense), "dense(last ffn.layernorm[:, 0])")
         keep("pooler.output", pooled, "pooler_output", "tanh(pooler.dense)")
 
@@ -754,6 +791,15 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
     if sentence_pooling:
         keep("sentence.pooled", mean_pooling(x, mask), "sentence_embedding (sentence-transformers Pooling, mean)",
              "sum(last ffn.layernorm * attention_mask, dim=1) / clamp(sum(attention_mask), min=1e-9)")
+
+    # ---- The logit lens: the MLM head on every layer's output ------------------------
+    if lens:
+        for k, hidden in enumerate(hidden_states):
+            name = "lens.embeddings.logits" if k == 0 else f"lens.layer{k - 1}.logits"
+            source = "embeddings.layernorm" if k == 0 else f"layer{k - 1}.ffn.layernorm"
+            keep(name, predictions(hidden), f"cls.predictions(hidden_states[{k}])", f"mlm head applied to {source}")
+        assert torch.equal(stages[-1].tensor, next(s.tensor for s in stages if s.name == "mlm.logits")), \
+            "the lens's last row is not mlm.logits"
     return stages
 
 
@@ -762,6 +808,8 @@ def expected_shape(name: str, B: int, T: int, cfg) -> list[int]:
     H, nh, I, V = cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, cfg.vocab_size
     hs = H // nh
     tail = name.split(".", 1)[1] if name.startswith("layer") else name
+    if name.startswith("lens."):
+        return [B, T, V]
     scalars_and_vectors = {"input.next_sentence_label": [B], "mlm.losses": [B, T], "mlm.loss": [],
                            "nsp.losses": [B], "nsp.loss": [], "loss": []}
     if name in scalars_and_vectors:
@@ -784,14 +832,27 @@ def expected_shape(name: str, B: int, T: int, cfg) -> list[int]:
 
 
 @torch.no_grad()
-def check_against_hf(model: nn.Module, inputs: dict[str, torch.Tensor], stages: list[Stage]) -> None:
-    out = model(**inputs, output_hidden_states=True, output_attentions=True, return_dict=True)
+def check_against_hf(model: nn.Module, inputs: dict[str, torch.Tensor], stages: list[Stage],
+                     iv: Interventions | None = None) -> None:
+    iv = iv or Interventions()
+    bert = model.bert if hasattr(model, "bert") else model
+    # The interventions as forward hooks on transformers' modules: its outputs are then those of
+    # the changed model, which the recomputation must equal.
+    with iv.hooked(bert):
+        out = model(**inputs, output_hidden_states=True, output_attentions=True, return_dict=True)
+        # Head models (BertForPreTraining, ...) do not return pooler_output: take it from
+        # their BertModel called on the same inputs.
+        pooler_output = model.bert(**inputs, return_dict=True).pooler_output \
+            if hasattr(model, "bert") and model.bert.pooler is not None else None
     by_name = {s.name: s for s in stages}
     refs: dict[str, torch.Tensor] = {"embeddings.layernorm": out.hidden_states[0]}
-    # Head models (BertForPreTraining, ...) do not return pooler_output: take it from
-    # their BertModel called on the same inputs.
-    if hasattr(model, "bert") and model.bert.pooler is not None:
-        refs["pooler.output"] = model.bert(**inputs, return_dict=True).pooler_output
+    if pooler_output is not None:
+        refs["pooler.output"] = pooler_output
+    predictions = getattr(getattr(model, "cls", None), "predictions", None)
+    for k, hidden in enumerate(out.hidden_states):
+        name = "lens.embeddings.logits" if k == 0 else f"lens.layer{k - 1}.logits"
+        if name in by_name:
+            refs[name] = predictions(hidden)
     n_layers = model.config.num_hidden_layers
     assert len(out.hidden_states) == n_layers + 1 and len(out.attentions) == n_layers
     for i in range(n_layers):
@@ -840,8 +901,10 @@ def load_head_model(cls: type, model_dir: str, dtype: torch.dtype = torch.float3
 
 @torch.no_grad()
 def check_losses(model: nn.Module, model_dir: str, inputs: dict[str, torch.Tensor], stages: list[Stage],
-                 labels: Labels) -> None:
-    """The loss stages against the losses transformers itself returns."""
+                 labels: Labels, iv: Interventions | None = None) -> None:
+    """The loss stages against the losses transformers itself returns (of the changed model, with
+    the interventions hooked into each head model)."""
+    iv = iv or Interventions()
     by_name = {s.name: s.tensor for s in stages}
     dtype = next(model.parameters()).dtype
     atol, rtol = TOLERANCES[dtype]
@@ -850,16 +913,19 @@ def check_losses(model: nn.Module, model_dir: str, inputs: dict[str, torch.Tenso
     if mlm is not None:
         head = model if type(model) is transformers.BertForMaskedLM else \
             load_head_model(transformers.BertForMaskedLM, model_dir, dtype)
-        checks.append(("mlm.loss", head(**inputs, labels=mlm, return_dict=True).loss,
-                       "BertForMaskedLM(labels=).loss"))
+        with iv.hooked(head.bert):
+            checks.append(("mlm.loss", head(**inputs, labels=mlm, return_dict=True).loss,
+                           "BertForMaskedLM(labels=).loss"))
     if nsl is not None:
         head = model if type(model) is transformers.BertForNextSentencePrediction else \
             load_head_model(transformers.BertForNextSentencePrediction, model_dir, dtype)
-        checks.append(("nsp.loss", head(**inputs, labels=nsl, return_dict=True).loss,
-                       "BertForNextSentencePrediction(labels=).loss"))
+        with iv.hooked(head.bert):
+            checks.append(("nsp.loss", head(**inputs, labels=nsl, return_dict=True).loss,
+                           "BertForNextSentencePrediction(labels=).loss"))
     if mlm is not None and nsl is not None:
         assert type(model) is transformers.BertForPreTraining, type(model)
-        out = model(**inputs, labels=mlm, next_sentence_label=nsl, return_dict=True)
+        with iv.hooked(model.bert):
+            out = model(**inputs, labels=mlm, next_sentence_label=nsl, return_dict=True)
         checks.append(("loss", out.loss, "BertForPreTraining(labels=, next_sentence_label=).loss"))
     elif checks:
         checks.append(("loss", checks[0][1], checks[0][2]))
@@ -900,6 +966,184 @@ def sentence_reference(model: nn.Module, inputs: dict[str, torch.Tensor], last_h
 
 
 # --------------------------------------------------------------------------------------
+# Interventions: ablated heads, patched stages
+
+# The stages a patch may replace, and the module (relative to the BertModel) whose output is
+# that stage, for the hooks of the check against transformers. {i} is the layer.
+PATCHABLE = {
+    "embeddings.layernorm": "embeddings",
+    "layer{i}.attention.context": "encoder.layer.{i}.attention.self",
+    "layer{i}.attention.output": "encoder.layer.{i}.attention.output.dense",
+    "layer{i}.attention.layernorm": "encoder.layer.{i}.attention.output",
+    "layer{i}.ffn.intermediate": "encoder.layer.{i}.intermediate.dense",
+    "layer{i}.ffn.activation": "encoder.layer.{i}.intermediate",
+    "layer{i}.ffn.output": "encoder.layer.{i}.output.dense",
+    "layer{i}.ffn.layernorm": "encoder.layer.{i}.output",
+    "pooler.output": "pooler",
+}
+
+
+def patchable_module(stage: str, n_layers: int) -> str | None:
+    """The module whose output `stage` is, if a patch may replace it."""
+    for pattern, module in PATCHABLE.items():
+        if "{i}" not in pattern:
+            if stage == pattern:
+                return module
+            continue
+        before, after = pattern.split("{i}")
+        index = stage[len(before):len(stage) - len(after)] if stage.startswith(before) and stage.endswith(after) else ""
+        if index.isdigit() and str(int(index)) == index and int(index) < n_layers:
+            return module.replace("{i}", index)
+    return None
+
+
+def canonical_index(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and str(int(text)) == text else None
+
+
+def parse_positions(text: str) -> tuple[int, int] | None:
+    first, _, last = text.partition("-") if "-" in text else (text, "", text)
+    a, b = canonical_index(first), canonical_index(last)
+    return (a, b) if a is not None and b is not None and a <= b else None
+
+
+@dataclass
+class Patch:
+    stage: str
+    positions: tuple[int, int] | None
+    value: torch.Tensor
+    source: str
+
+
+@dataclass
+class Interventions:
+    ablate: list[tuple[int, int | None]] = field(default_factory=list)  # (layer, head or None: all)
+    ablate_with: str = "zero"
+    patches: list[Patch] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)
+    heads: int = 1
+
+    def apply(self, name: str, tensor: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The stage `name` as the rest of the pass reads it: patched, then ablated."""
+        for patch in (p for p in self.patches if p.stage == name):
+            assert tensor.shape == patch.value.shape or patch.positions is not None
+            tensor = tensor.clone()
+            if patch.positions is None:
+                tensor[...] = patch.value.to(tensor.dtype)
+            else:
+                a, b = patch.positions
+                tensor[:, a:b + 1] = patch.value[:, a:b + 1].to(tensor.dtype)  # the token axis is 1
+        layer = name.removeprefix("layer").split(".")[0]
+        if name.endswith(".attention.context") and layer.isdigit():
+            for abl_layer, head in self.ablate:
+                if abl_layer == int(layer):
+                    tensor = self.ablated(tensor, head, mask)
+        return tensor
+
+    def ablated(self, context: torch.Tensor, head: int | None, mask: torch.Tensor) -> torch.Tensor:
+        """context [B,T,H] with head's columns (all heads' for None) zeroed or set to their mean."""
+        context = context.clone()
+        hs = context.shape[-1] // self.heads
+        for h in range(self.heads) if head is None else [head]:
+            cols = slice(h * hs, (h + 1) * hs)
+            if self.ablate_with == "zero":
+                context[..., cols] = 0.0
+            else:
+                for b in range(context.shape[0]):
+                    real = mask[b].to(torch.bool)
+                    context[b, :, cols] = context[b, real, cols].mean(dim=0)
+        return context
+
+    @contextmanager
+    def hooked(self, bert: nn.Module):
+        """The same changes as forward hooks on transformers' modules, while the block runs."""
+        handles = []
+        mask_holder: dict[str, torch.Tensor] = {}
+
+        def remember_mask(module, args, kwargs):
+            mask_holder["mask"] = kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
+
+        def hook_for(stage: str):
+            def hook(module, args, output):
+                first = output[0] if isinstance(output, tuple) else output
+                changed = self.apply(stage, first, mask_holder["mask"])
+                return (changed, *output[1:]) if isinstance(output, tuple) else changed
+            return hook
+
+        handles.append(bert.register_forward_pre_hook(remember_mask, with_kwargs=True))
+        stages = {p.stage for p in self.patches} | {f"layer{layer}.attention.context" for layer, _ in self.ablate}
+        for stage in stages:
+            module = bert.get_submodule(patchable_module(stage, bert.config.num_hidden_layers))
+            handles.append(module.register_forward_hook(hook_for(stage)))
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+
+def model_fingerprint(model: nn.Module) -> str:
+    """The first 16 hex digits of the sha256 of the position-embedding table as float32."""
+    bert = model.bert if hasattr(model, "bert") else model
+    table = bert.embeddings.position_embeddings.weight.detach().to(torch.float32).cpu().numpy()
+    return hashlib.sha256(np.ascontiguousarray(table, dtype="<f4").tobytes()).hexdigest()[:16]
+
+
+def make_interventions(args, model: nn.Module, B: int, T: int) -> Interventions:
+    cfg = model.config
+    n_layers, n_heads, H = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.hidden_size
+    iv = Interventions(ablate_with=args.ablate_with, heads=n_heads)
+    for spec in args.patch or []:
+        dump, sep, target = spec.rpartition(":")
+        if not sep or not dump:
+            sys.exit(f"error: --patch {spec}: expected DUMP:STAGE or DUMP:STAGE@POSITIONS")
+        stage, _, positions_text = target.partition("@")
+        positions = parse_positions(positions_text) if positions_text else None
+        if positions_text and positions is None:
+            sys.exit(f"error: --patch {spec}: positions `{positions_text}` are not a position (3) or a range (1-4)")
+        if patchable_module(stage, n_layers) is None:
+            sys.exit(f"error: --patch {spec}: this script patches only "
+                     f"{', '.join(PATCHABLE)} (layers 0 to {n_layers - 1})")
+        manifest = read_our_manifest(dump)
+        if manifest is None:
+            sys.exit(f"error: --patch {spec}: no bert-trace-dump manifest.json in {dump}")
+        theirs = manifest.get("model_fingerprint")
+        if theirs is not None and theirs != model_fingerprint(model):
+            sys.exit(f"error: --patch {spec}: {dump} was made with another model (fingerprint {theirs}), "
+                     f"this one is {model_fingerprint(model)}")
+        entry = next((st for st in manifest["stages"] if st["name"] == stage), None)
+        if entry is None:
+            sys.exit(f"error: --patch {spec}: {dump} has no stage {stage}")
+        value = torch.from_numpy(np.load(os.path.join(dump, entry["file"]), allow_pickle=False).copy())
+        want = [B, H] if stage == "pooler.output" else [B, T, cfg.intermediate_size if ".ffn.intermediate" in stage
+                                                         or ".ffn.activation" in stage else H]
+        found = list(value.shape)
+        if positions is None and found != want:
+            sys.exit(f"error: --patch {spec}: {stage} is {found} in {dump}, {want} in this run")
+        if positions is not None:
+            if len(found) != 3 or found[0] != want[0] or found[2] != want[2]:
+                sys.exit(f"error: --patch {spec}: {stage} is {found} in {dump}, {want} in this run")
+            if positions[1] >= min(found[1], T):
+                sys.exit(f"error: --patch {spec}: position {positions[1]} is beyond {stage}'s tokens")
+        iv.patches.append(Patch(stage, positions, value, dump))
+        record = {"patch": stage}
+        if positions_text:
+            record["positions"] = f"{positions[0]}" if positions[0] == positions[1] else f"{positions[0]}-{positions[1]}"
+        record["from"] = dump
+        iv.records.append(record)
+    for spec in args.ablate or []:
+        layer_text, _, head_text = spec.removeprefix("layer").partition(".")
+        layer = canonical_index(layer_text) if spec.startswith("layer") else None
+        head = None if head_text == "heads" else canonical_index(head_text.removeprefix("head"))
+        if layer is None or layer >= n_layers or (head_text != "heads" and (not head_text.startswith("head")
+                                                                            or head is None or head >= n_heads)):
+            sys.exit(f"error: --ablate {spec}: expected layerL.headH or layerL.heads with L < {n_layers}, H < {n_heads}")
+        iv.ablate.append((layer, head))
+        iv.records.append({"ablate": spec, "with": args.ablate_with})
+    return iv
+
+
+# --------------------------------------------------------------------------------------
 # Writing
 
 
@@ -910,7 +1154,7 @@ def read_our_manifest(out_dir: str) -> dict | None:
             manifest = json.load(f)
     except (OSError, ValueError):
         return None
-    return manifest if isinstance(manifest, dict) and manifest.get("format") == FORMAT else None
+    return manifest if isinstance(manifest, dict) and manifest.get("format") in READABLE_FORMATS else None
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -1002,6 +1246,13 @@ def main() -> int:
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
                     help="float32 (the default: the reference dumps) or float64 (a truth dump: the model is "
                     "converted with model.double() after loading, and every float stage is float64)")
+    ap.add_argument("--ablate", action="append", metavar="layerL.headH",
+                    help="zero (or --ablate-with mean) a head's slice of layerL.attention.context; layerL.heads for all")
+    ap.add_argument("--ablate-with", choices=["zero", "mean"], default="zero",
+                    help="what an ablated head's slice becomes (default zero)")
+    ap.add_argument("--patch", action="append", metavar="DUMP:STAGE[@POSITIONS]",
+                    help="replace a stage (or token positions 3 or 1-4 of it) by DUMP's")
+    ap.add_argument("--lens", action="store_true", help="add the logit lens: lens.embeddings.logits, lens.layer{i}.logits")
     ap.add_argument("texts", nargs="+", metavar="TEXT")
     args = ap.parse_args()
 
@@ -1051,13 +1302,16 @@ def main() -> int:
     pooling_config = sentence_pooling_config(args.model)
     if pooling_config:
         print(f"sentence pooling: mean, from {pooling_config}", file=sys.stderr)
-    stages = trace(model, inputs, sentence_pooling=pooling_config is not None, labels=labels)
+    if args.lens and getattr(getattr(model, "cls", None), "predictions", None) is None:
+        sys.exit(f"error: --lens: {args.model} has no MLM head (cls.predictions.*)")
+    iv = make_interventions(args, model, B, T)
+    stages = trace(model, inputs, sentence_pooling=pooling_config is not None, labels=labels, iv=iv, lens=args.lens)
     for s in stages:
         want = expected_shape(s.name, B, T, model.config)
         assert list(s.tensor.shape) == want, f"{s.name}: shape {list(s.tensor.shape)}, contract says {want}"
         assert s.tensor.dtype == (torch.int64 if s.name.startswith("input.") else dtype), s.name
-    check_against_hf(model, inputs, stages)
-    check_losses(model, args.model, inputs, stages, labels)
+    check_against_hf(model, inputs, stages, iv)
+    check_losses(model, args.model, inputs, stages, labels, iv)
 
     if args.only_stages:
         args.only_stages = [p for arg in args.only_stages for p in arg.split(",") if p]
@@ -1090,6 +1344,9 @@ def main() -> int:
         # A subset is recorded, so that a reader (and the Rust golden test) can tell a
         # deliberately partial dump from a truncated one.
         **({"only_stages": args.only_stages} if args.only_stages else {}),
+        "model_fingerprint": model_fingerprint(model),
+        **({"interventions": iv.records} if iv.records else {}),
+        **({"lens": True} if args.lens else {}),
         "stages": [
             {
                 "name": s.name,

@@ -67,6 +67,22 @@ tiny batch_masked --mask-prob 0.2 --seed 86 "When in Rome, do as the Romans do."
     --out golden/tiny/truth/mask "When in Rome, do as the [MASK] do."
 
 # ---- The tiny Chinese-vocabulary model (cased, tokenizer.json) and its dumps ------------
+# Experiments (chapter 15): ablated heads, patches from the mask case above, the logit lens;
+# transformers' own outputs are checked with the same changes as forward hooks.
+experiment() {
+    local case=$1; shift
+    "$PYTHON" scripts/dump_reference.py --model golden/tiny --model-name golden/tiny \
+        --out "golden/tiny/experiments/$case" "$@"
+}
+experiment ablate_head --ablate layer1.head2 "When in Rome, do as the [MASK] do."
+experiment ablate_layer --ablate layer0.heads "When in Rome, do as the [MASK] do."
+experiment ablate_mean --ablate layer1.head0 --ablate-with mean "When in Rome, do as the Romans do." "Do as the Romans."
+# The corrupted sentence has as many tokens as the mask case, one word changed.
+experiment corrupted "Once in Rome, do as the [MASK] do."
+experiment patch_stage --patch golden/tiny/dumps/mask:layer0.ffn.layernorm "Once in Rome, do as the [MASK] do."
+experiment patch_positions --patch golden/tiny/dumps/mask:layer1.attention.context@1-3 "Once in Rome, do as the [MASK] do."
+experiment lens --lens "When in Rome, do as the [MASK] do."
+
 "$PYTHON" scripts/make_tiny_model.py --chinese golden/tiny-chinese
 
 tiny_chinese() {
