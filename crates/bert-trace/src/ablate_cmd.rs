@@ -54,7 +54,7 @@ fn report(scan: &HeadScan, experiment: &Experiment, top: usize) -> String {
         scan.target, scan.with
     );
     let shown = scan.heads.len().min(top);
-    out += &format!("\nthe {shown} most harmful ablations:\n");
+    out += &format!("\n{shown} heads ranked by the change, the most harmful ablation first:\n");
     for (rank, head) in scan.heads.iter().take(top).enumerate() {
         out += &format!(
             "{:>3}. layer{}.head{:<3} {:+.4}   rank of {} after: {}\n",

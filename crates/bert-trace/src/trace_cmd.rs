@@ -134,12 +134,12 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
     let mut recorder = Recorder::new(sink.as_mut(), stop);
     let hook = (!interventions.is_empty()).then_some(&mut interventions as &mut dyn Hook);
     let traced = model.trace_with(&batch, &mut recorder, Pass { stop_after: stop, hook, lens: args.lens })?;
-    for record in interventions.records() {
-        println!("intervention: {record}");
-    }
 
     tokens_table::print(&model, &batch);
     println!("\n{}", stage_table(&recorder, &only));
+    for record in interventions.records() {
+        println!("intervention: {record}");
+    }
     if let (Some(stage), Some(tensor)) = (traced.stopped_at, &recorder.kept) {
         println!("\nstopped after {stage}; nothing after it was computed.");
         println!("{stage} {}:\n{}", shape(tensor.shape()), preview(tensor));
