@@ -2,7 +2,7 @@
 //! element: the exact GELU (`gelu`), its tanh approximation (`gelu_new`, `gelu_pytorch_tanh`)
 //! and ReLU.
 
-use ndarray::{Array, Dimension};
+use ndarray::{Array, ArrayView, Dimension, Zip};
 
 use super::kernels::elementwise;
 use super::{fast, Float};
@@ -66,6 +66,42 @@ pub fn relu_reference<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
     x.mapv_into(|v| v.max(F::zero()))
 }
 
+/// The backward of [`gelu`]: d/dx [x · Φ(x)] = Φ(x) + x · φ(x), with φ(x) = exp(-x²/2) / √(2π)
+/// the normal density; times d loss / d out.
+pub fn gelu_backward<F: Float, D: Dimension>(x: ArrayView<'_, F, D>, d_out: ArrayView<'_, F, D>) -> Array<F, D> {
+    let (half, sqrt_2) = (F::of(0.5), F::of(std::f64::consts::SQRT_2));
+    let inv_sqrt_2pi = F::of(1.0 / (2.0 * std::f64::consts::PI).sqrt());
+    Zip::from(&x).and(&d_out).map_collect(|&v, &d| {
+        let cdf = half * (F::one() + (v / sqrt_2).erf());
+        let pdf = inv_sqrt_2pi * (-half * v * v).exp();
+        d * (cdf + v * pdf)
+    })
+}
+
+/// The backward of [`gelu_tanh`]: with u = √(2/π) (x + 0.044715 x³) and t = tanh u,
+/// d/dx [x (1 + t) / 2] = (1 + t) / 2 + x (1 - t²) √(2/π) (1 + 3 · 0.044715 x²) / 2.
+pub fn gelu_tanh_backward<F: Float, D: Dimension>(x: ArrayView<'_, F, D>, d_out: ArrayView<'_, F, D>) -> Array<F, D> {
+    let half = F::of(0.5);
+    let c = F::of((2.0 / std::f64::consts::PI).sqrt());
+    let cubic = F::of(0.044715);
+    Zip::from(&x).and(&d_out).map_collect(|&v, &d| {
+        let t = (c * (v + cubic * v * v * v)).tanh();
+        let du = c * (F::one() + F::of(3.0) * cubic * v * v);
+        d * (half * (F::one() + t) + half * v * (F::one() - t * t) * du)
+    })
+}
+
+/// The backward of [`relu`]: the gradient passes where x > 0 and stops elsewhere (PyTorch's
+/// choice at x = 0 too).
+pub fn relu_backward<F: Float, D: Dimension>(x: ArrayView<'_, F, D>, d_out: ArrayView<'_, F, D>) -> Array<F, D> {
+    Zip::from(&x).and(&d_out).map_collect(|&v, &d| if v > F::zero() { d } else { F::zero() })
+}
+
+/// The backward of tanh (the pooler's activation), from its output y: d/dx tanh x = 1 - y².
+pub fn tanh_backward<F: Float, D: Dimension>(y: ArrayView<'_, F, D>, d_out: ArrayView<'_, F, D>) -> Array<F, D> {
+    Zip::from(&y).and(&d_out).map_collect(|&y, &d| d * (F::one() - y * y))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +120,28 @@ mod tests {
     }
 
     type Op = fn(Array1<f32>) -> Array1<f32>;
+
+    type Forward = fn(ndarray::ArrayD<f64>) -> ndarray::ArrayD<f64>;
+    type Backward = fn(ndarray::ArrayViewD<'_, f64>, ndarray::ArrayViewD<'_, f64>) -> ndarray::ArrayD<f64>;
+
+    #[test]
+    fn every_backward_matches_finite_differences() {
+        let tanh: Forward = |x| x.mapv_into(f64::tanh);
+        let tanh_backward_from_input: Backward = |x, d| tanh_backward(x.mapv(f64::tanh).view(), d);
+        // (name, forward, backward); values away from 0, where ReLU has no derivative.
+        let cases: [(&str, Forward, Backward); 4] = [
+            ("gelu", gelu_reference, gelu_backward),
+            ("gelu_tanh", gelu_tanh_reference, gelu_tanh_backward),
+            ("relu", relu_reference, relu_backward),
+            ("tanh", tanh, tanh_backward_from_input),
+        ];
+        let x = crate::ops::gradcheck::values(&[3, 7], 7).mapv(|v| if v.abs() < 0.01 { 0.5 } else { v * 4.0 });
+        let upstream = crate::ops::gradcheck::values(&[3, 7], 8);
+        for (name, forward, backward) in cases {
+            let expected = crate::ops::gradcheck::numeric(|x| forward(x.clone()), &x, &upstream);
+            crate::ops::gradcheck::assert_close(name, &backward(x.view(), upstream.view()), &expected);
+        }
+    }
 
     #[test]
     fn every_activation_matches_its_f64_formula_both_ways() {

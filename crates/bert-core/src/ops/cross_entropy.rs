@@ -32,9 +32,49 @@ pub fn cross_entropy<F: Float>(logits: ArrayView2<'_, F>, labels: ArrayView1<'_,
     }))
 }
 
+/// The backward of `scale · Σ_rows` [`cross_entropy`]: `[N,V]` logits and `[N]` labels ->
+/// d loss / d logits `[N,V]` = scale · (softmax(row) - onehot(label)), and 0 for a row whose
+/// label is `ignore`. For the mean over the labelled rows (BERT's MLM loss), scale is 1 over
+/// their count.
+pub fn cross_entropy_backward<F: Float>(
+    logits: ArrayView2<'_, F>,
+    labels: ArrayView1<'_, i64>,
+    ignore: i64,
+    scale: f64,
+) -> Array2<F> {
+    let mut d_logits = Array2::zeros(logits.raw_dim());
+    for ((row, &label), mut d_row) in logits.outer_iter().zip(labels).zip(d_logits.outer_iter_mut()) {
+        if label == ignore {
+            continue;
+        }
+        let probs = log_softmax_rows(row.insert_axis(Axis(0))).mapv(f64::exp);
+        for (j, (d, &p)) in d_row.iter_mut().zip(probs.row(0)).enumerate() {
+            let onehot = if j as i64 == label { 1.0 } else { 0.0 };
+            *d = F::of(scale * (p - onehot));
+        }
+    }
+    d_logits
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backward_matches_finite_differences_and_ignored_rows_get_nothing() {
+        use crate::ops::gradcheck;
+        let logits = gradcheck::values(&[4, 6], 18) * 3.0;
+        let labels = ndarray::arr1(&[2, -100, 5, 0]);
+        let scale = 1.0 / 3.0; // the mean over the three labelled rows
+        let got = cross_entropy_backward(logits.view().into_dimensionality().unwrap(), labels.view(), -100, scale);
+        let loss = |l: &ndarray::ArrayD<f64>| {
+            let losses = cross_entropy(l.view().into_dimensionality().unwrap(), labels.view(), -100);
+            ndarray::arr0(losses.sum() * scale).into_dyn()
+        };
+        let expected = gradcheck::numeric(loss, &logits, &ndarray::arr0(1.0).into_dyn());
+        gradcheck::assert_close("cross_entropy_backward", &got.clone().into_dyn(), &expected);
+        assert!(got.row(1).iter().all(|&v| v == 0.0), "an ignored row gets no gradient");
+    }
 
     #[test]
     fn uniform_logits_cost_log_v_and_ignored_rows_cost_nothing() {

@@ -3,7 +3,7 @@
 //! The variance is the biased one (divided by H, not H - 1), as PyTorch computes it; BERT's eps
 //! is 1e-12 (from config.json), not PyTorch's default 1e-5.
 
-use ndarray::{Array, ArrayView1, Axis, Dimension, Zip};
+use ndarray::{Array, Array1, ArrayView, ArrayView1, Axis, Dimension, Zip};
 
 use super::kernels::elementwise;
 use super::{fast, Float};
@@ -52,9 +52,61 @@ pub fn layer_norm_rows_reference<F: Float, D: Dimension>(
     x
 }
 
+/// The backward of [`layer_norm_rows`]: the input `x` `[..,H]`, the weight and d loss / d out
+/// -> (d loss / d x, d loss / d weight, d loss / d bias).
+///
+/// With x̂ = (x - mean) · rstd, rstd = 1 / √(var + eps) and out = x̂ · w + b:
+/// db = Σ_rows dout, dw = Σ_rows dout · x̂, and with g = dout · w,
+/// dx = rstd · (g - mean(g) - x̂ · mean(g · x̂)): the two means are what the row's own mean and
+/// variance pass back. The mean and rstd are recomputed from x rather than kept by the forward.
+pub fn layer_norm_rows_backward<F: Float, D: Dimension>(
+    x: ArrayView<'_, F, D>,
+    weight: ArrayView1<'_, F>,
+    eps: F,
+    d_out: ArrayView<'_, F, D>,
+) -> (Array<F, D>, Array1<F>, Array1<F>) {
+    let last = Axis(x.ndim() - 1);
+    let mut dx = d_out.to_owned();
+    let (mut d_weight, mut d_bias) = (Array1::zeros(weight.len()), Array1::zeros(weight.len()));
+    for ((x_row, d_row), mut dx_row) in x.lanes(last).into_iter().zip(d_out.lanes(last)).zip(dx.lanes_mut(last)) {
+        let n = F::of(x_row.len() as f64);
+        let mean = x_row.sum() / n;
+        let var = x_row.mapv(|v| (v - mean) * (v - mean)).sum() / n;
+        let rstd = F::one() / (var + eps).sqrt();
+        let x_hat = x_row.mapv(|v| (v - mean) * rstd);
+        d_bias += &d_row;
+        d_weight += &(&d_row * &x_hat);
+        let g = &d_row * &weight;
+        let (g_mean, gx_mean) = (g.sum() / n, (&g * &x_hat).sum() / n);
+        Zip::from(&mut dx_row).and(&g).and(&x_hat).for_each(|d, &g, &xh| *d = rstd * (g - g_mean - xh * gx_mean));
+    }
+    (dx, d_weight, d_bias)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::gradcheck;
+
+    #[test]
+    fn backward_matches_finite_differences() {
+        let x = gradcheck::values(&[2, 3, 6], 3) * 2.0;
+        let (w, b) = (gradcheck::values(&[6], 4) + 1.0, gradcheck::values(&[6], 5));
+        let (w, b) =
+            (w.into_dimensionality::<ndarray::Ix1>().unwrap(), b.into_dimensionality::<ndarray::Ix1>().unwrap());
+        let upstream = gradcheck::values(&[2, 3, 6], 6);
+        let eps = 1e-12;
+        let (dx, dw, db) = layer_norm_rows_backward(x.view(), w.view(), eps, upstream.view());
+        let forward = |x: &ndarray::ArrayD<f64>, w: &Array1<f64>, b: &Array1<f64>| {
+            layer_norm_rows_reference(x.clone(), w.view(), b.view(), eps)
+        };
+        gradcheck::assert_close("dx", &dx, &gradcheck::numeric(|x| forward(x, &w, &b), &x, &upstream));
+        let as_1d = |a: ndarray::ArrayD<f64>| a.into_dimensionality::<ndarray::Ix1>().unwrap();
+        let numeric_w = gradcheck::numeric(|w| forward(&x, &as_1d(w.clone()), &b), &w.clone().into_dyn(), &upstream);
+        gradcheck::assert_close("dweight", &dw.into_dyn(), &numeric_w);
+        let numeric_b = gradcheck::numeric(|b| forward(&x, &w, &as_1d(b.clone())), &b.clone().into_dyn(), &upstream);
+        gradcheck::assert_close("dbias", &db.into_dyn(), &numeric_b);
+    }
     use crate::ops::{with_kernels, Kernels};
     use ndarray::{Array1, Array3};
 

@@ -3,7 +3,7 @@
 //! The fast kernel is `kernels/gemm.rs`, a packed product written for BERT's shapes, which reads
 //! W in place from the checkpoint and gives the same bits whatever the thread count.
 
-use ndarray::{s, Array, Array2, Array4, ArrayBase, ArrayView1, ArrayView2, ArrayView4, Axis, Data, Dimension};
+use ndarray::{s, Array, Array1, Array2, Array4, ArrayBase, ArrayView1, ArrayView2, ArrayView4, Axis, Data, Dimension};
 
 use super::kernels::gemm;
 use super::{fast, Float};
@@ -91,6 +91,37 @@ pub fn scaled_matmul_reference<F: Float>(a: ArrayView4<'_, F>, b: ArrayView4<'_,
     out
 }
 
+/// The backward of [`linear`] on rows: x `[N,in]`, W `[out,in]` and d loss / d y `[N,out]` ->
+/// (dx `[N,in]` = dy · W, dW `[out,in]` = dyᵀ · x, db `[out]` = Σ_rows dy). dW sums over every
+/// token of the batch: each token's use of the weight adds its share.
+pub fn linear_backward<F: Float>(
+    x: ArrayView2<'_, F>,
+    weight: ArrayView2<'_, F>,
+    d_out: ArrayView2<'_, F>,
+) -> (Array2<F>, Array2<F>, Array1<F>) {
+    (d_out.dot(&weight), d_out.t().dot(&x), d_out.sum_axis(Axis(0)))
+}
+
+/// The backward of [`scaled_matmul`]: a `[B,nh,M,K]`, b `[B,nh,K,N]` and d loss / d out
+/// `[B,nh,M,N]` -> (da = scale · dout · bᵀ, db = scale · aᵀ · dout), for every sequence and head.
+pub fn scaled_matmul_backward<F: Float>(
+    a: ArrayView4<'_, F>,
+    b: ArrayView4<'_, F>,
+    d_out: ArrayView4<'_, F>,
+    scale: F,
+) -> (Array4<F>, Array4<F>) {
+    let (mut da, mut db) = (Array4::zeros(a.raw_dim()), Array4::zeros(b.raw_dim()));
+    for bi in 0..a.dim().0 {
+        for hi in 0..a.dim().1 {
+            let d = d_out.slice(s![bi, hi, .., ..]);
+            let (a_bh, b_bh) = (a.slice(s![bi, hi, .., ..]), b.slice(s![bi, hi, .., ..]));
+            da.slice_mut(s![bi, hi, .., ..]).assign(&(d.dot(&b_bh.t()) * scale));
+            db.slice_mut(s![bi, hi, .., ..]).assign(&(a_bh.t().dot(&d) * scale));
+        }
+    }
+    (da, db)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +142,39 @@ mod tests {
             }
         }
         Ok(())
+    }
+
+    #[test]
+    fn backwards_match_finite_differences() {
+        use crate::ops::gradcheck;
+        let two = |a: ndarray::ArrayD<f64>| a.into_dimensionality::<ndarray::Ix2>().unwrap();
+        let four = |a: ndarray::ArrayD<f64>| a.into_dimensionality::<ndarray::Ix4>().unwrap();
+        let (x, w, b) = (gradcheck::values(&[4, 5], 11), gradcheck::values(&[3, 5], 12), gradcheck::values(&[3], 13));
+        let b1 = b.clone().into_dimensionality::<ndarray::Ix1>().unwrap();
+        let upstream = gradcheck::values(&[4, 3], 14);
+        let (dx, dw, db) = linear_backward(two(x.clone()).view(), two(w.clone()).view(), two(upstream.clone()).view());
+        let y = |x: &ndarray::ArrayD<f64>, w: &ndarray::ArrayD<f64>, b: &ndarray::Array1<f64>| {
+            linear_reference(two(x.clone()).view(), two(w.clone()).view(), b.view()).into_dyn()
+        };
+        gradcheck::assert_close("linear dx", &dx.into_dyn(), &gradcheck::numeric(|x| y(x, &w, &b1), &x, &upstream));
+        gradcheck::assert_close("linear dW", &dw.into_dyn(), &gradcheck::numeric(|w| y(&x, w, &b1), &w, &upstream));
+        let by_bias = |b: &ndarray::ArrayD<f64>| y(&x, &w, &b.clone().into_dimensionality().unwrap());
+        gradcheck::assert_close("linear db", &db.into_dyn(), &gradcheck::numeric(by_bias, &b, &upstream));
+
+        let (a, m) = (gradcheck::values(&[2, 3, 4, 5], 15), gradcheck::values(&[2, 3, 5, 2], 16));
+        let upstream = gradcheck::values(&[2, 3, 4, 2], 17);
+        let scale = 0.35;
+        let (da, dm) = scaled_matmul_backward(
+            four(a.clone()).view(),
+            four(m.clone()).view(),
+            four(upstream.clone()).view(),
+            scale,
+        );
+        let out = |a: &ndarray::ArrayD<f64>, m: &ndarray::ArrayD<f64>| {
+            scaled_matmul_reference(four(a.clone()).view(), four(m.clone()).view(), scale).into_dyn()
+        };
+        gradcheck::assert_close("matmul da", &da.into_dyn(), &gradcheck::numeric(|a| out(a, &m), &a, &upstream));
+        gradcheck::assert_close("matmul db", &dm.into_dyn(), &gradcheck::numeric(|m| out(&a, m), &m, &upstream));
     }
 
     #[test]

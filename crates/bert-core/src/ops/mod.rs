@@ -20,6 +20,8 @@
 mod activation;
 mod cross_entropy;
 mod embedding;
+#[cfg(test)]
+mod gradcheck;
 mod heads;
 pub(crate) mod kernels;
 mod layer_norm;
@@ -28,17 +30,22 @@ mod softmax;
 
 use std::cell::Cell;
 
-pub use self::activation::{gelu, gelu_reference, gelu_tanh, gelu_tanh_reference, relu, relu_reference};
-pub use self::cross_entropy::{cross_entropy, log_softmax_rows};
-pub use self::embedding::embedding;
+pub use self::activation::{
+    gelu, gelu_backward, gelu_reference, gelu_tanh, gelu_tanh_backward, gelu_tanh_reference, relu, relu_backward,
+    relu_reference, tanh_backward,
+};
+pub use self::cross_entropy::{cross_entropy, cross_entropy_backward, log_softmax_rows};
+pub use self::embedding::{embedding, embedding_backward};
 pub use self::heads::{merge_heads, split_heads, transpose};
 pub use self::kernels::available as available_kernels;
 pub use self::kernels::threads::{
     check as check_threads, init_from_env, max_threads, set_threads, threads, ThreadsError, ENV_VAR as THREADS_ENV_VAR,
 };
-pub use self::layer_norm::{layer_norm_rows, layer_norm_rows_reference};
-pub use self::matmul::{linear, linear_reference, matmul, scaled_matmul, scaled_matmul_reference};
-pub use self::softmax::{softmax_rows, softmax_rows_reference};
+pub use self::layer_norm::{layer_norm_rows, layer_norm_rows_backward, layer_norm_rows_reference};
+pub use self::matmul::{
+    linear, linear_backward, linear_reference, matmul, scaled_matmul, scaled_matmul_backward, scaled_matmul_reference,
+};
+pub use self::softmax::{softmax_rows, softmax_rows_backward, softmax_rows_reference};
 
 /// The element types the model and its operations run in: f32, BERT's own, and f64, the
 /// exact result's stand-in (`--precision f64`). The choice of implementation is the type's: an

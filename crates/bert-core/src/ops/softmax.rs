@@ -1,6 +1,6 @@
 //! Softmax over the last axis: every row becomes a probability distribution.
 
-use ndarray::{Array, Axis, Dimension};
+use ndarray::{Array, ArrayView, Axis, Dimension, Zip};
 
 use super::kernels::elementwise;
 use super::{fast, Float};
@@ -35,11 +35,45 @@ pub fn softmax_rows_reference<F: Float, D: Dimension>(mut x: Array<F, D>) -> Arr
     x
 }
 
+/// The backward of [`softmax_rows`]: `probs` `[..,N]` and d loss / d probs -> d loss / d x.
+///
+/// p_i = exp(x_i) / Σ exp(x_k) gives ∂p_i/∂x_j = p_i (δ_ij - p_j), so
+/// dx_j = Σ_i dp_i p_i (δ_ij - p_j) = p_j (dp_j - Σ_i p_i dp_i). A masked key has p_j = 0, so
+/// its gradient is exactly 0: padding learns nothing.
+pub fn softmax_rows_backward<F: Float, D: Dimension>(
+    probs: ArrayView<'_, F, D>,
+    d_probs: ArrayView<'_, F, D>,
+) -> Array<F, D> {
+    let last = Axis(probs.ndim() - 1);
+    let mut dx = d_probs.to_owned();
+    for (mut d_row, p_row) in dx.lanes_mut(last).into_iter().zip(probs.lanes(last)) {
+        let dot = Zip::from(&d_row).and(&p_row).fold(F::zero(), |acc, &d, &p| acc + d * p);
+        Zip::from(&mut d_row).and(&p_row).for_each(|d, &p| *d = p * (*d - dot));
+    }
+    dx
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::gradcheck;
     use crate::ops::{with_kernels, Kernels};
     use ndarray::{Array2, Array4};
+
+    #[test]
+    fn backward_matches_finite_differences_with_masked_keys() {
+        let mut x = gradcheck::values(&[2, 3, 5], 1) * 3.0;
+        // A padded key in one row: the most negative float, as the additive mask makes it.
+        x[[1, 2, 4]] = f64::MIN;
+        let upstream = gradcheck::values(&[2, 3, 5], 2);
+        let probs = softmax_rows_reference(x.clone());
+        let got = softmax_rows_backward(probs.view(), upstream.view());
+        // The difference quotient cannot step around f64::MIN: the masked entry is checked to be
+        // exactly 0 and the others against the quotient of the unmasked entries.
+        assert_eq!(got[[1, 2, 4]], 0.0, "a masked key's gradient");
+        let expected = gradcheck::numeric(|x| softmax_rows_reference(x.clone()), &x.mapv(|v| v.max(-1e6)), &upstream);
+        gradcheck::assert_close("softmax_rows_backward", &got, &expected);
+    }
 
     #[test]
     fn fast_and_reference_match_f64_on_awkward_rows() {
