@@ -947,6 +947,37 @@ def check_losses(model: nn.Module, model_dir: str, inputs: dict[str, torch.Tenso
               file=sys.stderr)
 
 
+def parameter_gradients(model: nn.Module, inputs: dict[str, torch.Tensor], stages: list[Stage], labels: Labels,
+                        iv: Interventions) -> list[Stage]:
+    """grad.param.<name>: d loss / d parameter by autograd, for every parameter of
+    model.named_parameters() that the loss reaches, in that order (a parameter it does not reach,
+    such as the pooler under an MLM-only loss, has no .grad and no stage). The tied decoder is one
+    parameter with the word embeddings, so its gradient is added into theirs, as PyTorch does."""
+    if labels.labels is None and labels.next_sentence_label is None:
+        sys.exit("error: --backward needs a loss: give --mlm-target, --mask-prob or --nsp-label")
+    model.zero_grad(set_to_none=True)
+    with torch.enable_grad(), iv.hooked(model.bert):
+        out = model(**inputs, return_dict=True)
+        loss = torch.zeros((), dtype=out.prediction_logits.dtype)
+        if labels.labels is not None:
+            V = out.prediction_logits.shape[-1]
+            loss = loss + nn.functional.cross_entropy(out.prediction_logits.reshape(-1, V), labels.labels.reshape(-1),
+                                                      ignore_index=IGNORE)
+        if labels.next_sentence_label is not None:
+            loss = loss + nn.functional.cross_entropy(out.seq_relationship_logits, labels.next_sentence_label)
+        loss.backward()
+    traced = next(s.tensor for s in stages if s.name == "loss")
+    torch.testing.assert_close(loss.detach(), traced, atol=1e-6, rtol=1e-6)
+    print(f"check: the loss autograd differentiates equals the traced loss ({loss.item():.6f})", file=sys.stderr)
+    grads = []
+    for name, param in model.named_parameters():
+        if param.grad is not None:
+            grads.append(Stage(f"grad.param.{name}", param.grad.detach().clone(), f"{name}.grad",
+                               f"d loss / d {name} (autograd)"))
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
 def sentence_reference(model: nn.Module, inputs: dict[str, torch.Tensor], last_hidden: torch.Tensor) -> torch.Tensor:
     """The sentence embedding from sentence-transformers' own Pooling module when it is installed,
     else from a float64 mean over the real tokens of HF's last hidden state."""
@@ -1253,6 +1284,8 @@ def main() -> int:
     ap.add_argument("--patch", action="append", metavar="DUMP:STAGE[@POSITIONS]",
                     help="replace a stage (or token positions 3 or 1-4 of it) by DUMP's")
     ap.add_argument("--lens", action="store_true", help="add the logit lens: lens.embeddings.logits, lens.layer{i}.logits")
+    ap.add_argument("--backward", action="store_true",
+                    help="add grad.param.<name> for every parameter the loss reaches (autograd's .grad); needs labels")
     ap.add_argument("texts", nargs="+", metavar="TEXT")
     args = ap.parse_args()
 
@@ -1312,6 +1345,8 @@ def main() -> int:
         assert s.tensor.dtype == (torch.int64 if s.name.startswith("input.") else dtype), s.name
     check_against_hf(model, inputs, stages, iv)
     check_losses(model, args.model, inputs, stages, labels, iv)
+    if args.backward:
+        stages += parameter_gradients(model, inputs, stages, labels, iv)
 
     if args.only_stages:
         args.only_stages = [p for arg in args.only_stages for p in arg.split(",") if p]

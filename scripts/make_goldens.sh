@@ -83,6 +83,14 @@ experiment patch_stage --patch golden/tiny/dumps/mask:layer0.ffn.layernorm "Once
 experiment patch_positions --patch golden/tiny/dumps/mask:layer1.attention.context@1-3 "Once in Rome, do as the [MASK] do."
 experiment lens --lens "When in Rome, do as the [MASK] do."
 
+# Gradients (issue 26): every parameter's gradient by autograd, for an MLM-only loss and for
+# the MLM + NSP loss of a masked pair (the inputs of the mlm_target and pair_nsp cases).
+"$PYTHON" scripts/dump_reference.py --backward --model golden/tiny --model-name golden/tiny \
+    --out golden/tiny/gradients/mlm_target --mlm-target romans "When in Rome, do as the [MASK] do."
+"$PYTHON" scripts/dump_reference.py --backward --model golden/tiny --model-name golden/tiny \
+    --out golden/tiny/gradients/pair_nsp --pair "The cat sat on the mat." --nsp-label 1 --mask-prob 0.15 --seed 18 \
+    "When in Rome, do as the Romans do."
+
 "$PYTHON" scripts/make_tiny_model.py --chinese golden/tiny-chinese
 
 tiny_chinese() {

@@ -3,6 +3,7 @@
 
 use ndarray::{Array3, Array4};
 
+use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
 use crate::error::Result;
@@ -105,5 +106,54 @@ impl<F: Float> BertAttention<F> {
         let mut hidden = self.output.layer_norm.forward(residual);
         tracer.float(stage(AttnLayerNorm), &mut hidden)?;
         Ok(hidden)
+    }
+
+    /// The backward: `[B,T,H]` d loss / d attention.layernorm -> `[B,T,H]` d loss / d the layer
+    /// input `x`, the forward read in reverse.
+    pub(crate) fn backward(
+        &self,
+        layer_idx: usize,
+        x: &Array3<F>,
+        record: &Record<F>,
+        d_hidden: &Array3<F>,
+        grads: &mut Grads<F>,
+    ) -> Array3<F> {
+        let at = |kind| Stage::layer(layer_idx, kind);
+        let prefix = format!("bert.encoder.layer.{layer_idx}.attention");
+        let self_attn = &self.self_attention;
+        let nh = self_attn.n_heads;
+        let hs = x.dim().2 / nh;
+
+        // hidden = LayerNorm(residual); residual = output + x, so both get d residual.
+        let d_residual = self.output.layer_norm.backward(
+            record.three(at(AttnResidual)),
+            d_hidden.view(),
+            &format!("{prefix}.output.LayerNorm"),
+            grads,
+        );
+        let mut d_x = d_residual.clone();
+        // output = context · Woᵀ + bo
+        let context = record.three(at(AttnContext));
+        let d_context = self.output.dense.backward(&context, &d_residual, &format!("{prefix}.output.dense"), grads);
+        // [B,T,H] -> [B,nh,T,hs]: merging the heads is undone by splitting the gradient.
+        let d_heads = ops::split_heads(d_context, nh);
+        // context = probs · v, for each head.
+        let (probs, v) = (record.four(at(AttnProbs)), record.four(at(AttnValue)));
+        let (d_probs, d_v) = ops::scaled_matmul_backward(probs, v, d_heads.view(), F::one());
+        // probs = softmax(scores); a padded key has probability 0, so its score gets no gradient.
+        let d_scores = ops::softmax_rows_backward(probs, d_probs.view());
+        // scores = q · kᵀ · hs^-0.5 (+ the mask, a constant).
+        let scale = F::of((hs as f64).powf(-0.5));
+        let (q, k) = (record.four(at(AttnQuery)), record.four(at(AttnKey)));
+        let (d_q, d_k_t) = ops::scaled_matmul_backward(q, ops::transpose(k), d_scores.view(), scale);
+        let d_k = d_k_t.permuted_axes([0, 1, 3, 2]);
+        // Each projection of x: its heads merged back, then the dense layer's backward.
+        let projections =
+            [(&self_attn.query, d_q, "query"), (&self_attn.key, d_k, "key"), (&self_attn.value, d_v, "value")];
+        for (linear, d_proj, name) in projections {
+            let d_proj = ops::merge_heads(d_proj);
+            d_x += &linear.backward(x, &d_proj, &format!("{prefix}.self.{name}"), grads);
+        }
+        d_x
     }
 }

@@ -2,6 +2,7 @@
 
 use ndarray::{Array2, Array3};
 
+use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use crate::error::Result;
 use crate::load::config::BertConfig;
@@ -55,5 +56,42 @@ impl<F: Float> BertEmbeddings<F> {
         let mut hidden = self.layer_norm.forward(sum);
         tracer.float(Stage::new(EmbLayerNorm), &mut hidden)?;
         Ok(hidden)
+    }
+
+    /// The backward: `[B,T,H]` d loss / d embeddings.layernorm -> the three tables' gradients
+    /// (and the LayerNorm's), added to `grads`.
+    pub(crate) fn backward(
+        &self,
+        batch: &Batch,
+        record: &Record<F>,
+        d_hidden: &Array3<F>,
+        pad_token_id: usize,
+        grads: &mut Grads<F>,
+    ) {
+        let d_sum = self.layer_norm.backward(
+            record.three(Stage::new(EmbSum)),
+            d_hidden.view(),
+            "bert.embeddings.LayerNorm",
+            grads,
+        );
+        // sum = word + token_type + position: each lookup gets d sum, scattered into its rows.
+        let mut d_word = ops::embedding_backward(batch.ids.view(), d_sum.view(), self.word_embeddings.shape()[0]);
+        // nn.Embedding(padding_idx=pad_token_id) never updates the padding row from a lookup.
+        if pad_token_id < d_word.nrows() {
+            d_word.row_mut(pad_token_id).fill(F::zero());
+        }
+        grads.add("bert.embeddings.word_embeddings.weight", d_word.into_dyn());
+        let (b, t) = batch.dims();
+        let positions = Array2::from_shape_fn((b, t), |(_, i)| i as i64);
+        let rows = self.position_embeddings.shape()[0];
+        grads.add(
+            "bert.embeddings.position_embeddings.weight",
+            ops::embedding_backward(positions.view(), d_sum.view(), rows).into_dyn(),
+        );
+        let rows = self.token_type_embeddings.shape()[0];
+        grads.add(
+            "bert.embeddings.token_type_embeddings.weight",
+            ops::embedding_backward(batch.token_type_ids.view(), d_sum.view(), rows).into_dyn(),
+        );
     }
 }

@@ -4,6 +4,7 @@
 use ndarray::Array3;
 
 use super::activation::Activation;
+use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
 use crate::error::Result;
@@ -53,5 +54,29 @@ impl<F: Float> FeedForward<F> {
         let mut hidden = self.layer_norm.forward(residual);
         tracer.float(stage(FfnLayerNorm), &mut hidden)?;
         Ok(hidden)
+    }
+
+    /// The backward: `[B,T,H]` d loss / d ffn.layernorm -> `[B,T,H]` d loss / d the block's input
+    /// `x` (attention.layernorm).
+    pub(crate) fn backward(
+        &self,
+        layer_idx: usize,
+        x: &Array3<F>,
+        record: &Record<F>,
+        d_hidden: &Array3<F>,
+        grads: &mut Grads<F>,
+    ) -> Array3<F> {
+        let at = |kind| record.three(Stage::layer(layer_idx, kind));
+        let prefix = format!("bert.encoder.layer.{layer_idx}");
+        // hidden = LayerNorm(residual); residual = output + x.
+        let d_residual =
+            self.layer_norm.backward(at(FfnResidual), d_hidden.view(), &format!("{prefix}.output.LayerNorm"), grads);
+        // output = activation · W2ᵀ + b2
+        let d_activation =
+            self.output.backward(&at(FfnActivation), &d_residual, &format!("{prefix}.output.dense"), grads);
+        // activation = act(intermediate)
+        let d_intermediate = self.activation.backward(at(FfnIntermediate), d_activation.view());
+        // intermediate = x · W1ᵀ + b1, plus the residual's share.
+        self.intermediate.backward(x, &d_intermediate, &format!("{prefix}.intermediate.dense"), grads) + &d_residual
     }
 }

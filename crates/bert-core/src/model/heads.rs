@@ -3,6 +3,7 @@
 
 use ndarray::Array2;
 
+use super::gradients::{Grads, Record};
 use super::linear::Linear;
 use crate::error::{BertError, Result};
 use crate::load::config::BertConfig;
@@ -36,6 +37,12 @@ impl<F: Float> NspHead<F> {
         let mut logits = self.dense.forward(pooled);
         tracer.float(Stage::new(NspLogits), &mut logits)?;
         Ok(logits)
+    }
+
+    /// `[B,2]` d loss / d logits -> `[B,H]` d loss / d pooler.output.
+    pub(crate) fn backward(&self, record: &Record<F>, d_logits: &Array2<F>, grads: &mut Grads<F>) -> Array2<F> {
+        let pooled = record.two(Stage::new(PoolerOutput));
+        self.dense.backward(&pooled, d_logits, "cls.seq_relationship", grads)
     }
 }
 

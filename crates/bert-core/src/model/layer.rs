@@ -4,10 +4,12 @@ use ndarray::{Array3, Array4};
 
 use super::attention::BertAttention;
 use super::feed_forward::FeedForward;
+use super::gradients::{Grads, Record};
 use crate::error::Result;
 use crate::load::config::BertConfig;
 use crate::load::weights::WeightStore;
 use crate::ops::Float;
+use crate::trace::stage::{Stage, StageKind::AttnLayerNorm};
 use crate::trace::{Halt, Tracer};
 
 /// `bert.encoder.layer.{i}`
@@ -35,5 +37,20 @@ impl<F: Float> BertLayer<F> {
     ) -> Result<Array3<F>, Halt> {
         let hidden = self.attention.forward(layer_idx, x, additive_mask, tracer)?;
         self.feed_forward.forward(layer_idx, &hidden, tracer)
+    }
+
+    /// The backward: d loss / d the layer's output -> d loss / d its input `x`, the feed-forward
+    /// block first, then attention.
+    pub(crate) fn backward(
+        &self,
+        layer_idx: usize,
+        x: &Array3<F>,
+        record: &Record<F>,
+        d_hidden: &Array3<F>,
+        grads: &mut Grads<F>,
+    ) -> Array3<F> {
+        let attended = record.three(Stage::layer(layer_idx, AttnLayerNorm)).to_owned();
+        let d_attended = self.feed_forward.backward(layer_idx, &attended, record, d_hidden, grads);
+        self.attention.backward(layer_idx, x, record, &d_attended, grads)
     }
 }

@@ -1,6 +1,8 @@
 //! `nn.LayerNorm` over the hidden axis, with its learned scale (`weight`) and shift (`bias`).
 
-use ndarray::{Array, Dimension};
+use ndarray::{Array, ArrayView, Dimension};
+
+use super::gradients::Grads;
 
 use crate::error::Result;
 use crate::load::weights::{Param, WeightStore};
@@ -28,5 +30,20 @@ impl<F: Float> LayerNorm<F> {
     /// `[..,H]` -> `[..,H]`: (x - mean) / sqrt(var + eps) · weight + bias, each vector on its own.
     pub fn forward<D: Dimension>(&self, x: Array<F, D>) -> Array<F, D> {
         ops::layer_norm_rows(x, self.weight.view1(), self.bias.view1(), self.eps)
+    }
+
+    /// The backward: the input `x` `[..,H]` and d loss / d out -> d loss / d x; the weight's and
+    /// bias's gradients are added to `grads` under `<name>.weight` and `<name>.bias`.
+    pub(crate) fn backward<D: Dimension>(
+        &self,
+        x: ArrayView<'_, F, D>,
+        d_out: ArrayView<'_, F, D>,
+        name: &str,
+        grads: &mut Grads<F>,
+    ) -> Array<F, D> {
+        let (dx, dw, db) = ops::layer_norm_rows_backward(x, self.weight.view1(), self.eps, d_out);
+        grads.add(&format!("{name}.weight"), dw.into_dyn());
+        grads.add(&format!("{name}.bias"), db.into_dyn());
+        dx
     }
 }

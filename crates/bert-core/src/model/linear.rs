@@ -1,6 +1,8 @@
 //! `nn.Linear`: y = x Wᵀ + b, with W stored as PyTorch stores it, `[out,in]`.
 
-use ndarray::{Array, ArrayBase, Data, Dimension};
+use ndarray::{Array, ArrayBase, Axis, Data, Dimension};
+
+use super::gradients::Grads;
 
 use crate::error::Result;
 use crate::load::weights::{Param, WeightStore};
@@ -30,5 +32,26 @@ impl<F: Float> Linear<F> {
     /// `[..,in]` -> `[..,out]`: every vector along the last axis through the same layer.
     pub fn forward<S: Data<Elem = F>, D: Dimension>(&self, x: &ArrayBase<S, D>) -> Array<F, D> {
         ops::linear(x, self.weight.view2(), self.bias.view1())
+    }
+
+    /// The backward: the input `x` `[..,in]` and d loss / d y `[..,out]` -> d loss / d x
+    /// `[..,in]`; d loss / d W and d loss / d b are added to `grads` as `<name>.weight` and
+    /// `<name>.bias`.
+    pub(crate) fn backward<S: Data<Elem = F>, D: Dimension>(
+        &self,
+        x: &ArrayBase<S, D>,
+        d_out: &Array<F, D>,
+        name: &str,
+        grads: &mut Grads<F>,
+    ) -> Array<F, D> {
+        // Every token one row, as in the forward.
+        let rows = |a: ndarray::ArrayView<'_, F, D>| {
+            let width = a.len_of(Axis(a.ndim() - 1));
+            a.as_standard_layout().into_owned().into_shape_with_order((a.len() / width.max(1), width)).expect("rows")
+        };
+        let (dx, dw, db) = ops::linear_backward(rows(x.view()).view(), self.weight.view2(), rows(d_out.view()).view());
+        grads.add(&format!("{name}.weight"), dw.into_dyn());
+        grads.add(&format!("{name}.bias"), db.into_dyn());
+        dx.into_shape_with_order(x.raw_dim()).expect("[N,in] holds every token's input")
     }
 }

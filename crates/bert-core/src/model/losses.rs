@@ -6,7 +6,7 @@
 //! -100): averaging over all B·T positions, a classic mistake, would make the loss depend on how
 //! many tokens were not masked.
 
-use ndarray::{arr0, Array1, Array2, Array3};
+use ndarray::{arr0, Array1, Array2, Array3, ArrayView2, ArrayView3};
 
 use crate::objectives::IGNORE;
 use crate::ops::{self, Float};
@@ -47,6 +47,23 @@ pub(crate) fn total_loss<F: Float>(mlm: Option<F>, nsp: Option<F>, tracer: &mut 
     let mut loss = arr0(mlm.unwrap_or(F::zero()) + nsp.unwrap_or(F::zero()));
     tracer.float(Stage::new(Loss), &mut loss)?;
     Ok(loss[()])
+}
+
+/// The backward of [`mlm_loss`]: `[B,T,V]` logits and `[B,T]` labels -> d mlm.loss / d logits
+/// `[B,T,V]`: (softmax - onehot(label)) / count at each labelled position, 0 elsewhere.
+pub(crate) fn mlm_loss_backward<F: Float>(logits: ArrayView3<'_, F>, labels: &Array2<i64>) -> Array3<F> {
+    let (b, t, v) = logits.dim();
+    let rows = logits.as_standard_layout().into_owned().into_shape_with_order((b * t, v)).expect("[B·T,V]");
+    let flat_labels = labels.view().into_shape_with_order(b * t).expect("[B,T] is contiguous");
+    let labelled = labels.iter().filter(|&&label| label != IGNORE).count();
+    let d_rows = ops::cross_entropy_backward(rows.view(), flat_labels, IGNORE, 1.0 / labelled as f64);
+    d_rows.into_shape_with_order((b, t, v)).expect("[B,T,V]")
+}
+
+/// The backward of [`nsp_loss`]: `[B,2]` logits and `[B]` labels -> d nsp.loss / d logits.
+pub(crate) fn nsp_loss_backward<F: Float>(logits: ArrayView2<'_, F>, labels: &Array1<i64>) -> Array2<F> {
+    let labelled = labels.iter().filter(|&&label| label != IGNORE).count();
+    ops::cross_entropy_backward(logits, labels.view(), IGNORE, 1.0 / labelled as f64)
 }
 
 /// The sum of `values`, in f64: the f32 losses of many positions keep their digits that way.

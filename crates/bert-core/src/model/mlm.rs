@@ -5,12 +5,13 @@
 use ndarray::Array3;
 
 use super::activation::Activation;
+use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
 use crate::error::Result;
 use crate::load::config::BertConfig;
 use crate::load::weights::{Param, WeightStore};
-use crate::ops::Float;
+use crate::ops::{self, Float};
 use crate::trace::stage::{Stage, StageKind::*};
 use crate::trace::{Halt, Tracer};
 
@@ -63,5 +64,32 @@ impl<F: Float> MlmHead<F> {
         let mut logits = self.decoder.forward(&normed);
         tracer.float(Stage::new(MlmLogits), &mut logits)?;
         Ok(logits)
+    }
+
+    /// `[B,T,V]` d loss / d logits -> `[B,T,H]` d loss / d the last hidden state, in reverse.
+    pub(crate) fn backward(
+        &self,
+        hidden: &Array3<F>,
+        record: &Record<F>,
+        d_logits: &Array3<F>,
+        grads: &mut Grads<F>,
+    ) -> Array3<F> {
+        let at = |kind| record.three(Stage::new(kind));
+        // logits = layernorm · Eᵀ + bias: the decoder's weight is the word embeddings', so its
+        // gradient is added into theirs; its bias is `cls.predictions.bias`.
+        let (b, t, v) = d_logits.dim();
+        let h = hidden.dim().2;
+        let normed =
+            at(MlmLayerNorm).as_standard_layout().into_owned().into_shape_with_order((b * t, h)).expect("rows");
+        let d_rows = d_logits.view().into_shape_with_order((b * t, v)).expect("rows");
+        let (d_normed, d_table, d_bias) = ops::linear_backward(normed.view(), self.decoder.weight.view2(), d_rows);
+        grads.add("bert.embeddings.word_embeddings.weight", d_table.into_dyn());
+        grads.add("cls.predictions.bias", d_bias.into_dyn());
+        let d_normed = d_normed.into_shape_with_order((b, t, h)).expect("[B,T,H]");
+        // normed = LayerNorm(activation), activation = act(transform), transform = hidden · Wtᵀ + bt.
+        let d_activation =
+            self.layer_norm.backward(at(MlmActivation), d_normed.view(), "cls.predictions.transform.LayerNorm", grads);
+        let d_transform = self.activation.backward(at(MlmTransform), d_activation.view());
+        self.transform.backward(hidden, &d_transform, "cls.predictions.transform.dense", grads)
     }
 }

@@ -21,10 +21,12 @@
 
 pub mod activation;
 pub mod attention;
+mod backward;
 pub mod checkpoint;
 pub mod embeddings;
 mod encode;
 pub mod feed_forward;
+pub mod gradients;
 pub mod heads;
 pub mod layer;
 pub mod layer_norm;

@@ -5,11 +5,12 @@
 
 use ndarray::{Array2, Array3, Axis};
 
+use super::gradients::{Grads, Record};
 use super::linear::Linear;
 use crate::error::Result;
 use crate::load::config::BertConfig;
 use crate::load::weights::WeightStore;
-use crate::ops::Float;
+use crate::ops::{self, Float};
 use crate::trace::stage::{Stage, StageKind::*};
 use crate::trace::{Halt, Tracer};
 
@@ -33,5 +34,18 @@ impl<F: Float> BertPooler<F> {
         let mut pooled = dense.mapv_into(F::tanh);
         tracer.float(Stage::new(PoolerOutput), &mut pooled)?;
         Ok(pooled)
+    }
+
+    /// `[B,H]` d loss / d pooler.output -> `[B,H]` d loss / d the last hidden state at [CLS].
+    pub(crate) fn backward(
+        &self,
+        hidden: &Array3<F>,
+        record: &Record<F>,
+        d_pooled: &Array2<F>,
+        grads: &mut Grads<F>,
+    ) -> Array2<F> {
+        // tanh' = 1 - tanh², from the output.
+        let d_dense = ops::tanh_backward(record.two(Stage::new(PoolerOutput)), d_pooled.view());
+        self.dense.backward(&hidden.index_axis(Axis(1), 0), &d_dense, "bert.pooler.dense", grads)
     }
 }

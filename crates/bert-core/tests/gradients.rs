@@ -1,0 +1,89 @@
+//! The backward pass against PyTorch's autograd: every parameter's gradient of golden/tiny,
+//! for an MLM-only loss and for the MLM + NSP loss of a masked sentence pair, against the
+//! `grad.param.*` of `scripts/dump_reference.py --backward` (golden/tiny/gradients). The same
+//! parameters must have a gradient (none for the pooler and the NSP head under an MLM-only
+//! loss), and each must agree within atol 1e-5 + rtol 1e-4 (float32 on both sides).
+
+use std::path::{Path, PathBuf};
+
+use bert_core::trace::manifest::Inputs;
+use bert_core::{BertModel, Dump};
+
+fn golden(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden").join(path)
+}
+
+fn strings(list: &[&str]) -> Option<Vec<String>> {
+    Some(list.iter().map(|s| s.to_string()).collect())
+}
+
+/// Every gradient of `model` on `inputs` against the dump `case`; the largest error, for the
+/// message.
+fn check<F: bert_core::ops::Float>(model: &BertModel<F>, case: &str, inputs: Inputs) -> f64 {
+    let batch = model.encode_inputs(&inputs, false).unwrap();
+    let gradients = model.gradients(&batch).unwrap();
+    let dump = Dump::open(&golden(&format!("tiny/gradients/{case}"))).unwrap();
+    let loss = dump.read(dump.entry("loss").unwrap()).unwrap().to_f64()[[]];
+    let got_loss = gradients.loss.to_f64().unwrap();
+    assert!((got_loss - loss).abs() < 1e-5, "{case}: loss: expected {loss}, got {got_loss}");
+    let expected: Vec<String> =
+        dump.manifest.stages.iter().filter_map(|s| s.name.strip_prefix("grad.param.")).map(String::from).collect();
+    let mut got: Vec<String> = gradients.params.by_name.iter().map(|(n, _)| n.clone()).collect();
+    let mut sorted = expected.clone();
+    sorted.sort();
+    got.sort();
+    assert_eq!(got, sorted, "{case}: which parameters have a gradient");
+    let mut worst = 0.0f64;
+    for name in &expected {
+        let want = dump.read(dump.entry(&format!("grad.param.{name}")).unwrap()).unwrap().to_f64();
+        let have = gradients.params.get(name).unwrap().mapv(|v| v.to_f64().unwrap());
+        assert_eq!(have.shape(), want.shape(), "{case}: {name}: shape");
+        for ((index, h), w) in have.indexed_iter().zip(want.iter()) {
+            let err = (h - w).abs();
+            worst = worst.max(err);
+            assert!(err <= 1e-5 + 1e-4 * w.abs(), "{case}: grad.param.{name} at {index:?}: expected {w}, got {h}");
+        }
+    }
+    worst
+}
+
+#[test]
+fn every_parameter_gradient_matches_autograd() {
+    // (case, the inputs dump_reference.py was given)
+    let cases = [
+        (
+            "mlm_target",
+            Inputs {
+                texts: vec!["When in Rome, do as the [MASK] do.".into()],
+                mlm_targets: strings(&["romans"]),
+                ..Inputs::default()
+            },
+        ),
+        (
+            "pair_nsp",
+            Inputs {
+                texts: vec!["When in Rome, do as the Romans do.".into()],
+                pair: strings(&["The cat sat on the mat."]),
+                mask_prob: Some(0.15),
+                seed: Some(18),
+                nsp_label: Some(vec![1]),
+                ..Inputs::default()
+            },
+        ),
+    ];
+    let f32_model = BertModel::load(&golden("tiny")).unwrap();
+    let f64_model = BertModel::<f64>::load_as(&golden("tiny")).unwrap();
+    for (case, inputs) in cases {
+        let worst32 = check(&f32_model, case, inputs.clone());
+        let worst64 = check(&f64_model, case, inputs);
+        println!("{case}: largest |error| against autograd: f32 {worst32:.2e}, f64 {worst64:.2e}");
+    }
+}
+
+#[test]
+fn a_backward_needs_a_loss() {
+    let model = BertModel::load(&golden("tiny")).unwrap();
+    let batch = model.encode(&["When in Rome, do as the Romans do.".to_string()], None, false).unwrap();
+    let message = model.gradients(&batch).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("needs a loss"), "{message}");
+}
