@@ -58,6 +58,17 @@ pub fn default_tolerance(kind: StageKind) -> Tolerance {
     }
 }
 
+/// The tolerance of one stage: its kind's for a value; for a gradient, atol 1e-5 and rtol 1e-4,
+/// which holds for every gradient of the tiny goldens against autograd (a backward pass sums
+/// over every token, so a gradient carries the rounding of the whole pass after its stage).
+pub fn stage_tolerance(stage: Stage) -> Tolerance {
+    if stage.is_grad() {
+        Tolerance { atol: 1e-5, rtol: 1e-4 }
+    } else {
+        default_tolerance(stage.kind)
+    }
+}
+
 /// Attention scores at or below this are masked, whatever constant masked them: exp(-1000) is 0
 /// in f32 and f64 alike, so such a key gets probability 0 beside any real key's score.
 pub const MASKED: f64 = -1000.0;
@@ -212,8 +223,9 @@ pub fn compare_dumps(reference: &Dump, trace: &Dump, overrides: ToleranceOverrid
     let mut notes = Notes::default();
     let mut stages = Vec::with_capacity(names.len());
     for name in names {
-        let kind = stage::parse(name).map(|s| s.kind);
-        let base = overrides.apply(kind.map_or(default_tolerance(StageKind::AttnOutput), default_tolerance));
+        let parsed = stage::parse(name);
+        let kind = parsed.map(|s| s.kind);
+        let base = overrides.apply(parsed.map_or(default_tolerance(StageKind::AttnOutput), stage_tolerance));
         let (theirs, ours) = (reference.entry(name), trace.entry(name));
         if kind.is_none() {
             for (side, entry) in [("reference", theirs), ("trace", ours)] {
@@ -449,7 +461,7 @@ pub fn compare_tensors(
     let (reference, ours) = (reference.to_f64(), ours.to_f64());
     let padded = padded_selector(name, reference.shape(), query_mask);
     // For attention scores: the `[B,T]` mask, whose zeros are the keys whose scores are masked.
-    let is_scores = stage::parse(name).is_some_and(|s| s.kind == StageKind::AttnScores);
+    let is_scores = stage::parse(name).is_some_and(|s| s.kind == StageKind::AttnScores && !s.is_grad());
     let key_mask = query_mask.and_then(|m| m.clone().into_dimensionality::<ndarray::Ix2>().ok());
     // A padding key, or any key when the dumps carry no mask.
     let masked_key = |index: &[usize]| match (&key_mask, index) {

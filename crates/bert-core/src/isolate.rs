@@ -96,7 +96,9 @@ pub fn own_errors(model: &BertModel, dump: &Dump) -> Result<Vec<(String, Own)>> 
     let mut owns = Vec::new();
     for entry in &dump.manifest.stages {
         let Some(stage) = stage::parse(&entry.name) else { continue };
-        if stage.info().part == Part::Input {
+        // The inputs are given, not computed; gradients and parameters are not recomputed from
+        // a dump's forward stages (a gradient reads the whole backward after it).
+        if stage.info().part == Part::Input || stage.info().part == Part::Param || stage.is_grad() {
             continue;
         }
         let own = match recompute_from(model, dump, stage, n_layers)? {
@@ -222,6 +224,36 @@ fn recompute(model: &BertModel, stage: Stage, x: &[Option<Tensor>]) -> std::resu
         }
     };
     let out: ArrayD<f32> = match stage.kind {
+        ParamWordEmbeddings
+        | ParamPositionEmbeddings
+        | ParamTokenTypeEmbeddings
+        | ParamEmbLayerNormWeight
+        | ParamEmbLayerNormBias
+        | ParamQueryWeight
+        | ParamQueryBias
+        | ParamKeyWeight
+        | ParamKeyBias
+        | ParamValueWeight
+        | ParamValueBias
+        | ParamAttnOutputWeight
+        | ParamAttnOutputBias
+        | ParamAttnLayerNormWeight
+        | ParamAttnLayerNormBias
+        | ParamIntermediateWeight
+        | ParamIntermediateBias
+        | ParamFfnOutputWeight
+        | ParamFfnOutputBias
+        | ParamFfnLayerNormWeight
+        | ParamFfnLayerNormBias
+        | ParamPoolerWeight
+        | ParamPoolerBias
+        | ParamMlmBias
+        | ParamMlmTransformWeight
+        | ParamMlmTransformBias
+        | ParamMlmLayerNormWeight
+        | ParamMlmLayerNormBias
+        | ParamNspWeight
+        | ParamNspBias => return Err("a parameter is read, not computed by the forward pass".into()),
         EmbWord => table_rows(model.embeddings.word_embeddings.view2(), &ids_of(&x[0], "input.ids")?)?.into_dyn(),
         EmbPosition => {
             let ids = ids_of(&x[0], "input.ids")?;

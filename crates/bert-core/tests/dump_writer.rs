@@ -67,9 +67,9 @@ fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
-const SCORES: Stage = Stage { layer: Some(0), kind: StageKind::AttnScores };
-const PROBS: Stage = Stage { layer: Some(0), kind: StageKind::AttnProbs };
-const OUTPUT: Stage = Stage { layer: Some(0), kind: StageKind::AttnOutput };
+const SCORES: Stage = Stage { layer: Some(0), kind: StageKind::AttnScores, of: bert_core::trace::stage::Of::Value };
+const PROBS: Stage = Stage { layer: Some(0), kind: StageKind::AttnProbs, of: bert_core::trace::stage::Of::Value };
+const OUTPUT: Stage = Stage { layer: Some(0), kind: StageKind::AttnOutput, of: bert_core::trace::stage::Of::Value };
 
 /// Stages as a forward pass emits them: per layer, two stages of one size and one of another,
 /// with values that depend on `seed`.

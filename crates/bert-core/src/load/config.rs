@@ -172,6 +172,8 @@ impl BertConfig {
             intermediate: self.intermediate_size,
             vocab: self.vocab_size,
             n_labels,
+            max_positions: self.max_position_embeddings,
+            type_vocab: self.type_vocab_size,
         }
     }
 

@@ -160,6 +160,7 @@ impl Batch {
             mlm_labels: self.labels.mlm.is_some(),
             nsp_labels: self.labels.nsp.is_some(),
             lens: false,
+            backward: false,
         }
     }
 }

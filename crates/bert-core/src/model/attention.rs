@@ -117,7 +117,8 @@ impl<F: Float> BertAttention<F> {
         record: &Record<F>,
         d_hidden: &Array3<F>,
         grads: &mut Grads<F>,
-    ) -> Array3<F> {
+        tracer: &mut Tracer,
+    ) -> Result<Array3<F>, Halt> {
         let at = |kind| Stage::layer(layer_idx, kind);
         let prefix = format!("bert.encoder.layer.{layer_idx}.attention");
         let self_attn = &self.self_attention;
@@ -132,21 +133,29 @@ impl<F: Float> BertAttention<F> {
             grads,
         );
         let mut d_x = d_residual.clone();
+        tracer.float(at(AttnResidual).grad(), &mut d_residual.clone())?;
+        tracer.float(at(AttnOutput).grad(), &mut d_residual.clone())?;
         // output = context · Woᵀ + bo
         let context = record.three(at(AttnContext));
-        let d_context = self.output.dense.backward(&context, &d_residual, &format!("{prefix}.output.dense"), grads);
+        let mut d_context = self.output.dense.backward(&context, &d_residual, &format!("{prefix}.output.dense"), grads);
+        tracer.float(at(AttnContext).grad(), &mut d_context)?;
         // [B,T,H] -> [B,nh,T,hs]: merging the heads is undone by splitting the gradient.
         let d_heads = ops::split_heads(d_context, nh);
         // context = probs · v, for each head.
         let (probs, v) = (record.four(at(AttnProbs)), record.four(at(AttnValue)));
-        let (d_probs, d_v) = ops::scaled_matmul_backward(probs, v, d_heads.view(), F::one());
+        let (mut d_probs, mut d_v) = ops::scaled_matmul_backward(probs, v, d_heads.view(), F::one());
+        tracer.float(at(AttnProbs).grad(), &mut d_probs)?;
         // probs = softmax(scores); a padded key has probability 0, so its score gets no gradient.
-        let d_scores = ops::softmax_rows_backward(probs, d_probs.view());
+        let mut d_scores = ops::softmax_rows_backward(probs, d_probs.view());
+        tracer.float(at(AttnScores).grad(), &mut d_scores)?;
         // scores = q · kᵀ · hs^-0.5 (+ the mask, a constant).
         let scale = F::of((hs as f64).powf(-0.5));
         let (q, k) = (record.four(at(AttnQuery)), record.four(at(AttnKey)));
-        let (d_q, d_k_t) = ops::scaled_matmul_backward(q, ops::transpose(k), d_scores.view(), scale);
-        let d_k = d_k_t.permuted_axes([0, 1, 3, 2]);
+        let (mut d_q, d_k_t) = ops::scaled_matmul_backward(q, ops::transpose(k), d_scores.view(), scale);
+        let mut d_k = d_k_t.permuted_axes([0, 1, 3, 2]);
+        tracer.float(at(AttnValue).grad(), &mut d_v)?;
+        tracer.float(at(AttnKey).grad(), &mut d_k)?;
+        tracer.float(at(AttnQuery).grad(), &mut d_q)?;
         // Each projection of x: its heads merged back, then the dense layer's backward.
         let projections =
             [(&self_attn.query, d_q, "query"), (&self_attn.key, d_k, "key"), (&self_attn.value, d_v, "value")];
@@ -154,6 +163,6 @@ impl<F: Float> BertAttention<F> {
             let d_proj = ops::merge_heads(d_proj);
             d_x += &linear.backward(x, &d_proj, &format!("{prefix}.self.{name}"), grads);
         }
-        d_x
+        Ok(d_x)
     }
 }

@@ -3,40 +3,51 @@
 //! the loss back to the embeddings. No autograd: the forward pass runs as usual with a
 //! [`Record`] as its sink, which keeps the stages the backward reads.
 
-use ndarray::{s, Array3};
+use ndarray::{arr0, s, Array3};
 
 use super::gradients::{Gradients, Grads, Record};
 use super::{losses, BertModel, Pass};
-use crate::error::{BertError, Result};
+use crate::error::Result;
 use crate::load::tokenize::Batch;
 use crate::ops::Float;
-use crate::trace::stage::{Stage, StageKind::*};
+use crate::trace::stage::{Part, Stage, StageKind::*, STAGES};
+use crate::trace::{Discard, Halt, Tracer};
 
 impl<F: Float> BertModel<F> {
     /// The loss of `batch`'s labels and d loss / d every parameter it reaches: the forward pass,
-    /// then the backward, reading the forward's stages in reverse.
+    /// then the backward. [`BertModel::trace_with`] with `backward` does the same and also hands
+    /// every gradient stage to a sink.
     pub fn gradients(&self, batch: &Batch) -> Result<Gradients<F>> {
+        let traced = self.trace_with(batch, &mut Discard, Pass { backward: true, ..Pass::default() })?;
+        let loss = traced.outputs.loss.expect("a backward pass has a loss");
+        Ok(Gradients { loss, params: traced.gradients.expect("a backward pass has gradients") })
+    }
+
+    /// The backward pass, from the loss back to the embeddings, reading the forward's stages from
+    /// `record` and handing each gradient stage to `tracer` as it is computed: `grad.<stage>`
+    /// in reverse order, then `grad.param.<name>` in the order of the parameters.
+    pub(crate) fn backward(&self, batch: &Batch, record: &Record<F>, tracer: &mut Tracer) -> Result<Grads<F>, Halt> {
         let (mlm_labels, nsp_labels) = (&batch.labels.mlm, &batch.labels.nsp);
-        if mlm_labels.is_none() && nsp_labels.is_none() {
-            return Err(BertError::Labels("a backward pass needs a loss: labels for the MLM or the NSP loss".into()));
-        }
-        let mut record = Record::new();
-        let traced = self.trace_with(batch, &mut record, Pass::default())?;
-        let loss = traced.outputs.loss.expect("labels give a loss");
         let mut grads = Grads::new();
         let n_layers = self.layers.len();
         let last = if n_layers == 0 { Stage::new(EmbLayerNorm) } else { Stage::layer(n_layers - 1, FfnLayerNorm) };
         let last_hidden = record.three(last).to_owned();
+        // d loss / d loss = 1; loss = mlm.loss + nsp.loss passes it to each.
+        tracer.float(Stage::new(Loss).grad(), &mut arr0(F::one()))?;
         // [B,T,H]: d loss / d the last hidden state, from each head the loss uses.
         let mut d_hidden = Array3::<F>::zeros(last_hidden.raw_dim());
         if let (Some(labels), Some(mlm)) = (mlm_labels, &self.mlm) {
+            tracer.float(Stage::new(MlmLoss).grad(), &mut arr0(F::one()))?;
+            tracer.float(Stage::new(MlmLosses).grad(), &mut losses::mean_backward::<F, _>(labels))?;
             let d_logits = losses::mlm_loss_backward(record.three(Stage::new(MlmLogits)), labels);
-            d_hidden += &mlm.backward(&last_hidden, &record, &d_logits, &mut grads);
+            d_hidden += &mlm.backward(&last_hidden, record, &d_logits, &mut grads, tracer)?;
         }
         if let (Some(labels), Some(nsp), Some(pooler)) = (nsp_labels, &self.nsp, &self.pooler) {
+            tracer.float(Stage::new(NspLoss).grad(), &mut arr0(F::one()))?;
+            tracer.float(Stage::new(NspLosses).grad(), &mut losses::mean_backward::<F, _>(labels))?;
             let d_logits = losses::nsp_loss_backward(record.two(Stage::new(NspLogits)), labels);
-            let d_pooled = nsp.backward(&record, &d_logits, &mut grads);
-            let d_cls = pooler.backward(&last_hidden, &record, &d_pooled, &mut grads);
+            let d_pooled = nsp.backward(record, &d_logits, &mut grads, tracer)?;
+            let d_cls = pooler.backward(&last_hidden, record, &d_pooled, &mut grads, tracer)?;
             // Only [CLS], position 0, feeds the pooler.
             let mut at_cls = d_hidden.slice_mut(s![.., 0, ..]);
             at_cls += &d_cls;
@@ -45,9 +56,42 @@ impl<F: Float> BertModel<F> {
             let input =
                 if layer_idx == 0 { Stage::new(EmbLayerNorm) } else { Stage::layer(layer_idx - 1, FfnLayerNorm) };
             let input = record.three(input).to_owned();
-            d_hidden = layer.backward(layer_idx, &input, &record, &d_hidden, &mut grads);
+            d_hidden = layer.backward(layer_idx, &input, record, &d_hidden, &mut grads, tracer)?;
         }
-        self.embeddings.backward(batch, &record, &d_hidden, self.config.pad_token_id, &mut grads);
-        Ok(Gradients { loss, params: grads })
+        self.embeddings.backward(batch, record, &d_hidden, self.config.pad_token_id, &mut grads, tracer)?;
+        self.trace_parameter_gradients(&mut grads, tracer)?;
+        Ok(grads)
+    }
+
+    /// `grad.param.<name>` for every parameter the loss reached, in the order of
+    /// `BertForPreTraining.named_parameters()`; the model's parameters it did not reach (the
+    /// pooler and the NSP head under an MLM-only loss) are named to the sink, as PyTorch leaves
+    /// their `.grad` None.
+    fn trace_parameter_gradients(&self, grads: &mut Grads<F>, tracer: &mut Tracer) -> Result<(), Halt> {
+        let mut unreached = Vec::new();
+        for info in STAGES.iter().filter(|info| info.part == Part::Param) {
+            let has = match info.kind {
+                ParamPoolerWeight | ParamPoolerBias => self.pooler.is_some(),
+                ParamMlmBias
+                | ParamMlmTransformWeight
+                | ParamMlmTransformBias
+                | ParamMlmLayerNormWeight
+                | ParamMlmLayerNormBias => self.mlm.is_some(),
+                ParamNspWeight | ParamNspBias => self.nsp.is_some(),
+                _ => true,
+            };
+            let stages: Vec<Stage> = match info.kind.per_layer() {
+                true => (0..self.layers.len()).map(|layer_idx| Stage::layer(layer_idx, info.kind)).collect(),
+                false => vec![Stage::new(info.kind)],
+            };
+            for stage in stages.into_iter().filter(|_| has) {
+                match grads.get_mut(&stage.hf()) {
+                    Some(grad) => tracer.float(stage.grad(), grad)?,
+                    None => unreached.push(stage.hf()),
+                }
+            }
+        }
+        tracer.unreached(&unreached)?;
+        Ok(())
     }
 }

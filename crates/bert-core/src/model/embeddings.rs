@@ -67,13 +67,20 @@ impl<F: Float> BertEmbeddings<F> {
         d_hidden: &Array3<F>,
         pad_token_id: usize,
         grads: &mut Grads<F>,
-    ) {
-        let d_sum = self.layer_norm.backward(
+        tracer: &mut Tracer,
+    ) -> Result<(), Halt> {
+        tracer.float(Stage::new(EmbLayerNorm).grad(), &mut d_hidden.clone())?;
+        let mut d_sum = self.layer_norm.backward(
             record.three(Stage::new(EmbSum)),
             d_hidden.view(),
             "bert.embeddings.LayerNorm",
             grads,
         );
+        tracer.float(Stage::new(EmbSum).grad(), &mut d_sum)?;
+        // sum = (word + token_type) + position: each lookup's gradient is d sum.
+        for kind in [EmbWord, EmbPosition, EmbTokenType] {
+            tracer.float(Stage::new(kind).grad(), &mut d_sum.clone())?;
+        }
         // sum = word + token_type + position: each lookup gets d sum, scattered into its rows.
         let mut d_word = ops::embedding_backward(batch.ids.view(), d_sum.view(), self.word_embeddings.shape()[0]);
         // nn.Embedding(padding_idx=pad_token_id) never updates the padding row from a lookup.
@@ -93,5 +100,6 @@ impl<F: Float> BertEmbeddings<F> {
             "bert.embeddings.token_type_embeddings.weight",
             ops::embedding_backward(batch.token_type_ids.view(), d_sum.view(), rows).into_dyn(),
         );
+        Ok(())
     }
 }

@@ -65,18 +65,25 @@ impl<F: Float> FeedForward<F> {
         record: &Record<F>,
         d_hidden: &Array3<F>,
         grads: &mut Grads<F>,
-    ) -> Array3<F> {
-        let at = |kind| record.three(Stage::layer(layer_idx, kind));
+        tracer: &mut Tracer,
+    ) -> Result<Array3<F>, Halt> {
+        let stage = |kind| Stage::layer(layer_idx, kind);
+        let at = |kind| record.three(stage(kind));
         let prefix = format!("bert.encoder.layer.{layer_idx}");
-        // hidden = LayerNorm(residual); residual = output + x.
-        let d_residual =
+        // hidden = LayerNorm(residual); residual = output + x, so both get d residual.
+        let mut d_residual =
             self.layer_norm.backward(at(FfnResidual), d_hidden.view(), &format!("{prefix}.output.LayerNorm"), grads);
+        tracer.float(stage(FfnResidual).grad(), &mut d_residual)?;
+        tracer.float(stage(FfnOutput).grad(), &mut d_residual.clone())?;
         // output = activation · W2ᵀ + b2
-        let d_activation =
+        let mut d_activation =
             self.output.backward(&at(FfnActivation), &d_residual, &format!("{prefix}.output.dense"), grads);
+        tracer.float(stage(FfnActivation).grad(), &mut d_activation)?;
         // activation = act(intermediate)
-        let d_intermediate = self.activation.backward(at(FfnIntermediate), d_activation.view());
+        let mut d_intermediate = self.activation.backward(at(FfnIntermediate), d_activation.view());
+        tracer.float(stage(FfnIntermediate).grad(), &mut d_intermediate)?;
         // intermediate = x · W1ᵀ + b1, plus the residual's share.
-        self.intermediate.backward(x, &d_intermediate, &format!("{prefix}.intermediate.dense"), grads) + &d_residual
+        let d_x = self.intermediate.backward(x, &d_intermediate, &format!("{prefix}.intermediate.dense"), grads);
+        Ok(d_x + &d_residual)
     }
 }

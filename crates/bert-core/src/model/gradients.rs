@@ -81,6 +81,10 @@ impl<F: Float> Grads<F> {
     pub fn get(&self, name: &str) -> Option<&ArrayD<F>> {
         self.by_name.iter().find(|(n, _)| n == name).map(|(_, g)| g)
     }
+
+    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut ArrayD<F>> {
+        self.by_name.iter_mut().find(|(n, _)| n == name).map(|(_, g)| g)
+    }
 }
 
 /// What [`BertModel::gradients`] returns.

@@ -40,9 +40,16 @@ impl<F: Float> NspHead<F> {
     }
 
     /// `[B,2]` d loss / d logits -> `[B,H]` d loss / d pooler.output.
-    pub(crate) fn backward(&self, record: &Record<F>, d_logits: &Array2<F>, grads: &mut Grads<F>) -> Array2<F> {
+    pub(crate) fn backward(
+        &self,
+        record: &Record<F>,
+        d_logits: &Array2<F>,
+        grads: &mut Grads<F>,
+        tracer: &mut Tracer,
+    ) -> Result<Array2<F>, Halt> {
+        tracer.float(Stage::new(NspLogits).grad(), &mut d_logits.clone())?;
         let pooled = record.two(Stage::new(PoolerOutput));
-        self.dense.backward(&pooled, d_logits, "cls.seq_relationship", grads)
+        Ok(self.dense.backward(&pooled, d_logits, "cls.seq_relationship", grads))
     }
 }
 

@@ -9,7 +9,10 @@ use crate::error::Result;
 use crate::load::config::BertConfig;
 use crate::load::weights::WeightStore;
 use crate::ops::Float;
-use crate::trace::stage::{Stage, StageKind::AttnLayerNorm};
+use crate::trace::stage::{
+    Stage,
+    StageKind::{AttnLayerNorm, FfnLayerNorm},
+};
 use crate::trace::{Halt, Tracer};
 
 /// `bert.encoder.layer.{i}`
@@ -48,9 +51,12 @@ impl<F: Float> BertLayer<F> {
         record: &Record<F>,
         d_hidden: &Array3<F>,
         grads: &mut Grads<F>,
-    ) -> Array3<F> {
+        tracer: &mut Tracer,
+    ) -> Result<Array3<F>, Halt> {
+        tracer.float(Stage::layer(layer_idx, FfnLayerNorm).grad(), &mut d_hidden.clone())?;
         let attended = record.three(Stage::layer(layer_idx, AttnLayerNorm)).to_owned();
-        let d_attended = self.feed_forward.backward(layer_idx, &attended, record, d_hidden, grads);
-        self.attention.backward(layer_idx, x, record, &d_attended, grads)
+        let mut d_attended = self.feed_forward.backward(layer_idx, &attended, record, d_hidden, grads, tracer)?;
+        tracer.float(Stage::layer(layer_idx, AttnLayerNorm).grad(), &mut d_attended)?;
+        self.attention.backward(layer_idx, x, record, &d_attended, grads, tracer)
     }
 }

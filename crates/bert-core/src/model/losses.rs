@@ -60,6 +60,13 @@ pub(crate) fn mlm_loss_backward<F: Float>(logits: ArrayView3<'_, F>, labels: &Ar
     d_rows.into_shape_with_order((b, t, v)).expect("[B,T,V]")
 }
 
+/// d (the mean of the losses over the labelled positions) / d each loss: 1 / count where there
+/// is a label, 0 where there is none. `[B,T]` or `[B]`, as `labels`.
+pub(crate) fn mean_backward<F: Float, D: ndarray::Dimension>(labels: &ndarray::Array<i64, D>) -> ndarray::Array<F, D> {
+    let labelled = labels.iter().filter(|&&label| label != IGNORE).count();
+    labels.mapv(|label| if label == IGNORE { F::zero() } else { F::of(1.0 / labelled as f64) })
+}
+
 /// The backward of [`nsp_loss`]: `[B,2]` logits and `[B]` labels -> d nsp.loss / d logits.
 pub(crate) fn nsp_loss_backward<F: Float>(logits: ArrayView2<'_, F>, labels: &Array1<i64>) -> Array2<F> {
     let labelled = labels.iter().filter(|&&label| label != IGNORE).count();

@@ -73,7 +73,9 @@ impl<F: Float> MlmHead<F> {
         record: &Record<F>,
         d_logits: &Array3<F>,
         grads: &mut Grads<F>,
-    ) -> Array3<F> {
+        tracer: &mut Tracer,
+    ) -> Result<Array3<F>, Halt> {
+        tracer.float(Stage::new(MlmLogits).grad(), &mut d_logits.clone())?;
         let at = |kind| record.three(Stage::new(kind));
         // logits = layernorm · Eᵀ + bias: the decoder's weight is the word embeddings', so its
         // gradient is added into theirs; its bias is `cls.predictions.bias`.
@@ -85,11 +87,14 @@ impl<F: Float> MlmHead<F> {
         let (d_normed, d_table, d_bias) = ops::linear_backward(normed.view(), self.decoder.weight.view2(), d_rows);
         grads.add("bert.embeddings.word_embeddings.weight", d_table.into_dyn());
         grads.add("cls.predictions.bias", d_bias.into_dyn());
-        let d_normed = d_normed.into_shape_with_order((b, t, h)).expect("[B,T,H]");
+        let mut d_normed = d_normed.into_shape_with_order((b, t, h)).expect("[B,T,H]");
+        tracer.float(Stage::new(MlmLayerNorm).grad(), &mut d_normed)?;
         // normed = LayerNorm(activation), activation = act(transform), transform = hidden · Wtᵀ + bt.
-        let d_activation =
+        let mut d_activation =
             self.layer_norm.backward(at(MlmActivation), d_normed.view(), "cls.predictions.transform.LayerNorm", grads);
-        let d_transform = self.activation.backward(at(MlmTransform), d_activation.view());
-        self.transform.backward(hidden, &d_transform, "cls.predictions.transform.dense", grads)
+        tracer.float(Stage::new(MlmActivation).grad(), &mut d_activation)?;
+        let mut d_transform = self.activation.backward(at(MlmTransform), d_activation.view());
+        tracer.float(Stage::new(MlmTransform).grad(), &mut d_transform)?;
+        Ok(self.transform.backward(hidden, &d_transform, "cls.predictions.transform.dense", grads))
     }
 }

@@ -42,18 +42,19 @@ use std::path::PathBuf;
 use ndarray::{Array2, Array3, Array4};
 
 use self::embeddings::BertEmbeddings;
+use self::gradients::{Grads, Record};
 use self::heads::{ClassifierHead, NspHead};
 use self::layer::BertLayer;
 use self::mlm::MlmHead;
 use self::pooler::BertPooler;
 use self::sentence_pooling::SentencePooling;
-use crate::error::Result;
+use crate::error::{BertError, Result};
 use crate::load::config::BertConfig;
 use crate::load::tokenize::{Batch, BertTokenizer};
 use crate::ops::{self, Float, Kernels};
 use crate::trace::hook::Hook;
 use crate::trace::stage::{self, Dims, HeadSet, Objectives, Stage, StageKind::*};
-use crate::trace::{Discard, Halt, Sink, Tracer};
+use crate::trace::{Discard, Halt, Sink, Tee, Tracer};
 
 /// A loaded checkpoint: the encoder, whichever heads its weights have, and its tokenizer. `F`
 /// is the element type the whole pass runs in: f32, BERT's own, or f64 (`--precision f64`),
@@ -139,6 +140,8 @@ pub struct Pass<'h> {
     pub hook: Option<&'h mut dyn Hook>,
     /// Also read every layer's guess through the MLM head: the `lens.*` stages, after the rest.
     pub lens: bool,
+    /// Then run the backward pass: the `grad.*` stages, after the rest. Needs a loss.
+    pub backward: bool,
 }
 
 /// The result of one traced forward pass.
@@ -146,6 +149,8 @@ pub struct Traced<F: Float = f32> {
     /// The stop stage, if the pass stopped there before its end.
     pub stopped_at: Option<Stage>,
     pub outputs: Outputs<F>,
+    /// d loss / d every parameter the loss reached, after a backward pass.
+    pub gradients: Option<Grads<F>>,
 }
 
 /// `[B,1,1,T]`: HF's extended attention mask, 0 for a real key and the most negative float
@@ -198,30 +203,73 @@ impl<F: Float> BertModel<F> {
     pub fn trace_with(&self, batch: &Batch, sink: &mut dyn Sink, pass: Pass) -> Result<Traced<F>> {
         self.check(batch)?;
         if pass.lens && self.mlm.is_none() {
-            return Err(crate::error::BertError::MissingHead {
+            return Err(BertError::MissingHead {
                 path: self.source.clone(),
                 wanted: "the logit lens".into(),
                 weights: "cls.predictions.*".into(),
             });
         }
-        let lens = pass.lens;
-        // The hook may outlive the sink; the tracer holds both for the shorter time.
-        let hook = pass.hook.map(|hook| hook as &mut dyn Hook);
-        let mut tracer = Tracer::new(sink, pass.stop_after, hook);
+        if pass.backward {
+            self.check_backward(batch, pass.hook.is_some())?;
+        }
+        // The backward reads the forward's stages: a record keeps them, only when it will.
+        let mut record = Record::new();
         let mut outputs = Outputs::default();
-        let run = ops::with_kernels(self.kernels, || self.run(batch, lens, &mut tracer, &mut outputs));
-        let stopped_at = match run {
-            Ok(()) => None,
-            Err(Halt::Stopped(stage)) => Some(stage),
-            Err(Halt::Failed(e)) => return Err(e),
+        let mut used = None;
+        let stopped_at = {
+            let mut tee = Tee { sink: &mut *sink, record: pass.backward.then_some(&mut record as &mut dyn Sink) };
+            // The hook may outlive the sink; the tracer holds both for the shorter time.
+            let hook = pass.hook.map(|hook| hook as &mut dyn Hook);
+            let mut tracer = Tracer::new(&mut tee, pass.stop_after, hook);
+            let run =
+                ops::with_kernels(self.kernels, || self.run(batch, pass.lens, &mut tracer, &mut outputs, &mut used));
+            match run {
+                Ok(()) => None,
+                Err(Halt::Stopped(stage)) => Some(stage),
+                Err(Halt::Failed(e)) => return Err(e),
+            }
         };
-        tracer.finish()?;
-        Ok(Traced { stopped_at, outputs })
+        let mut gradients = None;
+        if let (true, None, Some(used)) = (pass.backward, stopped_at, &used) {
+            let mut tracer = Tracer::new(&mut *sink, None, None);
+            let backward = ops::with_kernels(self.kernels, || self.backward(used, &record, &mut tracer));
+            gradients = Some(backward.map_err(|halt| match halt {
+                Halt::Failed(e) => e,
+                Halt::Stopped(_) => unreachable!("the backward pass has no stop stage"),
+            })?);
+        }
+        sink.finish()?;
+        Ok(Traced { stopped_at, outputs, gradients })
+    }
+
+    /// Refuses a backward pass that has no loss, or that would differentiate an intervened pass
+    /// (the backward rules of an ablation or a patch are not written yet).
+    fn check_backward(&self, batch: &Batch, hooked: bool) -> Result<()> {
+        let mlm = batch.labels.mlm.is_some() && self.mlm.is_some();
+        let nsp = batch.labels.nsp.is_some() && self.nsp.is_some() && self.pooler.is_some();
+        if !mlm && !nsp {
+            return Err(BertError::Labels(
+                "a backward pass needs a loss: give --mlm-target, --mask-prob or --nsp-label".into(),
+            ));
+        }
+        if hooked {
+            return Err(BertError::Labels(
+                "a backward pass through interventions (--ablate, --patch) is not supported yet".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// The forward pass: inputs, embeddings, the layers, then whichever heads the model has,
     /// and the lens when asked for.
-    fn run(&self, batch: &Batch, lens: bool, tracer: &mut Tracer, outputs: &mut Outputs<F>) -> Result<(), Halt> {
+    fn run(
+        &self,
+        batch: &Batch,
+        lens: bool,
+        tracer: &mut Tracer,
+        outputs: &mut Outputs<F>,
+        used: &mut Option<Batch>,
+    ) -> Result<(), Halt> {
         // The input stages are the arrays the model reads: a hook that changes one changes the pass.
         let mut inputs = batch.clone();
         self.trace_inputs(&mut inputs, tracer)?;
@@ -229,6 +277,7 @@ impl<F: Float> BertModel<F> {
             self.check_ids(&inputs)?;
         }
         tracer.set_attention_mask(&inputs.attention_mask);
+        *used = Some(inputs.clone());
         let batch = &inputs;
         let additive_mask = additive_mask(batch);
 

@@ -43,9 +43,12 @@ impl<F: Float> BertPooler<F> {
         record: &Record<F>,
         d_pooled: &Array2<F>,
         grads: &mut Grads<F>,
-    ) -> Array2<F> {
+        tracer: &mut Tracer,
+    ) -> Result<Array2<F>, Halt> {
+        tracer.float(Stage::new(PoolerOutput).grad(), &mut d_pooled.clone())?;
         // tanh' = 1 - tanh², from the output.
-        let d_dense = ops::tanh_backward(record.two(Stage::new(PoolerOutput)), d_pooled.view());
-        self.dense.backward(&hidden.index_axis(Axis(1), 0), &d_dense, "bert.pooler.dense", grads)
+        let mut d_dense = ops::tanh_backward(record.two(Stage::new(PoolerOutput)), d_pooled.view());
+        tracer.float(Stage::new(PoolerDense).grad(), &mut d_dense)?;
+        Ok(self.dense.backward(&hidden.index_axis(Axis(1), 0), &d_dense, "bert.pooler.dense", grads))
     }
 }

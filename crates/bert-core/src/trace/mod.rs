@@ -130,8 +130,38 @@ pub trait Sink {
     /// Takes one stage. The view is only valid during the call.
     fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()>;
 
+    /// Called once after a backward pass with the parameters the loss did not reach (they have
+    /// no `grad.param.*` stage, as PyTorch leaves their `.grad` None).
+    fn unreached(&mut self, parameters: &[String]) -> Result<()> {
+        let _ = parameters;
+        Ok(())
+    }
+
     /// Called once after the last stage (the last one computed, if the pass stopped early).
     fn finish(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Hands every stage to the caller's sink and, when a backward pass will read them, to a second
+/// sink that keeps them (`model/gradients.rs`'s record).
+pub(crate) struct Tee<'a> {
+    pub(crate) sink: &'a mut dyn Sink,
+    pub(crate) record: Option<&'a mut dyn Sink>,
+}
+
+impl Sink for Tee<'_> {
+    fn wants(&self, stage: &Stage) -> bool {
+        self.sink.wants(stage) || self.record.as_ref().is_some_and(|r| r.wants(stage))
+    }
+
+    fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()> {
+        if let Some(record) = self.record.as_deref_mut().filter(|r| r.wants(&stage)) {
+            record.emit(stage, tensor.clone())?;
+        }
+        if self.sink.wants(&stage) {
+            self.sink.emit(stage, tensor)?;
+        }
         Ok(())
     }
 }
@@ -249,7 +279,8 @@ impl<'s> Tracer<'s> {
         Ok(())
     }
 
-    pub(crate) fn finish(self) -> Result<()> {
-        self.sink.finish()
+    /// Names the parameters a backward pass did not reach, to the sink.
+    pub(crate) fn unreached(&mut self, parameters: &[String]) -> Result<(), Halt> {
+        Ok(self.sink.unreached(parameters)?)
     }
 }

@@ -10,7 +10,11 @@
 //! Some stages exist only for some models or inputs: a head's stages need its weights, the
 //! pretraining stages (`input.labels`, `mlm.loss`, ...) need labels, and the last part,
 //! `sentence`, is not BERT's: it is sentence-transformers' mean pooling, present only when the
-//! model directory has a `1_Pooling/config.json` that asks for it. The `lens.*` stages exist
+//! model directory has a `1_Pooling/config.json` that asks for it.
+//!
+//! A backward pass adds gradients: `grad.<stage>` is d loss / d that stage (a [`Stage`] whose
+//! `of` is [`Of::Grad`]), and `grad.param.<name>` d loss / d a parameter, whose rows (the `Param`
+//! part) name the parameters as transformers' `BertForPreTraining.named_parameters()` does. The `lens.*` stages exist
 //! only when a run asks for the logit lens (`bert-trace lens`): the MLM head applied to the
 //! embeddings' and every layer's output.
 
@@ -28,6 +32,10 @@ pub enum Dim {
     V,
     Two,
     Labels,
+    /// max_position_embeddings, the rows of the position table.
+    P,
+    /// type_vocab_size, the rows of the token type table.
+    Types,
 }
 
 impl Dim {
@@ -43,6 +51,8 @@ impl Dim {
             Dim::V => "V",
             Dim::Two => "2",
             Dim::Labels => "C",
+            Dim::P => "P",
+            Dim::Types => "types",
         }
     }
 }
@@ -100,6 +110,8 @@ pub enum Part {
     Sentence,
     /// The logit lens: the MLM head read off every layer's output.
     Lens,
+    /// The parameters, whose gradients a backward pass gives (`grad.param.*`).
+    Param,
 }
 
 impl Part {
@@ -115,6 +127,7 @@ impl Part {
             Classifier => "classifier (classifier.*)",
             Sentence => "mean pooling (1_Pooling/config.json)",
             Lens => "MLM head (cls.predictions.*)",
+            Param => "bert.*",
         }
     }
 }
@@ -163,6 +176,36 @@ pub enum StageKind {
     SentencePooled,
     LensEmbeddings,
     LensLayer,
+    ParamWordEmbeddings,
+    ParamPositionEmbeddings,
+    ParamTokenTypeEmbeddings,
+    ParamEmbLayerNormWeight,
+    ParamEmbLayerNormBias,
+    ParamQueryWeight,
+    ParamQueryBias,
+    ParamKeyWeight,
+    ParamKeyBias,
+    ParamValueWeight,
+    ParamValueBias,
+    ParamAttnOutputWeight,
+    ParamAttnOutputBias,
+    ParamAttnLayerNormWeight,
+    ParamAttnLayerNormBias,
+    ParamIntermediateWeight,
+    ParamIntermediateBias,
+    ParamFfnOutputWeight,
+    ParamFfnOutputBias,
+    ParamFfnLayerNormWeight,
+    ParamFfnLayerNormBias,
+    ParamPoolerWeight,
+    ParamPoolerBias,
+    ParamMlmBias,
+    ParamMlmTransformWeight,
+    ParamMlmTransformBias,
+    ParamMlmLayerNormWeight,
+    ParamMlmLayerNormBias,
+    ParamNspWeight,
+    ParamNspBias,
 }
 
 /// What a stage needs besides its part's weights: the pretraining stages exist only when the
@@ -180,6 +223,8 @@ pub enum Needs {
     AnyLabels,
     /// A run that asks for the logit lens.
     Lens,
+    /// A backward pass.
+    Backward,
 }
 
 /// What the input carries for the pretraining objectives, and what the run asks for beyond the
@@ -194,11 +239,14 @@ pub struct Objectives {
     pub nsp_labels: bool,
     /// The run reads every layer's guess through the MLM head (the logit lens).
     pub lens: bool,
+    /// The run computes gradients (a backward pass).
+    pub backward: bool,
 }
 
 impl Objectives {
     /// Every objective at once, for listing every stage a model could produce.
-    pub const ALL: Objectives = Objectives { masked: true, mlm_labels: true, nsp_labels: true, lens: true };
+    pub const ALL: Objectives =
+        Objectives { masked: true, mlm_labels: true, nsp_labels: true, lens: true, backward: true };
 }
 
 impl Needs {
@@ -211,6 +259,7 @@ impl Needs {
             Needs::NspLabels => objectives.nsp_labels,
             Needs::AnyLabels => objectives.mlm_labels || objectives.nsp_labels,
             Needs::Lens => objectives.lens,
+            Needs::Backward => objectives.backward,
         }
     }
 }
@@ -341,6 +390,66 @@ stage_table! {
         "cls.predictions(hidden_states[0])", "the MLM head applied to embeddings.layernorm";
     LensLayer, Lens + Lens, "lens.layer{i}.logits", [B, T, V], F32,
         "cls.predictions(hidden_states[{i+1}])", "the MLM head applied to layer{i}.ffn.layernorm";
+    ParamWordEmbeddings, Param + Backward, "param.bert.embeddings.word_embeddings.weight", [V, H], F32,
+        "bert.embeddings.word_embeddings.weight", "the word table; also the MLM decoder's weight (tied)";
+    ParamPositionEmbeddings, Param + Backward, "param.bert.embeddings.position_embeddings.weight", [P, H], F32,
+        "bert.embeddings.position_embeddings.weight", "the position table";
+    ParamTokenTypeEmbeddings, Param + Backward, "param.bert.embeddings.token_type_embeddings.weight", [Types, H], F32,
+        "bert.embeddings.token_type_embeddings.weight", "the token type table";
+    ParamEmbLayerNormWeight, Param + Backward, "param.bert.embeddings.LayerNorm.weight", [H], F32,
+        "bert.embeddings.LayerNorm.weight", "embeddings.layernorm's scale";
+    ParamEmbLayerNormBias, Param + Backward, "param.bert.embeddings.LayerNorm.bias", [H], F32,
+        "bert.embeddings.LayerNorm.bias", "embeddings.layernorm's shift";
+    ParamQueryWeight, Param + Backward, "param.bert.encoder.layer.{i}.attention.self.query.weight", [H, H], F32,
+        "bert.encoder.layer.{i}.attention.self.query.weight", "Wq";
+    ParamQueryBias, Param + Backward, "param.bert.encoder.layer.{i}.attention.self.query.bias", [H], F32,
+        "bert.encoder.layer.{i}.attention.self.query.bias", "bq";
+    ParamKeyWeight, Param + Backward, "param.bert.encoder.layer.{i}.attention.self.key.weight", [H, H], F32,
+        "bert.encoder.layer.{i}.attention.self.key.weight", "Wk";
+    ParamKeyBias, Param + Backward, "param.bert.encoder.layer.{i}.attention.self.key.bias", [H], F32,
+        "bert.encoder.layer.{i}.attention.self.key.bias", "bk";
+    ParamValueWeight, Param + Backward, "param.bert.encoder.layer.{i}.attention.self.value.weight", [H, H], F32,
+        "bert.encoder.layer.{i}.attention.self.value.weight", "Wv";
+    ParamValueBias, Param + Backward, "param.bert.encoder.layer.{i}.attention.self.value.bias", [H], F32,
+        "bert.encoder.layer.{i}.attention.self.value.bias", "bv";
+    ParamAttnOutputWeight, Param + Backward, "param.bert.encoder.layer.{i}.attention.output.dense.weight", [H, H], F32,
+        "bert.encoder.layer.{i}.attention.output.dense.weight", "Wo";
+    ParamAttnOutputBias, Param + Backward, "param.bert.encoder.layer.{i}.attention.output.dense.bias", [H], F32,
+        "bert.encoder.layer.{i}.attention.output.dense.bias", "bo";
+    ParamAttnLayerNormWeight, Param + Backward, "param.bert.encoder.layer.{i}.attention.output.LayerNorm.weight", [H], F32,
+        "bert.encoder.layer.{i}.attention.output.LayerNorm.weight", "attention.layernorm's scale";
+    ParamAttnLayerNormBias, Param + Backward, "param.bert.encoder.layer.{i}.attention.output.LayerNorm.bias", [H], F32,
+        "bert.encoder.layer.{i}.attention.output.LayerNorm.bias", "attention.layernorm's shift";
+    ParamIntermediateWeight, Param + Backward, "param.bert.encoder.layer.{i}.intermediate.dense.weight", [I, H], F32,
+        "bert.encoder.layer.{i}.intermediate.dense.weight", "W1";
+    ParamIntermediateBias, Param + Backward, "param.bert.encoder.layer.{i}.intermediate.dense.bias", [I], F32,
+        "bert.encoder.layer.{i}.intermediate.dense.bias", "b1";
+    ParamFfnOutputWeight, Param + Backward, "param.bert.encoder.layer.{i}.output.dense.weight", [H, I], F32,
+        "bert.encoder.layer.{i}.output.dense.weight", "W2";
+    ParamFfnOutputBias, Param + Backward, "param.bert.encoder.layer.{i}.output.dense.bias", [H], F32,
+        "bert.encoder.layer.{i}.output.dense.bias", "b2";
+    ParamFfnLayerNormWeight, Param + Backward, "param.bert.encoder.layer.{i}.output.LayerNorm.weight", [H], F32,
+        "bert.encoder.layer.{i}.output.LayerNorm.weight", "ffn.layernorm's scale";
+    ParamFfnLayerNormBias, Param + Backward, "param.bert.encoder.layer.{i}.output.LayerNorm.bias", [H], F32,
+        "bert.encoder.layer.{i}.output.LayerNorm.bias", "ffn.layernorm's shift";
+    ParamPoolerWeight, Param + Backward, "param.bert.pooler.dense.weight", [H, H], F32,
+        "bert.pooler.dense.weight", "Wp";
+    ParamPoolerBias, Param + Backward, "param.bert.pooler.dense.bias", [H], F32,
+        "bert.pooler.dense.bias", "bp";
+    ParamMlmBias, Param + Backward, "param.cls.predictions.bias", [V], F32,
+        "cls.predictions.bias", "the MLM decoder's bias";
+    ParamMlmTransformWeight, Param + Backward, "param.cls.predictions.transform.dense.weight", [H, H], F32,
+        "cls.predictions.transform.dense.weight", "Wt";
+    ParamMlmTransformBias, Param + Backward, "param.cls.predictions.transform.dense.bias", [H], F32,
+        "cls.predictions.transform.dense.bias", "bt";
+    ParamMlmLayerNormWeight, Param + Backward, "param.cls.predictions.transform.LayerNorm.weight", [H], F32,
+        "cls.predictions.transform.LayerNorm.weight", "mlm.layernorm's scale";
+    ParamMlmLayerNormBias, Param + Backward, "param.cls.predictions.transform.LayerNorm.bias", [H], F32,
+        "cls.predictions.transform.LayerNorm.bias", "mlm.layernorm's shift";
+    ParamNspWeight, Param + Backward, "param.cls.seq_relationship.weight", [Two, H], F32,
+        "cls.seq_relationship.weight", "Wnsp";
+    ParamNspBias, Param + Backward, "param.cls.seq_relationship.bias", [Two], F32,
+        "cls.seq_relationship.bias", "bnsp";
 }
 
 impl StageKind {
@@ -360,33 +469,58 @@ impl StageKind {
     }
 }
 
-/// One concrete stage: a kind, and for per-layer kinds, the layer index.
+/// Whether a stage is the value the forward pass computed or d loss / d that value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Of {
+    #[default]
+    Value,
+    /// d loss / d the value, from a backward pass: the name gets `grad.` in front.
+    Grad,
+}
+
+/// One concrete stage: a kind, for per-layer kinds the layer index, and whether it is the value
+/// or its gradient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Stage {
     pub kind: StageKind,
     pub layer: Option<usize>,
+    pub of: Of,
 }
 
 impl Stage {
     /// A stage outside the encoder layers.
     pub fn new(kind: StageKind) -> Stage {
         debug_assert!(!kind.per_layer(), "{kind:?} needs a layer index");
-        Stage { kind, layer: None }
+        Stage { kind, layer: None, of: Of::Value }
     }
 
     /// A stage of encoder layer `layer_idx`.
     pub fn layer(layer_idx: usize, kind: StageKind) -> Stage {
         debug_assert!(kind.per_layer(), "{kind:?} is not a per-layer stage");
-        Stage { kind, layer: Some(layer_idx) }
+        Stage { kind, layer: Some(layer_idx), of: Of::Value }
+    }
+
+    /// d loss / d this stage.
+    pub fn grad(self) -> Stage {
+        Stage { of: Of::Grad, ..self }
+    }
+
+    /// Whether this is a gradient.
+    pub fn is_grad(&self) -> bool {
+        self.of == Of::Grad
     }
 
     pub fn info(&self) -> &'static StageInfo {
         self.kind.info()
     }
 
-    /// The stage name, e.g. `layer3.ffn.layernorm`.
+    /// The stage name, e.g. `layer3.ffn.layernorm`, or `grad.layer3.ffn.layernorm` for its
+    /// gradient.
     pub fn name(&self) -> String {
-        self.fill(self.info().pattern)
+        match self.of {
+            Of::Value => self.fill(self.info().pattern),
+            Of::Grad => format!("grad.{}", self.fill(self.info().pattern)),
+        }
     }
 
     /// The `.npy` file name inside a dump directory.
@@ -394,9 +528,12 @@ impl Stage {
         format!("{}.npy", self.name())
     }
 
-    /// The Hugging Face module or output this stage equals.
+    /// The Hugging Face module or output this stage equals (`.grad` of it, for a gradient).
     pub fn hf(&self) -> String {
-        self.fill(self.info().hf)
+        match self.of {
+            Of::Value => self.fill(self.info().hf),
+            Of::Grad => format!("{}.grad", self.fill(self.info().hf)),
+        }
     }
 
     /// The concrete shape for the given dimensions.
@@ -435,6 +572,8 @@ pub struct Dims {
     pub intermediate: usize,
     pub vocab: usize,
     pub n_labels: usize,
+    pub max_positions: usize,
+    pub type_vocab: usize,
 }
 
 impl Dims {
@@ -449,6 +588,8 @@ impl Dims {
             V => self.vocab,
             Two => 2,
             Labels => self.n_labels,
+            P => self.max_positions,
+            Types => self.type_vocab,
         }
     }
 }
@@ -479,6 +620,8 @@ pub fn plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stag
             Classifier => heads.classifier,
             Sentence => heads.sentence,
             Lens => heads.mlm,
+            // The parameters are listed by `backward_plan`, as gradients.
+            Param => false,
         };
         let present = has_part && info.needs.met_by(objectives);
         if present && info.kind.per_layer() && !info.kind.in_layer() {
@@ -501,6 +644,9 @@ pub fn plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stag
 /// The stage a name denotes (`layer3.ffn.layernorm`, `lens.layer3.logits`), if it is one of the
 /// table's.
 pub fn parse(name: &str) -> Option<Stage> {
+    if let Some(value) = name.strip_prefix("grad.") {
+        return parse(value).filter(|s| !s.is_grad()).map(Stage::grad);
+    }
     for info in STAGES {
         if let Some((before, after)) = info.pattern.split_once("{i}") {
             let Some(index) = name.strip_prefix(before).and_then(|rest| rest.strip_suffix(after)) else { continue };
@@ -519,6 +665,17 @@ pub fn parse(name: &str) -> Option<Stage> {
 pub fn execution_key(name: &str) -> (usize, usize, usize) {
     match parse(name) {
         Some(stage) => {
+            if stage.is_grad() {
+                // The backward's order: the heads, the layers from the last, the embeddings,
+                // then the parameters.
+                let (section, layer) = match (stage.info().part, stage.layer) {
+                    (Param, layer) => (9, layer.map_or(0, |l| l + 1)),
+                    (Input | Embeddings, _) => (8, 0),
+                    (_, Some(layer)) => (7, usize::MAX - layer),
+                    (_, None) => (6, 0),
+                };
+                return (section, layer, usize::MAX - stage.kind as usize);
+            }
             let section = match (stage.info().part, stage.layer, stage.kind < StageKind::AttnQuery) {
                 (Lens, _, _) => 3,
                 (_, None, true) => 0,
@@ -529,7 +686,7 @@ pub fn execution_key(name: &str) -> (usize, usize, usize) {
             let layer = stage.layer.map_or(0, |i| i + usize::from(stage.info().part == Lens));
             (section, layer, stage.kind as usize)
         }
-        None => (4, 0, 0),
+        None => (10, 0, 0),
     }
 }
 
