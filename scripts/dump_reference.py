@@ -947,14 +947,20 @@ def check_losses(model: nn.Module, model_dir: str, inputs: dict[str, torch.Tenso
               file=sys.stderr)
 
 
-def parameter_gradients(model: nn.Module, inputs: dict[str, torch.Tensor], stages: list[Stage], labels: Labels,
-                        iv: Interventions) -> list[Stage]:
-    """grad.param.<name>: d loss / d parameter by autograd, for every parameter of
-    model.named_parameters() that the loss reaches, in that order (a parameter it does not reach,
-    such as the pooler under an MLM-only loss, has no .grad and no stage). The tied decoder is one
-    parameter with the word embeddings, so its gradient is added into theirs, as PyTorch does."""
+def gradient_stages(model: nn.Module, inputs: dict[str, torch.Tensor], stages: list[Stage], labels: Labels,
+                    iv: Interventions, sentence_pooling: bool) -> list[Stage]:
+    """The backward pass by autograd: grad.<stage> for every float stage the loss depends on
+    (retain_grad on each stage of the recomputation, then loss.backward()), in reverse order of
+    the forward, then grad.param.<name> for every parameter of model.named_parameters() that the
+    loss reaches, in that order. A parameter it does not reach (the pooler under an MLM-only loss)
+    has no .grad and no stage. The tied decoder is one parameter with the word embeddings, so its
+    gradient is added into theirs, as PyTorch does.
+
+    The parameters' gradients are checked against a second backward, through transformers' own
+    forward call (BertForPreTraining's logits and the same losses)."""
     if labels.labels is None and labels.next_sentence_label is None:
         sys.exit("error: --backward needs a loss: give --mlm-target, --mask-prob or --nsp-label")
+    # The reference: autograd through transformers' own forward call.
     model.zero_grad(set_to_none=True)
     with torch.enable_grad(), iv.hooked(model.bert):
         out = model(**inputs, return_dict=True)
@@ -966,14 +972,32 @@ def parameter_gradients(model: nn.Module, inputs: dict[str, torch.Tensor], stage
         if labels.next_sentence_label is not None:
             loss = loss + nn.functional.cross_entropy(out.seq_relationship_logits, labels.next_sentence_label)
         loss.backward()
-    traced = next(s.tensor for s in stages if s.name == "loss")
-    torch.testing.assert_close(loss.detach(), traced, atol=1e-6, rtol=1e-6)
-    print(f"check: the loss autograd differentiates equals the traced loss ({loss.item():.6f})", file=sys.stderr)
-    grads = []
+    reference = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    # The recomputation again, with every stage kept in the graph.
+    with torch.enable_grad():
+        # trace() runs under no_grad for the dumps; its undecorated body builds the graph.
+        graph = trace.__wrapped__(model, inputs, sentence_pooling=sentence_pooling, labels=labels, iv=iv)
+        for st in graph:
+            if st.tensor.is_floating_point() and st.tensor.requires_grad:
+                st.tensor.retain_grad()
+        total = next(st.tensor for st in graph if st.name == "loss")
+        traced = next(st.tensor for st in stages if st.name == "loss")
+        torch.testing.assert_close(total.detach(), traced, atol=0, rtol=0)
+        torch.testing.assert_close(total.detach(), loss.detach(), atol=1e-6, rtol=1e-6)
+        total.backward()
+    grads = [Stage(f"grad.{st.name}", st.tensor.grad.detach().clone(), f"{st.hf}.grad", f"d loss / d {st.name}")
+             for st in reversed(graph) if st.tensor.is_floating_point() and st.tensor.grad is not None]
+    atol, rtol = TOLERANCES[loss.dtype]
     for name, param in model.named_parameters():
-        if param.grad is not None:
-            grads.append(Stage(f"grad.param.{name}", param.grad.detach().clone(), f"{name}.grad",
-                               f"d loss / d {name} (autograd)"))
+        if param.grad is None:
+            assert name not in reference, f"{name}: a gradient through transformers' forward, none through ours"
+            continue
+        torch.testing.assert_close(param.grad, reference[name], atol=atol, rtol=rtol, msg=lambda m: f"{name}: {m}")
+        grads.append(Stage(f"grad.param.{name}", param.grad.detach().clone(), f"{name}.grad",
+                           f"d loss / d {name} (autograd)"))
+    print(f"check: {len(reference)} parameter gradients match autograd through transformers' forward "
+          f"(assert_close atol={atol} rtol={rtol}); loss {loss.item():.6f}", file=sys.stderr)
     model.zero_grad(set_to_none=True)
     return grads
 
@@ -1285,7 +1309,7 @@ def main() -> int:
                     help="replace a stage (or token positions 3 or 1-4 of it) by DUMP's")
     ap.add_argument("--lens", action="store_true", help="add the logit lens: lens.embeddings.logits, lens.layer{i}.logits")
     ap.add_argument("--backward", action="store_true",
-                    help="add grad.param.<name> for every parameter the loss reaches (autograd's .grad); needs labels")
+                    help="add grad.<stage> and grad.param.<name> (autograd's .grad) for what the loss reaches; needs labels")
     ap.add_argument("texts", nargs="+", metavar="TEXT")
     args = ap.parse_args()
 
@@ -1346,7 +1370,9 @@ def main() -> int:
     check_against_hf(model, inputs, stages, iv)
     check_losses(model, args.model, inputs, stages, labels, iv)
     if args.backward:
-        stages += parameter_gradients(model, inputs, stages, labels, iv)
+        stages += gradient_stages(model, inputs, stages, labels, iv, pooling_config is not None)
+        unreached = [name for name, _ in model.named_parameters() if f"grad.param.{name}" not in
+                     {s.name for s in stages}]
 
     if args.only_stages:
         args.only_stages = [p for arg in args.only_stages for p in arg.split(",") if p]
@@ -1382,6 +1408,8 @@ def main() -> int:
         "model_fingerprint": model_fingerprint(model),
         **({"interventions": iv.records} if iv.records else {}),
         **({"lens": True} if args.lens else {}),
+        # The parameters a backward pass did not reach: no grad.param.* file, as .grad is None.
+        **({"no_gradient": unreached} if args.backward and unreached else {}),
         "stages": [
             {
                 "name": s.name,

@@ -83,13 +83,20 @@ experiment patch_stage --patch golden/tiny/dumps/mask:layer0.ffn.layernorm "Once
 experiment patch_positions --patch golden/tiny/dumps/mask:layer1.attention.context@1-3 "Once in Rome, do as the [MASK] do."
 experiment lens --lens "When in Rome, do as the [MASK] do."
 
-# Gradients (issue 26): every parameter's gradient by autograd, for an MLM-only loss and for
-# the MLM + NSP loss of a masked pair (the inputs of the mlm_target and pair_nsp cases).
+# Gradients (issue 26): every stage's and every parameter's gradient by autograd, for an
+# MLM-only loss and for the MLM + NSP loss of a masked pair (the inputs of the mlm_target and
+# pair_nsp cases).
 "$PYTHON" scripts/dump_reference.py --backward --model golden/tiny --model-name golden/tiny \
     --out golden/tiny/gradients/mlm_target --mlm-target romans "When in Rome, do as the [MASK] do."
 "$PYTHON" scripts/dump_reference.py --backward --model golden/tiny --model-name golden/tiny \
     --out golden/tiny/gradients/pair_nsp --pair "The cat sat on the mat." --nsp-label 1 --mask-prob 0.15 --seed 18 \
     "When in Rome, do as the Romans do."
+# Through interventions: mean ablations in both layers and a patch of two positions, on the
+# padded, masked batch of batch_masked (whose dump the patch comes from).
+"$PYTHON" scripts/dump_reference.py --backward --model golden/tiny --model-name golden/tiny \
+    --out golden/tiny/gradients/intervened --mask-prob 0.2 --seed 86 --ablate layer1.head0 --ablate layer0.head2 \
+    --ablate-with mean --patch golden/tiny/dumps/batch_masked:layer0.attention.output@2-3 \
+    "When in Rome, do as the Romans do." "Do as the Romans."
 
 "$PYTHON" scripts/make_tiny_model.py --chinese golden/tiny-chinese
 

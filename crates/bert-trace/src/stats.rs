@@ -64,6 +64,10 @@ impl Sink for Recorder<'_> {
         Ok(())
     }
 
+    fn unreached(&mut self, parameters: &[String]) -> bert_core::Result<()> {
+        self.inner.unreached(parameters)
+    }
+
     fn finish(&mut self) -> bert_core::Result<()> {
         self.inner.finish()
     }

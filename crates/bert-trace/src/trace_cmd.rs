@@ -89,7 +89,7 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
     if let Some(labels) = &batch.labels.nsp {
         inputs.nsp_label = Some(labels.to_vec());
     }
-    let objectives = Objectives { lens: args.lens, ..batch.objectives() };
+    let objectives = Objectives { lens: args.lens, backward: args.backward, ..batch.objectives() };
     if args.lens && model.mlm.is_none() {
         bail!(
             "--lens: {}: the model has no MLM head (cls.predictions.*), which the lens reads every layer through",
@@ -103,7 +103,13 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
     let mut interventions = Interventions::load(&model, &args.ablate, with, &args.patch)?;
     let (b, t) = batch.dims();
     interventions.check(&model.dims(b, t))?;
+    if args.backward {
+        model.check_backward(&batch)?;
+    }
     let stop = args.stop_at.as_deref().map(|name| model.resolve_stop(name, objectives)).transpose()?;
+    if let (true, Some(stage)) = (args.backward, stop) {
+        bail!("--backward needs the whole forward pass, up to the loss; --stop-at ends it after {stage}");
+    }
     let only = only_filter(&args.only, &model.plan(objectives))?;
     model.check(&batch)?;
     let reference = args.reference.as_deref().map(Dump::open).transpose()?;
@@ -133,7 +139,8 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
     };
     let mut recorder = Recorder::new(sink.as_mut(), stop);
     let hook = (!interventions.is_empty()).then_some(&mut interventions as &mut dyn Hook);
-    let traced = model.trace_with(&batch, &mut recorder, Pass { stop_after: stop, hook, lens: args.lens })?;
+    let pass = Pass { stop_after: stop, hook, lens: args.lens, backward: args.backward };
+    let traced = model.trace_with(&batch, &mut recorder, pass)?;
 
     tokens_table::print(&model, &batch);
     println!("\n{}", stage_table(&recorder, &only));

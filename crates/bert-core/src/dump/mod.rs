@@ -137,6 +137,7 @@ impl DumpWriter {
             model_fingerprint: None,
             interventions: Vec::new(),
             lens: false,
+            no_gradient: Vec::new(),
         };
         Ok(DumpWriter {
             dir: dir.into(),
@@ -205,6 +206,11 @@ impl DumpWriter {
 impl Sink for DumpWriter {
     fn wants(&self, stage: &Stage) -> bool {
         (self.filter)(stage)
+    }
+
+    fn unreached(&mut self, parameters: &[String]) -> Result<()> {
+        self.manifest.no_gradient = parameters.to_vec();
+        Ok(())
     }
 
     fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()> {

@@ -314,6 +314,7 @@ fn finish(path: &Path, mut found: Vec<Found>, kind: DumpKind, source: Source) ->
         model_fingerprint: None,
         interventions: Vec::new(),
         lens: false,
+        no_gradient: Vec::new(),
     };
     Ok(Parts { manifest, kind, source, batch_added, notes })
 }

@@ -77,6 +77,36 @@ impl Ablation {
         }
     }
 
+    /// The backward of [`Ablation::apply`]: d loss / d the ablated context -> d loss / d the
+    /// computed one, in place. Zeros are a constant, so nothing flows back through the head's
+    /// columns; the mean spreads each sequence's summed gradient evenly over its real tokens.
+    fn backward<F: Float>(&self, mut grad: ArrayViewMut3<'_, F>, n_heads: usize, mask: ArrayView2<'_, i64>) {
+        let hs = grad.dim().2 / n_heads;
+        let heads = match self.head {
+            Some(head) => head..head + 1,
+            None => 0..n_heads,
+        };
+        for head in heads {
+            let mut slice = grad.slice_mut(s![.., .., head * hs..(head + 1) * hs]);
+            match self.with {
+                AblateWith::Zero => slice.fill(F::zero()),
+                AblateWith::Mean => {
+                    for (seq, mut rows) in slice.axis_iter_mut(Axis(0)).enumerate() {
+                        let real = (0..rows.nrows()).filter(|&t| mask[[seq, t]] == 1).count();
+                        let total = rows.sum_axis(Axis(0));
+                        for (t, mut row) in rows.rows_mut().into_iter().enumerate() {
+                            if mask[[seq, t]] == 1 {
+                                row.assign(&(&total / F::of(real as f64)));
+                            } else {
+                                row.fill(F::zero());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Replaces the head's columns of `context` `[B,T,H]`.
     fn apply<F: Float>(&self, mut context: ArrayViewMut3<'_, F>, n_heads: usize, mask: ArrayView2<'_, i64>) {
         let hs = context.dim().2 / n_heads;
@@ -211,6 +241,18 @@ impl Patch {
         }
     }
 
+    /// The backward of a patch: the patched values are another run's constants, so nothing flows
+    /// back through them: their gradient is zeroed, in place.
+    fn backward<F: Float>(&self, mut grad: ArrayViewMutD<'_, F>) {
+        match (&self.positions, token_axis(self.stage)) {
+            (Some(positions), Some(axis)) => {
+                let range = Slice::from(*positions.0.start()..=*positions.0.end());
+                grad.slice_axis_mut(Axis(axis), range).fill(F::zero());
+            }
+            _ => grad.fill(F::zero()),
+        }
+    }
+
     fn apply<T: Copy + 'static>(&self, mut target: ArrayViewMutD<'_, T>, value: ndarray::ArrayViewD<'_, T>) {
         match (&self.positions, token_axis(self.stage)) {
             (Some(positions), Some(axis)) => {
@@ -335,6 +377,28 @@ impl Hook for Interventions {
                 TensorViewMut::F32(context) => ablation.apply(as_context(context.view_mut())?, self.n_heads, mask),
                 TensorViewMut::F64(context) => ablation.apply(as_context(context.view_mut())?, self.n_heads, mask),
                 TensorViewMut::I64(_) => unreachable!("layerL.attention.context is a float stage"),
+            }
+        }
+        Ok(())
+    }
+
+    /// In the reverse order of `apply`: the ablations' backward, then the patches'.
+    fn backward(&mut self, stage: Stage, mut grad: TensorViewMut<'_>, mask: ArrayView2<'_, i64>) -> Result<()> {
+        for ablation in self.ablations.iter().rev().filter(|a| Some(a.layer) == stage.layer) {
+            if stage.kind != StageKind::AttnContext {
+                continue;
+            }
+            match &mut grad {
+                TensorViewMut::F32(g) => ablation.backward(as_context(g.view_mut())?, self.n_heads, mask),
+                TensorViewMut::F64(g) => ablation.backward(as_context(g.view_mut())?, self.n_heads, mask),
+                TensorViewMut::I64(_) => unreachable!("a gradient is a float"),
+            }
+        }
+        for patch in self.patches.iter().rev().filter(|p| p.stage == stage) {
+            match &mut grad {
+                TensorViewMut::F32(g) => patch.backward(g.view_mut()),
+                TensorViewMut::F64(g) => patch.backward(g.view_mut()),
+                TensorViewMut::I64(_) => unreachable!("a gradient is a float"),
             }
         }
         Ok(())

@@ -132,12 +132,13 @@ impl<F: Float> BertAttention<F> {
             &format!("{prefix}.output.LayerNorm"),
             grads,
         );
-        let mut d_x = d_residual.clone();
-        tracer.float(at(AttnResidual).grad(), &mut d_residual.clone())?;
-        tracer.float(at(AttnOutput).grad(), &mut d_residual.clone())?;
+        let mut d_residual = d_residual;
+        tracer.float(at(AttnResidual).grad(), &mut d_residual)?;
+        let (mut d_x, mut d_output) = (d_residual.clone(), d_residual);
+        tracer.float(at(AttnOutput).grad(), &mut d_output)?;
         // output = context · Woᵀ + bo
         let context = record.three(at(AttnContext));
-        let mut d_context = self.output.dense.backward(&context, &d_residual, &format!("{prefix}.output.dense"), grads);
+        let mut d_context = self.output.dense.backward(&context, &d_output, &format!("{prefix}.output.dense"), grads);
         tracer.float(at(AttnContext).grad(), &mut d_context)?;
         // [B,T,H] -> [B,nh,T,hs]: merging the heads is undone by splitting the gradient.
         let d_heads = ops::split_heads(d_context, nh);

@@ -10,7 +10,7 @@ use super::{losses, BertModel, Pass};
 use crate::error::Result;
 use crate::load::tokenize::Batch;
 use crate::ops::Float;
-use crate::trace::stage::{Part, Stage, StageKind::*, STAGES};
+use crate::trace::stage::{self, Stage, StageKind::*};
 use crate::trace::{Discard, Halt, Tracer};
 
 impl<F: Float> BertModel<F> {
@@ -69,26 +69,10 @@ impl<F: Float> BertModel<F> {
     /// their `.grad` None.
     fn trace_parameter_gradients(&self, grads: &mut Grads<F>, tracer: &mut Tracer) -> Result<(), Halt> {
         let mut unreached = Vec::new();
-        for info in STAGES.iter().filter(|info| info.part == Part::Param) {
-            let has = match info.kind {
-                ParamPoolerWeight | ParamPoolerBias => self.pooler.is_some(),
-                ParamMlmBias
-                | ParamMlmTransformWeight
-                | ParamMlmTransformBias
-                | ParamMlmLayerNormWeight
-                | ParamMlmLayerNormBias => self.mlm.is_some(),
-                ParamNspWeight | ParamNspBias => self.nsp.is_some(),
-                _ => true,
-            };
-            let stages: Vec<Stage> = match info.kind.per_layer() {
-                true => (0..self.layers.len()).map(|layer_idx| Stage::layer(layer_idx, info.kind)).collect(),
-                false => vec![Stage::new(info.kind)],
-            };
-            for stage in stages.into_iter().filter(|_| has) {
-                match grads.get_mut(&stage.hf()) {
-                    Some(grad) => tracer.float(stage.grad(), grad)?,
-                    None => unreached.push(stage.hf()),
-                }
+        for stage in stage::parameters(self.layers.len(), self.heads()) {
+            match grads.get_mut(&stage.hf()) {
+                Some(grad) => tracer.float(stage.grad(), grad)?,
+                None => unreached.push(stage.hf()),
             }
         }
         tracer.unreached(&unreached)?;

@@ -69,7 +69,8 @@ impl<F: Float> BertEmbeddings<F> {
         grads: &mut Grads<F>,
         tracer: &mut Tracer,
     ) -> Result<(), Halt> {
-        tracer.float(Stage::new(EmbLayerNorm).grad(), &mut d_hidden.clone())?;
+        let mut d_hidden = d_hidden.clone();
+        tracer.float(Stage::new(EmbLayerNorm).grad(), &mut d_hidden)?;
         let mut d_sum = self.layer_norm.backward(
             record.three(Stage::new(EmbSum)),
             d_hidden.view(),
@@ -77,12 +78,13 @@ impl<F: Float> BertEmbeddings<F> {
             grads,
         );
         tracer.float(Stage::new(EmbSum).grad(), &mut d_sum)?;
-        // sum = (word + token_type) + position: each lookup's gradient is d sum.
-        for kind in [EmbWord, EmbPosition, EmbTokenType] {
-            tracer.float(Stage::new(kind).grad(), &mut d_sum.clone())?;
-        }
-        // sum = word + token_type + position: each lookup gets d sum, scattered into its rows.
-        let mut d_word = ops::embedding_backward(batch.ids.view(), d_sum.view(), self.word_embeddings.shape()[0]);
+        // sum = (word + token_type) + position: each lookup's gradient is d sum, scattered into
+        // its table's rows.
+        let (mut d_word, mut d_position, mut d_token_type) = (d_sum.clone(), d_sum.clone(), d_sum);
+        tracer.float(Stage::new(EmbWord).grad(), &mut d_word)?;
+        tracer.float(Stage::new(EmbPosition).grad(), &mut d_position)?;
+        tracer.float(Stage::new(EmbTokenType).grad(), &mut d_token_type)?;
+        let mut d_word = ops::embedding_backward(batch.ids.view(), d_word.view(), self.word_embeddings.shape()[0]);
         // nn.Embedding(padding_idx=pad_token_id) never updates the padding row from a lookup.
         if pad_token_id < d_word.nrows() {
             d_word.row_mut(pad_token_id).fill(F::zero());
@@ -93,12 +95,12 @@ impl<F: Float> BertEmbeddings<F> {
         let rows = self.position_embeddings.shape()[0];
         grads.add(
             "bert.embeddings.position_embeddings.weight",
-            ops::embedding_backward(positions.view(), d_sum.view(), rows).into_dyn(),
+            ops::embedding_backward(positions.view(), d_position.view(), rows).into_dyn(),
         );
         let rows = self.token_type_embeddings.shape()[0];
         grads.add(
             "bert.embeddings.token_type_embeddings.weight",
-            ops::embedding_backward(batch.token_type_ids.view(), d_sum.view(), rows).into_dyn(),
+            ops::embedding_backward(batch.token_type_ids.view(), d_token_type.view(), rows).into_dyn(),
         );
         Ok(())
     }

@@ -74,10 +74,11 @@ impl<F: Float> FeedForward<F> {
         let mut d_residual =
             self.layer_norm.backward(at(FfnResidual), d_hidden.view(), &format!("{prefix}.output.LayerNorm"), grads);
         tracer.float(stage(FfnResidual).grad(), &mut d_residual)?;
-        tracer.float(stage(FfnOutput).grad(), &mut d_residual.clone())?;
+        let mut d_output = d_residual.clone();
+        tracer.float(stage(FfnOutput).grad(), &mut d_output)?;
         // output = activation · W2ᵀ + b2
         let mut d_activation =
-            self.output.backward(&at(FfnActivation), &d_residual, &format!("{prefix}.output.dense"), grads);
+            self.output.backward(&at(FfnActivation), &d_output, &format!("{prefix}.output.dense"), grads);
         tracer.float(stage(FfnActivation).grad(), &mut d_activation)?;
         // activation = act(intermediate)
         let mut d_intermediate = self.activation.backward(at(FfnIntermediate), d_activation.view());

@@ -47,9 +47,10 @@ impl<F: Float> NspHead<F> {
         grads: &mut Grads<F>,
         tracer: &mut Tracer,
     ) -> Result<Array2<F>, Halt> {
-        tracer.float(Stage::new(NspLogits).grad(), &mut d_logits.clone())?;
+        let mut d_logits = d_logits.clone();
+        tracer.float(Stage::new(NspLogits).grad(), &mut d_logits)?;
         let pooled = record.two(Stage::new(PoolerOutput));
-        Ok(self.dense.backward(&pooled, d_logits, "cls.seq_relationship", grads))
+        Ok(self.dense.backward(&pooled, &d_logits, "cls.seq_relationship", grads))
     }
 }
 

@@ -53,9 +53,10 @@ impl<F: Float> BertLayer<F> {
         grads: &mut Grads<F>,
         tracer: &mut Tracer,
     ) -> Result<Array3<F>, Halt> {
-        tracer.float(Stage::layer(layer_idx, FfnLayerNorm).grad(), &mut d_hidden.clone())?;
+        let mut d_hidden = d_hidden.clone();
+        tracer.float(Stage::layer(layer_idx, FfnLayerNorm).grad(), &mut d_hidden)?;
         let attended = record.three(Stage::layer(layer_idx, AttnLayerNorm)).to_owned();
-        let mut d_attended = self.feed_forward.backward(layer_idx, &attended, record, d_hidden, grads, tracer)?;
+        let mut d_attended = self.feed_forward.backward(layer_idx, &attended, record, &d_hidden, grads, tracer)?;
         tracer.float(Stage::layer(layer_idx, AttnLayerNorm).grad(), &mut d_attended)?;
         self.attention.backward(layer_idx, x, record, &d_attended, grads, tracer)
     }

@@ -75,7 +75,8 @@ impl<F: Float> MlmHead<F> {
         grads: &mut Grads<F>,
         tracer: &mut Tracer,
     ) -> Result<Array3<F>, Halt> {
-        tracer.float(Stage::new(MlmLogits).grad(), &mut d_logits.clone())?;
+        let mut d_logits = d_logits.clone();
+        tracer.float(Stage::new(MlmLogits).grad(), &mut d_logits)?;
         let at = |kind| record.three(Stage::new(kind));
         // logits = layernorm · Eᵀ + bias: the decoder's weight is the word embeddings', so its
         // gradient is added into theirs; its bias is `cls.predictions.bias`.

@@ -210,8 +210,9 @@ impl<F: Float> BertModel<F> {
             });
         }
         if pass.backward {
-            self.check_backward(batch, pass.hook.is_some())?;
+            self.check_backward(batch)?;
         }
+        let mut hook = pass.hook;
         // The backward reads the forward's stages: a record keeps them, only when it will.
         let mut record = Record::new();
         let mut outputs = Outputs::default();
@@ -219,8 +220,7 @@ impl<F: Float> BertModel<F> {
         let stopped_at = {
             let mut tee = Tee { sink: &mut *sink, record: pass.backward.then_some(&mut record as &mut dyn Sink) };
             // The hook may outlive the sink; the tracer holds both for the shorter time.
-            let hook = pass.hook.map(|hook| hook as &mut dyn Hook);
-            let mut tracer = Tracer::new(&mut tee, pass.stop_after, hook);
+            let mut tracer = Tracer::new(&mut tee, pass.stop_after, hook.as_deref_mut().map(|h| h as &mut dyn Hook));
             let run =
                 ops::with_kernels(self.kernels, || self.run(batch, pass.lens, &mut tracer, &mut outputs, &mut used));
             match run {
@@ -231,7 +231,8 @@ impl<F: Float> BertModel<F> {
         };
         let mut gradients = None;
         if let (true, None, Some(used)) = (pass.backward, stopped_at, &used) {
-            let mut tracer = Tracer::new(&mut *sink, None, None);
+            let mut tracer = Tracer::new(&mut *sink, None, hook.as_deref_mut().map(|h| h as &mut dyn Hook));
+            tracer.set_attention_mask(&used.attention_mask);
             let backward = ops::with_kernels(self.kernels, || self.backward(used, &record, &mut tracer));
             gradients = Some(backward.map_err(|halt| match halt {
                 Halt::Failed(e) => e,
@@ -242,19 +243,15 @@ impl<F: Float> BertModel<F> {
         Ok(Traced { stopped_at, outputs, gradients })
     }
 
-    /// Refuses a backward pass that has no loss, or that would differentiate an intervened pass
-    /// (the backward rules of an ablation or a patch are not written yet).
-    fn check_backward(&self, batch: &Batch, hooked: bool) -> Result<()> {
+    /// Refuses a backward pass that has no loss.
+    pub fn check_backward(&self, batch: &Batch) -> Result<()> {
+        // Labels for a head the model lacks are refused by the checks of every pass, which say so.
+        self.check(batch)?;
         let mlm = batch.labels.mlm.is_some() && self.mlm.is_some();
         let nsp = batch.labels.nsp.is_some() && self.nsp.is_some() && self.pooler.is_some();
         if !mlm && !nsp {
             return Err(BertError::Labels(
                 "a backward pass needs a loss: give --mlm-target, --mask-prob or --nsp-label".into(),
-            ));
-        }
-        if hooked {
-            return Err(BertError::Labels(
-                "a backward pass through interventions (--ablate, --patch) is not supported yet".into(),
             ));
         }
         Ok(())

@@ -45,7 +45,8 @@ impl<F: Float> BertPooler<F> {
         grads: &mut Grads<F>,
         tracer: &mut Tracer,
     ) -> Result<Array2<F>, Halt> {
-        tracer.float(Stage::new(PoolerOutput).grad(), &mut d_pooled.clone())?;
+        let mut d_pooled = d_pooled.clone();
+        tracer.float(Stage::new(PoolerOutput).grad(), &mut d_pooled)?;
         // tanh' = 1 - tanh², from the output.
         let mut d_dense = ops::tanh_backward(record.two(Stage::new(PoolerOutput)), d_pooled.view());
         tracer.float(Stage::new(PoolerDense).grad(), &mut d_dense)?;

@@ -34,4 +34,12 @@ pub trait Hook {
     /// Changes `tensor`, the value of `stage`, in place. `attention_mask` `[B,T]` is the mask
     /// the model reads (1 for a real token), for hooks that treat padding apart.
     fn apply(&mut self, stage: Stage, tensor: TensorViewMut<'_>, attention_mask: ArrayView2<'_, i64>) -> Result<()>;
+
+    /// The backward of [`Hook::apply`], for a backward pass through the changed model: `grad`,
+    /// d loss / d the value `apply` returned, becomes d loss / d the value it was given, in
+    /// place. A hook that cannot say refuses the backward pass.
+    fn backward(&mut self, stage: Stage, grad: TensorViewMut<'_>, attention_mask: ArrayView2<'_, i64>) -> Result<()> {
+        let _ = (grad, attention_mask);
+        Err(crate::error::BertError::Labels(format!("a backward pass through the hook on {stage} is not supported")))
+    }
 }

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::stage::{Dims, Stage};
 
-/// The `format` value of every manifest we write. Version 2 added the interventions, the lens
-/// and the model's fingerprint: a reader of version 1 would take an intervened run for the
-/// model's own.
+/// The `format` value of every manifest we write. Version 2 added the interventions, the lens,
+/// the gradients and the model's fingerprint: a reader of version 1 would take an intervened run
+/// for the model's own.
 pub const FORMAT: &str = "bert-trace-dump/2";
 
 /// What every format name starts with; the number after it is the format's major version.
@@ -50,6 +50,10 @@ pub struct Manifest {
     /// Whether the dump holds the logit lens (`lens.*`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lens: bool,
+    /// After a backward pass: the parameters the loss did not reach, which have no
+    /// `grad.param.*` stage (PyTorch leaves their `.grad` None).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub no_gradient: Vec<String>,
 }
 
 /// The texts the dump was made from, and what was done to them: enough to make the same dump

@@ -197,6 +197,19 @@ impl Sink for Memory {
     }
 }
 
+/// A mutable view of a float stage, as a hook takes it.
+fn mutable<F, S, D>(tensor: &mut ArrayBase<S, D>) -> TensorViewMut<'_>
+where
+    F: Float,
+    S: DataMut<Elem = F>,
+    D: Dimension,
+{
+    match F::either_mut(tensor.view_mut().into_dyn()) {
+        EitherFloatMut::F32(view) => TensorViewMut::F32(view),
+        EitherFloatMut::F64(view) => TensorViewMut::F64(view),
+    }
+}
+
 /// Why the forward pass ended before its last stage.
 pub(crate) enum Halt {
     /// The caller's stop stage was reached; not an error.
@@ -240,12 +253,10 @@ impl<'s> Tracer<'s> {
         S: DataMut<Elem = F>,
         D: Dimension,
     {
-        if let Some(hook) = self.hook.as_deref_mut().filter(|hook| hook.wants(&stage)) {
-            let view = match F::either_mut(tensor.view_mut().into_dyn()) {
-                EitherFloatMut::F32(view) => TensorViewMut::F32(view),
-                EitherFloatMut::F64(view) => TensorViewMut::F64(view),
-            };
-            hook.apply(stage, view, self.attention_mask.view())?;
+        let value = Stage { of: stage::Of::Value, ..stage };
+        let hook = self.hook.as_deref_mut().filter(|hook| hook.wants(&value));
+        if let (Some(hook), false) = (hook, stage.is_grad()) {
+            hook.apply(stage, mutable(tensor), self.attention_mask.view())?;
         }
         if self.sink.wants(&stage) {
             let view = match F::either(tensor.view().into_dyn()) {
@@ -253,6 +264,12 @@ impl<'s> Tracer<'s> {
                 EitherFloat::F64(view) => TensorView::F64(view),
             };
             self.sink.emit(stage, view)?;
+        }
+        // A gradient is recorded as d loss / d the value the model used; what flows on to the
+        // stages before it is d loss / d the value computed, which the hook's backward gives.
+        let hook = self.hook.as_deref_mut().filter(|hook| hook.wants(&value));
+        if let (Some(hook), true) = (hook, stage.is_grad()) {
+            hook.backward(value, mutable(tensor), self.attention_mask.view())?;
         }
         self.after(stage)
     }

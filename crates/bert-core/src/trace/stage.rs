@@ -608,6 +608,16 @@ pub struct HeadSet {
 /// Every stage a model with `n_layers` layers and these heads produces for an input with these
 /// objectives, in execution order.
 pub fn plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stage> {
+    let forward = forward_plan(n_layers, heads, objectives);
+    if objectives.backward && (objectives.mlm_labels || objectives.nsp_labels) {
+        let grads = backward_plan(&forward, n_layers, heads, objectives);
+        return forward.into_iter().chain(grads).collect();
+    }
+    forward
+}
+
+/// The forward pass's stages alone.
+fn forward_plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stage> {
     let mut stages = Vec::new();
     for info in STAGES {
         let has_part = match info.part {
@@ -641,6 +651,74 @@ pub fn plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stag
     stages
 }
 
+/// The parameters of a model with `n_layers` layers and these heads, in the order of
+/// transformers' `BertForPreTraining.named_parameters()`: the embeddings, each layer's, then
+/// the pooler's and the heads'.
+pub fn parameters(n_layers: usize, heads: HeadSet) -> Vec<Stage> {
+    let rows = || STAGES.iter().filter(|info| info.part == Param);
+    let has = |kind: StageKind| match kind {
+        ParamPoolerWeight | ParamPoolerBias => heads.pooler,
+        ParamMlmBias
+        | ParamMlmTransformWeight
+        | ParamMlmTransformBias
+        | ParamMlmLayerNormWeight
+        | ParamMlmLayerNormBias => heads.mlm,
+        ParamNspWeight | ParamNspBias => heads.nsp,
+        _ => true,
+    };
+    let mut params: Vec<Stage> = rows().filter(|i| i.kind < ParamQueryWeight).map(|i| Stage::new(i.kind)).collect();
+    for layer_idx in 0..n_layers {
+        params.extend(rows().filter(|i| i.kind.per_layer()).map(|i| Stage::layer(layer_idx, i.kind)));
+    }
+    params.extend(
+        rows()
+            .filter(|i| !i.kind.per_layer() && i.kind > ParamFfnLayerNormBias && has(i.kind))
+            .map(|i| Stage::new(i.kind)),
+    );
+    params
+}
+
+/// The gradient stages a backward pass gives, in the order it computes them, for the forward
+/// stages `forward` (a plan): d loss / d the losses, the heads, each layer from the last, the
+/// embeddings, then every parameter the loss reaches.
+pub fn backward_plan(forward: &[Stage], n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stage> {
+    let has = |kind: StageKind| forward.iter().any(|s| s.kind == kind);
+    let mut grads: Vec<Stage> = Vec::new();
+    let mut push = |kinds: &[StageKind]| grads.extend(kinds.iter().filter(|&&k| has(k)).map(|&k| Stage::new(k).grad()));
+    push(&[Loss]);
+    if objectives.mlm_labels {
+        push(&[MlmLoss, MlmLosses, MlmLogits, MlmLayerNorm, MlmActivation, MlmTransform]);
+    }
+    if objectives.nsp_labels {
+        push(&[NspLoss, NspLosses, NspLogits, PoolerOutput, PoolerDense]);
+    }
+    let layer_order = [
+        FfnLayerNorm,
+        FfnResidual,
+        FfnOutput,
+        FfnActivation,
+        FfnIntermediate,
+        AttnLayerNorm,
+        AttnResidual,
+        AttnOutput,
+        AttnContext,
+        AttnProbs,
+        AttnScores,
+        AttnValue,
+        AttnKey,
+        AttnQuery,
+    ];
+    for layer_idx in (0..n_layers).rev() {
+        grads.extend(layer_order.iter().map(|&k| Stage::layer(layer_idx, k).grad()));
+    }
+    grads.extend([EmbLayerNorm, EmbSum, EmbWord, EmbPosition, EmbTokenType].iter().map(|&k| Stage::new(k).grad()));
+    // The pooler and the NSP head are reached only by the NSP loss.
+    let reached =
+        HeadSet { pooler: heads.pooler && objectives.nsp_labels, nsp: heads.nsp && objectives.nsp_labels, ..heads };
+    grads.extend(parameters(n_layers, reached).into_iter().map(Stage::grad));
+    grads
+}
+
 /// The stage a name denotes (`layer3.ffn.layernorm`, `lens.layer3.logits`), if it is one of the
 /// table's.
 pub fn parse(name: &str) -> Option<Stage> {
@@ -669,7 +747,11 @@ pub fn execution_key(name: &str) -> (usize, usize, usize) {
                 // The backward's order: the heads, the layers from the last, the embeddings,
                 // then the parameters.
                 let (section, layer) = match (stage.info().part, stage.layer) {
-                    (Param, layer) => (9, layer.map_or(0, |l| l + 1)),
+                    // The parameters in the order of named_parameters(): the embeddings', each
+                    // layer's, then the pooler's and the heads'.
+                    (Param, Some(layer)) => return (9, layer + 1, stage.kind as usize),
+                    (Param, None) if stage.kind < ParamQueryWeight => return (9, 0, stage.kind as usize),
+                    (Param, None) => return (9, usize::MAX, stage.kind as usize),
                     (Input | Embeddings, _) => (8, 0),
                     (_, Some(layer)) => (7, usize::MAX - layer),
                     (_, None) => (6, 0),
