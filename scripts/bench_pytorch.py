@@ -82,6 +82,41 @@ def time_runs(min_secs: float, prepare, run) -> tuple[list[float], float]:
     return sorted(times), cpu / len(times)
 
 
+def backward(args) -> None:
+    """One forward pass with the MLM loss, then with loss.backward() too, of a checkpoint with the
+    MLM head: every 7th position labelled with its own id, as bench.rs's `backward` does. Dropout
+    off (eval mode), as in bert-trace."""
+    from transformers import BertForPreTraining
+
+    model = BertForPreTraining.from_pretrained(args.model, attn_implementation="eager", dtype=torch.float32).eval()
+    for batch in [int(b) for b in args.batch.split(",")]:
+        for tokens in [int(t) for t in args.tokens.split(",")]:
+            inputs = synthetic_inputs(batch, tokens)
+            ids = inputs["input_ids"]
+            positions = torch.arange(tokens)
+            chosen = (positions % 7 == 3) & (positions + 1 < tokens)
+            labels = torch.where(chosen.expand_as(ids), ids, torch.full_like(ids, -100))
+
+            def loss() -> torch.Tensor:
+                logits = model(**inputs).prediction_logits
+                return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                                         ignore_index=-100)
+
+            def forward() -> None:
+                with torch.no_grad():
+                    loss()
+
+            def forward_backward() -> None:
+                model.zero_grad(set_to_none=True)
+                loss().backward()
+
+            for name, run in [("forward", forward), ("forward+backward", forward_backward)]:
+                times, _ = time_runs(args.min_secs, os.sync, run)
+                print(json.dumps({"side": "pytorch", "pass": name, "batch": batch, "tokens": tokens,
+                                  "threads": torch.get_num_threads(), "runs": len(times),
+                                  "median_ms": statistics.median(times) * 1e3, "min_ms": times[0] * 1e3}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True)
@@ -91,9 +126,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default="target/bench-dumps-pytorch")
     parser.add_argument("--min-secs", type=float, default=3.0)
+    parser.add_argument("--backward", action="store_true",
+                        help="time BertForPreTraining's forward and forward + loss.backward() instead")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
+    if args.backward:
+        backward(args)
+        return
     model = BertModel.from_pretrained(args.model, attn_implementation="eager", dtype=torch.float32).eval()
 
     for batch in [int(b) for b in args.batch.split(",")]:

@@ -7,6 +7,7 @@
 //!     [--min-secs 3]
 //! cargo run --release -p bert-core --example bench -- profile --model DIR [--tokens 12] [--batch 1]
 //!     [--trace off,rerun] [--out DUMP_DIR]
+//! cargo run --release -p bert-core --example bench -- backward --model DIR [--tokens 128] [--batch 1]
 //! cargo run --release -p bert-core --example bench -- open --model DIR
 //! cargo run --release -p bert-core --example bench -- cold --model DIR --out DUMP_DIR TEXT
 //! ```
@@ -27,6 +28,10 @@
 //! previous stage to this one having been handed on, to nothing (trace off, the default) or to a
 //! dump writer (each `--trace` mode as in `forward`, in alternating runs, one column each). The
 //! difference between two columns is where tracing's cost falls.
+//!
+//! `backward` times one forward and backward pass ([`BertModel::gradients`]) of a checkpoint with
+//! the MLM head, with every 7th position labelled with its own id (the labels
+//! `bench_pytorch.py --backward` gives), against the forward alone.
 //!
 //! `open` times [`BertModel::load`] alone (config, memory map, tokenizer) and reports how many
 //! parameters are read straight from the map. `cold` is the whole `bert-trace` command in one
@@ -162,6 +167,7 @@ fn main() {
     match args.command.as_str() {
         "forward" => forward(&args, threads),
         "profile" => profile(&args),
+        "backward" => backward(&args, threads),
         "open" => open(&args),
         "cold" => cold(&args, start),
         other => usage(&format!("unknown command {other}")),
@@ -227,6 +233,44 @@ fn cpu_secs() -> Option<f64> {
     let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
     // Linux reports these in USER_HZ, which is 100 on every mainstream platform.
     Some(ticks / 100.0)
+}
+
+/// A synthetic batch with MLM labels: every 7th position (not [CLS] or [SEP]) predicts its own id.
+fn labelled_batch(batch: usize, tokens: usize) -> Batch {
+    let mut labelled = synthetic_batch(batch, tokens);
+    let labels = Array2::from_shape_fn((batch, tokens), |(b, t)| {
+        if t % 7 == 3 && t + 1 < tokens {
+            labelled.ids[[b, t]]
+        } else {
+            bert_core::objectives::IGNORE
+        }
+    });
+    labelled.labels.mlm = Some(labels);
+    labelled
+}
+
+fn backward(args: &Args, threads: usize) {
+    let model = load(&args.model);
+    for &batch_size in &args.batch {
+        for &tokens in &args.tokens {
+            let batch = labelled_batch(batch_size, tokens);
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            for pass in ["forward", "forward+backward"] {
+                let run = || match pass {
+                    "forward" => drop(model.trace(&batch, &mut Discard, None).expect("trace")),
+                    _ => drop(model.gradients(&batch).expect("gradients")),
+                };
+                let (times, _) = time_runs(args.min_secs, || (), run);
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "side": "bert-core", "pass": pass, "batch": batch_size, "tokens": tokens, "threads": threads,
+                        "runs": times.len(), "median_ms": ms(times[times.len() / 2]), "min_ms": ms(times[0]),
+                    })
+                );
+            }
+        }
+    }
 }
 
 fn forward(args: &Args, threads: usize) {

