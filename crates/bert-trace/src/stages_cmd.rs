@@ -42,7 +42,7 @@ fn table(model: &BertModel) -> comfy_table::Table {
             stage.shape_symbols(),
             format!("[{}]", sizes.join(", ")),
             stage.hf(),
-            stage.info().formula.to_string(),
+            stage.formula().to_string(),
         ]);
     }
     table

@@ -312,7 +312,7 @@ fn stage_table(recorder: &Recorder, only: &Selection) -> comfy_table::Table {
             num(row.mean),
             num(row.std),
             extreme(row.max),
-            row.stage.info().formula.to_string(),
+            row.stage.formula().to_string(),
         ]);
     }
     table

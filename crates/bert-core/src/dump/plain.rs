@@ -289,7 +289,7 @@ fn finish(path: &Path, mut found: Vec<Found>, kind: DumpKind, source: Source) ->
         }
         stages.push(ManifestStage {
             hf: known.map(|s| s.hf()).unwrap_or_default(),
-            formula: known.map(|s| s.info().formula.to_string()).unwrap_or_default(),
+            formula: known.map(|s| s.formula().to_string()).unwrap_or_default(),
             name: f.name,
             shape,
             dtype: f.npy_type.name(),

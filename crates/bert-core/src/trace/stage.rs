@@ -279,6 +279,9 @@ pub struct StageInfo {
     pub hf: &'static str,
     /// One line of math, in the names of earlier stages.
     pub formula: &'static str,
+    /// The backward rule: how d loss / d this stage (or parameter) is computed, in the names of
+    /// the gradients of later stages (`d x` is `grad.x`). Empty for what has no gradient.
+    pub backward: &'static str,
 }
 
 use Dim::*;
@@ -286,12 +289,23 @@ use Part::*;
 use StageKind::*;
 
 macro_rules! stage_table {
-    ($( $kind:ident, $part:ident $(+ $needs:ident)?, $pattern:literal, [$($dim:ident),*], $dtype:ident, $hf:literal, $formula:literal; )*) => {
+    ($( $kind:ident, $part:ident $(+ $needs:ident)?, $pattern:literal, [$($dim:ident),*], $dtype:ident, $hf:literal,
+        $formula:literal $(, backward $backward:literal)?; )*) => {
         /// The table, in execution order; `StageKind as usize` indexes it.
         pub static STAGES: &[StageInfo] = &[
             $( StageInfo { kind: $kind, part: $part, needs: needs!($($needs)?), pattern: $pattern,
-                           shape: &[$($dim),*], dtype: DType::$dtype, hf: $hf, formula: $formula }, )*
+                           shape: &[$($dim),*], dtype: DType::$dtype, hf: $hf, formula: $formula,
+                           backward: backward!($($backward)?) }, )*
         ];
+    };
+}
+
+macro_rules! backward {
+    () => {
+        ""
+    };
+    ($backward:literal) => {
+        $backward
     };
 }
 
@@ -318,69 +332,100 @@ stage_table! {
     InputNextSentenceLabel, Input + NspLabels, "input.next_sentence_label", [B], I64,
         "next_sentence_label", "0 when sentence B follows A, 1 when B is random";
     EmbWord, Embeddings, "embeddings.word", [B, T, H], F32,
-        "bert.embeddings.word_embeddings", "word_embeddings[input.ids]";
+        "bert.embeddings.word_embeddings", "word_embeddings[input.ids]",
+        backward "d sum; its rows added into word_embeddings' by input.ids (the [PAD] row excluded)";
     EmbPosition, Embeddings, "embeddings.position", [B, T, H], F32,
-        "bert.embeddings.position_embeddings", "position_embeddings[0..T]";
+        "bert.embeddings.position_embeddings", "position_embeddings[0..T]",
+        backward "d sum; summed over the batch into position_embeddings' rows 0..T";
     EmbTokenType, Embeddings, "embeddings.token_type", [B, T, H], F32,
-        "bert.embeddings.token_type_embeddings", "token_type_embeddings[input.token_type_ids]";
+        "bert.embeddings.token_type_embeddings", "token_type_embeddings[input.token_type_ids]",
+        backward "d sum; its rows added into token_type_embeddings' by input.token_type_ids";
     EmbSum, Embeddings, "embeddings.sum", [B, T, H], F32,
-        "bert.embeddings (before LayerNorm)", "(word + token_type) + position";
+        "bert.embeddings (before LayerNorm)", "(word + token_type) + position",
+        backward "LayerNorm': rstd · (g - mean(g) - x̂ · mean(g · x̂)), g = d layernorm · weight";
     EmbLayerNorm, Embeddings, "embeddings.layernorm", [B, T, H], F32,
-        "hidden_states[0]", "LayerNorm(sum) = (x - mean) / sqrt(var + eps) * weight + bias";
+        "hidden_states[0]", "LayerNorm(sum) = (x - mean) / sqrt(var + eps) * weight + bias",
+        backward "d layer0's input: its Q, K and V projections' (d · W) + d layer0.attention.residual";
     AttnQuery, Attention, "layer{i}.attention.query", [B, Nh, T, Hs], F32,
-        "bert.encoder.layer.{i}.attention.self.query", "split_heads(x @ Wq^T + bq)";
+        "bert.encoder.layer.{i}.attention.self.query", "split_heads(x @ Wq^T + bq)",
+        backward "d scores · key · hs^-0.5";
     AttnKey, Attention, "layer{i}.attention.key", [B, Nh, T, Hs], F32,
-        "bert.encoder.layer.{i}.attention.self.key", "split_heads(x @ Wk^T + bk)";
+        "bert.encoder.layer.{i}.attention.self.key", "split_heads(x @ Wk^T + bk)",
+        backward "d scores^T · query · hs^-0.5";
     AttnValue, Attention, "layer{i}.attention.value", [B, Nh, T, Hs], F32,
-        "bert.encoder.layer.{i}.attention.self.value", "split_heads(x @ Wv^T + bv)";
+        "bert.encoder.layer.{i}.attention.self.value", "split_heads(x @ Wv^T + bv)",
+        backward "probs^T · d context, per head";
     AttnScores, Attention, "layer{i}.attention.scores", [B, Nh, T, T], F32,
-        "eager_attention_forward: attn_weights before softmax", "query @ key^T * hs^-0.5 + (1 - attention_mask) * f32::MIN";
+        "eager_attention_forward: attn_weights before softmax", "query @ key^T * hs^-0.5 + (1 - attention_mask) * f32::MIN",
+        backward "softmax': probs · (d probs - Σ_keys probs · d probs); 0 at a padding key";
     AttnProbs, Attention, "layer{i}.attention.probs", [B, Nh, T, T], F32,
-        "attentions[{i}]", "softmax(scores, over keys)";
+        "attentions[{i}]", "softmax(scores, over keys)",
+        backward "d context (split into heads) · value^T";
     AttnContext, Attention, "layer{i}.attention.context", [B, T, H], F32,
-        "bert.encoder.layer.{i}.attention.self", "merge_heads(probs @ value)";
+        "bert.encoder.layer.{i}.attention.self", "merge_heads(probs @ value)",
+        backward "d output · Wo";
     AttnOutput, Attention, "layer{i}.attention.output", [B, T, H], F32,
-        "bert.encoder.layer.{i}.attention.output.dense", "context @ Wo^T + bo";
+        "bert.encoder.layer.{i}.attention.output.dense", "context @ Wo^T + bo",
+        backward "d residual";
     AttnResidual, Attention, "layer{i}.attention.residual", [B, T, H], F32,
-        "bert.encoder.layer.{i}.attention.output (before LayerNorm)", "output + layer input";
+        "bert.encoder.layer.{i}.attention.output (before LayerNorm)", "output + layer input",
+        backward "LayerNorm' of d attention.layernorm";
     AttnLayerNorm, Attention, "layer{i}.attention.layernorm", [B, T, H], F32,
-        "bert.encoder.layer.{i}.attention.output.LayerNorm", "LayerNorm(residual)";
+        "bert.encoder.layer.{i}.attention.output.LayerNorm", "LayerNorm(residual)",
+        backward "d intermediate · W1 + d ffn.residual";
     FfnIntermediate, Ffn, "layer{i}.ffn.intermediate", [B, T, I], F32,
-        "bert.encoder.layer.{i}.intermediate.dense", "attention.layernorm @ W1^T + b1";
+        "bert.encoder.layer.{i}.intermediate.dense", "attention.layernorm @ W1^T + b1",
+        backward "d activation · hidden_act'(intermediate), gelu' = Φ(x) + x · φ(x)";
     FfnActivation, Ffn, "layer{i}.ffn.activation", [B, T, I], F32,
-        "bert.encoder.layer.{i}.intermediate.intermediate_act_fn", "hidden_act(intermediate), gelu = x * (1 + erf(x / sqrt 2)) / 2";
+        "bert.encoder.layer.{i}.intermediate.intermediate_act_fn", "hidden_act(intermediate), gelu = x * (1 + erf(x / sqrt 2)) / 2",
+        backward "d output · W2";
     FfnOutput, Ffn, "layer{i}.ffn.output", [B, T, H], F32,
-        "bert.encoder.layer.{i}.output.dense", "activation @ W2^T + b2";
+        "bert.encoder.layer.{i}.output.dense", "activation @ W2^T + b2",
+        backward "d residual";
     FfnResidual, Ffn, "layer{i}.ffn.residual", [B, T, H], F32,
-        "bert.encoder.layer.{i}.output (before LayerNorm)", "output + attention.layernorm";
+        "bert.encoder.layer.{i}.output (before LayerNorm)", "output + attention.layernorm",
+        backward "LayerNorm' of d ffn.layernorm";
     FfnLayerNorm, Ffn, "layer{i}.ffn.layernorm", [B, T, H], F32,
-        "hidden_states[{i+1}]", "LayerNorm(residual)";
+        "hidden_states[{i+1}]", "LayerNorm(residual)",
+        backward "d the next layer's input (for the last layer: the heads')";
     PoolerDense, Pooler, "pooler.dense", [B, H], F32,
-        "bert.pooler.dense", "last_hidden_state[:, 0] @ Wp^T + bp";
+        "bert.pooler.dense", "last_hidden_state[:, 0] @ Wp^T + bp",
+        backward "d output · (1 - output²)";
     PoolerOutput, Pooler, "pooler.output", [B, H], F32,
-        "pooler_output", "tanh(dense)";
+        "pooler_output", "tanh(dense)",
+        backward "d nsp.logits · Wnsp";
     MlmTransform, Mlm, "mlm.transform", [B, T, H], F32,
-        "cls.predictions.transform.dense", "last_hidden_state @ Wt^T + bt";
+        "cls.predictions.transform.dense", "last_hidden_state @ Wt^T + bt",
+        backward "d activation · hidden_act'(transform)";
     MlmActivation, Mlm, "mlm.activation", [B, T, H], F32,
-        "cls.predictions.transform.transform_act_fn", "hidden_act(transform)";
+        "cls.predictions.transform.transform_act_fn", "hidden_act(transform)",
+        backward "LayerNorm' of d mlm.layernorm";
     MlmLayerNorm, Mlm, "mlm.layernorm", [B, T, H], F32,
-        "cls.predictions.transform.LayerNorm", "LayerNorm(activation)";
+        "cls.predictions.transform.LayerNorm", "LayerNorm(activation)",
+        backward "d logits · word_embeddings (the tied decoder)";
     MlmLogits, Mlm, "mlm.logits", [B, T, V], F32,
-        "prediction_logits", "layernorm @ word_embeddings^T + decoder bias (tied decoder)";
+        "prediction_logits", "layernorm @ word_embeddings^T + decoder bias (tied decoder)",
+        backward "(softmax(logits) - onehot(label)) / count at each labelled position, 0 elsewhere";
     MlmLosses, Mlm + MlmLabels, "mlm.losses", [B, T], F32,
         "CrossEntropyLoss(reduction='none')(prediction_logits, labels)",
-        "-log_softmax(mlm.logits)[input.labels], 0 where input.labels = -100";
+        "-log_softmax(mlm.logits)[input.labels], 0 where input.labels = -100",
+        backward "1 / count at each labelled position, 0 elsewhere";
     MlmLoss, Mlm + MlmLabels, "mlm.loss", [], F32,
-        "masked_lm_loss", "sum(mlm.losses) / count(input.labels != -100)";
+        "masked_lm_loss", "sum(mlm.losses) / count(input.labels != -100)",
+        backward "1, from loss = mlm.loss + nsp.loss";
     NspLogits, Nsp, "nsp.logits", [B, Two], F32,
-        "seq_relationship_logits", "pooler.output @ Wnsp^T + bnsp";
+        "seq_relationship_logits", "pooler.output @ Wnsp^T + bnsp",
+        backward "(softmax(logits) - onehot(label)) / B";
     NspLosses, Nsp + NspLabels, "nsp.losses", [B], F32,
         "CrossEntropyLoss(reduction='none')(seq_relationship_logits, next_sentence_label)",
-        "-log_softmax(nsp.logits)[input.next_sentence_label]";
+        "-log_softmax(nsp.logits)[input.next_sentence_label]",
+        backward "1 / B";
     NspLoss, Nsp + NspLabels, "nsp.loss", [], F32,
-        "next_sentence_loss", "mean(nsp.losses)";
+        "next_sentence_loss", "mean(nsp.losses)",
+        backward "1, from loss = mlm.loss + nsp.loss";
     Loss, Objective + AnyLabels, "loss", [], F32,
-        "loss", "mlm.loss + nsp.loss (those computed)";
+        "loss", "mlm.loss + nsp.loss (those computed)",
+        backward "1: the backward pass starts here";
     ClassifierLogits, Classifier, "classifier.logits", [B, Labels], F32,
         "logits", "pooler.output @ Wc^T + bc";
     SentencePooled, Sentence, "sentence.pooled", [B, H], F32,
@@ -391,63 +436,92 @@ stage_table! {
     LensLayer, Lens + Lens, "lens.layer{i}.logits", [B, T, V], F32,
         "cls.predictions(hidden_states[{i+1}])", "the MLM head applied to layer{i}.ffn.layernorm";
     ParamWordEmbeddings, Param + Backward, "param.bert.embeddings.word_embeddings.weight", [V, H], F32,
-        "bert.embeddings.word_embeddings.weight", "the word table; also the MLM decoder's weight (tied)";
+        "bert.embeddings.word_embeddings.weight", "the word table; also the MLM decoder's weight (tied)",
+        backward "d embeddings.word added into rows by input.ids ([PAD] excluded) + d mlm.logits^T · mlm.layernorm";
     ParamPositionEmbeddings, Param + Backward, "param.bert.embeddings.position_embeddings.weight", [P, H], F32,
-        "bert.embeddings.position_embeddings.weight", "the position table";
+        "bert.embeddings.position_embeddings.weight", "the position table",
+        backward "d embeddings.position summed over the batch, rows 0..T";
     ParamTokenTypeEmbeddings, Param + Backward, "param.bert.embeddings.token_type_embeddings.weight", [Types, H], F32,
-        "bert.embeddings.token_type_embeddings.weight", "the token type table";
+        "bert.embeddings.token_type_embeddings.weight", "the token type table",
+        backward "d embeddings.token_type added into rows by input.token_type_ids";
     ParamEmbLayerNormWeight, Param + Backward, "param.bert.embeddings.LayerNorm.weight", [H], F32,
-        "bert.embeddings.LayerNorm.weight", "embeddings.layernorm's scale";
+        "bert.embeddings.LayerNorm.weight", "embeddings.layernorm's scale",
+        backward "Σ_tokens d embeddings.layernorm · x̂";
     ParamEmbLayerNormBias, Param + Backward, "param.bert.embeddings.LayerNorm.bias", [H], F32,
-        "bert.embeddings.LayerNorm.bias", "embeddings.layernorm's shift";
+        "bert.embeddings.LayerNorm.bias", "embeddings.layernorm's shift",
+        backward "Σ_tokens d embeddings.layernorm";
     ParamQueryWeight, Param + Backward, "param.bert.encoder.layer.{i}.attention.self.query.weight", [H, H], F32,
-        "bert.encoder.layer.{i}.attention.self.query.weight", "Wq";
+        "bert.encoder.layer.{i}.attention.self.query.weight", "Wq",
+        backward "Σ_tokens d query (heads merged)^T · layer input";
     ParamQueryBias, Param + Backward, "param.bert.encoder.layer.{i}.attention.self.query.bias", [H], F32,
-        "bert.encoder.layer.{i}.attention.self.query.bias", "bq";
+        "bert.encoder.layer.{i}.attention.self.query.bias", "bq",
+        backward "Σ_tokens d query (heads merged)";
     ParamKeyWeight, Param + Backward, "param.bert.encoder.layer.{i}.attention.self.key.weight", [H, H], F32,
-        "bert.encoder.layer.{i}.attention.self.key.weight", "Wk";
+        "bert.encoder.layer.{i}.attention.self.key.weight", "Wk",
+        backward "Σ_tokens d key (heads merged)^T · layer input; d bk is 0 in exact arithmetic";
     ParamKeyBias, Param + Backward, "param.bert.encoder.layer.{i}.attention.self.key.bias", [H], F32,
-        "bert.encoder.layer.{i}.attention.self.key.bias", "bk";
+        "bert.encoder.layer.{i}.attention.self.key.bias", "bk",
+        backward "Σ_tokens d key (heads merged): 0 up to rounding, softmax ignores a constant per row";
     ParamValueWeight, Param + Backward, "param.bert.encoder.layer.{i}.attention.self.value.weight", [H, H], F32,
-        "bert.encoder.layer.{i}.attention.self.value.weight", "Wv";
+        "bert.encoder.layer.{i}.attention.self.value.weight", "Wv",
+        backward "Σ_tokens d value (heads merged)^T · layer input";
     ParamValueBias, Param + Backward, "param.bert.encoder.layer.{i}.attention.self.value.bias", [H], F32,
-        "bert.encoder.layer.{i}.attention.self.value.bias", "bv";
+        "bert.encoder.layer.{i}.attention.self.value.bias", "bv",
+        backward "Σ_tokens d value (heads merged)";
     ParamAttnOutputWeight, Param + Backward, "param.bert.encoder.layer.{i}.attention.output.dense.weight", [H, H], F32,
-        "bert.encoder.layer.{i}.attention.output.dense.weight", "Wo";
+        "bert.encoder.layer.{i}.attention.output.dense.weight", "Wo",
+        backward "Σ_tokens d attention.output^T · context";
     ParamAttnOutputBias, Param + Backward, "param.bert.encoder.layer.{i}.attention.output.dense.bias", [H], F32,
-        "bert.encoder.layer.{i}.attention.output.dense.bias", "bo";
+        "bert.encoder.layer.{i}.attention.output.dense.bias", "bo",
+        backward "Σ_tokens d attention.output";
     ParamAttnLayerNormWeight, Param + Backward, "param.bert.encoder.layer.{i}.attention.output.LayerNorm.weight", [H], F32,
-        "bert.encoder.layer.{i}.attention.output.LayerNorm.weight", "attention.layernorm's scale";
+        "bert.encoder.layer.{i}.attention.output.LayerNorm.weight", "attention.layernorm's scale",
+        backward "Σ_tokens d attention.layernorm · x̂";
     ParamAttnLayerNormBias, Param + Backward, "param.bert.encoder.layer.{i}.attention.output.LayerNorm.bias", [H], F32,
-        "bert.encoder.layer.{i}.attention.output.LayerNorm.bias", "attention.layernorm's shift";
+        "bert.encoder.layer.{i}.attention.output.LayerNorm.bias", "attention.layernorm's shift",
+        backward "Σ_tokens d attention.layernorm";
     ParamIntermediateWeight, Param + Backward, "param.bert.encoder.layer.{i}.intermediate.dense.weight", [I, H], F32,
-        "bert.encoder.layer.{i}.intermediate.dense.weight", "W1";
+        "bert.encoder.layer.{i}.intermediate.dense.weight", "W1",
+        backward "Σ_tokens d ffn.intermediate^T · attention.layernorm";
     ParamIntermediateBias, Param + Backward, "param.bert.encoder.layer.{i}.intermediate.dense.bias", [I], F32,
-        "bert.encoder.layer.{i}.intermediate.dense.bias", "b1";
+        "bert.encoder.layer.{i}.intermediate.dense.bias", "b1",
+        backward "Σ_tokens d ffn.intermediate";
     ParamFfnOutputWeight, Param + Backward, "param.bert.encoder.layer.{i}.output.dense.weight", [H, I], F32,
-        "bert.encoder.layer.{i}.output.dense.weight", "W2";
+        "bert.encoder.layer.{i}.output.dense.weight", "W2",
+        backward "Σ_tokens d ffn.output^T · ffn.activation";
     ParamFfnOutputBias, Param + Backward, "param.bert.encoder.layer.{i}.output.dense.bias", [H], F32,
-        "bert.encoder.layer.{i}.output.dense.bias", "b2";
+        "bert.encoder.layer.{i}.output.dense.bias", "b2",
+        backward "Σ_tokens d ffn.output";
     ParamFfnLayerNormWeight, Param + Backward, "param.bert.encoder.layer.{i}.output.LayerNorm.weight", [H], F32,
-        "bert.encoder.layer.{i}.output.LayerNorm.weight", "ffn.layernorm's scale";
+        "bert.encoder.layer.{i}.output.LayerNorm.weight", "ffn.layernorm's scale",
+        backward "Σ_tokens d ffn.layernorm · x̂";
     ParamFfnLayerNormBias, Param + Backward, "param.bert.encoder.layer.{i}.output.LayerNorm.bias", [H], F32,
-        "bert.encoder.layer.{i}.output.LayerNorm.bias", "ffn.layernorm's shift";
+        "bert.encoder.layer.{i}.output.LayerNorm.bias", "ffn.layernorm's shift",
+        backward "Σ_tokens d ffn.layernorm";
     ParamPoolerWeight, Param + Backward, "param.bert.pooler.dense.weight", [H, H], F32,
-        "bert.pooler.dense.weight", "Wp";
+        "bert.pooler.dense.weight", "Wp",
+        backward "Σ_batch d pooler.dense^T · last hidden state at [CLS]";
     ParamPoolerBias, Param + Backward, "param.bert.pooler.dense.bias", [H], F32,
-        "bert.pooler.dense.bias", "bp";
+        "bert.pooler.dense.bias", "bp",
+        backward "Σ_batch d pooler.dense";
     ParamMlmBias, Param + Backward, "param.cls.predictions.bias", [V], F32,
-        "cls.predictions.bias", "the MLM decoder's bias";
+        "cls.predictions.bias", "the MLM decoder's bias",
+        backward "Σ_tokens d mlm.logits";
     ParamMlmTransformWeight, Param + Backward, "param.cls.predictions.transform.dense.weight", [H, H], F32,
-        "cls.predictions.transform.dense.weight", "Wt";
+        "cls.predictions.transform.dense.weight", "Wt",
+        backward "Σ_tokens d mlm.transform^T · last hidden state";
     ParamMlmTransformBias, Param + Backward, "param.cls.predictions.transform.dense.bias", [H], F32,
-        "cls.predictions.transform.dense.bias", "bt";
+        "cls.predictions.transform.dense.bias", "bt",
+        backward "Σ_tokens d mlm.transform";
     ParamMlmLayerNormWeight, Param + Backward, "param.cls.predictions.transform.LayerNorm.weight", [H], F32,
-        "cls.predictions.transform.LayerNorm.weight", "mlm.layernorm's scale";
+        "cls.predictions.transform.LayerNorm.weight", "mlm.layernorm's scale",
+        backward "Σ_tokens d mlm.layernorm · x̂";
     ParamMlmLayerNormBias, Param + Backward, "param.cls.predictions.transform.LayerNorm.bias", [H], F32,
-        "cls.predictions.transform.LayerNorm.bias", "mlm.layernorm's shift";
+        "cls.predictions.transform.LayerNorm.bias", "mlm.layernorm's shift",
+        backward "Σ_tokens d mlm.layernorm";
     ParamNspWeight, Param + Backward, "param.cls.seq_relationship.weight", [Two, H], F32,
-        "cls.seq_relationship.weight", "Wnsp";
+        "cls.seq_relationship.weight", "Wnsp",
+        backward "Σ_batch d nsp.logits^T · pooler.output";
     ParamNspBias, Param + Backward, "param.cls.seq_relationship.bias", [Two], F32,
         "cls.seq_relationship.bias", "bnsp";
 }
@@ -539,6 +613,15 @@ impl Stage {
     /// The concrete shape for the given dimensions.
     pub fn shape(&self, dims: &Dims) -> Vec<usize> {
         self.info().shape.iter().map(|&d| dims.size(d)).collect()
+    }
+
+    /// The one line of math the stage table shows: the forward formula of a value, the backward
+    /// rule of a gradient.
+    pub fn formula(&self) -> &'static str {
+        match self.of {
+            Of::Value => self.info().formula,
+            Of::Grad => self.info().backward,
+        }
     }
 
     /// The symbolic shape, e.g. `[B,nh,T,hs]`.
@@ -882,6 +965,19 @@ mod tests {
         for bad in ["layer", "layer03.ffn.output", "layerx.ffn.output", "embeddings", "mlm.logit", "lens.layer.logits"]
         {
             assert_eq!(parse(bad), None, "parse({bad})");
+        }
+    }
+
+    #[test]
+    fn every_gradient_has_its_backward_rule_and_parses_back() {
+        let all = HeadSet { pooler: true, mlm: true, nsp: true, classifier: false, sentence: false };
+        let stages = plan(2, all, Objectives::ALL);
+        let grads: Vec<&Stage> = stages.iter().filter(|s| s.is_grad()).collect();
+X
+        assert_eq!(grads.len(), 28 + 5 + 12 + 1 + 46, "{grads:?}");
+        for stage in grads {
+            assert!(!stage.formula().is_empty(), "{stage} has no backward rule");
+            assert_eq!(parse(&stage.name()), Some(*stage), "parse({stage})");
         }
     }
 
