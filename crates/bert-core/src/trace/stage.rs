@@ -523,7 +523,8 @@ stage_table! {
         "cls.seq_relationship.weight", "Wnsp",
         backward "Σ_batch d nsp.logits^T · pooler.output";
     ParamNspBias, Param + Backward, "param.cls.seq_relationship.bias", [Two], F32,
-        "cls.seq_relationship.bias", "bnsp";
+        "cls.seq_relationship.bias", "bnsp",
+        backward "Σ_batch d nsp.logits";
 }
 
 impl StageKind {
