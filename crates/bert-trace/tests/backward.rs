@@ -158,3 +158,32 @@ fn a_backward_pass_that_cannot_be_is_refused_before_anything_is_written() {
         assert!(!out.exists(), "{args:?}: {} was written", out.display());
     }
 }
+
+#[test]
+fn a_gradient_of_probabilities_is_drawn_signed_and_never_as_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("grads").display().to_string();
+    let traced = bert_trace(&[
+        "--model",
+        "golden/tiny",
+        "--backward",
+        "--out",
+        &out,
+        "--mlm-target",
+        "romans",
+        "When in Rome, do as the [MASK] do.",
+    ]);
+    assert!(traced.status.success(), "{}", stderr(&traced));
+    let svg = tmp.path().join("g.svg").display().to_string();
+    let drawn = bert_trace(&["view", &out, "--stage", "grad.layer1.attention.probs", "--svg", &svg]);
+    assert!(drawn.status.success(), "{}", stderr(&drawn));
+    // A signed scale is centred at 0 and labelled with a negative end; a probability's is not.
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        picture.contains(">0<") && picture.contains(">-0."),
+        "a diverging scale:\n{}",
+        &picture[..picture.len().min(400)]
+    );
+    let lines = bert_trace(&["view", &out, "--stage", "grad.layer1.attention.probs", "--lines", "--svg", &svg]);
+    assert_eq!(lines.status.code(), Some(2), "{}", stderr(&lines));
+}

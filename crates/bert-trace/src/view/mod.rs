@@ -226,7 +226,7 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
             }
             let sequence = values.index_axis(Axis(0), args.seq);
             if args.lines {
-                if !stage.ends_with(".probs") {
+                if !is_probability(stage) {
                     bail!("--lines draws attention probabilities, a `layerN.attention.probs` stage, not {stage}");
                 }
                 let chosen: Vec<usize> = args.head.map_or((0..heads).collect(), |h| vec![h]);
@@ -237,7 +237,7 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
                 return Ok(picture::head_view(&heads, &labels, &segments));
             }
             let head = sequence.index_axis(Axis(0), args.head.unwrap_or(0));
-            let scale = Scale::of(head, stage.ends_with(".probs"));
+            let scale = Scale::of(head, is_probability(stage));
             Ok(picture::heatmap(head, &labels, Some(&labels), scale))
         }
         3 => {
@@ -255,6 +255,11 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewArgs) -> Resu
             "{stage} is {shape:?}; a picture draws a [B,nh,T,T] stage (scores, probabilities) or a [B,T,H] or [B,T,I] one"
         ),
     }
+}
+
+/// Whether `stage` holds attention probabilities (a gradient of them, `grad.*.probs`, is signed).
+fn is_probability(stage: &str) -> bool {
+    stage.ends_with(".probs") && !stage.starts_with("grad.")
 }
 
 /// Whether `stage` is attention scores or probabilities, `[B,nh,T,T]`.
