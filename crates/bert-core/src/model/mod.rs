@@ -247,6 +247,7 @@ impl<F: Float> BertModel<F> {
     pub fn check_backward(&self, batch: &Batch) -> Result<()> {
         // Labels for a head the model lacks are refused by the checks of every pass, which say so.
         self.check(batch)?;
+        self.check_backward_memory(batch)?;
         let mlm = batch.labels.mlm.is_some() && self.mlm.is_some();
         let nsp = batch.labels.nsp.is_some() && self.nsp.is_some() && self.pooler.is_some();
         if !mlm && !nsp {

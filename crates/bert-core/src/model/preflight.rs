@@ -122,6 +122,40 @@ impl<F: Float> BertModel<F> {
     }
 }
 
+impl<F: Float> BertModel<F> {
+    /// Refuses a backward pass that cannot fit in this machine's memory: on top of a forward
+    /// pass's working set, it keeps every float stage the backward reads (all but the scores),
+    /// holds a gradient the size of the largest stage a few times over, and a gradient for every
+    /// parameter.
+    pub(crate) fn check_backward_memory(&self, batch: &Batch) -> Result<()> {
+        let (b, t) = batch.dims();
+        let dims = self.dims(b, t);
+        let size = std::mem::size_of::<F>() as u64;
+        let stage_bytes = |stage: &Stage| stage.shape(&dims).iter().fold(size, |n, &d| n.saturating_mul(d as u64));
+        let forward = self.plan(batch.objectives());
+        let kept = forward
+            .iter()
+            .filter(|s| s.info().dtype != stage::DType::I64 && s.kind != stage::StageKind::AttnScores)
+            .map(stage_bytes)
+            .fold(0u64, u64::saturating_add);
+        let largest = forward.iter().map(stage_bytes).max().unwrap_or(0);
+        let parameters = stage::parameters(self.layers.len(), self.heads())
+            .iter()
+            .map(stage_bytes)
+            .fold(0u64, u64::saturating_add);
+        let needed = [kept, largest.saturating_mul(4), parameters, 128 << 20].into_iter().fold(0u64, u64::saturating_add);
+        memory::check(
+            needed,
+            &format!(
+                "for a backward pass over {b} × {t} tokens: it keeps the forward's stages ({}) and a gradient for \
+                 every parameter ({})",
+                files::bytes(kept),
+                files::bytes(parameters)
+            ),
+        )
+    }
+}
+
 /// The first value (with its sequence) that `allowed` refuses, as an input error.
 fn refuse_outside(
     mut values: impl Iterator<Item = (usize, i64)>,
