@@ -139,11 +139,10 @@ impl<F: Float> BertModel<F> {
             .map(stage_bytes)
             .fold(0u64, u64::saturating_add);
         let largest = forward.iter().map(stage_bytes).max().unwrap_or(0);
-        let parameters = stage::parameters(self.layers.len(), self.heads())
-            .iter()
-            .map(stage_bytes)
-            .fold(0u64, u64::saturating_add);
-        let needed = [kept, largest.saturating_mul(4), parameters, 128 << 20].into_iter().fold(0u64, u64::saturating_add);
+        let parameters =
+            stage::parameters(self.layers.len(), self.heads()).iter().map(stage_bytes).fold(0u64, u64::saturating_add);
+        let needed =
+            [kept, largest.saturating_mul(4), parameters, 128 << 20].into_iter().fold(0u64, u64::saturating_add);
         memory::check(
             needed,
             &format!(
