@@ -181,8 +181,8 @@ pub struct TraceArgs {
     #[arg(long)]
     pub lens: bool,
 
-    /// After the forward pass, run the backward pass and trace every gradient: grad.<stage> (d
-    /// loss / d that stage) and grad.param.<name> (d loss / d each parameter, named as in
+    /// After the forward pass, run the backward pass and trace every gradient: grad.STAGE (d
+    /// loss / d that stage) and grad.param.NAME (d loss / d each parameter, named as in
     /// transformers' BertForPreTraining). Needs a loss: --mlm-target, --mask-prob or --nsp-label
     #[arg(long)]
     pub backward: bool,

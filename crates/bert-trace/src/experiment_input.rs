@@ -33,7 +33,7 @@ impl Experiment {
                 model.source.display()
             );
         }
-        let batch = model.encode(&[input.text.clone()], None, false)?;
+        let batch = model.encode(std::slice::from_ref(&input.text), None, false)?;
         let model_name = model_source::name(&input.model, &model);
         Ok(Experiment { model, model_name, batch })
     }

@@ -81,20 +81,21 @@ impl<F: Float> BertModel<F> {
         let (log_prob, rank) = (unablated.log_prob(target.1), unablated.rank(target.1));
 
         let n_heads = self.config.num_attention_heads;
-        let mut grid = vec![vec![0.0; n_heads]; self.layers.len()];
+        let mut grid = Vec::with_capacity(self.layers.len());
         let mut heads = Vec::new();
-        for layer in 0..self.layers.len() {
+        // inputs[L] for each layer L: the last entry is the encoder's output, not a layer's input.
+        for (layer, input) in inputs.iter().take(self.layers.len()).enumerate() {
+            let mut row = Vec::with_capacity(n_heads);
             for head in 0..n_heads {
                 let ablation = Ablation { layer, head: Some(head), with };
                 let mut hook = Interventions { ablations: vec![ablation], n_heads, ..Interventions::default() };
                 let mut discard = Discard;
                 let mut tracer = Tracer::new(&mut discard, None, Some(&mut hook as &mut dyn Hook));
                 tracer.set_attention_mask(&batch.attention_mask);
-                let hidden =
-                    self.layers_from(layer, inputs[layer].clone(), mask.as_ref(), &mut tracer).map_err(failed)?;
+                let hidden = self.layers_from(layer, input.clone(), mask.as_ref(), &mut tracer).map_err(failed)?;
                 let readout = self.readout(&hidden, position)?;
                 let ablated = readout.log_prob(target.1);
-                grid[layer][head] = ablated - log_prob;
+                row.push(ablated - log_prob);
                 heads.push(HeadEffect {
                     layer,
                     head,
@@ -103,6 +104,7 @@ impl<F: Float> BertModel<F> {
                     rank: readout.rank(target.1),
                 });
             }
+            grid.push(row);
         }
         heads.sort_by(|a, b| a.change.total_cmp(&b.change));
         Ok(HeadScan {

@@ -1,4 +1,4 @@
-//! What the backward pass reads and writes: the [`Record`] of the forward stages it needs (the
+//! What the backward pass reads and writes: the `Record` of the forward stages it needs (the
 //! forward pass's sink when gradients are asked for, so a plain pass keeps nothing), and the
 //! [`Grads`] it adds each parameter's gradient into. `backward.rs` runs it.
 
@@ -87,7 +87,7 @@ impl<F: Float> Grads<F> {
     }
 }
 
-/// What [`BertModel::gradients`] returns.
+/// What [`crate::BertModel::gradients`] returns.
 pub struct Gradients<F: Float = f32> {
     /// The loss the gradients are of: `mlm.loss + nsp.loss`, those the labels ask for.
     pub loss: F,

@@ -231,7 +231,7 @@ impl<F: Float> BertModel<F> {
         };
         let mut gradients = None;
         if let (true, None, Some(used)) = (pass.backward, stopped_at, &used) {
-            let mut tracer = Tracer::new(&mut *sink, None, hook.as_deref_mut().map(|h| h as &mut dyn Hook));
+            let mut tracer = Tracer::new(&mut *sink, None, hook.map(|h| h as &mut dyn Hook));
             tracer.set_attention_mask(&used.attention_mask);
             let backward = ops::with_kernels(self.kernels, || self.backward(used, &record, &mut tracer));
             gradients = Some(backward.map_err(|halt| match halt {

@@ -36,7 +36,7 @@ impl<F: Float> BertPooler<F> {
         Ok(pooled)
     }
 
-    /// `[B,H]` d loss / d pooler.output -> `[B,H]` d loss / d the last hidden state at [CLS].
+    /// `[B,H]` d loss / d pooler.output -> `[B,H]` d loss / d the last hidden state at `[CLS]`.
     pub(crate) fn backward(
         &self,
         hidden: &Array3<F>,
