@@ -37,6 +37,10 @@ fn report(occlusion: &Occlusion) -> String {
         "{MASK} at position {}: log p({}) = {:.4} with every token; each token hidden by {} in turn:\n",
         occlusion.position.1, occlusion.target, occlusion.log_prob, occlusion.occluded_with
     );
+    if occlusion.tokens.is_empty() {
+        out += "nothing to hide: the text has no token besides [CLS], [SEP] and the [MASK]\n";
+        return out;
+    }
     let largest = occlusion.tokens.iter().map(|t| t.change.abs()).fold(0.0, f64::max);
     let mut table = new_table(&["pos", "token", "change", ""], &[0, 2]);
     for token in &occlusion.tokens {

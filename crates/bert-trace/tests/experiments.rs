@@ -250,6 +250,13 @@ fn the_experiment_commands_agree_with_traces_of_the_same_changes() {
 }
 
 #[test]
+fn occlusion_of_a_text_with_nothing_to_hide_says_so() {
+    let out = bert_trace(&["attribute", "--model", "golden/tiny", "--target", "romans", "[MASK]"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("nothing to hide"), "{}", stdout(&out));
+}
+
+#[test]
 fn the_grids_of_ablate_and_attribute_are_drawn() {
     let tmp = tempfile::tempdir().unwrap();
     // (command, what view says it drew, a label the picture must show)
