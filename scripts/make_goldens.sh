@@ -98,6 +98,27 @@ experiment lens --lens "When in Rome, do as the [MASK] do."
     --ablate-with mean --patch golden/tiny/dumps/batch_masked:layer0.attention.output@2-3 \
     "When in Rome, do as the Romans do." "Do as the Romans."
 
+# Training (issue 26): bert-trace trains the tiny model for 10 steps and dumps each step's batch;
+# scripts/train_reference.py trains the same model in PyTorch on those batches. Each case keeps
+# its text, PyTorch's losses and learning rates (reference.json) and step 1's parameters,
+# gradients and updated parameters (step-1/). bert-trace is built first: its run is the input.
+cargo build --release --locked --quiet -p bert-trace
+train_case() {
+    local case=$1 text=$2 param_step=$3; shift 3
+    local dir=golden/tiny/training/$case
+    rm -rf "$dir" "$WORK/run-$case"
+    mkdir -p "$dir"
+    cp "$text" "$dir/text.txt"
+    target/release/bert-trace train --model golden/tiny --file "$dir/text.txt" --steps 10 --dump-step 1-10 \
+        --save "$WORK/run-$case" "$@" > /dev/null
+    "$PYTHON" scripts/train_reference.py --run "$WORK/run-$case" --out "$dir" --param-step "$param_step"
+}
+# MLM alone, step 1's parameters kept; then MLM + NSP on sentence pairs, with a warm-up (step 1's
+# rate is 0, so step 2's parameters are kept), other betas and eps and a larger weight decay.
+train_case mlm walkthrough/texts/romans.txt 1 --lr 1e-3 --batch-size 4 --seed 3
+train_case pairs walkthrough/texts/romans_pairs.txt 2 --lr 2e-3 --warmup-steps 3 --batch-size 4 --seed 5 \
+    --weight-decay 0.1 --betas 0.8,0.99 --eps 1e-6
+
 "$PYTHON" scripts/make_tiny_model.py --chinese golden/tiny-chinese
 
 tiny_chinese() {

@@ -58,6 +58,18 @@ pub enum BertError {
     #[error("{path}: the model has no {weights} weights, so it cannot compute {wanted}")]
     MissingHead { path: PathBuf, wanted: String, weights: String },
 
+    /// A line of a training text that cannot be used (`bert-trace train --file`).
+    #[error("{path}: line {line}: {problem}")]
+    Corpus { path: PathBuf, line: usize, problem: String },
+
+    /// A training run's options or saved state that do not fit together.
+    #[error("{0}")]
+    Training(String),
+
+    /// A checkpoint directory that cannot be written or resumed from.
+    #[error("{path}: {problem}")]
+    Checkpoint { path: PathBuf, problem: String },
+
     /// An intervention (`--ablate`, `--patch`) that cannot be applied to this model or run.
     #[error("{spec}: {problem}")]
     Intervention { spec: String, problem: String },

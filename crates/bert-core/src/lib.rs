@@ -37,7 +37,8 @@
 //! - [`checkpoints`]: two models' traces of one input side by side;
 //! - [`isolate`]: each stage recomputed from a dump's own inputs, for its own error;
 //! - [`truth`]: both sides of a diff against a float64 dump of the same input;
-//! - [`experiments`]: ablated heads, patched stages, the logit lens, occlusion.
+//! - [`experiments`]: ablated heads, patched stages, the logit lens, occlusion;
+//! - [`training`]: pretraining: batches of a text, AdamW, its schedule, checkpoints.
 
 pub mod checkpoints;
 pub mod compare;
@@ -51,6 +52,7 @@ pub mod objectives;
 pub mod ops;
 pub mod params;
 pub mod trace;
+pub mod training;
 pub mod truth;
 
 pub use dump::{Dump, DumpWriter};

@@ -49,6 +49,10 @@ pub enum Command {
     Lens(LensArgs),
     /// Occlusion: hide each input token in turn and show how the prediction of a [MASK] changes
     Attribute(AttributeArgs),
+    /// Pretrain BERT on a text file: BERT's masking and the MLM loss (plus NSP for a file of
+    /// sentence pairs), AdamW as PyTorch computes it, a linear warm-up and decay; save a
+    /// checkpoint transformers loads, and dump any step's every tensor
+    Train(TrainArgs),
 }
 
 /// Where the model comes from.
@@ -225,6 +229,12 @@ fn probability(text: &str) -> Result<f64, String> {
     }
 }
 
+/// AdamW's two betas, `B1,B2`.
+fn betas(text: &str) -> Result<(f64, f64), String> {
+    let parsed = text.split_once(',').and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
+    parsed.ok_or_else(|| format!("`{text}` is not two numbers B1,B2 (PyTorch's default is 0.9,0.999)"))
+}
+
 /// A tolerance: a finite number, 0 or more.
 fn tolerance(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
@@ -394,4 +404,78 @@ pub struct AttributeArgs {
 pub enum OccludeWith {
     Mask,
     Unk,
+}
+
+/// `bert-trace train`. The options that decide a run's numbers default as PyTorch's AdamW and
+/// BERT's pretraining do; a resumed run takes them from its checkpoint.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The text to train on: one example per line, or a sentence pair per line (sentence A, a
+    /// tab, sentence B), which adds the NSP loss. Blank lines are skipped
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// How many optimizer steps the run takes; the learning rate falls to 0 at the last
+    #[arg(long, value_name = "N")]
+    pub steps: Option<usize>,
+    /// The peak learning rate [default: 1e-4, BERT's]
+    #[arg(long, value_name = "LR", allow_negative_numbers = true)]
+    pub lr: Option<f64>,
+    /// Steps over which the learning rate rises linearly from 0 [default: 0]
+    #[arg(long, value_name = "N")]
+    pub warmup_steps: Option<usize>,
+    /// Examples per batch [default: 8]
+    #[arg(long, value_name = "N")]
+    pub batch_size: Option<usize>,
+    /// Tokens per sequence, [CLS] and [SEP] included: longer lines are cut [default: 128, at most
+    /// the model's max_position_embeddings]
+    #[arg(long, value_name = "N")]
+    pub max_len: Option<usize>,
+    /// The share of tokens masked for the MLM loss [default: 0.15]
+    #[arg(long, value_name = "P", allow_negative_numbers = true, value_parser = probability)]
+    pub mask_prob: Option<f64>,
+    /// For sentence pairs: the chance that sentence B is replaced by another line's (NSP label 1)
+    /// [default: 0.5]
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    pub nsp_negatives: Option<f64>,
+    /// The seed of every random choice: the order of the lines, the masks, the NSP negatives and
+    /// new heads' weights [default: 0]
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// AdamW's β1 and β2 [default: 0.9,0.999, PyTorch's]
+    #[arg(long, value_name = "B1,B2", allow_negative_numbers = true, value_parser = betas)]
+    pub betas: Option<(f64, f64)>,
+    /// AdamW's ε [default: 1e-8, PyTorch's]
+    #[arg(long, value_name = "E", allow_negative_numbers = true)]
+    pub eps: Option<f64>,
+    /// AdamW's decoupled weight decay, applied to every parameter [default: 0.01, PyTorch's]
+    #[arg(long, value_name = "W", allow_negative_numbers = true)]
+    pub weight_decay: Option<f64>,
+    /// Save the trained model here (config.json, model.safetensors, the tokenizer's files, and
+    /// the optimizer's state to resume from): a new or empty directory, or one this command wrote
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<PathBuf>,
+    /// Also save a checkpoint every N steps, into SAVE/checkpoint-STEP/
+    #[arg(long, value_name = "N", requires = "save")]
+    pub save_every: Option<usize>,
+    /// Continue the run saved in DIR (by --save or --save-every) from the step it reached; the
+    /// options above default to the run's, and one that differs is refused
+    #[arg(long, value_name = "DIR", conflicts_with = "model")]
+    pub resume: Option<PathBuf>,
+    /// Write every tensor of step K into SAVE/step-K/: the batch, the forward pass, the
+    /// gradients, and each parameter before (param.*) and after (updated.param.*) the update.
+    /// Repeatable; a range 1-10 names several
+    #[arg(long, value_name = "K|A-B", requires = "save")]
+    pub dump_step: Vec<String>,
+    /// Print a loss line every N steps (and after the last): the mean loss of those steps, as
+    /// transformers' Trainer logs it
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub log_every: usize,
+    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
+    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
+    pub kernels: Option<String>,
 }

@@ -1,5 +1,5 @@
 //! What the `bert-trace` command does, as a library: the commands (trace, diff, stages,
-//! inspect, view, compare, and the experiments ablate, lens and attribute), where models come from (a directory, the Hugging Face cache, a hub id, the
+//! inspect, view, compare, the experiments ablate, lens and attribute, and train), where models come from (a directory, the Hugging Face cache, a hub id, the
 //! built-in tiny model), and how results are printed and drawn. `main.rs` only parses the
 //! arguments and reports errors; the fuzz targets and the tests reach the same code here.
 
@@ -25,4 +25,5 @@ pub mod table;
 pub mod terminal_heatmap;
 pub mod tokens_table;
 pub mod trace_cmd;
+pub mod train_cmd;
 pub mod view;

@@ -8,7 +8,7 @@ use clap::Parser;
 
 use bert_trace::cli::{Cli, Command};
 use bert_trace::{
-    ablate_cmd, attribute_cmd, compare_cmd, diff_cmd, inspect_cmd, lens_cmd, stages_cmd, trace_cmd, view,
+    ablate_cmd, attribute_cmd, compare_cmd, diff_cmd, inspect_cmd, lens_cmd, stages_cmd, trace_cmd, train_cmd, view,
 };
 
 fn main() -> ExitCode {
@@ -40,6 +40,7 @@ fn main() -> ExitCode {
         Some(Command::Ablate(args)) => ablate_cmd::run(args),
         Some(Command::Lens(args)) => lens_cmd::run(args),
         Some(Command::Attribute(args)) => attribute_cmd::run(args),
+        Some(Command::Train(args)) => train_cmd::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use bert_core::load::weights::Storage;
 use bert_core::model::checkpoint::TokenizerFiles;
 use bert_core::ops::Float;
+use bert_core::training::checkpoint::ModelFiles;
 use bert_core::BertModel;
 
 use crate::cli::ModelArgs;
@@ -92,4 +93,32 @@ pub fn embedded_note<F: Float>(model: &BertModel<F>) -> String {
          its predictions are meaningless. Pick a real one with --model DIR or a hub id.",
         model.config.num_hidden_layers, model.config.hidden_size, model.config.vocab_size
     )
+}
+
+/// The files a checkpoint saved from this model carries beside its weights: its config.json and
+/// its tokenizer's files, read from its directory (or the built-in model's, from the binary).
+pub fn files<F: Float>(args: &ModelArgs, model: &BertModel<F>) -> Result<ModelFiles> {
+    if args.model.is_none() {
+        return Ok(ModelFiles {
+            config_json: CONFIG.to_vec(),
+            tokenizer: vec![
+                ("vocab.txt".into(), VOCAB.to_vec()),
+                ("tokenizer_config.json".into(), TOKENIZER_CONFIG.to_vec()),
+            ],
+        });
+    }
+    files_of_dir(&model.source)
+}
+
+/// [`files`] of a model directory.
+pub fn files_of_dir(dir: &Path) -> Result<ModelFiles> {
+    const MAX: u64 = 256 << 20;
+    let config_json = bert_core::load::files::read(&dir.join("config.json"), MAX)?;
+    let mut tokenizer = Vec::new();
+    for name in ["vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"] {
+        if let Some(bytes) = bert_core::load::files::read_optional(&dir.join(name), MAX)? {
+            tokenizer.push((name.to_string(), bytes));
+        }
+    }
+    Ok(ModelFiles { config_json, tokenizer })
 }

@@ -30,7 +30,8 @@ use std::path::{Path, PathBuf};
 pub use self::lock::{lock, DirLock};
 pub use self::plain::DumpKind;
 pub use self::read::{read_manifest, Dump};
-use self::writer::{write_whole, Writer};
+use self::writer::Writer;
+pub(crate) use self::writer::{temporary, write_whole};
 
 use crate::error::{BertError, Result};
 use crate::trace::manifest::{Inputs, Manifest, ManifestStage, Record, FORMAT};

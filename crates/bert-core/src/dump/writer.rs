@@ -174,7 +174,7 @@ pub(super) fn npy_header<A: WritableElement>(shape: &[usize]) -> Vec<u8> {
 /// Writes `parts` one after the other to `.<name>.tmp` beside `path`, then renames that to
 /// `path`: the file under its real name is always whole. With `reuse`, the previous run's file
 /// at `path` is what is written, under the temporary name (see the module documentation).
-pub(super) fn write_whole(path: &Path, reuse: bool, parts: &[&[u8]]) -> Result<()> {
+pub(crate) fn write_whole(path: &Path, reuse: bool, parts: &[&[u8]]) -> Result<()> {
     let temp = temporary(path);
     let failed = |e: std::io::Error| {
         let _ = std::fs::remove_file(&temp);
@@ -226,7 +226,7 @@ fn single_link(_: &std::fs::Metadata) -> bool {
 }
 
 /// `.<name>.tmp` beside `path`.
-pub(super) fn temporary(path: &Path) -> PathBuf {
+pub(crate) fn temporary(path: &Path) -> PathBuf {
     let name = path.file_name().expect("a file path").to_string_lossy();
     path.with_file_name(format!(".{name}.tmp"))
 }

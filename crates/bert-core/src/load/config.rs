@@ -37,6 +37,10 @@ pub struct BertConfig {
     pub type_vocab_size: usize,
     #[serde(default)]
     pub pad_token_id: usize,
+    /// The standard deviation of the normal distribution new weights are drawn from (heads a
+    /// checkpoint lacks, made fresh for training); transformers' default is 0.02.
+    #[serde(default = "default_initializer_range")]
+    pub initializer_range: f64,
     /// Only `absolute` is implemented; the others would silently give wrong answers.
     #[serde(default = "default_position_type")]
     pub position_embedding_type: String,
@@ -53,6 +57,9 @@ pub struct BertConfig {
 
 fn default_act() -> String {
     "gelu".into()
+}
+fn default_initializer_range() -> f64 {
+    0.02
 }
 fn default_eps() -> f64 {
     1e-12

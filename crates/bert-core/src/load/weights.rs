@@ -78,6 +78,18 @@ impl<F: Float> Param<F> {
         }
     }
 
+    /// The values, to change in place (an optimizer's step): a parameter still read from the
+    /// mapped file, or shared with another handle, is copied into memory first, once.
+    pub fn values_mut(&mut self) -> &mut [F] {
+        if let ParamData::Mapped { .. } = self.data {
+            self.data = ParamData::Owned(Arc::new(self.as_slice().to_vec()));
+        }
+        match &mut self.data {
+            ParamData::Owned(values) => Arc::make_mut(values).as_mut_slice(),
+            ParamData::Mapped { .. } => unreachable!("copied into memory above"),
+        }
+    }
+
     /// Whether the values are read straight from the mapped file (no copy was made).
     pub fn is_mapped(&self) -> bool {
         matches!(self.data, ParamData::Mapped { .. })

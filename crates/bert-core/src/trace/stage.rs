@@ -551,7 +551,14 @@ pub enum Of {
     Value,
     /// d loss / d the value, from a backward pass: the name gets `grad.` in front.
     Grad,
+    /// A parameter after an optimizer's step (`bert-trace train`): the name gets `updated.` in
+    /// front. Only the parameter rows have it.
+    Updated,
 }
+
+/// The rule of a parameter's update, the formula of every `updated.param.*` stage: AdamW as
+/// `torch.optim.AdamW` computes it (`training/adamw.rs`).
+const ADAMW_RULE: &str = "θ·(1 − lr·λ) − lr/(1 − β1^t) · m / (√v / √(1 − β2^t) + ε)";
 
 /// One concrete stage: a kind, for per-layer kinds the layer index, and whether it is the value
 /// or its gradient.
@@ -580,6 +587,12 @@ impl Stage {
         Stage { of: Of::Grad, ..self }
     }
 
+    /// A parameter's value after the optimizer's step.
+    pub fn updated(self) -> Stage {
+        debug_assert!(self.info().part == Param, "only a parameter is updated");
+        Stage { of: Of::Updated, ..self }
+    }
+
     /// Whether this is a gradient.
     pub fn is_grad(&self) -> bool {
         self.of == Of::Grad
@@ -595,6 +608,7 @@ impl Stage {
         match self.of {
             Of::Value => self.fill(self.info().pattern),
             Of::Grad => format!("grad.{}", self.fill(self.info().pattern)),
+            Of::Updated => format!("updated.{}", self.fill(self.info().pattern)),
         }
     }
 
@@ -608,6 +622,7 @@ impl Stage {
         match self.of {
             Of::Value => self.fill(self.info().hf),
             Of::Grad => format!("{}.grad", self.fill(self.info().hf)),
+            Of::Updated => format!("{} after optimizer.step()", self.fill(self.info().hf)),
         }
     }
 
@@ -622,6 +637,7 @@ impl Stage {
         match self.of {
             Of::Value => self.info().formula,
             Of::Grad => self.info().backward,
+            Of::Updated => ADAMW_RULE,
         }
     }
 
@@ -807,7 +823,10 @@ pub fn backward_plan(forward: &[Stage], n_layers: usize, heads: HeadSet, objecti
 /// table's.
 pub fn parse(name: &str) -> Option<Stage> {
     if let Some(value) = name.strip_prefix("grad.") {
-        return parse(value).filter(|s| !s.is_grad()).map(Stage::grad);
+        return parse(value).filter(|s| s.of == Of::Value).map(Stage::grad);
+    }
+    if let Some(value) = name.strip_prefix("updated.") {
+        return parse(value).filter(|s| s.of == Of::Value && s.info().part == Param).map(Stage::updated);
     }
     for info in STAGES {
         if let Some((before, after)) = info.pattern.split_once("{i}") {
@@ -826,16 +845,27 @@ pub fn parse(name: &str) -> Option<Stage> {
 /// Orders stage names as the forward pass produces them; names outside the table go last.
 pub fn execution_key(name: &str) -> (usize, usize, usize) {
     match parse(name) {
+        Some(stage) if stage.info().part == Param => {
+            // The parameters in the order of named_parameters(): the embeddings', each layer's,
+            // then the pooler's and the heads'; their gradients, then their values before and
+            // after a training step.
+            let section = match stage.of {
+                Of::Grad => 9,
+                Of::Value => 10,
+                Of::Updated => 11,
+            };
+            let layer = match stage.layer {
+                Some(layer) => layer + 1,
+                None if stage.kind < ParamQueryWeight => 0,
+                None => usize::MAX,
+            };
+            (section, layer, stage.kind as usize)
+        }
         Some(stage) => {
             if stage.is_grad() {
                 // The backward's order: the heads, the layers from the last, the embeddings,
                 // then the parameters.
                 let (section, layer) = match (stage.info().part, stage.layer) {
-                    // The parameters in the order of named_parameters(): the embeddings', each
-                    // layer's, then the pooler's and the heads'.
-                    (Param, Some(layer)) => return (9, layer + 1, stage.kind as usize),
-                    (Param, None) if stage.kind < ParamQueryWeight => return (9, 0, stage.kind as usize),
-                    (Param, None) => return (9, usize::MAX, stage.kind as usize),
                     (Input | Embeddings, _) => (8, 0),
                     (_, Some(layer)) => (7, usize::MAX - layer),
                     (_, None) => (6, 0),
@@ -852,7 +882,7 @@ pub fn execution_key(name: &str) -> (usize, usize, usize) {
             let layer = stage.layer.map_or(0, |i| i + usize::from(stage.info().part == Lens));
             (section, layer, stage.kind as usize)
         }
-        None => (10, 0, 0),
+        None => (12, 0, 0),
     }
 }
 

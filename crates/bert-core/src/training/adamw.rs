@@ -1,0 +1,94 @@
+//! AdamW, exactly as `torch.optim.AdamW` computes it on the CPU (its single-tensor form, the one
+//! PyTorch runs for parameters on the CPU), for every parameter at step t:
+//!
+//! ```text
+//! θ ← θ · (1 − lr·λ)                         decoupled weight decay
+//! m ← m + (1 − β1) · (g − m)                 torch's lerp: β1·m + (1 − β1)·g
+//! v ← β2 · v + (1 − β2) · g²
+//! θ ← θ − lr / (1 − β1^t) · m / (√v / √(1 − β2^t) + ε)
+//! ```
+//!
+//! The scalars are computed in f64 as Python computes them, then used in the parameters' own
+//! type, as PyTorch does with a Python float and a float32 tensor.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ops::Float;
+
+/// The hyperparameters, with `torch.optim.AdamW`'s defaults (the learning rate comes from the
+/// schedule at each step).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AdamWConfig {
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+
+impl Default for AdamWConfig {
+    fn default() -> AdamWConfig {
+        AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 }
+    }
+}
+
+/// The optimizer's state of one parameter: the running means of the gradient (`exp_avg`) and
+/// of its square (`exp_avg_sq`), as PyTorch's `optimizer.state[p]` names them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Moments<F> {
+    pub exp_avg: Vec<F>,
+    pub exp_avg_sq: Vec<F>,
+}
+
+impl<F: Float> Moments<F> {
+    pub fn zeros(len: usize) -> Moments<F> {
+        Moments { exp_avg: vec![F::zero(); len], exp_avg_sq: vec![F::zero(); len] }
+    }
+}
+
+/// One step of AdamW for one parameter: `theta` changes in place; `step` is t, counted from 1.
+pub fn adamw_step<F: Float>(
+    theta: &mut [F],
+    grad: &[F],
+    moments: &mut Moments<F>,
+    config: &AdamWConfig,
+    lr: f64,
+    step: u64,
+) {
+    assert!(theta.len() == grad.len() && grad.len() == moments.exp_avg.len(), "one gradient and state per value");
+    let AdamWConfig { beta1, beta2, eps, weight_decay } = *config;
+    let decay = F::of(1.0 - lr * weight_decay);
+    let (one_minus_beta1, one_minus_beta2, beta2_f) = (F::of(1.0 - beta1), F::of(1.0 - beta2), F::of(beta2));
+    let bias_correction1 = 1.0 - beta1.powi(step as i32);
+    let bias_correction2_sqrt = F::of((1.0 - beta2.powi(step as i32)).sqrt());
+    let step_size = F::of(lr / bias_correction1);
+    let eps = F::of(eps);
+    let moments = moments.exp_avg.iter_mut().zip(moments.exp_avg_sq.iter_mut());
+    for ((theta, &g), (m, v)) in theta.iter_mut().zip(grad).zip(moments) {
+        *theta *= decay;
+        // torch's lerp with a weight below 0.5: m + w·(g − m), one fused multiply-add.
+        *m = one_minus_beta1.mul_add(g - *m, *m);
+        *v = *v * beta2_f + one_minus_beta2 * g * g;
+        let denom = v.sqrt() / bias_correction2_sqrt + eps;
+        *theta += -step_size * (*m / denom);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first step moves every value by lr against its gradient's sign (m̂ = g and v̂ = g²,
+    /// so m̂ / √v̂ = ±1), after the decay.
+    #[test]
+    fn the_first_step_is_lr_times_the_sign() {
+        let config = AdamWConfig::default();
+        let mut theta = vec![1.0f64, -2.0, 0.5];
+        let grad = [0.3, -4.0, 1e-3];
+        let mut moments = Moments::zeros(3);
+        adamw_step(&mut theta, &grad, &mut moments, &config, 0.1, 1);
+        for ((got, before), g) in theta.iter().zip([1.0, -2.0, 0.5]).zip(grad) {
+            let want = before * (1.0 - 0.1 * 0.01) - 0.1 * g / (g * g).sqrt();
+            assert!((got - want).abs() < 1e-6, "expected {want}, got {got}");
+        }
+    }
+}

