@@ -33,7 +33,16 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
     let saved = args.resume.as_deref().map(|dir| read_state(dir).map(|state| (dir, state))).transpose()?;
     let file = match (&args.file, &saved) {
         (Some(file), _) => file.clone(),
-        (None, Some((_, state))) => state.file.clone(),
+        (None, Some((dir, state))) => {
+            if !state.file.exists() {
+                bail!(
+                    "{}: the text the run in {} was trained on is not there (from here); give it with --file",
+                    state.file.display(),
+                    dir.display()
+                );
+            }
+            state.file.clone()
+        }
         (None, None) => bail!("--file is required: the text to train on, one example (or tab-separated pair) per line"),
     };
     let corpus = Corpus::read(&file)?;

@@ -177,6 +177,20 @@ fn a_saved_checkpoint_has_transformers_names_and_traces() {
     // A save into the same directory replaces the run's own files.
     let again = train(&["--steps", "1", "--save", &save_arg]);
     assert!(again.status.success(), "{}", stderr(&again));
+    // Once the user has put a file of theirs there, or a link under one of our names, the
+    // directory is no longer only ours: refused, and nothing of theirs changes.
+    std::fs::write(save.join("notes.txt"), "mine").unwrap();
+    let refused = train(&["--steps", "1", "--save", &save_arg]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("notes.txt"), "{}", stderr(&refused));
+    std::fs::remove_file(save.join("notes.txt")).unwrap();
+    let theirs = tmp.path().join("their-config.json");
+    std::fs::write(&theirs, "theirs").unwrap();
+    std::fs::remove_file(save.join("config.json")).unwrap();
+    std::os::unix::fs::symlink(&theirs, save.join("config.json")).unwrap();
+    let refused = train(&["--steps", "1", "--save", &save_arg]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs");
 }
 
 #[test]

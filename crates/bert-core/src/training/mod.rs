@@ -76,7 +76,7 @@ impl Trainer {
         Trainer::with_state(model, corpus, options, moments, 0, Vec::new())
     }
 
-    /// A run at step `step`, with the optimizer's state as saved ([`checkpoint::resume`]).
+    /// A run at step `step`, with the optimizer's state as saved ([`Trainer::resume`]).
     fn with_state(
         model: BertModel,
         corpus: Corpus,
