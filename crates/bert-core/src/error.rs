@@ -70,6 +70,10 @@ pub enum BertError {
     #[error("{path}: {problem}")]
     Checkpoint { path: PathBuf, problem: String },
 
+    /// The user stopped the pass (Ctrl-C in Python, between two stages).
+    #[error("interrupted")]
+    Interrupted,
+
     /// An intervention (`--ablate`, `--patch`) that cannot be applied to this model or run.
     #[error("{spec}: {problem}")]
     Intervention { spec: String, problem: String },

@@ -479,3 +479,17 @@ pub struct TrainArgs {
     #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
     pub kernels: Option<String>,
 }
+
+/// A clap error in one line, with clap's tip when it has one: what `bert-trace` prints, and the
+/// message of the Python package's exception for a bad option.
+pub fn one_line(error: &clap::Error) -> String {
+    let text = error.render().to_string();
+    // clap's message: the problem (sometimes continued on indented lines, such as the missing
+    // arguments), a blank line, then tips and the usage block.
+    let mut paragraphs = text.split("\n\n");
+    let problem: Vec<&str> = paragraphs.next().unwrap_or("bad arguments").lines().map(str::trim).collect();
+    let problem = problem.join(" ");
+    let problem = problem.trim_start_matches("error: ");
+    let tip = text.lines().find_map(|l| l.trim().strip_prefix("tip: ")).map(|t| format!("; {t}")).unwrap_or_default();
+    format!("{problem}{tip}")
+}

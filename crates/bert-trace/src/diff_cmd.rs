@@ -1,6 +1,8 @@
 //! `bert-trace diff REFERENCE TRACE`: every stage compared, in execution order, and where the
 //! divergence starts.
 
+use std::fmt::Write;
+
 use anyhow::Result;
 use bert_core::compare::{compare_dumps, Report, StageReport, Status, ToleranceOverride};
 use bert_core::dump::Dump;
@@ -29,6 +31,13 @@ pub fn run(args: &DiffArgs) -> Result<i32> {
     Ok(code)
 }
 
+/// Appends one line to the report being written.
+macro_rules! say {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
 /// Compares and prints; shared with `bert-trace --reference`.
 pub fn report(
     reference: &Dump,
@@ -38,28 +47,49 @@ pub fn report(
     isolation: Option<&Isolation>,
     truth: Option<&[TruthStage]>,
 ) -> Result<i32> {
+    let rendered = render(reference, trace, tolerance, isolation, truth)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rendered.json)?);
+    } else {
+        print!("{}", rendered.text);
+    }
+    Ok(if rendered.passed { 0 } else { 1 })
+}
+
+/// A diff's report, as the CLI prints it (`text`) and as `--json` gives it.
+pub struct Rendered {
+    pub passed: bool,
+    pub text: String,
+    pub json: serde_json::Value,
+}
+
+/// Compares two dumps and writes the report both ways; `bert_trace.diff` in Python returns it.
+pub fn render(
+    reference: &Dump,
+    trace: &Dump,
+    tolerance: ToleranceArgs,
+    isolation: Option<&Isolation>,
+    truth: Option<&[TruthStage]>,
+) -> Result<Rendered> {
     let overrides = ToleranceOverride { atol: tolerance.atol, rtol: tolerance.rtol };
     let report = compare_dumps(reference, trace, overrides)?;
-    if json {
-        let mut value = serde_json::to_value(&report)?;
-        if let Some(isolation) = isolation {
-            add_isolation(&mut value, isolation);
-        }
-        if let Some(truth) = truth {
-            add_truth(&mut value, truth);
-        }
-        value["interventions"] = serde_json::json!({
-            "reference": reference.manifest.interventions,
-            "trace": trace.manifest.interventions,
-        });
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        print_report(reference, trace, &report, isolation);
-        if let Some(truth) = truth {
-            print_truth(truth);
-        }
+    let mut value = serde_json::to_value(&report)?;
+    if let Some(isolation) = isolation {
+        add_isolation(&mut value, isolation);
     }
-    Ok(if report.passed() { 0 } else { 1 })
+    if let Some(truth) = truth {
+        add_truth(&mut value, truth);
+    }
+    value["interventions"] = serde_json::json!({
+        "reference": reference.manifest.interventions,
+        "trace": trace.manifest.interventions,
+    });
+    let mut text = String::new();
+    print_report(&mut text, reference, trace, &report, isolation);
+    if let Some(truth) = truth {
+        print_truth(&mut text, truth);
+    }
+    Ok(Rendered { passed: report.passed(), text, json: value })
 }
 
 /// The JSON report with `culprit`, `culprit_side` and each stage's `own_max_abs` (per side,
@@ -109,7 +139,7 @@ fn largest_gap(truth: &[TruthStage]) -> Option<(&str, f64)> {
 }
 
 /// Each stage's distance from the truth on both sides, and who is closer.
-fn print_truth(truth: &[TruthStage]) {
+fn print_truth(out: &mut String, truth: &[TruthStage]) {
     let mut table = new_table(&["stage", "|ref − truth|", "|trace − truth|", "closer"], &[1, 2]);
     let cell = |v: Option<f64>| v.map_or("-".to_string(), num);
     for t in truth {
@@ -120,12 +150,12 @@ fn print_truth(truth: &[TruthStage]) {
             t.closer().unwrap_or("-").into(),
         ]);
     }
-    println!("\nagainst the truth (float64), max |side − truth| over the real tokens:\n{table}");
+    say!(out, "\nagainst the truth (float64), max |side − truth| over the real tokens:\n{table}");
     let count = |side| truth.iter().filter(|t| t.closer() == Some(side)).count();
     let gap = largest_gap(truth)
         .map(|(name, gap)| format!("; the largest gap between them: {} in {name}", num(gap)))
         .unwrap_or_default();
-    println!(
+    say!(out, 
         "closer to the truth: the trace in {} stages, the reference in {}, as close in {}{gap}",
         count("trace"),
         count("reference"),
@@ -164,21 +194,21 @@ fn own_cell(own: Option<&Own>) -> String {
 
 /// What each side changed in its pass, when either did, and a warning when they differ: the
 /// stages after an intervention then differ by design.
-fn print_interventions(reference: &Dump, trace: &Dump) {
+fn print_interventions(out: &mut String, reference: &Dump, trace: &Dump) {
     let sides = [("reference", reference), ("trace", trace)];
     for (side, dump) in sides {
         let records: Vec<String> = dump.manifest.interventions.iter().map(ToString::to_string).collect();
         if !records.is_empty() {
-            println!("intervened: {side}: {}", records.join("; "));
+            say!(out, "intervened: {side}: {}", records.join("; "));
         }
     }
     if reference.manifest.interventions != trace.manifest.interventions {
-        println!("note: the two dumps were made with different interventions: stages after them differ by design");
+        say!(out, "note: the two dumps were made with different interventions: stages after them differ by design");
     }
 }
 
-fn print_report(reference: &Dump, trace: &Dump, report: &Report, isolation: Option<&Isolation>) {
-    println!(
+fn print_report(out: &mut String, reference: &Dump, trace: &Dump, report: &Report, isolation: Option<&Isolation>) {
+    say!(out, 
         "reference: {} ({})\ntrace:     {} ({})",
         reference.dir.display(),
         producer(reference),
@@ -187,13 +217,13 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report, isolation: Opti
     );
     for (side, dump) in [("reference", reference), ("trace", trace)] {
         for note in &dump.notes {
-            println!("note: {side}: {note}");
+            say!(out, "note: {side}: {note}");
         }
     }
     for note in &report.notes {
-        println!("note: {note}");
+        say!(out, "note: {note}");
     }
-    print_interventions(reference, trace);
+    print_interventions(out, reference, trace);
     let mut header = vec!["stage", "shape", "max|Δ|", "mean|Δ|", "max rel", "cosine", "atol / rtol", "used", "result"];
     if isolation.is_some() {
         header.extend(["own error (ref)", "own error (trace)"]);
@@ -207,7 +237,7 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report, isolation: Opti
         }
         table.add_row(cells);
     }
-    println!("{table}");
+    say!(out, "{table}");
     let padded: Vec<&StageReport> = report.stages.iter().filter(|s| s.padded_rows.is_some()).collect();
     if !padded.is_empty() {
         let worst = padded
@@ -216,7 +246,7 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report, isolation: Opti
             .max_by(|a, b| a.1.is_nan().cmp(&b.1.is_nan()).then(a.1.total_cmp(&b.1)))
             .expect("not empty");
         let non_finite: usize = padded.iter().filter_map(|s| s.padded_rows.as_ref()).map(|p| p.non_finite).sum();
-        println!(
+        say!(out, 
             "padded query rows, reported apart and their finite differences not judged (no real token reads \
              them): {} stages, largest max|Δ| {} in {}{}",
             padded.len(),
@@ -230,7 +260,7 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report, isolation: Opti
     if let Some(first) = masked.first().and_then(|s| s.stats.as_ref()) {
         let count: usize = masked.iter().filter_map(|s| s.stats.as_ref()).map(|st| st.masked).sum();
         let constant = |v: Option<f64>| v.map_or("-".to_string(), num);
-        println!(
+        say!(out, 
             "masked scores (padding keys): {count} in {} stages, compared by their effect (probability 0), not by \
              the constant; the reference masks with about {}, the trace with about {}",
             masked.len(),
@@ -240,7 +270,7 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report, isolation: Opti
     }
     for stage in report.stages.iter().filter(|s| s.widened.is_some()).take(1) {
         let count = report.stages.iter().filter(|s| s.widened.is_some()).count();
-        println!("tolerance: {} ({count} stages)", stage.widened.as_deref().unwrap_or_default());
+        say!(out, "tolerance: {} ({count} stages)", stage.widened.as_deref().unwrap_or_default());
     }
     let common = report.common().count();
     let passed = report.common().filter(|s| s.status == Status::Pass).count();
@@ -255,36 +285,36 @@ fn print_report(reference: &Dump, trace: &Dump, report: &Report, isolation: Opti
     }
     let one_sided =
         if one_sided.is_empty() { String::new() } else { format!("; {} (not judged)", one_sided.join(", ")) };
-    println!("{passed} of {common} stages in common pass{one_sided}");
+    say!(out, "{passed} of {common} stages in common pass{one_sided}");
     if let Some(isolation) = isolation {
-        print_isolation(isolation, report.passed());
+        print_isolation(out, isolation, report.passed());
     }
     if let Some(first) = &report.first_failure {
         let stage = report.stages.iter().find(|s| s.name == first.name).expect("listed");
-        println!("first failing stage: {}", first.name);
+        say!(out, "first failing stage: {}", first.name);
         match (&stage.status, stage.stats.as_ref().and_then(|s| s.worst.as_ref())) {
-            (Status::Fail, Some(worst)) => println!(
+            (Status::Fail, Some(worst)) => say!(out, 
                 "  worst element at {:?}: reference {}, trace {} (|Δ| {})",
                 worst.index,
                 num(worst.reference),
                 num(worst.ours),
                 num((worst.ours - worst.reference).abs())
             ),
-            (status, _) => println!("  {}", describe(status, stage)),
+            (status, _) => say!(out, "  {}", describe(status, stage)),
         }
         match &first.previous {
-            Some((name, max_abs)) if *max_abs > 0.0 => println!(
+            Some((name, max_abs)) if *max_abs > 0.0 => say!(out, 
                 "  the stage before it, {name}, already differed (max|Δ| {}) but within tolerance",
                 num(*max_abs)
             ),
-            Some((name, _)) => println!("  the stage before it, {name}, was identical: the divergence starts here"),
-            None => println!("  it is the first stage compared"),
+            Some((name, _)) => say!(out, "  the stage before it, {name}, was identical: the divergence starts here"),
+            None => say!(out, "  it is the first stage compared"),
         }
     }
 }
 
 /// What isolation found: the culprit, or that every stage's own error is within tolerance.
-fn print_isolation(isolation: &Isolation, passed: bool) {
+fn print_isolation(out: &mut String, isolation: &Isolation, passed: bool) {
     let not_isolated: Vec<&str> = [&isolation.reference, &isolation.trace]
         .iter()
         .flat_map(|list| list.iter())
@@ -292,7 +322,7 @@ fn print_isolation(isolation: &Isolation, passed: bool) {
         .map(|(name, _)| name.as_str())
         .collect();
     if !not_isolated.is_empty() {
-        println!(
+        say!(out, 
             "not isolated (their inputs are absent from the dump, or of another shape): {} stage(s), e.g. {}",
             not_isolated.len(),
             not_isolated[0]
@@ -301,15 +331,15 @@ fn print_isolation(isolation: &Isolation, passed: bool) {
     match &isolation.culprit {
         Some((name, side)) => {
             let own = isolation.own(name, *side).and_then(Own::max_abs).unwrap_or(f64::NAN);
-            println!(
+            say!(out, 
                 "culprit: {name}, on the {} side: recomputed from that side's own inputs it differs by {} (its own \
                  error), over its tolerance; the stages after it may only inherit it",
                 side_name(*side),
                 num(own)
             );
         }
-        None if passed => println!("no culprit: every stage's own error is within its tolerance on both sides"),
-        None => println!(
+        None if passed => say!(out, "no culprit: every stage's own error is within its tolerance on both sides"),
+        None => say!(out, 
             "no culprit: every stage's own error is within its tolerance on both sides, yet a stage differs: small \
              errors, each within tolerance, that compound from stage to stage (an eps, an order of summation)"
         ),

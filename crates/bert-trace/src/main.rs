@@ -59,14 +59,6 @@ fn argument_error(error: clap::Error) -> ExitCode {
         let _ = error.print();
         return ExitCode::SUCCESS;
     }
-    let text = error.render().to_string();
-    // clap's message: the problem (sometimes continued on indented lines, such as the missing
-    // arguments), a blank line, then tips and the usage block.
-    let mut paragraphs = text.split("\n\n");
-    let problem: Vec<&str> = paragraphs.next().unwrap_or("bad arguments").lines().map(str::trim).collect();
-    let problem = problem.join(" ");
-    let problem = problem.trim_start_matches("error: ");
-    let tip = text.lines().find_map(|l| l.trim().strip_prefix("tip: ")).map(|t| format!("; {t}")).unwrap_or_default();
-    eprintln!("error: {problem}{tip} (see bert-trace --help)");
+    eprintln!("error: {} (see bert-trace --help)", bert_trace::cli::one_line(&error));
     ExitCode::from(2)
 }

@@ -8,7 +8,7 @@ use bert_core::model::Outputs;
 use bert_core::objectives::IGNORE;
 use bert_core::ops::Float;
 use bert_core::{Batch, BertModel};
-use ndarray::{ArrayView1, Axis};
+use ndarray::{ArrayView1, ArrayView2, ArrayView3, Axis};
 
 use crate::table::{new_table, visible};
 
@@ -20,23 +20,49 @@ fn softmax(logits: ArrayView1<'_, f32>) -> Vec<f64> {
     exps.into_iter().map(|e| e / sum).collect()
 }
 
+/// The `top_k` most likely tokens at one `[MASK]`.
+pub struct MaskPrediction {
+    pub seq: usize,
+    pub pos: usize,
+    /// (token, id, probability), most likely first.
+    pub top: Vec<(String, usize, f64)>,
+}
+
+/// The `top_k` tokens `logits` `[B,T,V]` predict at every position where `ids` `[B,T]` holds
+/// `mask_id`, sequence by sequence; `token` names an id.
+pub fn mask_predictions(
+    ids: ArrayView2<'_, i64>,
+    logits: ArrayView3<'_, f32>,
+    mask_id: Option<i64>,
+    top_k: usize,
+    token: &dyn Fn(usize) -> String,
+) -> Vec<MaskPrediction> {
+    let mut all = Vec::new();
+    for ((b, t), &id) in ids.indexed_iter() {
+        if Some(id) != mask_id {
+            continue;
+        }
+        let probs = softmax(logits.index_axis(Axis(0), b).row(t));
+        let mut order: Vec<usize> = (0..probs.len()).collect();
+        order.sort_by(|&x, &y| probs[y].total_cmp(&probs[x]));
+        let top = order.iter().take(top_k).map(|&id| (token(id), id, probs[id])).collect();
+        all.push(MaskPrediction { seq: b, pos: t, top });
+    }
+    all
+}
+
 /// The report for every head the model has, or an empty string.
 pub fn report<F: Float>(model: &BertModel<F>, batch: &Batch, outputs: &Outputs, top_k: usize) -> String {
     let mut out = String::new();
     if let Some(logits) = &outputs.mlm_logits {
         let mask_id = model.tokenizer.token_to_id(MASK).map(i64::from);
-        for ((b, t), &id) in batch.ids.indexed_iter() {
-            if Some(id) != mask_id {
-                continue;
-            }
-            let probs = softmax(logits.index_axis(Axis(0), b).row(t));
-            let mut order: Vec<usize> = (0..probs.len()).collect();
-            order.sort_by(|&x, &y| probs[y].total_cmp(&probs[x]));
+        let token = |id: usize| model.tokenizer.id_to_token(id as u32).unwrap_or_default();
+        for prediction in mask_predictions(batch.ids.view(), logits.view(), mask_id, top_k, &token) {
             let mut table = new_table(&["rank", "token", "id", "probability"], &[0, 2, 3]);
-            for (rank, &id) in order.iter().take(top_k).enumerate() {
-                let token = visible(&model.tokenizer.id_to_token(id as u32).unwrap_or_default());
-                table.add_row(vec![(rank + 1).to_string(), token, id.to_string(), format!("{:.4}", probs[id])]);
+            for (rank, (token, id, probability)) in prediction.top.iter().enumerate() {
+                table.add_row(vec![(rank + 1).to_string(), visible(token), id.to_string(), format!("{probability:.4}")]);
             }
+            let (b, t) = (prediction.seq, prediction.pos);
             let _ = writeln!(out, "\n[MASK] at position {t} of sequence {b}, top {top_k}:\n{table}");
         }
         for (b, row) in logits.outer_iter().enumerate() {

@@ -17,6 +17,7 @@ use bert_core::trace::hook::Hook;
 use bert_core::trace::manifest::Inputs;
 use bert_core::trace::stage::{DType, Objectives, Part, Stage, StageKind};
 use bert_core::trace::{Discard, Sink, Tensor};
+use bert_core::{Batch, BertModel};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use ndarray::{Axis, Slice};
 
@@ -34,9 +35,6 @@ use crate::tokens_table;
 pub fn run(args: &TraceArgs) -> Result<i32> {
     let (threads, kernels) = pass_settings(args.threads, args.kernels.as_deref())?;
     let texts = texts(args)?;
-    if texts.is_empty() {
-        bail!("no TEXT given; try: bert-trace \"When in Rome, do as the [MASK] do.\" (or --help)");
-    }
     match args.precision {
         Precision::F32 => run_in::<f32>(args, texts, threads, kernels),
         Precision::F64 => run_in::<f64>(args, texts, threads, kernels),
@@ -70,48 +68,7 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
         eprintln!("note: kernels: reference (the plain formulas)");
     }
     model.kernels = kernels;
-    let n_heads = model.config.num_attention_heads;
-    if let Some(head) = args.head.filter(|&head| head >= n_heads) {
-        bail!("--head {head} is out of range: the model has {n_heads} heads, 0 to {}", n_heads - 1);
-    }
-    let mut inputs = Inputs {
-        texts,
-        pair: (!args.pair.is_empty()).then(|| args.pair.clone()),
-        mask_prob: args.mask_prob,
-        seed: args.seed,
-        mlm_targets: (!args.mlm_targets.is_empty()).then(|| args.mlm_targets.clone()),
-        nsp_label: (!args.nsp_labels.is_empty()).then(|| args.nsp_labels.clone()),
-        ..Inputs::default()
-    };
-    let batch = model.encode_inputs(&inputs, args.truncate)?;
-    masking_notes(&batch, args.mask_prob);
-    inputs.tokens = Some(tokens_table::tokens_seen(&model, &batch));
-    if let Some(labels) = &batch.labels.nsp {
-        inputs.nsp_label = Some(labels.to_vec());
-    }
-    let objectives = Objectives { lens: args.lens, backward: args.backward, ..batch.objectives() };
-    if args.lens && model.mlm.is_none() {
-        bail!(
-            "--lens: {}: the model has no MLM head (cls.predictions.*), which the lens reads every layer through",
-            model.source.display()
-        );
-    }
-    let with = match args.ablate_with {
-        AblateWithArg::Zero => AblateWith::Zero,
-        AblateWithArg::Mean => AblateWith::Mean,
-    };
-    let mut interventions = Interventions::load(&model, &args.ablate, with, &args.patch)?;
-    let (b, t) = batch.dims();
-    interventions.check(&model.dims(b, t))?;
-    if args.backward {
-        model.check_backward(&batch)?;
-    }
-    let stop = args.stop_at.as_deref().map(|name| model.resolve_stop(name, objectives)).transpose()?;
-    if let (true, Some(stage)) = (args.backward, stop) {
-        bail!("--backward needs the whole forward pass, up to the loss; --stop-at ends it after {stage}");
-    }
-    let only = only_filter(&args.only, &model.plan(objectives))?;
-    model.check(&batch)?;
+    let Prepared { inputs, batch, stop, only, mut interventions, .. } = prepare(args, texts, &model)?;
     let reference = args.reference.as_deref().map(Dump::open).transpose()?;
     if let Some(reference) = &reference {
         refuse_out_as_reference(&args.out, &reference.dir)?;
@@ -180,6 +137,85 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
     }
 }
 
+/// A trace ready to run: the batch the model reads and what the pass does with it, every
+/// check that can refuse the run done (the texts, the labels, the heads, the interventions,
+/// the stop stage, `--only`, the memory it needs). The CLI and the Python package share it.
+pub struct Prepared {
+    /// The manifest's inputs: the texts and options, and the tokens the model sees.
+    pub inputs: Inputs,
+    pub batch: Batch,
+    pub objectives: Objectives,
+    pub stop: Option<Stage>,
+    pub only: Selection,
+    pub interventions: Interventions,
+}
+
+/// How many bytes keeping every stage `prepared` selects takes: what a sink that holds the whole
+/// trace in memory (the Python package's) adds to the pass's own memory.
+pub fn kept_bytes<F: Float>(model: &BertModel<F>, prepared: &Prepared) -> u64 {
+    let (b, t) = prepared.batch.dims();
+    let dims = model.dims(b, t);
+    let size = |stage: &Stage| match stage.info().dtype {
+        DType::I64 => 8,
+        _ => std::mem::size_of::<F>() as u64,
+    };
+    let plan = model.plan(prepared.objectives);
+    plan.iter()
+        .filter(|stage| prepared.only.keeps(stage))
+        .map(|stage| stage.shape(&dims).iter().map(|&d| d as u64).product::<u64>().saturating_mul(size(stage)))
+        .fold(0, u64::saturating_add)
+}
+
+/// Checks `args` against `model` and makes the batch: see [`Prepared`].
+pub fn prepare<F: Float>(args: &TraceArgs, texts: Vec<String>, model: &BertModel<F>) -> Result<Prepared> {
+    if texts.is_empty() {
+        bail!("no TEXT given; try: bert-trace \"When in Rome, do as the [MASK] do.\" (or --help)");
+    }
+    let n_heads = model.config.num_attention_heads;
+    if let Some(head) = args.head.filter(|&head| head >= n_heads) {
+        bail!("--head {head} is out of range: the model has {n_heads} heads, 0 to {}", n_heads - 1);
+    }
+    let mut inputs = Inputs {
+        texts,
+        pair: (!args.pair.is_empty()).then(|| args.pair.clone()),
+        mask_prob: args.mask_prob,
+        seed: args.seed,
+        mlm_targets: (!args.mlm_targets.is_empty()).then(|| args.mlm_targets.clone()),
+        nsp_label: (!args.nsp_labels.is_empty()).then(|| args.nsp_labels.clone()),
+        ..Inputs::default()
+    };
+    let batch = model.encode_inputs(&inputs, args.truncate)?;
+    masking_notes(&batch, args.mask_prob);
+    inputs.tokens = Some(tokens_table::tokens_seen(model, &batch));
+    if let Some(labels) = &batch.labels.nsp {
+        inputs.nsp_label = Some(labels.to_vec());
+    }
+    let objectives = Objectives { lens: args.lens, backward: args.backward, ..batch.objectives() };
+    if args.lens && model.mlm.is_none() {
+        bail!(
+            "--lens: {}: the model has no MLM head (cls.predictions.*), which the lens reads every layer through",
+            model.source.display()
+        );
+    }
+    let with = match args.ablate_with {
+        AblateWithArg::Zero => AblateWith::Zero,
+        AblateWithArg::Mean => AblateWith::Mean,
+    };
+    let interventions = Interventions::load(model, &args.ablate, with, &args.patch)?;
+    let (b, t) = batch.dims();
+    interventions.check(&model.dims(b, t))?;
+    if args.backward {
+        model.check_backward(&batch)?;
+    }
+    let stop = args.stop_at.as_deref().map(|name| model.resolve_stop(name, objectives)).transpose()?;
+    if let (true, Some(stage)) = (args.backward, stop) {
+        bail!("--backward needs the whole forward pass, up to the loss; --stop-at ends it after {stage}");
+    }
+    let only = only_filter(&args.only, &model.plan(objectives))?;
+    model.check(&batch)?;
+    Ok(Prepared { inputs, batch, objectives, stop, only, interventions })
+}
+
 /// The terminal heatmap of head `head` of sequence 0 of a `[B,nh,T,T]` stage. The heatmap draws
 /// the first head of what it is given, so it is given `[B,1,T,T]`, the chosen head alone, and
 /// its title then says which head of how many that is.
@@ -225,7 +261,7 @@ fn masking_notes(batch: &bert_core::Batch, mask_prob: Option<f64>) {
 const MAX_TEXT_FILE: u64 = 64 << 20;
 
 /// The TEXT arguments, then the lines of `--file`.
-fn texts(args: &TraceArgs) -> Result<Vec<String>> {
+pub fn texts(args: &TraceArgs) -> Result<Vec<String>> {
     let mut texts = args.texts.clone();
     if let Some(path) = &args.file {
         let bytes = files::read(path, MAX_TEXT_FILE).with_context(|| format!("{}: cannot read", path.display()))?;

@@ -17,6 +17,15 @@ pub enum TensorViewMut<'a> {
 }
 
 impl TensorViewMut<'_> {
+    /// The same view for a shorter time, so that one view can be handed to several hooks.
+    pub fn reborrow(&mut self) -> TensorViewMut<'_> {
+        match self {
+            TensorViewMut::F32(a) => TensorViewMut::F32(a.view_mut()),
+            TensorViewMut::F64(a) => TensorViewMut::F64(a.view_mut()),
+            TensorViewMut::I64(a) => TensorViewMut::I64(a.view_mut()),
+        }
+    }
+
     pub fn shape(&self) -> &[usize] {
         match self {
             TensorViewMut::F32(a) => a.shape(),
@@ -41,5 +50,30 @@ pub trait Hook {
     fn backward(&mut self, stage: Stage, grad: TensorViewMut<'_>, attention_mask: ArrayView2<'_, i64>) -> Result<()> {
         let _ = (grad, attention_mask);
         Err(crate::error::BertError::Labels(format!("a backward pass through the hook on {stage} is not supported")))
+    }
+}
+
+/// Several hooks as one, each applied in turn to the stages it wants (the command line's
+/// interventions, then a Python function's).
+pub struct Chain<'a>(pub Vec<&'a mut dyn Hook>);
+
+impl Hook for Chain<'_> {
+    fn wants(&self, stage: &Stage) -> bool {
+        self.0.iter().any(|hook| hook.wants(stage))
+    }
+
+    fn apply(&mut self, stage: Stage, mut tensor: TensorViewMut<'_>, attention_mask: ArrayView2<'_, i64>) -> Result<()> {
+        for hook in self.0.iter_mut().filter(|hook| hook.wants(&stage)) {
+            hook.apply(stage, tensor.reborrow(), attention_mask)?;
+        }
+        Ok(())
+    }
+
+    fn backward(&mut self, stage: Stage, mut grad: TensorViewMut<'_>, attention_mask: ArrayView2<'_, i64>) -> Result<()> {
+        // The last change made is the first undone.
+        for hook in self.0.iter_mut().rev().filter(|hook| hook.wants(&stage)) {
+            hook.backward(stage, grad.reborrow(), attention_mask)?;
+        }
+        Ok(())
     }
 }

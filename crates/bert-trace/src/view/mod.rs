@@ -20,10 +20,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use bert_core::dump::Dump;
 use bert_core::BertModel;
-use globset::{Glob, GlobSetBuilder};
+use globset::{Glob, GlobSet, GlobSetBuilder};
 use ndarray::{Axis, Ix3, Ix4};
 
-use self::data::{Names, Sequences, Stages};
+pub use self::data::Names;
+use self::data::{Sequences, Stages};
 use self::picture::{Label, Scale};
 use crate::cli::ViewArgs;
 use crate::model_source;
@@ -81,7 +82,7 @@ pub fn run(args: &ViewArgs) -> Result<i32> {
             Some(set.build()?)
         }
     };
-    let (data, left_out) = data::page(&dump, &names, chosen.as_ref())?;
+    let (page, left_out) = page_html(&dump, &names, chosen.as_ref())?;
     if !left_out.is_empty() {
         eprintln!(
             "note: {} heatmap stage(s) left out to keep the page under about 55 MB ({}); choose heatmaps with --heatmap GLOB",
@@ -89,6 +90,17 @@ pub fn run(args: &ViewArgs) -> Result<i32> {
             left_out.iter().take(3).cloned().collect::<Vec<_>>().join(", ") + if left_out.len() > 3 { ", ..." } else { "" }
         );
     }
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("view.html"));
+    owned_file::write(&out, page.as_bytes(), Format::Text, "page")?;
+    println!("wrote {} ({:.1} MB): open it in a browser; it needs no network", out.display(), page.len() as f64 / 1e6);
+    Ok(0)
+}
+
+/// The page of `dump`, as `bert-trace view` writes it (one self-contained HTML document), and
+/// the heatmap stages left out to keep it under its size budget. `names` names the tokens;
+/// `chosen` limits the heatmaps.
+pub fn page_html(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<(String, Vec<String>)> {
+    let (data, left_out) = data::page(dump, names, chosen)?;
     let json = serde_json::to_string(&data)?.replace('<', "\\u003c");
     let page = PAGE
         .replacen("<!--BERT_TRACE_STYLE-->", &format!("<style>\n{STYLE}</style>"), 1)
@@ -98,10 +110,7 @@ pub fn run(args: &ViewArgs) -> Result<i32> {
             1,
         )
         .replacen("<!--BERT_TRACE_SCRIPT-->", &format!("<script>\n{SCRIPT}</script>"), 1);
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("view.html"));
-    owned_file::write(&out, page.as_bytes(), Format::Text, "page")?;
-    println!("wrote {} ({:.1} MB): open it in a browser; it needs no network", out.display(), page.len() as f64 / 1e6);
-    Ok(0)
+    Ok((page, left_out))
 }
 
 /// The page's data and, for `stage`, the SVG of its picture, as [`run`] makes them but written

