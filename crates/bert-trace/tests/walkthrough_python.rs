@@ -102,15 +102,21 @@ fn clear_dumps(markdown: &str, dir: &Path) {
 }
 
 fn check_chapter(chapter: &Path) -> Vec<String> {
-    let dir = chapter.parent().expect("in a directory");
+    check_markdown(chapter, chapter.parent().expect("in a directory"), true)
+}
+
+/// The python blocks of `chapter`, run in `dir`; with `consoles`, its commands too.
+fn check_markdown(chapter: &Path, dir: &Path, consoles: bool) -> Vec<String> {
     let markdown = std::fs::read_to_string(chapter).expect("readable chapter");
     let blocks = blocks(&markdown);
-    clear_dumps(&markdown, dir);
+    if consoles {
+        clear_dumps(&markdown, dir);
+    }
     let mut earlier = String::new();
     let mut failures = Vec::new();
     for (idx, block) in blocks.iter().enumerate() {
         match block.lang.as_str() {
-            "console" => failures.extend(run_console(block, dir, chapter)),
+            "console" if consoles => failures.extend(run_console(block, dir, chapter)),
             "python" => {
                 let script = format!(
                     "{earlier}\nimport sys, io\n_bt_out = io.StringIO()\n_bt_real = sys.stdout\nsys.stdout = _bt_out\n{}\nsys.stdout = _bt_real\nprint(_bt_out.getvalue(), end='')\n",
@@ -170,5 +176,17 @@ fn walkthrough_python_blocks() {
     }
     println!("{ran} python blocks in {} chapters", chapters.len());
     assert!(ran > 0, "no python blocks found in {}", dir.display());
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The README's python blocks (the Python package's section) run like the walkthrough's, from
+/// this crate's directory, where trycmd runs the README's commands.
+#[test]
+fn readme_python_blocks() {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = crate_dir.join("../../README.md");
+    let count = blocks(&std::fs::read_to_string(&readme).expect("readable")).iter().filter(|b| b.lang == "python").count();
+    assert!(count > 0, "the README has no python block");
+    let failures = check_markdown(&readme, crate_dir, false);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
