@@ -13,7 +13,37 @@ Hook = Callable[[np.ndarray], Optional[np.ndarray]]
 class Model:
     def __init__(self, path_or_id: Optional[PathLike] = None) -> None: ...
     def trace(
-        self, text: Union[str, Sequence[str]], *, hooks: Optional[Mapping[str, Hook]] = None, **options: Any
+        self,
+        text: Union[str, Sequence[str]],
+        *,
+        hooks: Optional[Mapping[str, Hook]] = None,
+        file: Optional[PathLike] = None,
+        pair: Union[None, str, Sequence[str]] = None,
+        stop_at: Optional[str] = None,
+        only: Union[None, str, Sequence[str]] = None,
+        out: Optional[PathLike] = None,
+        mask_prob: Optional[float] = None,
+        seed: Optional[int] = None,
+        mlm_target: Union[None, str, Sequence[str]] = None,
+        nsp_label: Union[None, int, Sequence[int]] = None,
+        kernels: Optional[str] = None,
+        precision: str = "f32",
+        no_dump: bool = False,
+        npz: bool = False,
+        force: bool = False,
+        truncate: bool = False,
+        color: str = "auto",
+        head: Optional[int] = None,
+        top_k: int = 5,
+        threads: Optional[int] = None,
+        reference: Optional[PathLike] = None,
+        ablate: Union[None, str, Sequence[str]] = None,
+        ablate_with: str = "zero",
+        patch: Union[None, str, Sequence[str]] = None,
+        lens: bool = False,
+        backward: bool = False,
+        atol: Optional[float] = None,
+        rtol: Optional[float] = None,
     ) -> Trace: ...
     @property
     def source(self) -> str: ...
@@ -33,7 +63,9 @@ class Trace(Mapping[str, np.ndarray]):
     def manifest(self) -> dict[str, Any]: ...
     @property
     def model(self) -> Optional[Model]: ...
-    def predictions(self, k: int = 5) -> list[dict[str, Any]]: ...
+    @property
+    def report(self) -> Optional[DiffReport]: ...
+    def predictions(self, k: Optional[int] = None) -> list[dict[str, Any]]: ...
     def formula(self, stage: str) -> str: ...
     def stage_table(self) -> list[dict[str, Any]]: ...
     def save(self, dir: PathLike, *, force: bool = False, npz: bool = False) -> None: ...
@@ -61,7 +93,33 @@ def trace(
     model: Union[None, PathLike, Model] = None,
     *,
     hooks: Optional[Mapping[str, Hook]] = None,
-    **options: Any,
+    file: Optional[PathLike] = None,
+    pair: Union[None, str, Sequence[str]] = None,
+    stop_at: Optional[str] = None,
+    only: Union[None, str, Sequence[str]] = None,
+    out: Optional[PathLike] = None,
+    mask_prob: Optional[float] = None,
+    seed: Optional[int] = None,
+    mlm_target: Union[None, str, Sequence[str]] = None,
+    nsp_label: Union[None, int, Sequence[int]] = None,
+    kernels: Optional[str] = None,
+    precision: str = "f32",
+    no_dump: bool = False,
+    npz: bool = False,
+    force: bool = False,
+    truncate: bool = False,
+    color: str = "auto",
+    head: Optional[int] = None,
+    top_k: int = 5,
+    threads: Optional[int] = None,
+    reference: Optional[PathLike] = None,
+    ablate: Union[None, str, Sequence[str]] = None,
+    ablate_with: str = "zero",
+    patch: Union[None, str, Sequence[str]] = None,
+    lens: bool = False,
+    backward: bool = False,
+    atol: Optional[float] = None,
+    rtol: Optional[float] = None,
 ) -> Trace: ...
 def load(dir: PathLike, model: Union[None, PathLike, Model] = None) -> Trace: ...
 def diff(

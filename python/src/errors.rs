@@ -22,9 +22,10 @@ fn class_of(error: &anyhow::Error) -> &'static str {
                 {
                     "NotFoundError"
                 }
-                BertError::Io { .. } | BertError::File { .. } | BertError::Dump { .. } | BertError::Checkpoint { .. } => {
-                    "FileError"
-                }
+                BertError::Io { .. }
+                | BertError::File { .. }
+                | BertError::Dump { .. }
+                | BertError::Checkpoint { .. } => "FileError",
                 _ => "InputError",
             };
         }

@@ -12,10 +12,10 @@
 //! | `trace(..., hooks={stage: fn})` | `hooks.rs` | `--ablate`, `--patch` (the same seam) |
 //! | `bert_trace.Error` and its subclasses | `errors.rs` | the one-line message and exit 2 |
 
-mod report;
 mod errors;
 mod hooks;
 mod model;
+mod report;
 mod result;
 mod run;
 
@@ -85,7 +85,11 @@ fn diff(
 ) -> PyResult<report::DiffReport> {
     for (name, value) in [("atol", atol), ("rtol", rtol)] {
         if value.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
-            return Err(raise(py, "InputError", format!("{name}={}: expected a finite number, 0 or more", value.unwrap_or_default())));
+            return Err(raise(
+                py,
+                "InputError",
+                format!("{name}={}: expected a finite number, 0 or more", value.unwrap_or_default()),
+            ));
         }
     }
     report::diff(py, reference, trace, ToleranceArgs { atol, rtol }, isolate, truth, model)

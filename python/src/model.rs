@@ -23,6 +23,8 @@ pub struct Model {
     pub f32: Arc<Mutex<BertModel>>,
     /// The same checkpoint loaded in f64, for `precision="f64"`, loaded when first asked for.
     pub f64: Mutex<Option<Arc<Mutex<BertModel<f64>>>>>,
+    /// The checkpoint's fingerprint (the SHA-256 of its position table), computed once.
+    fingerprint: std::sync::OnceLock<String>,
 }
 
 // The passes run with the GIL released, on this thread, while Python goes on: the model must
@@ -39,7 +41,14 @@ impl Model {
         let args = ModelArgs { model: spec };
         let (model, embedded) = py.detach(|| model_source::load(&args)).or_raise(py)?;
         let name = model_source::name(&args, &model);
-        Ok(Model { args, name, embedded, f32: Arc::new(Mutex::new(model)), f64: Mutex::new(None) })
+        let fingerprint = std::sync::OnceLock::new();
+        Ok(Model { args, name, embedded, f32: Arc::new(Mutex::new(model)), f64: Mutex::new(None), fingerprint })
+    }
+
+    /// The checkpoint's fingerprint, which every manifest records: the same for its f32 and its
+    /// f64 model (it hashes the table as f32).
+    pub fn fingerprint<F: bert_core::ops::Float>(&self, model: &BertModel<F>) -> String {
+        self.fingerprint.get_or_init(|| model.fingerprint()).clone()
     }
 
     /// The model in f64, loaded from the same files the first time.

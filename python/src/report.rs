@@ -21,7 +21,7 @@ use crate::result::{model_of, Trace};
 use crate::run::path_text;
 
 /// A temporary dump directory, removed when dropped.
-struct Scratch(PathBuf);
+pub struct Scratch(PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -29,19 +29,24 @@ impl Drop for Scratch {
     }
 }
 
+/// A trace as a dump: the directory it was read from or saved to, or else written once into a
+/// temporary directory (removed when the returned guard is dropped).
+pub fn open_trace(py: Python<'_>, trace: &Trace) -> PyResult<(Dump, Option<Scratch>)> {
+    if let Some(dir) = trace.dir() {
+        return Ok((py.detach(|| Dump::open(&dir)).or_raise(py)?, None));
+    }
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let name = format!("bert-trace-py-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let scratch = Scratch(std::env::temp_dir().join(name));
+    trace.write(py, scratch.0.clone(), false, false)?;
+    let dump = Dump::open(&scratch.0).or_raise(py)?;
+    Ok((dump, Some(scratch)))
+}
+
 /// A trace or a dump directory (or .npz), opened as a dump.
 fn open(py: Python<'_>, side: &Bound<'_, PyAny>) -> PyResult<(Dump, Option<Scratch>)> {
     if let Ok(trace) = side.cast::<Trace>() {
-        let trace = trace.get();
-        if let Some(dir) = trace.dir() {
-            return Ok((py.detach(|| Dump::open(&dir)).or_raise(py)?, None));
-        }
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let name = format!("bert-trace-py-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let scratch = Scratch(std::env::temp_dir().join(name));
-        trace.write(py, scratch.0.clone(), false, false)?;
-        let dump = Dump::open(&scratch.0).or_raise(py)?;
-        return Ok((dump, Some(scratch)));
+        return open_trace(py, trace.get());
     }
     let path = PathBuf::from(path_text(py, side)?);
     Ok((py.detach(|| Dump::open(&path)).or_raise(py)?, None))
@@ -104,7 +109,12 @@ impl DiffReport {
             let max_abs = if stats.is_none() { "-".to_string() } else { stats.get_item("max_abs")?.str()?.to_string() };
             table.push(vec![text("name")?, max_abs, text("status")?]);
         }
-        let verdict = self.text.lines().filter(|l| l.contains("stages in common pass") || l.starts_with("first failing")).collect::<Vec<_>>().join("\n");
+        let verdict = self
+            .text
+            .lines()
+            .filter(|l| l.contains("stages in common pass") || l.starts_with("first failing"))
+            .collect::<Vec<_>>()
+            .join("\n");
         Ok(format!("<p><b>{}</b></p>\n", html_escape(&verdict)) + &html_table(&["stage", "max|Δ|", "result"], &table))
     }
 }
@@ -140,9 +150,21 @@ pub fn diff(
             }
             None => None,
         };
-        let rendered = diff_cmd::render(&reference, &trace, tolerance, isolation.as_ref(), truth.as_deref()).or_raise(py)?;
-        Ok(DiffReport { passed: rendered.passed, text: rendered.text, json: rendered.json.to_string() })
+        compare(py, &reference, &trace, tolerance, isolation.as_ref(), truth.as_deref())
     })
+}
+
+/// The report of two dumps, as `bert-trace diff` makes it.
+pub fn compare(
+    py: Python<'_>,
+    reference: &Dump,
+    trace: &Dump,
+    tolerance: ToleranceArgs,
+    isolation: Option<&Isolation>,
+    truth: Option<&[bert_core::truth::TruthStage]>,
+) -> PyResult<DiffReport> {
+    let rendered = diff_cmd::render(reference, trace, tolerance, isolation, truth).or_raise(py)?;
+    Ok(DiffReport { passed: rendered.passed, text: rendered.text, json: rendered.json.to_string() })
 }
 
 /// The page of `bert-trace view`, for a notebook: shown in an `<iframe>` of its own (its

@@ -12,12 +12,12 @@ use bert_core::trace::stage::{self, Stage};
 use bert_core::trace::summary::Summary;
 use bert_core::trace::{Sink, Tensor, TensorView};
 use bert_trace::predictions::mask_predictions;
-use bert_trace::stats::StageStats;
 use bert_trace::table::{html_escape, html_table, num};
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use std::sync::OnceLock;
 
 use crate::errors::{guarded, raise, OrRaise};
 use crate::model::Model;
@@ -34,26 +34,27 @@ pub struct Row {
 }
 
 impl Row {
-    pub fn of(stats: &StageStats) -> Row {
-        Row {
-            name: stats.stage.name(),
-            shape: stats.shape.clone(),
-            min: stats.min,
-            mean: stats.mean,
-            std: stats.std,
-            max: stats.max,
-        }
-    }
-
-    /// The row of a stage read from a dump, summarised as the CLI's stage table does.
-    fn read(name: &str, tensor: &Tensor) -> Row {
-        let summary = match tensor {
-            Tensor::F32(a) => Summary::of_f32(&a.iter().copied().collect::<Vec<f32>>()),
-            Tensor::F64(a) => Summary::of_f64(&a.iter().copied().collect::<Vec<f64>>()),
-            Tensor::I64(a) => Summary::of_i64(&a.iter().copied().collect::<Vec<i64>>()),
+    /// The stage table's row of one array, summarised as the command's stage table does.
+    fn of(py: Python<'_>, name: &str, array: &Bound<'_, PyAny>) -> PyResult<Row> {
+        let _ = py;
+        let summary = if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
+            let a = a.readonly();
+            match a.as_slice() {
+                Ok(values) => Summary::of_f32(values),
+                Err(_) => Summary::of_f32(&a.as_array().iter().copied().collect::<Vec<f32>>()),
+            }
+        } else if let Ok(a) = array.cast::<PyArrayDyn<f64>>() {
+            Summary::of_f64(&a.readonly().as_array().iter().copied().collect::<Vec<f64>>())
+        } else if let Ok(a) = array.cast::<PyArrayDyn<i64>>() {
+            Summary::of_i64(&a.readonly().as_array().iter().copied().collect::<Vec<i64>>())
+        } else {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "{name}: not a float32, float64 or int64 array"
+            )));
         };
+        let shape: Vec<usize> = array.getattr("shape")?.extract()?;
         let Summary { min, mean, std, max } = summary;
-        Row { name: name.to_string(), shape: tensor.shape().to_vec(), min, mean, std, max }
+        Ok(Row { name: name.to_string(), shape, min, mean, std, max })
     }
 }
 
@@ -77,24 +78,36 @@ use pyo3::types::IntoPyDict;
 pub struct Trace {
     manifest: Manifest,
     arrays: Vec<Py<PyAny>>,
-    rows: Vec<Row>,
-    /// The model's vocabulary, id by id, to name predicted tokens.
-    vocab: Option<Vec<String>>,
+    /// The stage table's rows, computed when first asked for (a trace is not slowed by them).
+    rows: OnceLock<Vec<Row>>,
+    /// The model that made the trace (or that `load` was given): it names predicted tokens.
     model: Option<Py<Model>>,
     /// The dump directory this trace was read from or last saved to.
     dir: Mutex<Option<PathBuf>>,
+    /// How many guesses `predictions()` gives by default (`top_k=`, as the command shows).
+    pub(crate) top_k: usize,
+    /// The diff against `reference=`, when the trace was asked for one.
+    pub(crate) report: Option<Py<crate::report::DiffReport>>,
 }
 
 impl Trace {
-    pub fn new(
-        manifest: Manifest,
-        arrays: Vec<Py<PyAny>>,
-        rows: Vec<Row>,
-        vocab: Option<Vec<String>>,
-        model: Option<Py<Model>>,
-        dir: Option<PathBuf>,
-    ) -> Trace {
-        Trace { manifest, arrays, rows, vocab, model, dir: Mutex::new(dir) }
+    pub fn new(manifest: Manifest, arrays: Vec<Py<PyAny>>, model: Option<Py<Model>>, dir: Option<PathBuf>) -> Trace {
+        Trace { manifest, arrays, rows: OnceLock::new(), model, dir: Mutex::new(dir), top_k: 5, report: None }
+    }
+
+    /// The stage table's rows.
+    fn rows(&self, py: Python<'_>) -> PyResult<&[Row]> {
+        if self.rows.get().is_none() {
+            let rows = self
+                .manifest
+                .stages
+                .iter()
+                .zip(&self.arrays)
+                .map(|(entry, array)| Row::of(py, &entry.name, array.bind(py)))
+                .collect::<PyResult<Vec<Row>>>()?;
+            let _ = self.rows.set(rows);
+        }
+        Ok(self.rows.get().expect("set above"))
     }
 
     /// Reads the dump at `dir` (ours, `dump_reference.py`'s or a numpy user's); `model` names
@@ -102,17 +115,11 @@ impl Trace {
     pub fn load(py: Python<'_>, dir: PathBuf, model: Option<Py<Model>>) -> PyResult<Trace> {
         let dump = py.detach(|| bert_core::Dump::open(&dir)).or_raise(py)?;
         let mut arrays = Vec::new();
-        let mut rows = Vec::new();
         for entry in &dump.manifest.stages {
             let tensor = py.detach(|| dump.read(entry)).or_raise(py)?;
-            rows.push(Row::read(&entry.name, &tensor));
             arrays.push(to_numpy(py, tensor)?);
         }
-        let vocab = model.as_ref().map(|m| {
-            let model = m.get().f32.lock().expect("not poisoned");
-            (0..model.tokenizer.vocab_len()).map(|id| model.tokenizer.id_to_token(id as u32).unwrap_or_default()).collect()
-        });
-        Ok(Trace::new(dump.manifest.clone(), arrays, rows, vocab, model, Some(dump.dir.clone())))
+        Ok(Trace::new(dump.manifest.clone(), arrays, model, Some(dump.dir.clone())))
     }
 
     fn index(&self, name: &str) -> Option<usize> {
@@ -130,7 +137,11 @@ impl Trace {
         let mut stages = Vec::new();
         for entry in &m.stages {
             let stage = stage::parse(&entry.name).ok_or_else(|| {
-                raise(py, "InputError", format!("{}: not a stage of bert-trace's table, so not saved in its dump format", entry.name))
+                raise(
+                    py,
+                    "InputError",
+                    format!("{}: not a stage of bert-trace's table, so not saved in its dump format", entry.name),
+                )
             })?;
             stages.push(stage);
         }
@@ -236,22 +247,32 @@ impl Trace {
     }
 
     /// The `k` most likely tokens at every `[MASK]`, from `mlm.logits`: a list of
-    /// `{"sequence", "position", "top": [{"token", "id", "probability"}]}`.
-    #[pyo3(signature = (k = 5))]
-    fn predictions(&self, py: Python<'_>, k: usize) -> PyResult<Vec<Py<PyAny>>> {
+    /// `{"sequence", "position", "top": [{"token", "id", "probability"}]}`. `k` defaults to the
+    /// trace's `top_k` (5).
+    #[pyo3(signature = (k = None))]
+    fn predictions(&self, py: Python<'_>, k: Option<usize>) -> PyResult<Vec<Py<PyAny>>> {
+        let k = k.unwrap_or(self.top_k);
         guarded(py, || {
             let (Some(ids), Some(logits)) = (self.index("input.ids"), self.index("mlm.logits")) else {
-                return Err(raise(py, "InputError", "this trace has no mlm.logits (and input.ids) to predict from".into()));
+                return Err(raise(
+                    py,
+                    "InputError",
+                    "this trace has no mlm.logits (and input.ids) to predict from".into(),
+                ));
             };
             let ids = self.arrays[ids].bind(py).cast::<PyArrayDyn<i64>>().map_err(PyErr::from)?.readonly();
             let logits = self.arrays[logits].bind(py).call_method1("astype", ("float32",))?;
             let logits = logits.cast::<PyArrayDyn<f32>>().map_err(PyErr::from)?.readonly();
             let (ids, logits) = (ids.as_array(), logits.as_array());
-            let ids = ids.into_dimensionality::<ndarray::Ix2>().map_err(|e| raise(py, "InputError", format!("input.ids: {e}")))?;
-            let logits =
-                logits.into_dimensionality::<ndarray::Ix3>().map_err(|e| raise(py, "InputError", format!("mlm.logits: {e}")))?;
-            let vocab = self.vocab.as_deref();
-            let mask_id = vocab.and_then(|v| v.iter().position(|t| t == MASK)).map(|i| i as i64);
+            let ids = ids
+                .into_dimensionality::<ndarray::Ix2>()
+                .map_err(|e| raise(py, "InputError", format!("input.ids: {e}")))?;
+            let logits = logits
+                .into_dimensionality::<ndarray::Ix3>()
+                .map_err(|e| raise(py, "InputError", format!("mlm.logits: {e}")))?;
+            let model = self.model.as_ref().map(|m| m.get().f32.lock().expect("not poisoned"));
+            let tokenizer = model.as_ref().map(|m| &m.tokenizer);
+            let mask_id = tokenizer.and_then(|t| t.token_to_id(MASK)).map(i64::from);
             // Without a vocabulary, the [MASK] is found by the token strings the manifest gives.
             let tokens = self.tokens();
             let mask_id = mask_id.or_else(|| {
@@ -259,7 +280,7 @@ impl Trace {
                     .find(|((b, t), _)| tokens.get(*b).and_then(|row| row.get(*t)).is_some_and(|s| s == MASK))
                     .map(|(_, &id)| id)
             });
-            let name = |id: usize| vocab.and_then(|v| v.get(id).cloned()).unwrap_or_else(|| format!("#{id}"));
+            let name = |id: usize| tokenizer.and_then(|t| t.id_to_token(id as u32)).unwrap_or_else(|| format!("#{id}"));
             let mut out = Vec::new();
             for p in mask_predictions(ids, logits, mask_id, k, &name) {
                 let top = PyList::empty(py);
@@ -292,7 +313,7 @@ impl Trace {
     /// Hugging Face module it equals.
     fn stage_table(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
         let mut out = Vec::new();
-        for (row, entry) in self.rows.iter().zip(&self.manifest.stages) {
+        for (row, entry) in self.rows(py)?.iter().zip(&self.manifest.stages) {
             let d = PyDict::new(py);
             d.set_item("name", &row.name)?;
             d.set_item("shape", row.shape.clone())?;
@@ -328,15 +349,21 @@ impl Trace {
         guarded(py, || crate::report::page(py, self))
     }
 
+    /// The diff against the dump the trace was given as `reference=`, or None.
+    #[getter]
+    fn report(&self, py: Python<'_>) -> Option<Py<crate::report::DiffReport>> {
+        self.report.as_ref().map(|r| r.clone_ref(py))
+    }
+
     /// The model that made the trace, if it is loaded here.
     #[getter]
     fn model(&self, py: Python<'_>) -> Option<Py<Model>> {
         self.model.as_ref().map(|m| m.clone_ref(py))
     }
 
-    fn _repr_html_(&self) -> String {
+    fn _repr_html_(&self, py: Python<'_>) -> PyResult<String> {
         let rows: Vec<Vec<String>> = self
-            .rows
+            .rows(py)?
             .iter()
             .map(|r| {
                 let formula = stage::parse(&r.name).map(|s| s.formula().to_string()).unwrap_or_default();
@@ -348,11 +375,16 @@ impl Trace {
             html_escape(&self.manifest.model),
             self.arrays.len()
         );
-        title + &html_table(&["stage", "shape", "min", "mean", "std", "max", "formula"], &rows)
+        Ok(title + &html_table(&["stage", "shape", "min", "mean", "std", "max", "formula"], &rows))
     }
 
     fn __repr__(&self) -> String {
-        format!("bert_trace.Trace({} stages of {:?}: {:?})", self.arrays.len(), self.manifest.model, self.manifest.inputs.texts)
+        format!(
+            "bert_trace.Trace({} stages of {:?}: {:?})",
+            self.arrays.len(),
+            self.manifest.model,
+            self.manifest.inputs.texts
+        )
     }
 }
 

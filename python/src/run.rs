@@ -15,8 +15,7 @@ use bert_core::trace::manifest::{Manifest, ManifestStage, FORMAT};
 use bert_core::trace::stage::Stage;
 use bert_core::trace::{Sink, Tensor, TensorView};
 use bert_core::{BertError, BertModel};
-use bert_trace::cli::{Cli, Precision};
-use bert_trace::stats::Recorder;
+use bert_trace::cli::{Cli, Precision, ToleranceArgs};
 use bert_trace::trace_cmd::{self, Prepared, Selection};
 use clap::Parser;
 use pyo3::prelude::*;
@@ -25,11 +24,15 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use crate::errors::{raise, OrRaise};
 use crate::hooks::PyHooks;
 use crate::model::Model;
-use crate::result::{Row, Trace};
+use crate::result::Trace;
 
 /// The command line the keyword options stand for: `--name value` for each, a flag for True,
 /// nothing for None or False, the option repeated for a list; then `--` and the texts.
-fn command_line(text: &Bound<'_, PyAny>, model: Option<String>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<String>> {
+fn command_line(
+    text: &Bound<'_, PyAny>,
+    model: Option<String>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Vec<String>> {
     let mut argv = vec!["bert-trace".to_string()];
     if let Some(model) = model {
         argv.extend(["--model".into(), model]);
@@ -125,15 +128,20 @@ pub fn trace_with_model(
     };
     let (threads, kernels) = trace_cmd::pass_settings(args.threads, args.kernels.as_deref()).or_raise(py)?;
     let texts = trace_cmd::texts(&args).or_raise(py)?;
+    // Without `out=`, a trace stays in memory; with it, the command's dump is written too.
+    let write_out = match options {
+        Some(o) => o.get_item("out")?.is_some_and(|v| !v.is_none()),
+        None => false,
+    };
     let handle = model.get();
     match args.precision {
         Precision::F32 => {
             let model_lock = std::sync::Arc::clone(&handle.f32);
-            run(py, &args, texts, &model_lock, &model, hooks, threads, kernels)
+            run(py, &args, texts, &model_lock, &model, hooks, (threads, kernels, write_out))
         }
         Precision::F64 => {
             let model_lock = handle.in_f64(py)?;
-            run(py, &args, texts, &model_lock, &model, hooks, threads, kernels)
+            run(py, &args, texts, &model_lock, &model, hooks, (threads, kernels, write_out))
         }
     }
 }
@@ -173,7 +181,6 @@ impl Sink for Collect {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run<F: Float>(
     py: Python<'_>,
     args: &bert_trace::cli::TraceArgs,
@@ -181,8 +188,7 @@ fn run<F: Float>(
     model_lock: &std::sync::Arc<Mutex<BertModel<F>>>,
     handle: &Py<Model>,
     hooks: Option<&Bound<'_, PyDict>>,
-    threads: usize,
-    kernels: bert_core::Kernels,
+    (threads, kernels, write_out): (usize, bert_core::Kernels, bool),
 ) -> PyResult<Trace> {
     let mut model = model_lock.lock().expect("not poisoned");
     model.kernels = kernels;
@@ -194,7 +200,11 @@ fn run<F: Float>(
         let name: String = name.extract()?;
         let stage = model.resolve_stop(&name, prepared.objectives).or_raise(py)?;
         if stage.name() != name {
-            return Err(raise(py, "InputError", format!("hooks: `{name}` is a group of stages; name one stage, such as {stage}")));
+            return Err(raise(
+                py,
+                "InputError",
+                format!("hooks: `{name}` is a group of stages; name one stage, such as {stage}"),
+            ));
         }
         if !function.is_callable() {
             return Err(pyo3::exceptions::PyTypeError::new_err(format!("hooks[\"{name}\"] is not callable")));
@@ -203,10 +213,10 @@ fn run<F: Float>(
     }
     let mut py_hooks = PyHooks::new(functions);
     let Prepared { inputs, batch, stop, only, mut interventions, .. } = prepared;
-    let mut collect = Collect { only: only.clone(), stages: Vec::new(), no_gradient: Vec::new(), interrupt: Mutex::new(None) };
+    let mut collect =
+        Collect { only: only.clone(), stages: Vec::new(), no_gradient: Vec::new(), interrupt: Mutex::new(None) };
     let model_ref: &BertModel<F> = &model;
-    let (traced, rows) = py.detach(|| {
-        let mut recorder = Recorder::new(&mut collect, None);
+    let traced = py.detach(|| {
         let mut chain = Chain(Vec::new());
         if !interventions.is_empty() {
             chain.0.push(&mut interventions as &mut dyn Hook);
@@ -216,9 +226,7 @@ fn run<F: Float>(
         }
         let hook = (!chain.0.is_empty()).then_some(&mut chain as &mut dyn Hook);
         let pass = Pass { stop_after: stop, hook, lens: args.lens, backward: args.backward };
-        let traced = model_ref.trace_with(&batch, &mut recorder, pass).map(|t| t.stopped_at);
-        let rows: Vec<Row> = recorder.rows.iter().filter(|r| only.keeps(&r.stage)).map(Row::of).collect();
-        (traced, rows)
+        model_ref.trace_with(&batch, &mut collect, pass).map(|t| t.stopped_at)
     });
     if let Some(error) = py_hooks.error.take() {
         return Err(error);
@@ -227,8 +235,6 @@ fn run<F: Float>(
         return Err(error);
     }
     let stopped_at = traced.or_raise(py)?;
-    let vocab: Vec<String> =
-        (0..model.tokenizer.vocab_len()).map(|id| model.tokenizer.id_to_token(id as u32).unwrap_or_default()).collect();
     let manifest = Manifest {
         format: FORMAT.into(),
         producer: serde_json::json!({
@@ -241,14 +247,28 @@ fn run<F: Float>(
         only_stages: (!args.only.is_empty()).then(|| args.only.clone()),
         stopped_at: stopped_at.map(|s| s.name()),
         archive: None,
-        model_fingerprint: Some(model.fingerprint()),
+        model_fingerprint: Some(handle.get().fingerprint(&model)),
         interventions: interventions.records(),
         lens: args.lens,
         no_gradient: collect.no_gradient.clone(),
     };
     drop(model);
-    let arrays = collect.stages.into_iter().map(|(_, tensor)| crate::result::to_numpy(py, tensor)).collect::<PyResult<_>>()?;
-    Ok(Trace::new(manifest, arrays, rows, Some(vocab), Some(handle.clone_ref(py)), None))
+    let arrays =
+        collect.stages.into_iter().map(|(_, tensor)| crate::result::to_numpy(py, tensor)).collect::<PyResult<_>>()?;
+    let mut trace = Trace::new(manifest, arrays, Some(handle.clone_ref(py)), None);
+    trace.top_k = args.top_k;
+    // `out=` writes the command's dump, as the command does (without it, nothing is written).
+    if write_out {
+        trace.write(py, args.out.clone(), args.force, args.npz)?;
+        trace.remember(args.out.clone());
+    }
+    if let Some(reference) = &args.reference {
+        let tolerance = ToleranceArgs { atol: args.tolerance.atol, rtol: args.tolerance.rtol };
+        let reference = py.detach(|| bert_core::Dump::open(reference)).or_raise(py)?;
+        let (dump, _scratch) = crate::report::open_trace(py, &trace)?;
+        trace.report = Some(Py::new(py, crate::report::compare(py, &reference, &dump, tolerance, None, None)?)?);
+    }
+    Ok(trace)
 }
 
 /// A stage's manifest entry, as the dump writer makes it.

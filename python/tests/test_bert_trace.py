@@ -264,3 +264,25 @@ def test_the_notebook_html_renders_offline(tmp_path):
     (tmp_path / "view.html").write_text(page.html, encoding="utf-8")
     run = subprocess.run(["node", BROWSER / "check_view.mjs", tmp_path / "view.html", tmp_path / "shots"], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_stubs_name_every_option_of_the_command():
+    import ast
+    import re
+
+    help_text = cli("--help").stdout
+    flags = set(re.findall(r"^\s+(?:-\w, )?(--[a-z][a-z-]*)(?: <|$)", help_text, re.M)) - {"--help", "--version", "--model"}
+    stub = ast.parse((Path(bert_trace.__file__).parent / "_bert_trace.pyi").read_text())
+    traces = [n for n in ast.walk(stub) if isinstance(n, ast.FunctionDef) and n.name == "trace"]
+    assert len(traces) == 2, "bert_trace.trace and Model.trace"
+    for node in traces:
+        keywords = {"--" + a.arg.replace("_", "-") for a in node.args.kwonlyargs} - {"--hooks"}
+        assert keywords == flags, f"the stub and `bert-trace --help` differ in {sorted(keywords ^ flags)}"
+
+
+def test_out_writes_the_dump_and_reference_diffs_it(tmp_path):
+    t = bert_trace.trace("When in Rome, do as the [MASK] do.", out=tmp_path / "out", reference=ROOT / "golden/tiny/dumps/mask")
+    assert (tmp_path / "out" / "manifest.json").is_file()
+    assert t.report is not None and t.report.passed
+    assert bert_trace.trace("x").report is None
+    assert len(t.predictions()[0]["top"]) == 5 and len(bert_trace.trace("[MASK]", top_k=2).predictions()[0]["top"]) == 2

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p bert-core --example bench -- forward --model DIR
-//!     [--tokens 12,128,512] [--batch 1,8] [--trace off,on,rerun,rerun-unsynced] [--out DUMP_DIR]
+//!     [--tokens 12,128,512] [--batch 1,8] [--trace off,on,rerun,rerun-unsynced,memory] [--out DUMP_DIR]
 //!     [--min-secs 3]
 //! cargo run --release -p bert-core --example bench -- profile --model DIR [--tokens 12] [--batch 1]
 //!     [--trace off,rerun] [--out DUMP_DIR]
@@ -22,6 +22,8 @@
 //! still dirty in the page cache, as they are for a rerun within half a minute of the last one
 //! (the kernel writes dirty pages back after `vm.dirty_expire_centisecs`, 30 s by default). The
 //! token ids are the same deterministic pattern `bench_pytorch.py` uses, with no padding.
+//! `memory` keeps every stage in memory instead (a [`bert_core::Memory`] sink), as the Python
+//! package keeps them: `scripts/bench_python.py` compares the two.
 //!
 //! `profile` runs the forward pass and prints, for each kind of stage (`attention.scores`,
 //! `ffn.intermediate`, ...), the time spent on it, summed over the layers: the time from the
@@ -100,7 +102,8 @@ fn parse_args() -> Args {
                         "on" => Trace::On,
                         "rerun" => Trace::Rerun,
                         "rerun-unsynced" => Trace::RerunUnsynced,
-                        _ => usage("--trace takes a list of off, on, rerun and rerun-unsynced"),
+                        "memory" => Trace::Memory,
+                        _ => usage("--trace takes a list of off, on, rerun, rerun-unsynced and memory"),
                     })
                     .collect()
             }
@@ -125,6 +128,8 @@ enum Trace {
     /// cache, as they are for a rerun within half a minute (the kernel writes dirty pages back
     /// after `vm.dirty_expire_centisecs`, 30 s by default).
     RerunUnsynced,
+    /// Every stage kept in memory ([`bert_core::Memory`]), as the Python package keeps them.
+    Memory,
 }
 
 impl Trace {
@@ -134,6 +139,7 @@ impl Trace {
             Trace::On => "on",
             Trace::Rerun => "rerun",
             Trace::RerunUnsynced => "rerun-unsynced",
+            Trace::Memory => "memory",
         }
     }
 }
@@ -144,7 +150,7 @@ fn prepare(trace: Trace, dir: &Path) {
     if trace == Trace::On {
         let _ = std::fs::remove_dir_all(dir);
     }
-    if trace != Trace::RerunUnsynced {
+    if trace != Trace::RerunUnsynced && trace != Trace::Memory {
         sync_file_system();
     }
 }
@@ -286,6 +292,9 @@ fn forward(args: &Args, threads: usize) {
                 let run = || {
                     if trace == Trace::Off {
                         model.trace(&batch, &mut Discard, None).expect("trace");
+                    } else if trace == Trace::Memory {
+                        let mut stages = bert_core::Memory::default();
+                        model.trace(&batch, &mut stages, None).expect("trace");
                     } else {
                         let mut sink = DumpWriter::create(
                             &dir,

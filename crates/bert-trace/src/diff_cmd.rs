@@ -155,7 +155,8 @@ fn print_truth(out: &mut String, truth: &[TruthStage]) {
     let gap = largest_gap(truth)
         .map(|(name, gap)| format!("; the largest gap between them: {} in {name}", num(gap)))
         .unwrap_or_default();
-    say!(out, 
+    say!(
+        out,
         "closer to the truth: the trace in {} stages, the reference in {}, as close in {}{gap}",
         count("trace"),
         count("reference"),
@@ -208,7 +209,8 @@ fn print_interventions(out: &mut String, reference: &Dump, trace: &Dump) {
 }
 
 fn print_report(out: &mut String, reference: &Dump, trace: &Dump, report: &Report, isolation: Option<&Isolation>) {
-    say!(out, 
+    say!(
+        out,
         "reference: {} ({})\ntrace:     {} ({})",
         reference.dir.display(),
         producer(reference),
@@ -246,7 +248,8 @@ fn print_report(out: &mut String, reference: &Dump, trace: &Dump, report: &Repor
             .max_by(|a, b| a.1.is_nan().cmp(&b.1.is_nan()).then(a.1.total_cmp(&b.1)))
             .expect("not empty");
         let non_finite: usize = padded.iter().filter_map(|s| s.padded_rows.as_ref()).map(|p| p.non_finite).sum();
-        say!(out, 
+        say!(
+            out,
             "padded query rows, reported apart and their finite differences not judged (no real token reads \
              them): {} stages, largest max|Δ| {} in {}{}",
             padded.len(),
@@ -260,7 +263,8 @@ fn print_report(out: &mut String, reference: &Dump, trace: &Dump, report: &Repor
     if let Some(first) = masked.first().and_then(|s| s.stats.as_ref()) {
         let count: usize = masked.iter().filter_map(|s| s.stats.as_ref()).map(|st| st.masked).sum();
         let constant = |v: Option<f64>| v.map_or("-".to_string(), num);
-        say!(out, 
+        say!(
+            out,
             "masked scores (padding keys): {count} in {} stages, compared by their effect (probability 0), not by \
              the constant; the reference masks with about {}, the trace with about {}",
             masked.len(),
@@ -293,7 +297,8 @@ fn print_report(out: &mut String, reference: &Dump, trace: &Dump, report: &Repor
         let stage = report.stages.iter().find(|s| s.name == first.name).expect("listed");
         say!(out, "first failing stage: {}", first.name);
         match (&stage.status, stage.stats.as_ref().and_then(|s| s.worst.as_ref())) {
-            (Status::Fail, Some(worst)) => say!(out, 
+            (Status::Fail, Some(worst)) => say!(
+                out,
                 "  worst element at {:?}: reference {}, trace {} (|Δ| {})",
                 worst.index,
                 num(worst.reference),
@@ -303,7 +308,8 @@ fn print_report(out: &mut String, reference: &Dump, trace: &Dump, report: &Repor
             (status, _) => say!(out, "  {}", describe(status, stage)),
         }
         match &first.previous {
-            Some((name, max_abs)) if *max_abs > 0.0 => say!(out, 
+            Some((name, max_abs)) if *max_abs > 0.0 => say!(
+                out,
                 "  the stage before it, {name}, already differed (max|Δ| {}) but within tolerance",
                 num(*max_abs)
             ),
@@ -322,7 +328,8 @@ fn print_isolation(out: &mut String, isolation: &Isolation, passed: bool) {
         .map(|(name, _)| name.as_str())
         .collect();
     if !not_isolated.is_empty() {
-        say!(out, 
+        say!(
+            out,
             "not isolated (their inputs are absent from the dump, or of another shape): {} stage(s), e.g. {}",
             not_isolated.len(),
             not_isolated[0]
@@ -331,7 +338,8 @@ fn print_isolation(out: &mut String, isolation: &Isolation, passed: bool) {
     match &isolation.culprit {
         Some((name, side)) => {
             let own = isolation.own(name, *side).and_then(Own::max_abs).unwrap_or(f64::NAN);
-            say!(out, 
+            say!(
+                out,
                 "culprit: {name}, on the {} side: recomputed from that side's own inputs it differs by {} (its own \
                  error), over its tolerance; the stages after it may only inherit it",
                 side_name(*side),
@@ -339,10 +347,12 @@ fn print_isolation(out: &mut String, isolation: &Isolation, passed: bool) {
             );
         }
         None if passed => say!(out, "no culprit: every stage's own error is within its tolerance on both sides"),
-        None => say!(out, 
+        None => {
+            say!(out,
             "no culprit: every stage's own error is within its tolerance on both sides, yet a stage differs: small \
              errors, each within tolerance, that compound from stage to stage (an eps, an order of summation)"
-        ),
+        )
+        }
     }
 }
 

@@ -60,7 +60,12 @@ pub fn report<F: Float>(model: &BertModel<F>, batch: &Batch, outputs: &Outputs, 
         for prediction in mask_predictions(batch.ids.view(), logits.view(), mask_id, top_k, &token) {
             let mut table = new_table(&["rank", "token", "id", "probability"], &[0, 2, 3]);
             for (rank, (token, id, probability)) in prediction.top.iter().enumerate() {
-                table.add_row(vec![(rank + 1).to_string(), visible(token), id.to_string(), format!("{probability:.4}")]);
+                table.add_row(vec![
+                    (rank + 1).to_string(),
+                    visible(token),
+                    id.to_string(),
+                    format!("{probability:.4}"),
+                ]);
             }
             let (b, t) = (prediction.seq, prediction.pos);
             let _ = writeln!(out, "\n[MASK] at position {t} of sequence {b}, top {top_k}:\n{table}");

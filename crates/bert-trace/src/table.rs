@@ -67,6 +67,36 @@ pub fn shape(dims: &[usize]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
+/// `text` with the five characters HTML gives meaning to written as entities.
+pub fn html_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An HTML table of `rows` under `header`, every cell escaped: what a notebook shows for a
+/// trace or a diff report (the Python package's `_repr_html_`).
+pub fn html_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let cells = |tag: &str, row: &mut dyn Iterator<Item = &str>| -> String {
+        row.map(|cell| format!("<{tag}>{}</{tag}>", html_escape(cell))).collect()
+    };
+    let mut html = format!("<table>\n<thead><tr>{}</tr></thead>\n<tbody>\n", cells("th", &mut header.iter().copied()));
+    for row in rows {
+        html.push_str(&format!("<tr>{}</tr>\n", cells("td", &mut row.iter().map(String::as_str))));
+    }
+    html.push_str("</tbody>\n</table>\n");
+    html
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,34 +128,4 @@ mod tests {
             assert_eq!(fallback_width(columns), expected, "COLUMNS={columns:?}");
         }
     }
-}
-
-/// `text` with the five characters HTML gives meaning to written as entities.
-pub fn html_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// An HTML table of `rows` under `header`, every cell escaped: what a notebook shows for a
-/// trace or a diff report (the Python package's `_repr_html_`).
-pub fn html_table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let cells = |tag: &str, row: &mut dyn Iterator<Item = &str>| -> String {
-        row.map(|cell| format!("<{tag}>{}</{tag}>", html_escape(cell))).collect()
-    };
-    let mut html = format!("<table>\n<thead><tr>{}</tr></thead>\n<tbody>\n", cells("th", &mut header.iter().copied()));
-    for row in rows {
-        html.push_str(&format!("<tr>{}</tr>\n", cells("td", &mut row.iter().map(String::as_str))));
-    }
-    html.push_str("</tbody>\n</table>\n");
-    html
 }

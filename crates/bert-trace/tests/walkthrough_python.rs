@@ -185,7 +185,8 @@ fn walkthrough_python_blocks() {
 fn readme_python_blocks() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = crate_dir.join("../../README.md");
-    let count = blocks(&std::fs::read_to_string(&readme).expect("readable")).iter().filter(|b| b.lang == "python").count();
+    let count =
+        blocks(&std::fs::read_to_string(&readme).expect("readable")).iter().filter(|b| b.lang == "python").count();
     assert!(count > 0, "the README has no python block");
     let failures = check_markdown(&readme, crate_dir, false);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));

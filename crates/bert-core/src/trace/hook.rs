@@ -62,14 +62,24 @@ impl Hook for Chain<'_> {
         self.0.iter().any(|hook| hook.wants(stage))
     }
 
-    fn apply(&mut self, stage: Stage, mut tensor: TensorViewMut<'_>, attention_mask: ArrayView2<'_, i64>) -> Result<()> {
+    fn apply(
+        &mut self,
+        stage: Stage,
+        mut tensor: TensorViewMut<'_>,
+        attention_mask: ArrayView2<'_, i64>,
+    ) -> Result<()> {
         for hook in self.0.iter_mut().filter(|hook| hook.wants(&stage)) {
             hook.apply(stage, tensor.reborrow(), attention_mask)?;
         }
         Ok(())
     }
 
-    fn backward(&mut self, stage: Stage, mut grad: TensorViewMut<'_>, attention_mask: ArrayView2<'_, i64>) -> Result<()> {
+    fn backward(
+        &mut self,
+        stage: Stage,
+        mut grad: TensorViewMut<'_>,
+        attention_mask: ArrayView2<'_, i64>,
+    ) -> Result<()> {
         // The last change made is the first undone.
         for hook in self.0.iter_mut().rev().filter(|hook| hook.wants(&stage)) {
             hook.backward(stage, grad.reborrow(), attention_mask)?;
