@@ -9,7 +9,7 @@ The work is done by the same Rust code as the `bert-trace` command (the extensio
 `bert_trace._bert_trace`); this package only names it.
 """
 
-from ._bert_trace import DiffReport, Model, Page, Trace, __version__, diff, load, stages, trace
+from ._bert_trace import DiffReport, Model, Page, Trace, __version__, diff, load, stages, trace, train
 from .errors import Error, FileError, InputError, NotFoundError
 
 __all__ = [
@@ -26,4 +26,5 @@ __all__ = [
     "load",
     "stages",
     "trace",
+    "train",
 ]

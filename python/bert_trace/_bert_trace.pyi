@@ -134,3 +134,27 @@ def diff(
 ) -> DiffReport: ...
 def stages() -> list[dict[str, str]]: ...
 def _panic_for_tests() -> None: ...
+def train(
+    file: Optional[PathLike] = None,
+    model: Optional[PathLike] = None,
+    *,
+    on_step: Optional[Callable[[dict[str, Any]], None]] = None,
+    steps: Optional[int] = None,
+    lr: Optional[float] = None,
+    warmup_steps: Optional[int] = None,
+    batch_size: Optional[int] = None,
+    max_len: Optional[int] = None,
+    mask_prob: Optional[float] = None,
+    nsp_negatives: Optional[float] = None,
+    seed: Optional[int] = None,
+    betas: Optional[str] = None,
+    eps: Optional[float] = None,
+    weight_decay: Optional[float] = None,
+    save: Optional[PathLike] = None,
+    save_every: Optional[int] = None,
+    resume: Optional[PathLike] = None,
+    dump_step: Union[None, int, str, Sequence[Union[int, str]]] = None,
+    log_every: int = 1,
+    threads: Optional[int] = None,
+    kernels: Optional[str] = None,
+) -> list[dict[str, Any]]: ...

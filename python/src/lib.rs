@@ -10,11 +10,13 @@
 //! | `bert_trace.load` | `result.rs` | reading a dump (`diff`, `view`) |
 //! | `bert_trace.diff`, `DiffReport`, `Page` | `report.rs` | `bert-trace diff`, `bert-trace view` |
 //! | `trace(..., hooks={stage: fn})` | `hooks.rs` | `--ablate`, `--patch` (the same seam) |
+//! | `bert_trace.train` | `pretraining.rs` | `bert-trace train` |
 //! | `bert_trace.Error` and its subclasses | `errors.rs` | the one-line message and exit 2 |
 
 mod errors;
 mod hooks;
 mod model;
+mod pretraining;
 mod report;
 mod result;
 mod run;
@@ -112,6 +114,23 @@ fn stages(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
     Ok(out)
 }
 
+/// Pretrains BERT on `file` as `bert-trace train` does (every option is the command's, by the
+/// same name) and returns the report of every step (`step`, `loss`, `mlm_loss`, `nsp_loss`,
+/// `lr`). The run's lines are printed as the command prints them; `on_step(report)` is called
+/// after each step. The GIL is released while a step runs; Ctrl-C stops the run after the step
+/// it is in (a checkpoint already saved stays).
+#[pyfunction]
+#[pyo3(signature = (file = None, model = None, *, on_step = None, **options))]
+fn train(
+    py: Python<'_>,
+    file: Option<&Bound<'_, PyAny>>,
+    model: Option<&Bound<'_, PyAny>>,
+    on_step: Option<&Bound<'_, PyAny>>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    guarded(py, || pretraining::train(py, file, model, on_step, options))
+}
+
 /// For the tests: a panic inside the extension, which must surface as `bert_trace.Error`.
 #[pyfunction]
 fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
@@ -124,6 +143,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(stages, m)?)?;
+    m.add_function(wrap_pyfunction!(train, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_class::<Model>()?;
     m.add_class::<Trace>()?;

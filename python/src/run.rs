@@ -37,6 +37,21 @@ fn command_line(
     if let Some(model) = model {
         argv.extend(["--model".into(), model]);
     }
+    argv.extend(flags(options)?);
+    argv.push("--".into());
+    if let Ok(one) = text.cast::<PyString>() {
+        argv.push(one.to_string());
+    } else {
+        for item in text.try_iter()? {
+            argv.push(item?.extract::<String>()?);
+        }
+    }
+    Ok(argv)
+}
+
+/// The options as the command's flags (see [`command_line`]).
+pub fn flags(options: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<String>> {
+    let mut argv = Vec::new();
     for (key, value) in options.into_iter().flat_map(|o| o.iter()) {
         let flag = format!("--{}", key.extract::<String>()?.replace('_', "-"));
         if value.is_none() {
@@ -55,15 +70,9 @@ fn command_line(
         };
         for item in items {
             argv.push(flag.clone());
-            argv.push(item.str()?.to_string());
-        }
-    }
-    argv.push("--".into());
-    if let Ok(one) = text.cast::<PyString>() {
-        argv.push(one.to_string());
-    } else {
-        for item in text.try_iter()? {
-            argv.push(item?.extract::<String>()?);
+            // A path is given as its text, as os.fspath gives it.
+            let text = if item.hasattr("__fspath__")? { path_text(item.py(), &item)? } else { item.str()?.to_string() };
+            argv.push(text);
         }
     }
     Ok(argv)
@@ -96,8 +105,13 @@ pub fn path_text(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<String> {
 /// The CLI's parser on `argv`: its trace options, or its one-line message as an exception
 /// (TypeError for an option the CLI does not have, as for any unknown keyword).
 fn parse(py: Python<'_>, argv: Vec<String>) -> PyResult<bert_trace::cli::TraceArgs> {
+    Ok(parse_cli(py, argv)?.trace)
+}
+
+/// The CLI's parser on `argv`, its errors as exceptions (see [`parse`]).
+pub fn parse_cli(py: Python<'_>, argv: Vec<String>) -> PyResult<Cli> {
     match Cli::try_parse_from(argv) {
-        Ok(cli) => Ok(cli.trace),
+        Ok(cli) => Ok(cli),
         Err(error) => {
             let message = bert_trace::cli::one_line(&error);
             match error.kind() {

@@ -270,14 +270,25 @@ def test_the_stubs_name_every_option_of_the_command():
     import ast
     import re
 
-    help_text = cli("--help").stdout
-    flags = set(re.findall(r"^\s+(?:-\w, )?(--[a-z][a-z-]*)(?: <|$)", help_text, re.M)) - {"--help", "--version", "--model"}
+    def options(*command):
+        help_text = cli(*command, "--help").stdout
+        return set(re.findall(r"^\s+(?:-\w, )?(--[a-z][a-z-]*)(?: <|$)", help_text, re.M)) - {"--help", "--version"}
+
+    def keywords(node):
+        arguments = node.args.args[1:] if node.args.args and node.args.args[0].arg == "self" else node.args.args
+        names = [a.arg for a in arguments if a.arg != "text"] + [a.arg for a in node.args.kwonlyargs]
+        return {"--" + name.replace("_", "-") for name in names} - {"--hooks", "--on-step"}
+
     stub = ast.parse((Path(bert_trace.__file__).parent / "_bert_trace.pyi").read_text())
-    traces = [n for n in ast.walk(stub) if isinstance(n, ast.FunctionDef) and n.name == "trace"]
+    functions = [n for n in ast.walk(stub) if isinstance(n, ast.FunctionDef)]
+    traces = [n for n in functions if n.name == "trace"]
     assert len(traces) == 2, "bert_trace.trace and Model.trace"
     for node in traces:
-        keywords = {"--" + a.arg.replace("_", "-") for a in node.args.kwonlyargs} - {"--hooks"}
-        assert keywords == flags, f"the stub and `bert-trace --help` differ in {sorted(keywords ^ flags)}"
+        # Model.trace's model is the Model itself.
+        want = options() - ({"--model"} if node.args.args[0].arg == "self" else set())
+        assert keywords(node) == want, f"the stub and `bert-trace --help` differ in {sorted(keywords(node) ^ want)}"
+    (train,) = [n for n in functions if n.name == "train"]
+    assert keywords(train) == options("train"), sorted(keywords(train) ^ options("train"))
 
 
 def test_out_writes_the_dump_and_reference_diffs_it(tmp_path):
@@ -286,3 +297,27 @@ def test_out_writes_the_dump_and_reference_diffs_it(tmp_path):
     assert t.report is not None and t.report.passed
     assert bert_trace.trace("x").report is None
     assert len(t.predictions()[0]["top"]) == 5 and len(bert_trace.trace("[MASK]", top_k=2).predictions()[0]["top"]) == 2
+
+
+def test_train_is_the_commands_run(tmp_path):
+    options = dict(steps=6, lr=3e-3, batch_size=4, seed=9, warmup_steps=2)
+    steps = []
+    log = bert_trace.train(ROOT / "walkthrough/texts/romans.txt", model=ROOT / "golden/tiny", on_step=steps.append,
+                           save=tmp_path / "py", **options)
+    run = cli("train", "--model", "golden/tiny", "--file", "walkthrough/texts/romans.txt", "--save", tmp_path / "cli",
+              *cli_args(options))
+    assert run.returncode == 0, run.stderr
+    state = json.loads((tmp_path / "cli" / "trainer_state.json").read_text())
+    assert log == state["log_history"] == steps, "the same losses, step for step"
+    for name in ["model.safetensors", "optimizer.safetensors"]:
+        assert (tmp_path / "py" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
+    with pytest.raises(bert_trace.InputError) as refused:
+        bert_trace.train(ROOT / "walkthrough/texts/romans.txt", steps=0)
+    run = cli("train", "--file", "walkthrough/texts/romans.txt", "--steps", "0")
+    assert str(refused.value) == run.stderr.strip().splitlines()[-1].removeprefix("error: ")
+
+    def interrupt(report):
+        signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        bert_trace.train(ROOT / "walkthrough/texts/romans.txt", steps=50, on_step=interrupt)

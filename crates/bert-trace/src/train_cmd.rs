@@ -28,7 +28,59 @@ const DEFAULT_MAX_LEN: usize = 128;
 const DEFAULT_MASK_PROB: f64 = 0.15;
 const DEFAULT_NSP_NEGATIVES: f64 = 0.5;
 
+/// What a run says as it goes. The command prints it (and draws a progress bar on a terminal);
+/// the Python package hands it to Python.
+pub trait Progress {
+    /// A note, said once (the built-in model, heads made new).
+    fn note(&mut self, text: &str);
+    /// A line of the run's report: the header, a loss line, the save.
+    fn line(&mut self, text: &str);
+    /// After every step, with its report; an error stops the run there.
+    fn step(&mut self, log: &StepLog, steps: usize) -> Result<()>;
+}
+
+/// The command's progress: notes on stderr, lines on stdout, and on a terminal a progress bar
+/// that the lines print above.
+#[derive(Default)]
+struct Terminal {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress for Terminal {
+    fn note(&mut self, text: &str) {
+        eprintln!("{text}");
+    }
+
+    fn line(&mut self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => println!("{text}"),
+        }
+    }
+
+    fn step(&mut self, log: &StepLog, steps: usize) -> Result<()> {
+        if self.bar.is_none() && std::io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::new(steps as u64);
+            bar.set_position(log.step as u64 - 1);
+            self.bar = Some(bar);
+        }
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+            if log.step == steps {
+                bar.finish_and_clear();
+            }
+        }
+        Ok(())
+    }
+}
+
 pub fn run(args: &TrainArgs) -> Result<i32> {
+    train(args, &mut Terminal::default())?;
+    Ok(0)
+}
+
+/// Trains as `args` say, telling `progress` as it goes; returns the run as it ended.
+pub fn train(args: &TrainArgs, progress: &mut dyn Progress) -> Result<Trainer> {
     let (threads, kernels) = pass_settings(args.threads, args.kernels.as_deref())?;
     let saved = args.resume.as_deref().map(|dir| read_state(dir).map(|state| (dir, state))).transpose()?;
     let file = match (&args.file, &saved) {
@@ -55,7 +107,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         }
     };
     if embedded {
-        eprintln!("{}", model_source::embedded_note(&model));
+        progress.note(&model_source::embedded_note(&model));
     }
     model.kernels = kernels;
     let options =
@@ -71,21 +123,21 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
     let mut trainer = match saved {
         Some((dir, state)) => {
             let trainer = Trainer::resume(model, corpus, state, dir)?;
-            println!("resuming {} at step {} of {}", dir.display(), trainer.step, trainer.options.steps);
+            progress.line(&format!("resuming {} at step {} of {}", dir.display(), trainer.step, trainer.options.steps));
             trainer
         }
         None => {
             let pairs = corpus.pairs.is_some();
             let fresh = model.add_pretraining_heads(pairs, options.batching.seed);
             if !fresh.is_empty() {
-                eprintln!(
+                progress.note(&format!(
                     "note: {} has no {}: made new from --seed {} as transformers initialises them (weights from \
                      N(0, {}²), biases 0, the MLM decoder tied to the word embeddings)",
                     model.source.display(),
                     fresh.join(", "),
                     options.batching.seed,
                     model.config.initializer_range
-                );
+                ));
             }
             let mut trainer = Trainer::new(model, corpus, options)?;
             trainer.fresh_heads = fresh.iter().map(|s| s.to_string()).collect();
@@ -95,12 +147,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
     // The directory is checked (and claimed) once everything else is, and before the first
     // step, so that a run is never trained only to be refused its save.
     let save = args.save.as_deref().map(CheckpointDir::create).transpose()?;
-    print_header(&trainer);
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = indicatif::ProgressBar::new(trainer.options.steps as u64);
-        bar.set_position(trainer.step as u64);
-        bar
-    });
+    progress.line(&header(&trainer));
     while !trainer.finished() {
         let step = trainer.step + 1;
         let mut sink: Box<dyn Sink> = match (&save, dump_steps.contains(&step)) {
@@ -110,15 +157,9 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         trainer.step(sink.as_mut())?;
         drop(sink);
         if step % args.log_every == 0 || trainer.finished() {
-            let line = log_line(&trainer.log, args.log_every, trainer.options.steps);
-            match &bar {
-                Some(bar) => bar.println(line),
-                None => println!("{line}"),
-            }
+            progress.line(&log_line(&trainer.log, args.log_every, trainer.options.steps));
         }
-        if let Some(bar) = &bar {
-            bar.inc(1);
-        }
+        progress.step(trainer.log.last().expect("a step was taken"), trainer.options.steps)?;
         if let (Some(save), Some(every)) = (&save, args.save_every) {
             if step % every == 0 && step < trainer.options.steps {
                 let dir = CheckpointDir::create(&save.path().join(format!("checkpoint-{step}")))?;
@@ -126,18 +167,15 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
             }
         }
     }
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
     if let Some(save) = &save {
         save.save(&trainer, &files)?;
-        println!(
+        progress.line(&format!(
             "saved {} (step {}): bert-trace --model {0} and transformers' BertForPreTraining.from_pretrained load it",
             save.path().display(),
             trainer.step
-        );
+        ));
     }
-    Ok(0)
+    Ok(trainer)
 }
 
 /// The run's options: as given, else the resumed run's, else the defaults. A resumed run
@@ -245,10 +283,11 @@ fn step_writer(trainer: &Trainer, dir: &Path, threads: usize) -> Result<DumpWrit
     Ok(writer)
 }
 
-fn print_header(trainer: &Trainer) {
+/// The run's first line: the text, its batches, the objectives, the schedule.
+fn header(trainer: &Trainer) -> String {
     let (corpus, options) = (&trainer.corpus, &trainer.options);
     let objectives = if corpus.pairs.is_some() { "MLM + NSP" } else { "MLM" };
-    println!(
+    format!(
         "training on {}: {} {}, {} of {} per epoch; {objectives}; {}, lr {} (warm-up {})",
         corpus.path.display(),
         corpus.len(),
@@ -258,7 +297,7 @@ fn print_header(trainer: &Trainer) {
         plural(options.steps, "step", "steps"),
         options.lr,
         options.warmup_steps
-    );
+    )
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
