@@ -9,8 +9,13 @@ The work is done by the same Rust code as the `bert-trace` command (the extensio
 `bert_trace._bert_trace`); this package only names it.
 """
 
+from collections.abc import Mapping as _Mapping
+
 from ._bert_trace import DiffReport, Model, Page, Trace, __version__, diff, load, stages, trace, train
 from .errors import Error, FileError, InputError, NotFoundError
+
+# A trace is a read-only mapping from stage name to array: say so to isinstance().
+_Mapping.register(Trace)
 
 __all__ = [
     "DiffReport",

@@ -189,7 +189,9 @@ impl Page {
     /// replaced.
     fn save(&self, py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<()> {
         let path = PathBuf::from(path_text(py, path)?);
-        owned_file::write(&path, self.html.as_bytes(), Format::Text, "page").or_raise(py)
+        // Every way this can fail is the file's: not ours to replace, or not writable.
+        owned_file::write(&path, self.html.as_bytes(), Format::Text, "page")
+            .map_err(|error| crate::errors::raise(py, "FileError", format!("{error:#}")))
     }
 
     fn __repr__(&self) -> String {

@@ -92,6 +92,9 @@ def test_a_loaded_model_traces_the_same_as_a_path_and_keeps_its_copy():
     for name in a:
         assert np.array_equal(a[name], b[name]) and np.array_equal(a[name], c[name]), name
     assert a["embeddings.word"] is a["embeddings.word"], "one array per stage, not a copy per access"
+    from collections.abc import Mapping
+
+    assert isinstance(a, Mapping) and dict(a.items()).keys() == set(a.keys())
 
 
 def test_load_reads_a_dump_as_its_npy_files():
@@ -260,6 +263,20 @@ def test_the_notebook_html_renders_offline(tmp_path):
     check_in_browser(bert_trace.diff(ROOT / "golden/tiny/dumps/mask", t)._repr_html_(), tmp_path, "diff")
     page = t.view()
     check_in_browser(page._repr_html_(), tmp_path, "inline")
+    # The page is the command's (but for the ownership marker the command's file ends with), and
+    # saved by its rule: a file of someone else's stays.
+    t.save(tmp_path / "dump")
+    run = cli("view", tmp_path / "dump", "--out", tmp_path / "cli.html")
+    assert run.returncode == 0, run.stderr
+    written = (tmp_path / "cli.html").read_text(encoding="utf-8")
+    assert written.startswith(t.view().html) and "bert-trace-owned" in written[len(t.view().html):]
+    mine = tmp_path / "mine.html"
+    mine.write_text("my notes")
+    with pytest.raises(bert_trace.FileError):
+        page.save(mine)
+    assert mine.read_text() == "my notes"
+    page.save(tmp_path / "page.html")
+    page.save(tmp_path / "page.html")
     # The page itself is the CLI's: every view draws (the check `bert-trace view` passes).
     (tmp_path / "view.html").write_text(page.html, encoding="utf-8")
     run = subprocess.run(["node", BROWSER / "check_view.mjs", tmp_path / "view.html", tmp_path / "shots"], capture_output=True, text=True)
