@@ -10,6 +10,7 @@ use bert_core::BertError;
 use ndarray::ArrayView2;
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
+use pyo3::types::IntoPyDict;
 
 /// The functions, by the stage each changes.
 pub struct PyHooks {
@@ -38,14 +39,13 @@ fn call<T: numpy::Element + Copy>(
     let given = values.to_owned().into_pyarray(py);
     let returned = function.call1(py, (given.clone(),))?;
     let returned = if returned.is_none(py) { given.into_any() } else { returned.into_bound(py) };
-    let numpy = py.import("numpy")?;
-    let dtype = given_dtype::<T>(py)?;
-    let kwargs = [("dtype", dtype)].into_py_dict(py)?;
-    let array = numpy.call_method("asarray", (returned,), Some(&kwargs))?;
+    // Whatever numpy can read as the stage's dtype: an array, a list, another float width.
+    let kwargs = [("dtype", numpy::dtype::<T>(py).into_any())].into_py_dict(py)?;
+    let array = py.import("numpy")?.call_method("asarray", (returned,), Some(&kwargs))?;
     let array = array.cast_into::<PyArrayDyn<T>>().map_err(PyErr::from)?;
     if array.shape() != values.shape() {
         return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "hooks[{stage:?}]: the function returned shape {:?}; the stage's shape is {:?}",
+            "hooks[\"{stage}\"]: the function returned shape {:?}; the stage's shape is {:?}",
             array.shape(),
             values.shape()
         )));
@@ -53,12 +53,6 @@ fn call<T: numpy::Element + Copy>(
     values.assign(&array.readonly().as_array());
     Ok(())
 }
-
-fn given_dtype<T: numpy::Element>(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    Ok(numpy::dtype::<T>(py).into_any())
-}
-
-use pyo3::types::IntoPyDict;
 
 impl Hook for PyHooks {
     fn wants(&self, stage: &Stage) -> bool {

@@ -3,7 +3,7 @@
 //! statistics, and `save`, `view` and an HTML table for notebooks.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use bert_core::dump::{self, DumpWriter};
 use bert_core::load::tokenize::MASK;
@@ -16,8 +16,7 @@ use bert_trace::table::{html_escape, html_table, num};
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
-use std::sync::OnceLock;
+use pyo3::types::{IntoPyDict, PyDict, PyList};
 
 use crate::errors::{guarded, raise, OrRaise};
 use crate::model::Model;
@@ -68,8 +67,6 @@ pub fn to_numpy(py: Python<'_>, tensor: Tensor) -> PyResult<Py<PyAny>> {
     array.call_method("setflags", (), Some(&[("write", false)].into_py_dict(py)?))?;
     Ok(array.unbind())
 }
-
-use pyo3::types::IntoPyDict;
 
 /// A trace: `t["layer0.attention.probs"]` is that stage as a read-only numpy array (the
 /// array the pass computed, moved into numpy without a copy; `.copy()` it to change it).

@@ -177,6 +177,15 @@ fn a_saved_checkpoint_has_transformers_names_and_traces() {
     // A save into the same directory replaces the run's own files.
     let again = train(&["--steps", "1", "--save", &save_arg]);
     assert!(again.status.success(), "{}", stderr(&again));
+    // A directory of the user's named like a step's dump is refused before the first step,
+    // not when the run reaches it.
+    std::fs::create_dir(save.join("step-1")).unwrap();
+    std::fs::write(save.join("step-1/data.csv"), "mine").unwrap();
+    let refused = train(&["--steps", "1", "--save", &save_arg, "--dump-step", "1"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("step-1") && !stdout(&refused).contains("step 1/1"), "{}", stderr(&refused));
+    assert_eq!(std::fs::read_to_string(save.join("step-1/data.csv")).unwrap(), "mine");
+    std::fs::remove_dir_all(save.join("step-1")).unwrap();
     // Once the user has put a file of theirs there, or a link under one of our names, the
     // directory is no longer only ours: refused, and nothing of theirs changes.
     std::fs::write(save.join("notes.txt"), "mine").unwrap();

@@ -78,14 +78,22 @@ pub struct CheckpointDir {
     _lock: Option<DirLock>,
 }
 
-/// Whether `name` is one a checkpoint directory holds: its files, their temporary names, and
-/// the subdirectories of a run.
-fn is_ours(name: &str, is_dir: bool) -> bool {
+/// Whether `name` in `dir` is one a checkpoint directory holds: its files, their temporary
+/// names, and the subdirectories of a run (`step-K/` dumps and `checkpoint-K/` checkpoints, each
+/// empty or carrying its own marker, so that a run never stops halfway at a directory of the
+/// user's that happens to have such a name).
+fn is_ours(dir: &Path, name: &str, is_dir: bool) -> bool {
     let numbered = |prefix: &str| {
         name.strip_prefix(prefix).is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
     };
     if is_dir {
-        return numbered("step-") || numbered("checkpoint-");
+        let marked_or_empty = |marker: &str| {
+            let sub = dir.join(name);
+            std::fs::symlink_metadata(sub.join(marker)).is_ok_and(|m| m.is_file())
+                || std::fs::read_dir(&sub).is_ok_and(|mut entries| entries.next().is_none())
+        };
+        return (numbered("step-") && marked_or_empty(dump::MARKER))
+            || (numbered("checkpoint-") && marked_or_empty(MARKER));
     }
     let inner = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")).unwrap_or(name);
     name == MARKER || FILES.contains(&inner)
@@ -108,7 +116,7 @@ impl CheckpointDir {
             let name = entry.file_name().to_string_lossy().into_owned();
             // The type as the listing gives it: a symbolic link is never ours.
             let kind = entry.file_type().map_err(|e| BertError::io(dir, e))?;
-            if !(marked && !kind.is_symlink() && is_ours(&name, kind.is_dir())) {
+            if !(marked && !kind.is_symlink() && is_ours(dir, &name, kind.is_dir())) {
                 foreign.push(name);
             }
         }
