@@ -213,6 +213,13 @@ fn run<F: Float>(
     for (name, function) in hooks.into_iter().flat_map(|h| h.iter()) {
         let name: String = name.extract()?;
         let stage = model.resolve_stop(&name, prepared.objectives).or_raise(py)?;
+        if stage.of != bert_core::trace::stage::Of::Value {
+            return Err(raise(
+                py,
+                "InputError",
+                format!("hooks: `{name}` is a gradient; a hook changes the values the forward pass computes"),
+            ));
+        }
         if stage.name() != name {
             return Err(raise(
                 py,

@@ -223,6 +223,15 @@ def test_a_hook_changes_the_pass_as_an_ablation_does():
         bert_trace.trace(text, hooks={"layer0.ffn.output": lambda a: 1 / 0})
     with pytest.raises(bert_trace.InputError, match="unknown stage"):
         bert_trace.trace(text, hooks={"layer0.nothing": lambda a: a})
+    with pytest.raises(bert_trace.InputError, match="is a gradient"):
+        bert_trace.trace(text, mlm_target="romans", backward=True, hooks={"grad.layer0.ffn.output": lambda a: a})
+    # The ids are a stage too: a hook on them changes the pass, checked again after it.
+    shifted = bert_trace.trace(text, hooks={"input.ids": lambda ids: np.where(ids == 6, 207, ids)})
+    assert shifted["input.ids"][0, 9] == 207
+    with pytest.raises(bert_trace.InputError):
+        bert_trace.trace(text, hooks={"input.ids": lambda ids: ids + 10_000})
+    with pytest.raises(bert_trace.InputError, match="no TEXT"):
+        bert_trace.trace([])
 
 
 def test_ctrl_c_stops_the_pass_between_stages():
