@@ -83,9 +83,10 @@ def time_runs(min_secs: float, prepare, run) -> tuple[list[float], float]:
 
 
 def backward(args) -> None:
-    """One forward pass with the MLM loss, then with loss.backward() too, of a checkpoint with the
-    MLM head: every 7th position labelled with its own id, as bench.rs's `backward` does. Dropout
-    off (eval mode), as in bert-trace."""
+    """One forward pass with the MLM loss, then with loss.backward() too, then a training step
+    (backward and torch.optim.AdamW, its single-tensor form, as bert-trace's), of a checkpoint with
+    the MLM head: every 7th position labelled with its own id, as bench.rs's `backward` does.
+    Dropout off (eval mode), as in bert-trace."""
     from transformers import BertForPreTraining
 
     model = BertForPreTraining.from_pretrained(args.model, attn_implementation="eager", dtype=torch.float32).eval()
@@ -110,7 +111,15 @@ def backward(args) -> None:
                 model.zero_grad(set_to_none=True)
                 loss().backward()
 
-            for name, run in [("forward", forward), ("forward+backward", forward_backward)]:
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+
+            def train_step() -> None:
+                optimizer.zero_grad(set_to_none=True)
+                loss().backward()
+                optimizer.step()
+
+            passes = [("forward", forward), ("forward+backward", forward_backward), ("train step", train_step)]
+            for name, run in passes:
                 times, _ = time_runs(args.min_secs, os.sync, run)
                 print(json.dumps({"side": "pytorch", "pass": name, "batch": batch, "tokens": tokens,
                                   "threads": torch.get_num_threads(), "runs": len(times),

@@ -33,7 +33,8 @@
 //!
 //! `backward` times one forward and backward pass ([`BertModel::gradients`]) of a checkpoint with
 //! the MLM head, with every 7th position labelled with its own id (the labels
-//! `bench_pytorch.py --backward` gives), against the forward alone.
+//! `bench_pytorch.py --backward` gives), against the forward alone; and a training step, the
+//! same followed by AdamW on every parameter, as `bert-trace train` takes it.
 //!
 //! `open` times [`BertModel::load`] alone (config, memory map, tokenizer) and reports how many
 //! parameters are read straight from the map. `cold` is the whole `bert-trace` command in one
@@ -47,6 +48,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bert_core::dump::{DumpWriter, Options};
+use bert_core::training::adamw::{adamw_step, AdamWConfig, Moments};
 use bert_core::trace::manifest::Inputs;
 use bert_core::trace::stage::Stage;
 use bert_core::trace::{Discard, Sink, TensorView};
@@ -256,15 +258,32 @@ fn labelled_batch(batch: usize, tokens: usize) -> Batch {
 }
 
 fn backward(args: &Args, threads: usize) {
-    let model = load(&args.model);
+    let mut model = load(&args.model);
     for &batch_size in &args.batch {
         for &tokens in &args.tokens {
             let batch = labelled_batch(batch_size, tokens);
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
-            for pass in ["forward", "forward+backward"] {
+            for pass in ["forward", "forward+backward", "train step"] {
+                let mut moments: Vec<Moments<f32>> =
+                    model.parameters().iter().map(|(_, p)| Moments::zeros(p.as_slice().len())).collect();
+                let mut step = 0;
                 let run = || match pass {
                     "forward" => drop(model.trace(&batch, &mut Discard, None).expect("trace")),
-                    _ => drop(model.gradients(&batch).expect("gradients")),
+                    "forward+backward" => drop(model.gradients(&batch).expect("gradients")),
+                    // What `bert-trace train` does each step (training/mod.rs): the gradients,
+                    // then AdamW on every parameter they reach.
+                    _ => {
+                        let grads = model.gradients(&batch).expect("gradients").params;
+                        step += 1;
+                        let mut index = 0;
+                        model.update_parameters(|stage, values| {
+                            if let Some(grad) = grads.get(&stage.hf()) {
+                                let grad = grad.as_slice().expect("a gradient is contiguous");
+                                adamw_step(values, grad, &mut moments[index], &AdamWConfig::default(), 1e-4, step);
+                            }
+                            index += 1;
+                        });
+                    }
                 };
                 let (times, _) = time_runs(args.min_secs, || (), run);
                 println!(
