@@ -48,10 +48,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bert_core::dump::{DumpWriter, Options};
-use bert_core::training::adamw::{adamw_step, AdamWConfig, Moments};
 use bert_core::trace::manifest::Inputs;
 use bert_core::trace::stage::Stage;
 use bert_core::trace::{Discard, Sink, TensorView};
+use bert_core::training::adamw::{adamw_step, AdamWConfig, Moments};
 use bert_core::{Batch, BertModel};
 use ndarray::Array2;
 
