@@ -150,6 +150,5 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<report::DiffReport>()?;
     m.add_class::<report::Page>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    let _ = raise;
     Ok(())
 }

@@ -201,22 +201,8 @@ impl Page {
 
 /// The page of `trace`.
 pub fn page(py: Python<'_>, trace: &Trace) -> PyResult<Page> {
+    let (dump, _scratch) = open_trace(py, trace)?;
     let model = model_of(trace).map(|m| m.get().f32.lock().expect("not poisoned"));
-    let names = Names { model: model.as_deref() };
-    let dump_dir = trace.dir();
-    let (html, _) = match dump_dir {
-        Some(dir) => {
-            let dump = Dump::open(&dir).or_raise(py)?;
-            page_html(&dump, &names, None).or_raise(py)?
-        }
-        None => {
-            static NEXT: AtomicUsize = AtomicUsize::new(0);
-            let name = format!("bert-trace-py-view-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-            let scratch = Scratch(std::env::temp_dir().join(name));
-            trace.write(py, scratch.0.clone(), false, false)?;
-            let dump = Dump::open(&scratch.0).or_raise(py)?;
-            page_html(&dump, &names, None).or_raise(py)?
-        }
-    };
+    let (html, _) = page_html(&dump, &Names { model: model.as_deref() }, None).or_raise(py)?;
     Ok(Page { html })
 }

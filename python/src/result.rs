@@ -34,8 +34,7 @@ pub struct Row {
 
 impl Row {
     /// The stage table's row of one array, summarised as the command's stage table does.
-    fn of(py: Python<'_>, name: &str, array: &Bound<'_, PyAny>) -> PyResult<Row> {
-        let _ = py;
+    fn of(name: &str, array: &Bound<'_, PyAny>) -> PyResult<Row> {
         let summary = if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
             let a = a.readonly();
             match a.as_slice() {
@@ -100,7 +99,7 @@ impl Trace {
                 .stages
                 .iter()
                 .zip(&self.arrays)
-                .map(|(entry, array)| Row::of(py, &entry.name, array.bind(py)))
+                .map(|(entry, array)| Row::of(&entry.name, array.bind(py)))
                 .collect::<PyResult<Vec<Row>>>()?;
             let _ = self.rows.set(rows);
         }
@@ -155,7 +154,7 @@ impl Trace {
             writer.set_only_stages(only.clone());
         }
         for (stage, array) in stages.into_iter().zip(&self.arrays) {
-            emit(py, &mut writer, stage, array.bind(py)).or_raise(py)?;
+            emit(&mut writer, stage, array.bind(py)).or_raise(py)?;
         }
         writer.unreached(&m.no_gradient).or_raise(py)?;
         writer.finish().or_raise(py)
@@ -168,8 +167,7 @@ impl Trace {
 }
 
 /// Hands one array to the writer as the tensor it holds.
-fn emit(py: Python<'_>, writer: &mut DumpWriter, stage: Stage, array: &Bound<'_, PyAny>) -> anyhow::Result<()> {
-    let _ = py;
+fn emit(writer: &mut DumpWriter, stage: Stage, array: &Bound<'_, PyAny>) -> anyhow::Result<()> {
     if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
         return Ok(writer.emit(stage, TensorView::F32(a.readonly().as_array()))?);
     }

@@ -7,6 +7,57 @@ use crate::load::weights::Param;
 use crate::ops::Float;
 use crate::trace::stage::{self, Stage, StageKind::*};
 
+/// Where each `param.*` row of the stage table lives in the model: one table, for
+/// [`BertModel::parameter`] (`&`) and `parameter_mut` (`&mut`). `$get` and `$as` are the
+/// borrowing methods of that kind (`get`/`as_ref`, `get_mut`/`as_mut`).
+macro_rules! parameter_of {
+    ($model:expr, $stage:expr, $get:ident, $as:ident $(, $mut:tt)?) => {{
+        let model = $model;
+        let layer = match $stage.layer {
+            Some(i) => Some(model.layers.$get(i)?),
+            None => None,
+        };
+        let (attention, ffn) = match layer {
+            Some(l) => (Some(&$($mut)? l.attention), Some(&$($mut)? l.feed_forward)),
+            None => (None, None),
+        };
+        let (emb, mlm) = (&$($mut)? model.embeddings, model.mlm.$as());
+        Some(match $stage.kind {
+            ParamWordEmbeddings => &$($mut)? emb.word_embeddings,
+            ParamPositionEmbeddings => &$($mut)? emb.position_embeddings,
+            ParamTokenTypeEmbeddings => &$($mut)? emb.token_type_embeddings,
+            ParamEmbLayerNormWeight => &$($mut)? emb.layer_norm.weight,
+            ParamEmbLayerNormBias => &$($mut)? emb.layer_norm.bias,
+            ParamQueryWeight => &$($mut)? attention?.self_attention.query.weight,
+            ParamQueryBias => &$($mut)? attention?.self_attention.query.bias,
+            ParamKeyWeight => &$($mut)? attention?.self_attention.key.weight,
+            ParamKeyBias => &$($mut)? attention?.self_attention.key.bias,
+            ParamValueWeight => &$($mut)? attention?.self_attention.value.weight,
+            ParamValueBias => &$($mut)? attention?.self_attention.value.bias,
+            ParamAttnOutputWeight => &$($mut)? attention?.output.dense.weight,
+            ParamAttnOutputBias => &$($mut)? attention?.output.dense.bias,
+            ParamAttnLayerNormWeight => &$($mut)? attention?.output.layer_norm.weight,
+            ParamAttnLayerNormBias => &$($mut)? attention?.output.layer_norm.bias,
+            ParamIntermediateWeight => &$($mut)? ffn?.intermediate.weight,
+            ParamIntermediateBias => &$($mut)? ffn?.intermediate.bias,
+            ParamFfnOutputWeight => &$($mut)? ffn?.output.weight,
+            ParamFfnOutputBias => &$($mut)? ffn?.output.bias,
+            ParamFfnLayerNormWeight => &$($mut)? ffn?.layer_norm.weight,
+            ParamFfnLayerNormBias => &$($mut)? ffn?.layer_norm.bias,
+            ParamPoolerWeight => &$($mut)? model.pooler.$as()?.dense.weight,
+            ParamPoolerBias => &$($mut)? model.pooler.$as()?.dense.bias,
+            ParamMlmBias => &$($mut)? mlm?.decoder.bias,
+            ParamMlmTransformWeight => &$($mut)? mlm?.transform.weight,
+            ParamMlmTransformBias => &$($mut)? mlm?.transform.bias,
+            ParamMlmLayerNormWeight => &$($mut)? mlm?.layer_norm.weight,
+            ParamMlmLayerNormBias => &$($mut)? mlm?.layer_norm.bias,
+            ParamNspWeight => &$($mut)? model.nsp.$as()?.dense.weight,
+            ParamNspBias => &$($mut)? model.nsp.$as()?.dense.bias,
+            _ => return None,
+        })
+    }};
+}
+
 impl<F: Float> BertModel<F> {
     /// Every parameter with its stage (`param.<name>`), in the order of `named_parameters()`.
     /// The MLM decoder's weight is the word embedding table: it is listed once, as that table.
@@ -36,88 +87,11 @@ impl<F: Float> BertModel<F> {
 
     /// The parameter a `param.*` stage names, if the model has it.
     pub fn parameter(&self, stage: Stage) -> Option<&Param<F>> {
-        let layer = stage.layer.and_then(|i| self.layers.get(i));
-        let attention = layer.map(|l| &l.attention);
-        let ffn = layer.map(|l| &l.feed_forward);
-        let (emb, mlm) = (&self.embeddings, self.mlm.as_ref());
-        Some(match stage.kind {
-            ParamWordEmbeddings => &emb.word_embeddings,
-            ParamPositionEmbeddings => &emb.position_embeddings,
-            ParamTokenTypeEmbeddings => &emb.token_type_embeddings,
-            ParamEmbLayerNormWeight => &emb.layer_norm.weight,
-            ParamEmbLayerNormBias => &emb.layer_norm.bias,
-            ParamQueryWeight => &attention?.self_attention.query.weight,
-            ParamQueryBias => &attention?.self_attention.query.bias,
-            ParamKeyWeight => &attention?.self_attention.key.weight,
-            ParamKeyBias => &attention?.self_attention.key.bias,
-            ParamValueWeight => &attention?.self_attention.value.weight,
-            ParamValueBias => &attention?.self_attention.value.bias,
-            ParamAttnOutputWeight => &attention?.output.dense.weight,
-            ParamAttnOutputBias => &attention?.output.dense.bias,
-            ParamAttnLayerNormWeight => &attention?.output.layer_norm.weight,
-            ParamAttnLayerNormBias => &attention?.output.layer_norm.bias,
-            ParamIntermediateWeight => &ffn?.intermediate.weight,
-            ParamIntermediateBias => &ffn?.intermediate.bias,
-            ParamFfnOutputWeight => &ffn?.output.weight,
-            ParamFfnOutputBias => &ffn?.output.bias,
-            ParamFfnLayerNormWeight => &ffn?.layer_norm.weight,
-            ParamFfnLayerNormBias => &ffn?.layer_norm.bias,
-            ParamPoolerWeight => &self.pooler.as_ref()?.dense.weight,
-            ParamPoolerBias => &self.pooler.as_ref()?.dense.bias,
-            ParamMlmBias => &mlm?.decoder.bias,
-            ParamMlmTransformWeight => &mlm?.transform.weight,
-            ParamMlmTransformBias => &mlm?.transform.bias,
-            ParamMlmLayerNormWeight => &mlm?.layer_norm.weight,
-            ParamMlmLayerNormBias => &mlm?.layer_norm.bias,
-            ParamNspWeight => &self.nsp.as_ref()?.dense.weight,
-            ParamNspBias => &self.nsp.as_ref()?.dense.bias,
-            _ => return None,
-        })
+        parameter_of!(self, stage, get, as_ref)
     }
 
     /// [`BertModel::parameter`], to change.
     fn parameter_mut(&mut self, stage: Stage) -> Option<&mut Param<F>> {
-        let layer = match stage.layer {
-            Some(i) => Some(self.layers.get_mut(i)?),
-            None => None,
-        };
-        let (attention, ffn) = match layer {
-            Some(l) => (Some(&mut l.attention), Some(&mut l.feed_forward)),
-            None => (None, None),
-        };
-        let (emb, mlm) = (&mut self.embeddings, self.mlm.as_mut());
-        Some(match stage.kind {
-            ParamWordEmbeddings => &mut emb.word_embeddings,
-            ParamPositionEmbeddings => &mut emb.position_embeddings,
-            ParamTokenTypeEmbeddings => &mut emb.token_type_embeddings,
-            ParamEmbLayerNormWeight => &mut emb.layer_norm.weight,
-            ParamEmbLayerNormBias => &mut emb.layer_norm.bias,
-            ParamQueryWeight => &mut attention?.self_attention.query.weight,
-            ParamQueryBias => &mut attention?.self_attention.query.bias,
-            ParamKeyWeight => &mut attention?.self_attention.key.weight,
-            ParamKeyBias => &mut attention?.self_attention.key.bias,
-            ParamValueWeight => &mut attention?.self_attention.value.weight,
-            ParamValueBias => &mut attention?.self_attention.value.bias,
-            ParamAttnOutputWeight => &mut attention?.output.dense.weight,
-            ParamAttnOutputBias => &mut attention?.output.dense.bias,
-            ParamAttnLayerNormWeight => &mut attention?.output.layer_norm.weight,
-            ParamAttnLayerNormBias => &mut attention?.output.layer_norm.bias,
-            ParamIntermediateWeight => &mut ffn?.intermediate.weight,
-            ParamIntermediateBias => &mut ffn?.intermediate.bias,
-            ParamFfnOutputWeight => &mut ffn?.output.weight,
-            ParamFfnOutputBias => &mut ffn?.output.bias,
-            ParamFfnLayerNormWeight => &mut ffn?.layer_norm.weight,
-            ParamFfnLayerNormBias => &mut ffn?.layer_norm.bias,
-            ParamPoolerWeight => &mut self.pooler.as_mut()?.dense.weight,
-            ParamPoolerBias => &mut self.pooler.as_mut()?.dense.bias,
-            ParamMlmBias => &mut mlm?.decoder.bias,
-            ParamMlmTransformWeight => &mut mlm?.transform.weight,
-            ParamMlmTransformBias => &mut mlm?.transform.bias,
-            ParamMlmLayerNormWeight => &mut mlm?.layer_norm.weight,
-            ParamMlmLayerNormBias => &mut mlm?.layer_norm.bias,
-            ParamNspWeight => &mut self.nsp.as_mut()?.dense.weight,
-            ParamNspBias => &mut self.nsp.as_mut()?.dense.bias,
-            _ => return None,
-        })
+        parameter_of!(self, stage, get_mut, as_mut, mut)
     }
 }
