@@ -349,6 +349,13 @@ fn bad_input_is_one_line_and_exit_2_before_anything_is_written() {
         assert_eq!(err.lines().filter(|l| l.starts_with("error")).count(), 1, "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+    // A run that diverges stops at the first non-finite loss, in one line, and saves nothing.
+    let diverged = tmp.path().join("diverged");
+    let args = ["train", "--file", text, "--steps", "5", "--lr", "1e30", "--save"];
+    let out = bert_trace(&[&args[..], &[diverged.to_str().unwrap()]].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("step 2: the loss is NaN: the run has diverged"), "{}", stderr(&out));
+    assert!(!diverged.join("model.safetensors").exists(), "a diverged run saved its weights");
     // Nothing of the user's was touched, and no refused run left a directory behind.
     assert_eq!(std::fs::read_to_string(users.join("config.json")).unwrap(), "config.json");
     assert_eq!(std::fs::read_dir(&users).unwrap().count(), 2);

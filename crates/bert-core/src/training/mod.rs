@@ -133,6 +133,16 @@ impl Trainer {
         let lr = linear_with_warmup(self.options.lr, self.step, self.options.warmup_steps, self.options.steps);
         let traced =
             self.model.trace_with(&batch, &mut Unfinished(&mut *sink), Pass { backward: true, ..Pass::default() })?;
+        // A diverged run stops here, before its parameters take a non-finite step: nothing of
+        // this step is applied, and a save of the weights it broke is never written.
+        let loss = traced.outputs.loss.expect("a backward pass has a loss");
+        if !loss.is_finite() {
+            return Err(BertError::Training(format!(
+                "step {}: the loss is {loss}: the run has diverged, so the step is not applied (a lower --lr, or \
+                 more --warmup-steps, may help)",
+                self.step + 1
+            )));
+        }
         let grads = traced.gradients.expect("a backward pass has gradients");
         emit_parameters(&self.model, sink, |stage| stage)?;
         // PyTorch's AdamW skips a parameter whose `.grad` is None (one the loss does not reach).
@@ -151,13 +161,7 @@ impl Trainer {
         sink.finish()?;
         self.step += 1;
         let outputs = traced.outputs;
-        let log = StepLog {
-            step: self.step,
-            loss: outputs.loss.expect("a backward pass has a loss"),
-            mlm_loss: outputs.mlm_loss,
-            nsp_loss: outputs.nsp_loss,
-            lr,
-        };
+        let log = StepLog { step: self.step, loss, mlm_loss: outputs.mlm_loss, nsp_loss: outputs.nsp_loss, lr };
         self.log.push(log.clone());
         Ok(log)
     }
