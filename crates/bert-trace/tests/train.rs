@@ -88,6 +88,8 @@ fn ten_steps_match_pytorch_and_one_step_parameter_by_parameter() {
                     _ => panic!("{case} step {step} {key}: expected {want:?} (PyTorch), got {got:?}"),
                 }
             }
+            // Both sides compute the schedule's one formula in f64 (Python floats): the rates
+            // agree to the last bits, so the bound is f64's rounding, not a tolerance.
             let (got, want) = (o["lr"].as_f64().unwrap(), t["lr"].as_f64().unwrap());
             assert!(
                 (got - want).abs() <= 1e-15 * want.abs().max(1.0),
