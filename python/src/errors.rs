@@ -4,6 +4,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use bert_core::words::{render, Dialect};
 use bert_core::BertError;
 use pyo3::prelude::*;
 
@@ -49,9 +50,10 @@ pub fn raise(py: Python<'_>, class: &str, message: String) -> PyErr {
     }
 }
 
-/// A failure of the library as the exception its kind calls for, with the CLI's message.
+/// A failure of the library as the exception its kind calls for, with the CLI's message, its
+/// options named as Python's keywords (see bert_core::words).
 pub fn to_py(py: Python<'_>, error: anyhow::Error) -> PyErr {
-    raise(py, class_of(&error), format!("{error:#}"))
+    raise(py, class_of(&error), render(&format!("{error:#}"), Dialect::Keywords))
 }
 
 /// Runs `f`, turning a panic into `bert_trace.Error` ("internal error ..."), as the CLI turns

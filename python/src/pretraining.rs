@@ -3,8 +3,10 @@
 //! through Python (so a notebook shows them), `on_step` gets every step's report, and Ctrl-C
 //! stops the run after the step it is in.
 
+use bert_core::training::run::Progress;
+use bert_core::words::{render, Dialect};
 use bert_trace::cli::Command;
-use bert_trace::train_cmd::{self, Progress};
+use bert_trace::train_cmd;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -21,18 +23,19 @@ struct ToPython {
 impl Progress for ToPython {
     fn note(&mut self, text: &str) {
         Python::attach(|py| {
-            let _ =
-                py.import("sys").and_then(|sys| sys.getattr("stderr")?.call_method1("write", (format!("{text}\n"),)));
+            let _ = py.import("sys").and_then(|sys| {
+                sys.getattr("stderr")?.call_method1("write", (format!("{}\n", render(text, Dialect::Keywords)),))
+            });
         });
     }
 
     fn line(&mut self, text: &str) {
         Python::attach(|py| {
-            let _ = py.import("builtins").and_then(|b| b.call_method1("print", (text,)));
+            let _ = py.import("builtins").and_then(|b| b.call_method1("print", (render(text, Dialect::Keywords),)));
         });
     }
 
-    fn step(&mut self, log: &bert_core::training::StepLog, _: usize) -> anyhow::Result<()> {
+    fn step(&mut self, log: &bert_core::training::StepLog, _: usize) -> bert_core::Result<()> {
         let result = Python::attach(|py| -> PyResult<()> {
             py.check_signals()?;
             if let Some(on_step) = &self.on_step {
@@ -44,7 +47,7 @@ impl Progress for ToPython {
         });
         result.map_err(|error| {
             self.error = Some(error);
-            anyhow::Error::new(bert_core::BertError::Interrupted)
+            bert_core::BertError::Interrupted
         })
     }
 }

@@ -141,7 +141,7 @@ impl Trace {
             })?;
             stages.push(stage);
         }
-        let options = dump::Options { force, npz };
+        let options = dump::Options { force, npz, ..dump::Options::default() };
         let mut writer =
             DumpWriter::create(&dir, m.producer.clone(), m.model.clone(), m.inputs.clone(), options).or_raise(py)?;
         writer.set_stopped_at(m.stopped_at.as_deref().and_then(stage::parse));

@@ -6,6 +6,7 @@ Run by scripts/test.sh after the wheel is built and installed:
 """
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -162,7 +163,17 @@ def test_diff_agrees_with_the_cli_on_a_clean_and_a_perturbed_pair(tmp_path):
     assert report.json["first_failure"] == theirs["first_failure"]
 
 
-# Each case: the Python call, the CLI arguments of the same request, the exception class.
+def as_keywords(line, options):
+    """The CLI's message as Python words it: each of `options` (named by its field, `mlm_target`)
+    that the library names is a keyword there (`--ablate layer0.head9` is `ablate=layer0.head9`)."""
+    for name in options:
+        flag = "--" + name.replace("_", "-")
+        line = re.sub(re.escape(flag) + r" (\S+)", name + r"=\1", line)
+    return line
+
+
+# Each case: the Python call, the CLI arguments of the same request, the exception class, and
+# the options the library names in the message (which Python words as keywords).
 ERRORS = [
     (lambda tmp: bert_trace.trace("x", mask_prob=0.1), ["--mask-prob", "0.1", "x"], bert_trace.InputError),
     (lambda tmp: bert_trace.trace("x", model="/no/such/model"), ["--model", "/no/such/model", "x"], bert_trace.NotFoundError),
@@ -171,7 +182,7 @@ ERRORS = [
     (lambda tmp: bert_trace.trace("x", mlm_target="romans"), ["--mlm-target", "romans", "x"], bert_trace.InputError),
     (lambda tmp: bert_trace.trace("x", backward=True), ["--backward", "x"], bert_trace.InputError),
     (lambda tmp: bert_trace.trace("x", only="layer7.*"), ["--only", "layer7.*", "x"], bert_trace.InputError),
-    (lambda tmp: bert_trace.trace("x", ablate="layer0.head9"), ["--ablate", "layer0.head9", "x"], bert_trace.InputError),
+    (lambda tmp: bert_trace.trace("x", ablate="layer0.head9"), ["--ablate", "layer0.head9", "x"], bert_trace.InputError, ["ablate"]),
     (lambda tmp: bert_trace.trace("x", patch=f"{tmp}/none:layer0.ffn.output"), ["--patch", "{tmp}/none:layer0.ffn.output", "x"], bert_trace.NotFoundError),
     (lambda tmp: bert_trace.trace("x", file=f"{tmp}/none.txt"), ["--file", "{tmp}/none.txt"], bert_trace.NotFoundError),
     (lambda tmp: bert_trace.load(f"{tmp}/none"), ["diff", "{tmp}/none", "{tmp}/none"], bert_trace.NotFoundError),
@@ -180,14 +191,14 @@ ERRORS = [
 
 @pytest.mark.parametrize("case", range(len(ERRORS)))
 def test_each_error_is_the_clis_message_as_an_exception(tmp_path, case):
-    call, args, kind = ERRORS[case]
+    call, args, kind, *options = ERRORS[case]
     run = cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
     assert run.returncode == 2, run.stderr
     line = run.stderr.strip().splitlines()[-1].removeprefix("error: ").removesuffix(" (see bert-trace --help)")
     with pytest.raises(kind) as raised:
         call(tmp_path)
     assert isinstance(raised.value, bert_trace.Error)
-    assert str(raised.value) == line
+    assert str(raised.value) == as_keywords(line, options[0] if options else [])
 
 
 def test_an_unknown_option_is_a_type_error():
@@ -340,7 +351,8 @@ def test_train_is_the_commands_run(tmp_path):
     with pytest.raises(bert_trace.InputError) as refused:
         bert_trace.train(ROOT / "walkthrough/texts/romans.txt", steps=0)
     run = cli("train", "--file", "walkthrough/texts/romans.txt", "--steps", "0")
-    assert str(refused.value) == run.stderr.strip().splitlines()[-1].removeprefix("error: ")
+    assert str(refused.value) == as_keywords(run.stderr.strip().splitlines()[-1].removeprefix("error: "), ["steps"])
+    assert str(refused.value).startswith("steps=0: "), "Python names the keyword it was given"
 
     def interrupt(report):
         signal.raise_signal(signal.SIGINT)

@@ -19,7 +19,9 @@ use crate::trace::stage::{self, Dim, StageKind};
 /// The format name of the JSON report, which `bert-trace view` recognises.
 pub const FORMAT: &str = "bert-trace-compare/1";
 
-/// How one stage differs between the two models.
+/// How one stage differs between the two models. A stage with a NaN or an infinity on either
+/// side (over the real tokens) has no measure: its numbers are NaN (`null` in JSON) and
+/// `non_finite` says so.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StageContrast {
     pub name: String,
@@ -28,6 +30,16 @@ pub struct StageContrast {
     pub cosine: f64,
     /// ‖A − B‖ / ‖A‖ over the real tokens (0 when both are zero).
     pub relative_difference: f64,
+    pub non_finite: bool,
+}
+
+/// A stage both dumps have that could not be compared, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Skipped {
+    pub name: String,
+    pub shape_a: Vec<usize>,
+    pub shape_b: Vec<usize>,
+    pub reason: String,
 }
 
 /// How one attention head's probabilities differ.
@@ -35,8 +47,10 @@ pub struct StageContrast {
 pub struct HeadContrast {
     pub layer: usize,
     pub head: usize,
-    /// The Jensen–Shannon divergence, averaged over the real query rows (natural log).
+    /// The Jensen–Shannon divergence, averaged over the real query rows (natural log); NaN
+    /// (`null`) when a probability is not finite.
     pub js_divergence: f64,
+    pub non_finite: bool,
 }
 
 /// The whole comparison.
@@ -47,38 +61,61 @@ pub struct Contrast {
     pub b: String,
     pub model_a: String,
     pub model_b: String,
-    /// Every float stage both dumps have, in execution order.
+    /// Every float stage both dumps have with the same shape, in execution order.
     pub stages: Vec<StageContrast>,
-    /// Every head of every layer both dumps have probabilities for, the most changed first.
+    /// The stages both have that were not compared (another shape, or a dtype that is not
+    /// float on one side).
+    pub skipped: Vec<Skipped>,
+    /// Every head of every layer both dumps have probabilities for, the most changed first;
+    /// heads with a value that is not finite last, unranked.
     pub heads: Vec<HeadContrast>,
     /// Layers × heads, the divergence of each head (for the grid).
     pub grid: Vec<Vec<f64>>,
 }
 
-/// Compares the traces of two models on the same input.
+/// Compares the traces of two models on the same input: every stage both dumps have with the
+/// same name and shape. A stage of the same name in another shape is named in `skipped`, never
+/// dropped unseen; and a comparison that reaches no hidden state (`embeddings.layernorm` or a
+/// layer's output) is refused, since it would say nothing about the models.
 pub fn compare_checkpoints(a: &Dump, b: &Dump) -> Result<Contrast> {
-    let mask = same_input(a, b)?;
+    let mask = crate::dump::same_input(a, b)?;
     let mut stages = Vec::new();
+    let mut skipped = Vec::new();
     let mut grid: Vec<Vec<f64>> = Vec::new();
     for entry in &a.manifest.stages {
         let Some(other) = b.entry(&entry.name) else { continue };
-        let kind = stage::parse(&entry.name).map(|s| s.kind);
-        if kind.is_some_and(|k| k.info().part == stage::Part::Input) {
+        let stage = stage::parse(&entry.name);
+        if stage.is_some_and(|s| s.info().part == stage::Part::Input) {
             continue;
         }
         let (x, y) = (a.read(entry)?, b.read(other)?);
-        if !x.is_float() || !y.is_float() || x.shape() != y.shape() {
+        let skip = |reason: &str| Skipped {
+            name: entry.name.clone(),
+            shape_a: x.shape().to_vec(),
+            shape_b: y.shape().to_vec(),
+            reason: reason.into(),
+        };
+        if !x.is_float() || !y.is_float() {
+            skipped.push(skip("not floats on both sides"));
+            continue;
+        }
+        if x.shape() != y.shape() {
+            skipped.push(skip("the shapes differ"));
             continue;
         }
         let (x, y) = (x.to_f64(), y.to_f64());
         let real = real_positions(&entry.name, x.shape(), &mask);
+        let finite = all_finite(&x, &y, real.as_ref());
         stages.push(StageContrast {
             name: entry.name.clone(),
             shape: x.shape().to_vec(),
-            cosine: cosine(&x, &y, real.as_ref()),
-            relative_difference: relative_difference(&x, &y, real.as_ref()),
+            cosine: if finite { cosine(&x, &y, real.as_ref()) } else { f64::NAN },
+            relative_difference: if finite { relative_difference(&x, &y, real.as_ref()) } else { f64::NAN },
+            non_finite: !finite,
         });
-        if let (Some(StageKind::AttnProbs), Some(layer)) = (kind, stage::parse(&entry.name).and_then(|s| s.layer)) {
+        // The attention probabilities themselves: a gradient of them parses to the same kind.
+        let probabilities = stage.filter(|s| s.is_value_of(StageKind::AttnProbs));
+        if let Some(layer) = probabilities.and_then(|s| s.layer) {
             let per_head = js_per_head(&x, &y, &mask)
                 .ok_or_else(|| bad(a, format!("{} is {:?}, not [B,nh,T,T] for input.ids", entry.name, x.shape())))?;
             if grid.len() <= layer {
@@ -87,17 +124,43 @@ pub fn compare_checkpoints(a: &Dump, b: &Dump) -> Result<Contrast> {
             grid[layer] = per_head;
         }
     }
-    if stages.is_empty() {
-        return Err(bad(b, format!("has no float stage of the same shape as {}: nothing to compare", a.dir.display())));
+    let hidden = |s: &StageContrast| {
+        stage::parse(&s.name)
+            .is_some_and(|s| s.is_value_of(StageKind::EmbLayerNorm) || s.is_value_of(StageKind::FfnLayerNorm))
+    };
+    if !stages.iter().any(hidden) {
+        let why = match skipped
+            .iter()
+            .find(|s| stage::parse(&s.name).is_some_and(|s| s.is_value_of(StageKind::EmbLayerNorm)))
+        {
+            Some(s) => format!(
+                "its hidden states are not comparable with {}'s ({} is {:?} there, {:?} here: models of other sizes)",
+                a.dir.display(),
+                s.name,
+                s.shape_a,
+                s.shape_b
+            ),
+            None => format!(
+                "has no hidden state (embeddings.layernorm, layerL.ffn.layernorm) in common with {}",
+                a.dir.display()
+            ),
+        };
+        return Err(bad(b, format!("{why}: nothing to compare the models by")));
     }
     let mut heads: Vec<HeadContrast> = grid
         .iter()
         .enumerate()
         .flat_map(|(layer, row)| {
-            row.iter().enumerate().map(move |(head, &js_divergence)| HeadContrast { layer, head, js_divergence })
+            row.iter().enumerate().map(move |(head, &js)| HeadContrast {
+                layer,
+                head,
+                js_divergence: js,
+                non_finite: !js.is_finite(),
+            })
         })
         .collect();
-    heads.sort_by(|p, q| q.js_divergence.total_cmp(&p.js_divergence));
+    // The most changed first; a head with no measure is never ranked among them.
+    heads.sort_by(|p, q| p.non_finite.cmp(&q.non_finite).then(q.js_divergence.total_cmp(&p.js_divergence)));
     Ok(Contrast {
         format: FORMAT.into(),
         a: a.dir.display().to_string(),
@@ -105,52 +168,21 @@ pub fn compare_checkpoints(a: &Dump, b: &Dump) -> Result<Contrast> {
         model_a: a.manifest.model.clone(),
         model_b: b.manifest.model.clone(),
         stages,
+        skipped,
         heads,
         grid,
     })
 }
 
-fn bad(dump: &Dump, problem: String) -> BertError {
-    BertError::Dump { path: dump.dir.clone(), problem }
+/// Whether every value of both sides is finite, over the real tokens.
+fn all_finite(x: &ArrayD<f64>, y: &ArrayD<f64>, real: Option<&ArrayD<bool>>) -> bool {
+    x.indexed_iter()
+        .zip(y.iter())
+        .all(|((index, p), q)| real.is_some_and(|r| !r[&index]) || (p.is_finite() && q.is_finite()))
 }
 
-/// The `[B,T]` attention mask of the input both dumps were made from, after checking that their
-/// token ids are the same (a comparison of two different inputs would measure the inputs).
-fn same_input(a: &Dump, b: &Dump) -> Result<ndarray::Array2<i64>> {
-    let ids = |dump: &Dump| -> Result<ndarray::Array2<i64>> {
-        let entry = dump
-            .entry("input.ids")
-            .ok_or_else(|| bad(dump, "has no input.ids, so it cannot be checked to be of the same input".into()))?;
-        let ids = dump.read(entry)?.to_f64().mapv(|v| v as i64);
-        let ids = ids
-            .into_dimensionality::<ndarray::Ix2>()
-            .map_err(|_| bad(dump, format!("input.ids is {:?}, not [B,T]", entry.shape)))?;
-        if ids.is_empty() {
-            return Err(bad(dump, format!("input.ids is {:?}: a dump of 0 tokens", entry.shape)));
-        }
-        Ok(ids)
-    };
-    let (x, y) = (ids(a)?, ids(b)?);
-    if x.dim() != y.dim() {
-        return Err(bad(
-            b,
-            format!("input.ids is {:?}, {} has {:?}: not the same input", y.shape(), a.dir.display(), x.shape()),
-        ));
-    }
-    if let Some(((seq, pos), (p, q))) =
-        x.indexed_iter().zip(y.iter()).map(|((i, p), q)| (i, (p, q))).find(|(_, (p, q))| p != q)
-    {
-        return Err(bad(
-            b,
-            format!(
-                "is of another input: token {pos} of sequence {seq} is id {q}, {} has id {p}; compare traces of the \
-                 same text",
-                a.dir.display()
-            ),
-        ));
-    }
-    let mask = a.attention_mask()?.unwrap_or_else(|| ArrayD::ones(x.shape()));
-    mask.into_dimensionality().map_err(|_| bad(a, "input.attention_mask is not [B,T] like input.ids".into()))
+fn bad(dump: &Dump, problem: String) -> BertError {
+    BertError::Dump { path: dump.dir.clone(), problem }
 }
 
 /// For a stage with a token axis right after the batch axis, the elements of real tokens (a
@@ -227,6 +259,10 @@ fn js_per_head(x: &ArrayD<f64>, y: &ArrayD<f64>, mask: &ndarray::Array2<i64>) ->
 /// JS(p, q) = ½ KL(p ‖ m) + ½ KL(q ‖ m), m = (p + q) / 2, in nats; each distribution is
 /// renormalised over the keys given, and 0 · log 0 counts as 0.
 pub fn js_divergence(p: &[f64], q: &[f64]) -> f64 {
+    // A value that is not finite has no divergence: NaN, never a number that ranks.
+    if !p.iter().chain(q).all(|v| v.is_finite()) {
+        return f64::NAN;
+    }
     let (sp, sq): (f64, f64) = (p.iter().sum(), q.iter().sum());
     if sp <= 0.0 || sq <= 0.0 {
         return 0.0;

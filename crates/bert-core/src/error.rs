@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::words::Opt;
+
 /// Everything that can go wrong while loading a model, tokenizing, tracing or reading a dump.
 #[derive(Debug, thiserror::Error)]
 pub enum BertError {
@@ -34,6 +36,14 @@ pub enum BertError {
 
     #[error("input {index}: {problem}")]
     Input { index: usize, problem: String },
+
+    /// A text longer than the model reads. `advice` is the caller's, when it has a way to cut
+    /// the text (a trace's `truncate`); empty otherwise.
+    #[error(
+        "input {index}: {}{tokens} tokens long, more than max_position_embeddings {max} of config.json{advice}",
+        if *at_least { "at least " } else { "" }
+    )]
+    TooLong { index: usize, tokens: usize, at_least: bool, max: usize, advice: String },
 
     #[error("unknown stage `{name}`{}", hint(suggestions))]
     UnknownStage { name: String, suggestions: Vec<String> },
@@ -74,9 +84,27 @@ pub enum BertError {
     #[error("interrupted")]
     Interrupted,
 
-    /// An intervention (`--ablate`, `--patch`) that cannot be applied to this model or run.
+    /// An intervention (an ablation, a patch) that cannot be applied to this model or run.
     #[error("{spec}: {problem}")]
     Intervention { spec: String, problem: String },
+
+    /// An option given a value it cannot take; `accepted` says what it can take. The option is
+    /// named in the caller's words when the message is shown (see [`crate::words`]).
+    #[error("{}: expected {accepted}", option.with(value))]
+    OptionValue { option: Opt, value: String, accepted: String },
+
+    /// A tensor of a model or an optimizer's state that holds NaN or an infinity, where a run
+    /// would start from it: it could only train, and save, a broken model.
+    #[error(
+        "{path}: tensor `{tensor}` holds {value} at element {index}: a run cannot start from a model or optimizer \
+         state with NaN or inf in it"
+    )]
+    NonFinite { path: PathBuf, tensor: String, index: usize, value: f32 },
+
+    /// A training run that stopped because a value became NaN or infinite; nothing of the step
+    /// was saved.
+    #[error("step {step}: {problem}")]
+    Diverged { step: usize, problem: String },
 }
 
 fn hint(suggestions: &[String]) -> String {

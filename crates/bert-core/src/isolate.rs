@@ -63,7 +63,12 @@ pub struct Isolation {
 
 impl Isolation {
     /// Isolates every stage of both dumps with `model`, which must be both dumps' model.
+    /// The two dumps must be of the same input, when both say which (their `input.ids`): a
+    /// stage recomputed from another input's values would blame the inputs on the stages.
     pub fn of(model: &BertModel, reference: &Dump, trace: &Dump) -> Result<Isolation> {
+        if reference.entry("input.ids").is_some() && trace.entry("input.ids").is_some() {
+            crate::dump::same_input(reference, trace)?;
+        }
         let (reference, trace) = (own_errors(model, reference)?, own_errors(model, trace)?);
         let mut failed: Vec<(&str, Side)> = reference
             .iter()

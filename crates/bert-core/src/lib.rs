@@ -38,7 +38,8 @@
 //! - [`isolate`]: each stage recomputed from a dump's own inputs, for its own error;
 //! - [`truth`]: both sides of a diff against a float64 dump of the same input;
 //! - [`experiments`]: ablated heads, patched stages, the logit lens, occlusion;
-//! - [`training`]: pretraining: batches of a text, AdamW, its schedule, checkpoints.
+//! - [`training`]: pretraining: batches of a text, AdamW, its schedule, checkpoints;
+//! - [`words`]: how messages name the caller's options (`--max-len` or `max_len=`).
 
 pub mod checkpoints;
 pub mod compare;
@@ -54,6 +55,7 @@ pub mod params;
 pub mod trace;
 pub mod training;
 pub mod truth;
+pub mod words;
 
 pub use dump::{Dump, DumpWriter};
 pub use error::{BertError, Result};

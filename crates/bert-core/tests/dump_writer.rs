@@ -277,7 +277,7 @@ fn a_second_run_into_a_directory_being_written_is_refused_and_the_first_is_untou
 
     let mut first = writer(&dir);
     emit(&mut first, SCORES, &values);
-    for options in [Options::default(), Options { npz: true, force: true }] {
+    for options in [Options::default(), Options { npz: true, force: true, ..Options::default() }] {
         match create(&dir, options) {
             Ok(_) => panic!("a second writer was given {} while the first was writing it", dir.display()),
             Err(e) => {
@@ -362,7 +362,7 @@ fn what_the_user_made_under_our_names_is_refused_and_left_byte_for_byte() {
             std::fs::create_dir(&dir).unwrap();
             make(&dir);
             let before = contents(temp.path());
-            let result = create(&dir, Options { force, npz });
+            let result = create(&dir, Options { force, npz, ..Options::default() });
             assert!(result.is_err(), "{what}, force {force}, npz {npz}: expected the directory refused");
             assert!(contents(temp.path()) == before, "{what}, force {force}, npz {npz}: something changed");
         }
@@ -382,7 +382,7 @@ fn force_keeps_the_users_other_files() {
     std::fs::create_dir(dir.join("layer0.attention.scores.npy.d")).unwrap();
     for npz in [false, true] {
         let values = tensor(&[2, 3], 1.0);
-        write_dump(&dir, Options { force: true, npz }, &[(OUTPUT, values.clone())]);
+        write_dump(&dir, Options { force: true, npz, ..Options::default() }, &[(OUTPUT, values.clone())]);
         check(&dir, OUTPUT, &values);
         assert_eq!(std::fs::read(dir.join("notes.txt")).unwrap(), b"mine", "notes.txt");
         assert_eq!(std::fs::read(dir.join(".draft.tmp")).unwrap(), b"also mine", ".draft.tmp");
@@ -472,7 +472,7 @@ proptest! {
         make(&dir, &entries, manifest);
         let before = contents(temp.path());
         let marked = std::fs::symlink_metadata(dir.join(".bert-trace-dump")).is_ok_and(|m| m.is_file());
-        match create(&dir, Options { force, npz }) {
+        match create(&dir, Options { force, npz, ..Options::default() }) {
             Err(_) => prop_assert_eq!(contents(temp.path()), before, "a refused run changed the directory"),
             Ok(mut sink) => {
                 let stages = layered_stages(if stop_early { 1 } else { 2 }, 3, 1.0);

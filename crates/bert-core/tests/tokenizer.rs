@@ -364,17 +364,21 @@ fn a_corrupt_tokenizer_config_beside_tokenizer_json_is_named() {
 // Length
 
 #[test]
-fn an_input_longer_than_max_len_is_an_error_that_mentions_truncate() {
+fn an_input_longer_than_max_len_is_a_typed_error_with_its_length_and_the_limit() {
     let (_dir, tok) = tokenizer();
     let texts = strings(&["a dog", "the cat sat on the mat"]); // 4 and 8 tokens
     let err = tok.encode(&texts, None, 6, false).expect_err("too long");
     let text = err.to_string();
     println!("{text}");
     match &err {
-        BertError::Input { index, .. } => assert_eq!(*index, 1, "the second text is too long"),
-        other => panic!("expected BertError::Input, got {other:?}"),
+        BertError::TooLong { index, tokens, max, .. } => {
+            assert_eq!((*index, *tokens, *max), (1, 8, 6), "the second text is too long")
+        }
+        other => panic!("expected BertError::TooLong, got {other:?}"),
     }
-    assert_mentions(&text, &["input 1", "8 tokens", "6", "--truncate"]);
+    // Whether the caller can cut a text is the caller's to say: the library names no option.
+    assert_mentions(&text, &["input 1", "8 tokens", "6"]);
+    assert!(!text.contains("truncate"), "{text}");
     // Exactly max_len is fine.
     assert!(tok.encode(&texts, None, 8, false).is_ok());
 }
@@ -399,7 +403,7 @@ fn the_model_limits_inputs_to_max_position_embeddings() {
     let (_dir, model) = Checkpoint::tiny().load();
     let long = vec!["the cat sat on the mat ".repeat(3)]; // 18 words + 2 specials
     let err = model.encode(&long, None, false).expect_err("too long");
-    assert_mentions(&err.to_string(), &["20 tokens", "max_position_embeddings", "16", "--truncate"]);
+    assert_mentions(&err.to_string(), &["20 tokens", "max_position_embeddings", "16"]);
     let batch = model.encode(&long, None, true).unwrap();
     assert_eq!(batch.dims(), (1, 16));
     assert!(model.trace(&batch, &mut bert_core::trace::Discard, None).is_ok());

@@ -37,7 +37,7 @@ fn report(scan: &HeadScan, experiment: &Experiment, top: usize) -> String {
         scan.position.1,
         scan.target,
         scan.log_prob,
-        scan.rank
+        rank(scan.rank)
     );
     let heads = scan.grid.first().map_or(0, Vec::len);
     let mut header = vec!["layer".to_string()];
@@ -53,18 +53,30 @@ fn report(scan: &HeadScan, experiment: &Experiment, top: usize) -> String {
         "\nthe change in log p({}) with each head ablated alone ({}; negative: the head helped)\n{grid}\n",
         scan.target, scan.with
     );
-    let shown = scan.heads.len().min(top);
+    // A head whose change is NaN is not ranked among the others.
+    let ranked: Vec<_> = scan.heads.iter().filter(|h| !h.change.is_nan()).collect();
+    let shown = ranked.len().min(top);
     out += &format!("\n{shown} heads ranked by the change, the most harmful ablation first:\n");
-    for (rank, head) in scan.heads.iter().take(top).enumerate() {
+    for (place, head) in ranked.iter().take(top).enumerate() {
         out += &format!(
             "{:>3}. layer{}.head{:<3} {:+.4}   rank of {} after: {}\n",
-            rank + 1,
+            place + 1,
             head.layer,
             head.head,
             head.change,
             scan.target,
-            head.rank
+            rank(head.rank)
         );
     }
+    let unranked: Vec<String> =
+        scan.heads.iter().filter(|h| h.change.is_nan()).map(|h| format!("layer{}.head{}", h.layer, h.head)).collect();
+    if !unranked.is_empty() {
+        out += &format!("not ranked (the prediction is NaN with them ablated): {}\n", unranked.join(", "));
+    }
     out
+}
+
+/// A rank as printed: a number, or `non-finite` where the prediction has a NaN.
+fn rank(rank: Option<usize>) -> String {
+    rank.map_or("non-finite".into(), |r| r.to_string())
 }

@@ -98,12 +98,12 @@ pub struct TraceArgs {
     /// Mask tokens at random as BERT's pretraining does: each token that is not special or
     /// padding is chosen with probability P, then becomes [MASK] (80%), a random token (10%) or
     /// stays (10%); adds the MLM loss. Needs --seed
-    #[arg(long, value_name = "P", requires = "seed", allow_negative_numbers = true, value_parser = probability)]
+    #[arg(allow_hyphen_values = true, long, value_name = "P", requires = "seed", value_parser = probability)]
     pub mask_prob: Option<f64>,
 
     /// The seed of --mask-prob's random numbers (SplitMix64): the same seed gives the same masks
     /// on every machine
-    #[arg(long, value_name = "N", requires = "mask_prob")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N", requires = "mask_prob")]
     pub seed: Option<u64>,
 
     /// The word each [MASK] you typed is to be predicted as, in order (repeatable); adds the MLM loss
@@ -112,7 +112,7 @@ pub struct TraceArgs {
 
     /// With --pair: 0 when sentence B follows A, 1 when B is random (once for all pairs, or once
     /// per TEXT); adds the NSP loss
-    #[arg(long = "nsp-label", value_name = "0|1", requires = "pair", value_parser = clap::value_parser!(i64).range(0..=1))]
+    #[arg(allow_hyphen_values = true, long = "nsp-label", value_name = "0|1", requires = "pair", value_parser = clap::value_parser!(i64).range(0..=1))]
     pub nsp_labels: Vec<i64>,
 
     /// Which implementation of BERT's operations to run: fast (the default: fast kernels where
@@ -150,15 +150,15 @@ pub struct TraceArgs {
 
     /// The head the colour heatmap of an attention stage shows, 0 to num_attention_heads - 1
     /// [default: 0]
-    #[arg(long, value_name = "N", requires = "stop_at")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N", requires = "stop_at")]
     pub head: Option<usize>,
 
     /// How many predictions to show for each [MASK]
-    #[arg(long, value_name = "K", default_value_t = 5)]
+    #[arg(allow_hyphen_values = true, long, value_name = "K", default_value_t = 5)]
     pub top_k: usize,
 
     /// Threads for the forward pass [default: BERT_TRACE_THREADS, else all physical cores]
-    #[arg(long, value_name = "N")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub threads: Option<usize>,
 
     /// After tracing, diff the dump against this reference dump (as `bert-trace diff`)
@@ -213,10 +213,10 @@ pub enum Precision {
 #[derive(Debug, Args, Clone, Copy)]
 pub struct ToleranceArgs {
     /// Absolute tolerance for every stage: |ours - ref| <= atol + rtol * |ref|
-    #[arg(long, value_name = "ATOL", value_parser = tolerance)]
+    #[arg(allow_hyphen_values = true, long, value_name = "ATOL", value_parser = tolerance)]
     pub atol: Option<f64>,
     /// Relative tolerance for every stage
-    #[arg(long, value_name = "RTOL", value_parser = tolerance)]
+    #[arg(allow_hyphen_values = true, long, value_name = "RTOL", value_parser = tolerance)]
     pub rtol: Option<f64>,
 }
 
@@ -284,7 +284,7 @@ pub struct CompareArgs {
     /// The second model's dump, of the same input
     pub b: PathBuf,
     /// How many of the most changed heads to list
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 10)]
     pub top: usize,
     /// Print the comparison as JSON (which `bert-trace view` draws as a layers x heads grid)
     #[arg(long)]
@@ -305,10 +305,10 @@ pub struct ViewArgs {
     #[arg(long, value_name = "NAME")]
     pub stage: Option<String>,
     /// The head of a [B,nh,T,T] stage [default: 0, or all heads with --lines]
-    #[arg(long, value_name = "N")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub head: Option<usize>,
     /// The sequence of a batch to draw
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 0)]
     pub seq: usize,
     /// Draw attention probabilities as the head view's lines between the tokens, not a heatmap
     #[arg(long)]
@@ -347,7 +347,7 @@ pub struct ExperimentInput {
     #[command(flatten)]
     pub model: ModelArgs,
     /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
-    #[arg(long, value_name = "N")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub threads: Option<usize>,
     /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
     #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
@@ -368,7 +368,7 @@ pub struct AblateArgs {
     #[arg(long = "with", value_name = "HOW", value_enum, default_value_t = AblateWithArg::Zero)]
     pub with: AblateWithArg,
     /// How many of the most harmful heads to list
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 10)]
     pub top: usize,
 }
 
@@ -380,10 +380,10 @@ pub struct LensArgs {
     #[arg(long, value_name = "WORD")]
     pub target: Option<String>,
     /// Read this token position instead of the [MASK] (0 is [CLS])
-    #[arg(long, value_name = "N")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub pos: Option<usize>,
     /// How many guesses to show per layer
-    #[arg(long, value_name = "K", default_value_t = 3)]
+    #[arg(allow_hyphen_values = true, long, value_name = "K", default_value_t = 3)]
     pub top_k: usize,
 }
 
@@ -417,47 +417,47 @@ pub struct TrainArgs {
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,
     /// How many optimizer steps the run takes; the learning rate falls to 0 at the last
-    #[arg(long, value_name = "N")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub steps: Option<usize>,
     /// The peak learning rate [default: 1e-4, BERT's]
-    #[arg(long, value_name = "LR", allow_negative_numbers = true)]
+    #[arg(allow_hyphen_values = true, long, value_name = "LR")]
     pub lr: Option<f64>,
     /// Steps over which the learning rate rises linearly from 0 [default: 0]
-    #[arg(long, value_name = "N")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub warmup_steps: Option<usize>,
     /// Examples per batch [default: 8]
-    #[arg(long, value_name = "N")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub batch_size: Option<usize>,
     /// Tokens per sequence, [CLS] and [SEP] included: longer lines are cut [default: 128, at most
     /// the model's max_position_embeddings]
-    #[arg(long, value_name = "N")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub max_len: Option<usize>,
     /// The share of tokens masked for the MLM loss [default: 0.15]
-    #[arg(long, value_name = "P", allow_negative_numbers = true, value_parser = probability)]
+    #[arg(allow_hyphen_values = true, long, value_name = "P", value_parser = probability)]
     pub mask_prob: Option<f64>,
     /// For sentence pairs: the chance that sentence B is replaced by another line's (NSP label 1)
     /// [default: 0.5]
-    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    #[arg(allow_hyphen_values = true, long, value_name = "P")]
     pub nsp_negatives: Option<f64>,
     /// The seed of every random choice: the order of the lines, the masks, the NSP negatives and
     /// new heads' weights [default: 0]
-    #[arg(long, value_name = "N")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub seed: Option<u64>,
     /// AdamW's β1 and β2 [default: 0.9,0.999, PyTorch's]
-    #[arg(long, value_name = "B1,B2", allow_negative_numbers = true, value_parser = betas)]
+    #[arg(allow_hyphen_values = true, long, value_name = "B1,B2", value_parser = betas)]
     pub betas: Option<(f64, f64)>,
     /// AdamW's ε [default: 1e-8, PyTorch's]
-    #[arg(long, value_name = "E", allow_negative_numbers = true)]
+    #[arg(allow_hyphen_values = true, long, value_name = "E")]
     pub eps: Option<f64>,
     /// AdamW's decoupled weight decay, applied to every parameter [default: 0.01, PyTorch's]
-    #[arg(long, value_name = "W", allow_negative_numbers = true)]
+    #[arg(allow_hyphen_values = true, long, value_name = "W")]
     pub weight_decay: Option<f64>,
     /// Save the trained model here (config.json, model.safetensors, the tokenizer's files, and
     /// the optimizer's state to resume from): a new or empty directory, or one this command wrote
     #[arg(long, value_name = "DIR")]
     pub save: Option<PathBuf>,
     /// Also save a checkpoint every N steps, into SAVE/checkpoint-STEP/
-    #[arg(long, value_name = "N", requires = "save")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N", requires = "save")]
     pub save_every: Option<usize>,
     /// Continue the run saved in DIR (by --save or --save-every) from the step it reached; the
     /// options above default to the run's, and one that differs is refused
@@ -470,10 +470,10 @@ pub struct TrainArgs {
     pub dump_step: Vec<String>,
     /// Print a loss line every N steps (and after the last): the mean loss of those steps, as
     /// transformers' Trainer logs it
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 1)]
     pub log_every: usize,
     /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
-    #[arg(long, value_name = "N")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub threads: Option<usize>,
     /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
     #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]

@@ -31,14 +31,26 @@ fn report(contrast: &Contrast, top: usize) -> String {
     );
     let mut stages = new_table(&["stage", "shape", "cosine", "‖A−B‖/‖A‖"], &[2, 3]);
     for stage in &contrast.stages {
-        stages.add_row(vec![
-            stage.name.clone(),
-            shape(&stage.shape),
-            format!("{:.6}", stage.cosine),
-            num(stage.relative_difference),
-        ]);
+        let (cosine, relative) = match stage.non_finite {
+            true => ("non-finite".to_string(), "non-finite".to_string()),
+            false => (format!("{:.6}", stage.cosine), num(stage.relative_difference)),
+        };
+        stages.add_row(vec![stage.name.clone(), shape(&stage.shape), cosine, relative]);
     }
     out += &format!("{stages}\n");
+    let non_finite = contrast.stages.iter().filter(|s| s.non_finite).count();
+    if non_finite > 0 {
+        out += &format!("{non_finite} stage(s) hold NaN or inf on a side: they have no measure\n");
+    }
+    for skipped in &contrast.skipped {
+        out += &format!(
+            "not compared: {} ({}): A {}, B {}\n",
+            skipped.name,
+            skipped.reason,
+            shape(&skipped.shape_a),
+            shape(&skipped.shape_b)
+        );
+    }
     if contrast.grid.is_empty() {
         out += "no attention probabilities in both dumps: no per-head comparison\n";
         return out;
@@ -50,17 +62,23 @@ fn report(contrast: &Contrast, top: usize) -> String {
     let mut grid = new_table(&header, &(0..=heads).collect::<Vec<_>>());
     for (layer, row) in contrast.grid.iter().enumerate() {
         let mut cells = vec![layer.to_string()];
-        cells.extend(row.iter().map(|&js| format!("{js:.4}")));
+        cells.extend(row.iter().map(|&js| if js.is_finite() { format!("{js:.4}") } else { "non-finite".into() }));
         grid.add_row(cells);
     }
     out += &format!(
         "\nwhere each head looks: the Jensen-Shannon divergence of its attention probabilities, per real query row \
          over the real keys, averaged (natural log: 0 = the same, ln 2 = 0.6931 at most)\n{grid}\n"
     );
-    let shown = contrast.heads.len().min(top);
+    let ranked: Vec<_> = contrast.heads.iter().filter(|h| !h.non_finite).collect();
+    let shown = ranked.len().min(top);
     out += &format!("\nthe {shown} most changed heads:\n");
-    for (rank, head) in contrast.heads.iter().take(top).enumerate() {
+    for (rank, head) in ranked.iter().take(top).enumerate() {
         out += &format!("{:>3}. layer{}.head{}  {:.4}\n", rank + 1, head.layer, head.head, head.js_divergence);
+    }
+    let unranked: Vec<String> =
+        contrast.heads.iter().filter(|h| h.non_finite).map(|h| format!("layer{}.head{}", h.layer, h.head)).collect();
+    if !unranked.is_empty() {
+        out += &format!("not ranked (NaN or inf in their probabilities): {}\n", unranked.join(", "));
     }
     out
 }

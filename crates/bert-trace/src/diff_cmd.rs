@@ -119,6 +119,7 @@ fn add_truth(value: &mut serde_json::Value, truth: &[TruthStage]) {
             if let Some(t) = truth.iter().find(|t| t.name == name) {
                 stage["truth"] = serde_json::json!({
                     "reference_max_abs": t.reference_max_abs, "trace_max_abs": t.trace_max_abs, "closer": t.closer(),
+                    "non_finite": t.non_finite(),
                 });
             }
         }
@@ -126,6 +127,7 @@ fn add_truth(value: &mut serde_json::Value, truth: &[TruthStage]) {
     let count = |side| truth.iter().filter(|t| t.closer() == Some(side)).count();
     value["truth_summary"] = serde_json::json!({
         "reference_closer": count("reference"), "trace_closer": count("trace"), "as_close": count("same"),
+        "non_finite": truth.iter().filter(|t| t.non_finite()).count(),
         "largest_gap": largest_gap(truth).map(|(name, gap)| serde_json::json!({"stage": name, "gap": gap})),
     });
 }
@@ -135,29 +137,34 @@ fn largest_gap(truth: &[TruthStage]) -> Option<(&str, f64)> {
     truth
         .iter()
         .filter_map(|t| Some((t.name.as_str(), (t.reference_max_abs? - t.trace_max_abs?).abs())))
+        .filter(|(_, gap)| gap.is_finite())
         .max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
 /// Each stage's distance from the truth on both sides, and who is closer.
 fn print_truth(out: &mut String, truth: &[TruthStage]) {
     let mut table = new_table(&["stage", "|ref − truth|", "|trace − truth|", "closer"], &[1, 2]);
-    let cell = |v: Option<f64>| v.map_or("-".to_string(), num);
+    let cell = |v: Option<f64>| match v {
+        Some(d) if !d.is_finite() => "non-finite".to_string(),
+        v => v.map_or("-".to_string(), num),
+    };
     for t in truth {
-        table.add_row(vec![
-            t.name.clone(),
-            cell(t.reference_max_abs),
-            cell(t.trace_max_abs),
-            t.closer().unwrap_or("-").into(),
-        ]);
+        let closer = if t.non_finite() { "non-finite" } else { t.closer().unwrap_or("-") };
+        table.add_row(vec![t.name.clone(), cell(t.reference_max_abs), cell(t.trace_max_abs), closer.into()]);
     }
     say!(out, "\nagainst the truth (float64), max |side − truth| over the real tokens:\n{table}");
     let count = |side| truth.iter().filter(|t| t.closer() == Some(side)).count();
     let gap = largest_gap(truth)
         .map(|(name, gap)| format!("; the largest gap between them: {} in {name}", num(gap)))
         .unwrap_or_default();
+    let non_finite = truth.iter().filter(|t| t.non_finite()).count();
+    let non_finite = match non_finite {
+        0 => String::new(),
+        n => format!("; NaN or inf in {n} stage(s), which are neither"),
+    };
     say!(
         out,
-        "closer to the truth: the trace in {} stages, the reference in {}, as close in {}{gap}",
+        "closer to the truth: the trace in {} stages, the reference in {}, as close in {}{non_finite}{gap}",
         count("trace"),
         count("reference"),
         count("same")
@@ -291,7 +298,7 @@ fn print_report(out: &mut String, reference: &Dump, trace: &Dump, report: &Repor
         if one_sided.is_empty() { String::new() } else { format!("; {} (not judged)", one_sided.join(", ")) };
     say!(out, "{passed} of {common} stages in common pass{one_sided}");
     if let Some(isolation) = isolation {
-        print_isolation(out, isolation, report.passed());
+        print_isolation(out, isolation, report);
     }
     if let Some(first) = &report.first_failure {
         let stage = report.stages.iter().find(|s| s.name == first.name).expect("listed");
@@ -320,7 +327,9 @@ fn print_report(out: &mut String, reference: &Dump, trace: &Dump, report: &Repor
 }
 
 /// What isolation found: the culprit, or that every stage's own error is within tolerance.
-fn print_isolation(out: &mut String, isolation: &Isolation, passed: bool) {
+fn print_isolation(out: &mut String, isolation: &Isolation, report: &Report) {
+    let passed = report.passed();
+    let reshaped: Vec<&StageReport> = report.stages.iter().filter(|s| s.status == Status::ShapeMismatch).collect();
     let not_isolated: Vec<&str> = [&isolation.reference, &isolation.trace]
         .iter()
         .flat_map(|list| list.iter())
@@ -347,6 +356,23 @@ fn print_isolation(out: &mut String, isolation: &Isolation, passed: bool) {
             );
         }
         None if passed => say!(out, "no culprit: every stage's own error is within its tolerance on both sides"),
+        // Rounding cannot change a shape: a stage of another shape on each side is another
+        // computation, and blaming compounding errors for it would be a wrong answer.
+        None if !reshaped.is_empty() => say!(
+            out,
+            "no culprit among the stages isolated, but {} stage(s) have another shape on each side ({}: reference {}, \
+             trace {}), which no rounding explains: are both dumps of the same model and input?",
+            reshaped.len(),
+            reshaped[0].name,
+            reshaped[0].reference_shape.as_deref().map_or("-".into(), shape),
+            reshaped[0].trace_shape.as_deref().map_or("-".into(), shape)
+        ),
+        None if !not_isolated.is_empty() => say!(
+            out,
+            "no culprit among the stages isolated; {} stage(s) could not be isolated (above), and the divergence may \
+             start at one of them",
+            not_isolated.len()
+        ),
         None => {
             say!(out,
             "no culprit: every stage's own error is within its tolerance on both sides, yet a stage differs: small \

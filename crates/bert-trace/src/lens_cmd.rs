@@ -53,7 +53,8 @@ fn report(at: &LensAt, experiment: &Experiment, target: Option<&str>) -> String 
         let guesses: Vec<String> = row.top.iter().map(|&(id, p)| format!("{} {p:.3}", experiment.token(id))).collect();
         let mut cells = vec![after, guesses.join(", ")];
         if let Some((p, rank)) = row.target {
-            cells.extend([format!("{p:.4}"), rank.to_string()]);
+            let rank = rank.map_or("non-finite".to_string(), |r| r.to_string());
+            cells.extend([if p.is_nan() { "non-finite".into() } else { format!("{p:.4}") }, rank]);
         }
         table.add_row(cells);
     }

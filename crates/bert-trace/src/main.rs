@@ -4,6 +4,7 @@
 
 use std::process::ExitCode;
 
+use bert_core::words::{render, Dialect};
 use clap::Parser;
 
 use bert_trace::cli::{Cli, Command};
@@ -45,7 +46,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code as u8),
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // The library names options by their field (see bert_core::words); here they are flags.
+            eprintln!("error: {}", render(&format!("{error:#}"), Dialect::Flags));
             ExitCode::from(2)
         }
     }

@@ -55,7 +55,13 @@ fn hub_id(spec: &Path) -> Option<HubId> {
 /// The directory `--model` names: the path itself, or a hub id's snapshot in the cache.
 fn model_dir(spec: &Path) -> Result<PathBuf> {
     match hub_id(spec) {
-        Some(id) => hub_model::snapshot_dir(&id, &process_env),
+        // Said first, since a path typed from the wrong directory looks like a hub id too.
+        Some(id) => hub_model::snapshot_dir(&id, &process_env).with_context(|| {
+            format!(
+                "{}: no directory of that name here, so it was tried as a Hugging Face model id",
+                bert_core::words::Opt("model").with(spec.display())
+            )
+        }),
         None => Ok(spec.to_path_buf()),
     }
 }

@@ -5,12 +5,15 @@
 //! carries the SHA-256 of every other byte of the file:
 //!
 //! - HTML and SVG end with the line
-//!   `<!-- bert-trace-owned v1 NONCE sha256:HASH -->` (a comment after the root element is
-//!   valid XML and HTML);
-//! - PNG has a tEXt chunk, keyword `bert-trace-owned` and the text `v1 NONCE sha256:HASH`, just
+//!   `<!-- bert-trace-owned v2 sha256:HASH -->` (a comment after the root element is valid XML
+//!   and HTML);
+//! - PNG has a tEXt chunk, keyword `bert-trace-owned` and the text `v2 sha256:HASH`, just
 //!   before IEND.
 //!
-//! NONCE is 128 random bits in hex and HASH the SHA-256 of the file without the marker. A file
+//! HASH is the SHA-256 of the file without the marker, so the same picture is the same bytes,
+//! marker included, on every run: a figure regenerated into a repository shows no change. Files
+//! of the first version, whose marker also held 128 random bits (`v1 NONCE sha256:HASH`), are
+//! recognised as ours too. A file
 //! at the path is replaced only if it is a regular file (not a symbolic link) whose marker
 //! verifies. A file of ours that someone edited has become theirs: its hash no longer matches,
 //! so it is refused like any other. There is no option to override this. Writes are whole or
@@ -26,7 +29,9 @@ use anyhow::{bail, Context, Result};
 
 /// The start of the HTML and SVG marker, and the PNG marker's keyword.
 const TAG: &str = "bert-trace-owned";
-const VERSION: &str = "v1";
+const VERSION: &str = "v2";
+/// The first version's marker, with a random nonce before the hash: still ours.
+const VERSION_1: &str = "v1";
 
 /// Larger files than this at the output path are not read: bert-trace never writes one.
 const MAX_OWNED: u64 = 1 << 30;
@@ -83,7 +88,6 @@ fn refuse_unless_ours(path: &Path, format: Format, what: &str) -> Result<()> {
 
 /// `bytes` with the marker added.
 fn mark(bytes: &[u8], format: Format) -> Result<Vec<u8>> {
-    let nonce = nonce();
     match format {
         Format::Text => {
             let mut out = bytes.to_vec();
@@ -91,7 +95,7 @@ fn mark(bytes: &[u8], format: Format) -> Result<Vec<u8>> {
                 out.push(b'\n');
             }
             let hash = sha256_hex(&out);
-            out.extend_from_slice(format!("<!-- {TAG} {VERSION} {nonce} sha256:{hash} -->\n").as_bytes());
+            out.extend_from_slice(format!("<!-- {TAG} {VERSION} sha256:{hash} -->\n").as_bytes());
             Ok(out)
         }
         Format::Png => {
@@ -99,7 +103,7 @@ fn mark(bytes: &[u8], format: Format) -> Result<Vec<u8>> {
             let iend = chunks.last().filter(|c| &c.kind == b"IEND").context("the PNG bert-trace drew has no IEND")?;
             let hash = sha256_hex(bytes);
             let mut data = format!("{TAG}\0").into_bytes();
-            data.extend_from_slice(format!("{VERSION} {nonce} sha256:{hash}").as_bytes());
+            data.extend_from_slice(format!("{VERSION} sha256:{hash}").as_bytes());
             let mut out = bytes[..iend.start].to_vec();
             out.extend_from_slice(&png_chunk(b"tEXt", &data));
             out.extend_from_slice(&bytes[iend.start..]);
@@ -130,18 +134,23 @@ pub fn unmarked(file: &[u8], format: Format) -> Option<Vec<u8>> {
             ([&file[..marker.start], &file[marker.end..]].concat(), text.to_string())
         }
     };
-    let mut words = text.split(' ');
-    let (version, nonce, hash) = (words.next()?, words.next()?, words.next()?.strip_prefix("sha256:")?);
-    let nonce_ok = nonce.len() == 32 && nonce.bytes().all(|b| b.is_ascii_hexdigit());
-    (version == VERSION && nonce_ok && words.next().is_none() && hash == sha256_hex(&rest)).then_some(rest)
+    let words: Vec<&str> = text.split(' ').collect();
+    let hash = match words.as_slice() {
+        [version, hash] if *version == VERSION => hash,
+        [version, nonce, hash] if *version == VERSION_1 => {
+            (nonce.len() == 32 && nonce.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hash)?
+        }
+        _ => return None,
+    };
+    (hash.strip_prefix("sha256:")? == sha256_hex(&rest)).then_some(rest)
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
     ring::digest::digest(&ring::digest::SHA256, bytes).as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// 128 bits no other run will draw: std's randomly keyed hasher, fed the time, the process id
-/// and a counter (no crate for random numbers is needed for this).
+/// 128 bits no other run will draw, for a temporary file's name: std's randomly keyed hasher,
+/// fed the time, the process id and a counter (no crate for random numbers is needed for this).
 fn nonce() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -230,7 +239,7 @@ mod tests {
         for (format, content) in [(Format::Text, svg), (Format::Png, tiny_png())] {
             let marked = mark(&content, format).unwrap();
             assert_eq!(unmarked(&marked, format).as_deref(), Some(&content[..]), "{format:?}");
-            assert_ne!(mark(&content, format).unwrap(), marked, "{format:?}: a new nonce each time");
+            assert_eq!(mark(&content, format).unwrap(), marked, "{format:?}: the same bytes each time");
             // One byte changed anywhere, or the marker alone, or the content alone: not ours.
             for at in [0, content.len() / 2, marked.len() - 20] {
                 let mut edited = marked.clone();
@@ -239,6 +248,19 @@ mod tests {
             }
             assert!(unmarked(&content, format).is_none(), "{format:?}: no marker");
         }
+    }
+
+    #[test]
+    fn a_file_with_the_first_versions_marker_is_still_ours() {
+        let svg = b"<svg xmlns=\"http://www.w3.org/2000/svg\"/>\n".to_vec();
+        let hash = sha256_hex(&svg);
+        let nonce = "0123456789abcdef0123456789abcdef";
+        let mut v1 = svg.clone();
+        v1.extend_from_slice(format!("<!-- {TAG} v1 {nonce} sha256:{hash} -->\n").as_bytes());
+        assert_eq!(unmarked(&v1, Format::Text).as_deref(), Some(&svg[..]));
+        let mut short_nonce = svg.clone();
+        short_nonce.extend_from_slice(format!("<!-- {TAG} v1 0123 sha256:{hash} -->\n").as_bytes());
+        assert!(unmarked(&short_nonce, Format::Text).is_none());
     }
 
     #[test]

@@ -43,7 +43,8 @@ pub fn mask_predictions(
             continue;
         }
         let probs = softmax(logits.index_axis(Axis(0), b).row(t));
-        let mut order: Vec<usize> = (0..probs.len()).collect();
+        // A NaN is never a guess, let alone the best one.
+        let mut order: Vec<usize> = (0..probs.len()).filter(|&id| !probs[id].is_nan()).collect();
         order.sort_by(|&x, &y| probs[y].total_cmp(&probs[x]));
         let top = order.iter().take(top_k).map(|&id| (token(id), id, probs[id])).collect();
         all.push(MaskPrediction { seq: b, pos: t, top });
@@ -131,11 +132,11 @@ pub fn losses<F: Float>(model: &BertModel<F>, batch: &Batch, outputs: &Outputs) 
     if let (Some(loss), Some(labels)) = (outputs.mlm_loss, &batch.labels.mlm) {
         let labelled = labels.iter().filter(|&&l| l != IGNORE).count();
         let perplexity = (loss as f64).exp();
-        table.add_row(vec![
-            "mlm.loss".into(),
-            format!("{loss:.4}"),
-            format!("mean over {labelled} labelled position(s); perplexity exp(mlm.loss) = {perplexity:.2}"),
-        ]);
+        let what = match labelled {
+            0 => "no labelled position (every label is -100): a mean over nothing, 0 / 0".to_string(),
+            n => format!("mean over {n} labelled position(s); perplexity exp(mlm.loss) = {perplexity:.2}"),
+        };
+        table.add_row(vec!["mlm.loss".into(), format!("{loss:.4}"), what]);
     }
     if let (Some(loss), Some(labels)) = (outputs.nsp_loss, &batch.labels.nsp) {
         table.add_row(vec!["nsp.loss".into(), format!("{loss:.4}"), format!("mean over {} sequence(s)", labels.len())]);
@@ -155,7 +156,11 @@ pub fn losses<F: Float>(model: &BertModel<F>, batch: &Batch, outputs: &Outputs) 
             let row = logits.index_axis(Axis(0), b);
             let row = row.row(t);
             let p = softmax(row);
-            let rank = 1 + row.iter().filter(|&&v| v > row[label as usize]).count();
+            // A NaN logit leaves no order to rank by.
+            let rank = match row.iter().all(|v| !v.is_nan()) {
+                true => (1 + row.iter().filter(|&&v| v > row[label as usize]).count()).to_string(),
+                false => "non-finite".to_string(),
+            };
             let token = |id: i64| visible(&model.tokenizer.id_to_token(id as u32).unwrap_or_default());
             table.add_row(vec![
                 b.to_string(),
@@ -163,7 +168,7 @@ pub fn losses<F: Float>(model: &BertModel<F>, batch: &Batch, outputs: &Outputs) 
                 token(batch.ids[[b, t]]),
                 token(label),
                 format!("{:.4}", p[label as usize]),
-                rank.to_string(),
+                rank,
                 format!("{:.4}", -p[label as usize].ln()),
             ]);
         }

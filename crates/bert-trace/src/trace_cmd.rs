@@ -17,7 +17,8 @@ use bert_core::trace::hook::Hook;
 use bert_core::trace::manifest::Inputs;
 use bert_core::trace::stage::{DType, Objectives, Part, Stage, StageKind};
 use bert_core::trace::{Discard, Sink, Tensor};
-use bert_core::{Batch, BertModel};
+use bert_core::words::Opt;
+use bert_core::{Batch, BertError, BertModel};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use ndarray::{Axis, Slice};
 
@@ -81,7 +82,7 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
         let producer = serde_json::json!({
             "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads, "kernels": kernels.name(),
         });
-        let options = dump::Options { force: args.force, npz: args.npz };
+        let options = dump::Options { force: args.force, npz: args.npz, ..dump::Options::default() };
         let mut writer = DumpWriter::create(&args.out, producer, model_name, inputs, options)?;
         writer.set_stopped_at(stop);
         writer.set_model_fingerprint(model.fingerprint());
@@ -120,8 +121,10 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
     }
     // The heads' outputs as printed: f32 is enough for probabilities to four decimals.
     let outputs = traced.outputs.to_f32();
-    print!("{}", predictions::report(&model, &batch, &outputs, args.top_k));
-    print!("{}", predictions::losses(&model, &batch, &outputs));
+    // The inputs as the pass read them: a patch of input.ids or input.labels changes them.
+    let used = traced.batch.as_ref().unwrap_or(&batch);
+    print!("{}", predictions::report(&model, used, &outputs, args.top_k));
+    print!("{}", predictions::losses(&model, used, &outputs));
     let written = recorder.rows.iter().filter(|r| only.keeps(&r.stage)).count();
     drop(recorder);
     if !args.no_dump {
@@ -184,7 +187,14 @@ pub fn prepare<F: Float>(args: &TraceArgs, texts: Vec<String>, model: &BertModel
         nsp_label: (!args.nsp_labels.is_empty()).then(|| args.nsp_labels.clone()),
         ..Inputs::default()
     };
-    let batch = model.encode_inputs(&inputs, args.truncate)?;
+    // This caller can cut a text, so a text too long is told how.
+    let batch = model.encode_inputs(&inputs, args.truncate).map_err(|e| match e {
+        BertError::TooLong { index, tokens, at_least, max, .. } => {
+            let advice = format!("; pass {} to cut it to {max}", Opt("truncate").on());
+            BertError::TooLong { index, tokens, at_least, max, advice }
+        }
+        other => other,
+    })?;
     masking_notes(&batch, args.mask_prob);
     inputs.tokens = Some(tokens_table::tokens_seen(model, &batch));
     if let Some(labels) = &batch.labels.nsp {
@@ -202,8 +212,6 @@ pub fn prepare<F: Float>(args: &TraceArgs, texts: Vec<String>, model: &BertModel
         AblateWithArg::Mean => AblateWith::Mean,
     };
     let interventions = Interventions::load(model, &args.ablate, with, &args.patch)?;
-    let (b, t) = batch.dims();
-    interventions.check(&model.dims(b, t))?;
     if args.backward {
         model.check_backward(&batch)?;
     }
@@ -211,6 +219,7 @@ pub fn prepare<F: Float>(args: &TraceArgs, texts: Vec<String>, model: &BertModel
     if let (true, Some(stage)) = (args.backward, stop) {
         bail!("--backward needs the whole forward pass, up to the loss; --stop-at ends it after {stage}");
     }
+    interventions.check_run(model, &batch, &model.plan(objectives), stop)?;
     let only = only_filter(&args.only, &model.plan(objectives))?;
     model.check(&batch)?;
     Ok(Prepared { inputs, batch, objectives, stop, only, interventions })

@@ -17,161 +17,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::root;
+use common::{copy_dir, one_line, poison_tensor, root, run, run_with, set_stage, snapshot, unchanged, Cases, Ran};
 use ndarray::{ArrayD, IxDyn};
-use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+use ndarray_npy::ReadNpyExt;
 
 const TEXT: &str = "When in Rome, do as the [MASK] do.";
 
-/// What a run did.
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-impl Ran {
-    /// The lines of stderr that are not notes.
-    fn errors(&self) -> Vec<&str> {
-        self.stderr.lines().filter(|l| !l.starts_with("note:")).collect()
-    }
-}
-
-/// Runs `bert-trace args` in the repository root with `env`, killed after `limit`.
-fn run_with(args: &[String], env: &[(&str, &str)], limit: Duration) -> Ran {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_bert-trace"));
-    command.args(args).current_dir(root()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    command.env("HF_HUB_OFFLINE", "1");
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    let start = Instant::now();
-    let mut child = command.spawn().expect("bert-trace starts");
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let out_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut out, &mut text).ok();
-        text
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut err, &mut text).ok();
-        text
-    });
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        if start.elapsed() > limit {
-            child.kill().ok();
-            child.wait().ok();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Ran { code, stdout: out_reader.join().unwrap(), stderr: err_reader.join().unwrap(), elapsed: start.elapsed() }
-}
-
-fn run(args: &[String]) -> Ran {
-    run_with(args, &[], Duration::from_secs(60))
-}
-
 fn args(list: &[&str], dir: &Path) -> Vec<String> {
     list.iter().map(|a| a.replace("{dir}", &dir.display().to_string())).collect()
-}
-
-/// Whether `ran` is one error line containing `needle`, with exit status 2 and no panic.
-fn one_line(ran: &Ran, needle: &str) -> Result<(), String> {
-    let lines = ran.errors();
-    if ran.code.is_none() {
-        Err(format!("killed after {:.1} s without an answer", ran.elapsed.as_secs_f64()))
-    } else if ran.code != Some(2) {
-        Err(format!("exit status {:?}, expected 2", ran.code))
-    } else if lines.len() != 1 {
-        Err(format!("{} lines on stderr, expected 1", lines.len()))
-    } else if !lines[0].contains(needle) {
-        Err(format!("expected `{needle}` in the line"))
-    } else if ran.stderr.contains("panicked") {
-        Err("a panic reached the user".into())
-    } else {
-        Ok(())
-    }
-}
-
-/// Collects the failures of a class of cases, each named, and asserts there are none.
-#[derive(Default)]
-struct Cases {
-    count: usize,
-    failures: Vec<String>,
-}
-
-impl Cases {
-    fn check(&mut self, name: &str, result: Result<(), String>, ran: Option<&Ran>) {
-        self.count += 1;
-        if let Err(problem) = result {
-            let detail = ran.map(|r| format!("\n  stdout: {}\n  stderr: {}", r.stdout.trim(), r.stderr.trim()));
-            self.failures.push(format!("{name}: {problem}{}", detail.unwrap_or_default()));
-        }
-    }
-
-    fn finish(self, class: &str) {
-        println!("{class}: {} cases", self.count);
-        assert!(
-            self.failures.is_empty(),
-            "{class}: {} of {} cases failed:\n{}",
-            self.failures.len(),
-            self.count,
-            self.failures.join("\n")
-        );
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
-        }
-    }
-}
-
-/// Every entry under `dir` (recursively) with its bytes or what it is.
-fn snapshot(dir: &Path) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let kind = entry.file_type().unwrap();
-        if kind.is_symlink() {
-            found.push((name, format!("link {}", std::fs::read_link(entry.path()).unwrap().display())));
-        } else if kind.is_dir() {
-            for (inner, what) in snapshot(&entry.path()) {
-                found.push((format!("{name}/{inner}"), what));
-            }
-        } else if kind.is_file() {
-            found.push((name, format!("{:x?}", ring_like_digest(&std::fs::read(entry.path()).unwrap()))));
-        } else {
-            found.push((name, "special".into()));
-        }
-    }
-    found.sort();
-    found
-}
-
-/// A cheap fingerprint of some bytes (length and a rolling sum), enough to see a change.
-fn ring_like_digest(bytes: &[u8]) -> (usize, u64) {
-    (bytes.len(), bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3)))
-}
-
-fn unchanged(before: &[(String, String)], dir: &Path) -> Result<(), String> {
-    let after = snapshot(dir);
-    if after == before {
-        Ok(())
-    } else {
-        Err(format!("{} changed:\n  before {before:?}\n  after  {after:?}", dir.display()))
-    }
 }
 
 fn tiny_dump(case: &str) -> PathBuf {
@@ -329,14 +182,6 @@ fn nothing_of_the_users_is_ever_deleted_or_replaced() {
     cases.finish("ownership");
 }
 
-/// Writes `values` over stage `stage` of the dump in `dir`, keeping its shape.
-fn set_stage(dir: &Path, stage: &str, change: impl Fn(&mut ArrayD<f32>)) {
-    let path = dir.join(format!("{stage}.npy"));
-    let mut values = ArrayD::<f32>::read_npy(std::fs::File::open(&path).unwrap()).unwrap();
-    change(&mut values);
-    values.write_npy(std::fs::File::create(&path).unwrap()).unwrap();
-}
-
 #[test]
 fn nothing_non_finite_and_nothing_at_all_passes_a_diff() {
     let mut cases = Cases::default();
@@ -438,19 +283,6 @@ fn nothing_non_finite_and_nothing_at_all_passes_a_diff() {
     };
     cases.check("an all-NaN stage's statistics", result, Some(&ran));
     cases.finish("non-finite");
-}
-
-/// Sets every value of the f32 tensor `name` of a safetensors file to NaN.
-fn poison_tensor(path: &Path, name: &str) {
-    let mut bytes = std::fs::read(path).unwrap();
-    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
-    let offsets = &header[name]["data_offsets"];
-    let (start, end) = (offsets[0].as_u64().unwrap() as usize, offsets[1].as_u64().unwrap() as usize);
-    for chunk in bytes[8 + header_len + start..8 + header_len + end].chunks_exact_mut(4) {
-        chunk.copy_from_slice(&f32::NAN.to_le_bytes());
-    }
-    std::fs::write(path, bytes).unwrap();
 }
 
 fn mkfifo(path: &Path) {
@@ -743,7 +575,7 @@ fn the_smaller_ones() {
     });
     let ran =
         run(&["--model".into(), model.display().to_string(), "--truncate".into(), "--no-dump".into(), TEXT.into()]);
-    let result = one_line(&ran, "with or without --truncate");
+    let result = one_line(&ran, "so no input fits, cut or not");
     cases.check("[CLS] and [SEP] alone do not fit, with --truncate", result, Some(&ran));
     // A 10 MB line is refused without tokenizing all of it.
     let long = tmp.path().join("long.txt");

@@ -279,7 +279,7 @@ fn bad_input_is_one_line_and_exit_2_before_anything_is_written() {
         (vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--lr".into(), "nan".into()], "--lr NaN"),
         (
             vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--warmup-steps".into(), "3".into()],
-            "more than --steps 2",
+            "--warmup-steps 3: expected at most --steps 2",
         ),
         (
             vec!["--file".into(), text.into(), "--steps".into(), "2".into(), "--batch-size".into(), "0".into()],

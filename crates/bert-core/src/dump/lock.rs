@@ -25,11 +25,22 @@ pub struct DirLock {
 /// locked; an error naming `dir` when another run holds it.
 pub fn lock(dir: &Path) -> Result<Option<DirLock>> {
     let Ok(directory) = File::open(dir) else { return Ok(None) };
-    match directory.try_lock() {
+    // A lock this process has just let go of can look held for a moment: a thread that forks
+    // meanwhile gives its child a copy of the descriptor until the child's exec closes it. So a
+    // held lock is tried a few times over a fifth of a second before the run is refused.
+    let mut result = directory.try_lock();
+    for _ in 0..20 {
+        if !matches!(result, Err(TryLockError::WouldBlock)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        result = directory.try_lock();
+    }
+    match result {
         Ok(()) => Ok(Some(DirLock { _directory: directory })),
         Err(TryLockError::WouldBlock) => Err(BertError::Dump {
             path: dir.into(),
-            problem: "another run is writing a dump into this directory; wait for it to finish or choose another --out"
+            problem: "another run is writing a dump into this directory; wait for it to finish, or write elsewhere"
                 .into(),
         }),
         Err(TryLockError::Error(_)) => Ok(None),

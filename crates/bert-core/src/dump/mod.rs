@@ -29,14 +29,15 @@ use std::path::{Path, PathBuf};
 
 pub use self::lock::{lock, DirLock};
 pub use self::plain::DumpKind;
-pub use self::read::{read_manifest, Dump};
+pub use self::read::{read_manifest, same_input, Dump};
+pub(crate) use self::writer::write_whole;
 use self::writer::Writer;
-pub(crate) use self::writer::{temporary, write_whole};
 
 use crate::error::{BertError, Result};
 use crate::trace::manifest::{Inputs, Manifest, ManifestStage, Record, FORMAT};
 use crate::trace::stage::{self, Stage};
 use crate::trace::{Sink, TensorView};
+use crate::words::Opt;
 
 /// The file that marks a directory as one bert-trace writes dumps into.
 pub const MARKER: &str = ".bert-trace-dump";
@@ -46,12 +47,81 @@ const MARKER_TEXT: &str = "bert-trace writes dumps here; the files it writes are
 pub const ARCHIVE: &str = "trace.npz";
 
 /// How a dump is written.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Options {
     /// Write into a directory that holds other files too (they are kept).
     pub force: bool,
     /// One `trace.npz` archive instead of one `.npy` file per stage.
     pub npz: bool,
+    /// The caller's option that chose the directory, and whether the caller offers `force`:
+    /// what a refusal advises.
+    pub named_by: Opt,
+    pub can_force: bool,
+}
+
+impl Default for Options {
+    /// A trace's dump: `out`, which `force` may share with other files.
+    fn default() -> Options {
+        Options { force: false, npz: false, named_by: Opt("out"), can_force: true }
+    }
+}
+
+impl Options {
+    /// A dump into a directory `option` chose, with no `force` to offer (a training step's).
+    pub fn named_by(option: Opt) -> Options {
+        Options { force: false, npz: false, named_by: option, can_force: false }
+    }
+
+    /// What a refused directory's message advises.
+    fn advice(&self) -> String {
+        match self.can_force {
+            true => format!("choose another {} or pass {}", self.named_by, Opt("force").on()),
+            false => format!("choose another {}", self.named_by),
+        }
+    }
+}
+
+/// Refuses `dir` as a dump's directory unless it is free or ours to write into (see the module
+/// documentation), without writing anything: the check a run makes before it starts, for every
+/// directory it will write a dump into.
+pub fn check_dir(dir: &Path, options: Options) -> Result<()> {
+    survey(dir, options).map(drop)
+}
+
+/// What `dir` holds that is ours to replace (None when it does not exist), or the refusal.
+fn survey(dir: &Path, options: Options) -> Result<Option<BTreeSet<String>>> {
+    let bad = |problem: String| BertError::Dump { path: dir.into(), problem };
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(BertError::io(dir, e)),
+        Ok(metadata) if !metadata.is_dir() => return Err(bad("exists and is not a directory".into())),
+        Ok(_) => {}
+    }
+    let marked = std::fs::symlink_metadata(dir.join(MARKER)).is_ok_and(|m| m.is_file());
+    let (mut ours, mut foreign, mut in_the_way) = (BTreeSet::new(), Vec::new(), Vec::new());
+    for entry in std::fs::read_dir(dir).map_err(|e| BertError::io(dir, e))? {
+        let entry = entry.map_err(|e| BertError::io(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // The type as the listing gives it: a symbolic link is never ours.
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        match (marked && regular && is_our_name(&name), is_our_name(&name)) {
+            (true, _) => drop(ours.insert(name)),
+            (false, true) => in_the_way.push(name),
+            (false, false) => foreign.push(name),
+        }
+    }
+    if !in_the_way.is_empty() {
+        return Err(bad(refusal(dir, &in_the_way, &options)));
+    }
+    if !foreign.is_empty() && !options.force {
+        foreign.sort();
+        return Err(bad(format!(
+            "holds files that are not a bert-trace dump ({}); {}",
+            preview(&foreign),
+            options.advice()
+        )));
+    }
+    Ok(Some(ours))
 }
 
 /// A sink that writes each wanted stage of a trace, then the manifest.
@@ -84,37 +154,13 @@ impl DumpWriter {
         inputs: Inputs,
         options: Options,
     ) -> Result<DumpWriter> {
-        let bad = |problem: String| BertError::Dump { path: dir.into(), problem };
-        if dir.exists() && !dir.is_dir() {
-            return Err(bad("exists and is not a directory".into()));
-        }
+        survey(dir, options)?;
         std::fs::create_dir_all(dir).map_err(|e| BertError::io(dir, e))?;
         // Before anything is read: what another run is writing is neither ours to judge nor to
         // clean up.
         let lock = lock::lock(dir)?;
+        let mut ours = survey(dir, options)?.unwrap_or_default();
         let marked = std::fs::symlink_metadata(dir.join(MARKER)).is_ok_and(|m| m.is_file());
-        let (mut ours, mut foreign, mut in_the_way) = (BTreeSet::new(), Vec::new(), Vec::new());
-        for entry in std::fs::read_dir(dir).map_err(|e| BertError::io(dir, e))? {
-            let entry = entry.map_err(|e| BertError::io(dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            // The type as the listing gives it: a symbolic link is never ours.
-            let regular = entry.file_type().is_ok_and(|t| t.is_file());
-            match (marked && regular && is_our_name(&name), is_our_name(&name)) {
-                (true, _) => drop(ours.insert(name)),
-                (false, true) => in_the_way.push(name),
-                (false, false) => foreign.push(name),
-            }
-        }
-        if !in_the_way.is_empty() {
-            return Err(bad(refusal(dir, &in_the_way)));
-        }
-        if !foreign.is_empty() && !options.force {
-            foreign.sort();
-            return Err(bad(format!(
-                "holds files that are not a bert-trace dump ({}); choose another --out or pass --force",
-                preview(&foreign)
-            )));
-        }
         // Leftovers of a killed run go now; the previous run's files stay until this run has
         // replaced them or finishes.
         for name in ours.iter().filter(|n| is_temporary(n)) {
@@ -248,24 +294,30 @@ impl Sink for DumpWriter {
 }
 
 /// Why a directory holding `names` (files of the user's with names bert-trace writes) is refused.
-fn refusal(dir: &Path, names: &[String]) -> String {
+fn refusal(dir: &Path, names: &[String], options: &Options) -> String {
+    let never = if options.can_force { format!(" (not even with {})", Opt("force").on()) } else { String::new() };
+    let another = format!("choose another {}", options.named_by);
     let manifest = names.iter().any(|n| n == "manifest.json").then(|| read_manifest(&dir.join("manifest.json")).ok());
     match manifest.flatten() {
         Some(m) if m.producer.get("name").and_then(|n| n.as_str()) == Some("bert-trace") => {
-            "holds a bert-trace dump without the marker file .bert-trace-dump (a copy, or an older version's), \
-             which bert-trace never replaces (not even with --force): delete it or choose another --out"
-                .into()
+            format!(
+                "holds a bert-trace dump without the marker file .bert-trace-dump (a copy, or an older version's), \
+                 which bert-trace never replaces{never}: delete it or {another}"
+            )
         }
         Some(m) => format!(
-            "holds a dump written by {}, not by bert-trace, which it never replaces (not even with --force): choose another --out",
+            "holds a dump written by {}, not by bert-trace, which it never replaces{never}: {another}",
             m.producer.get("name").and_then(|n| n.as_str()).unwrap_or("another program")
         ),
         None => {
             let mut names = names.to_vec();
             names.sort();
+            let keeps = match options.can_force {
+                true => format!("{} keeps other files, never these: ", Opt("force").on()),
+                false => String::new(),
+            };
             format!(
-                "holds files that bert-trace did not write but would replace ({}); --force keeps other files, never \
-                 these: choose another --out",
+                "holds files that bert-trace did not write but would replace ({}); {keeps}{another}",
                 preview(&names)
             )
         }

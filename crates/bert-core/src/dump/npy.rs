@@ -92,6 +92,17 @@ pub struct NpyHeader {
 /// file holds float64; integers and bools as i64) and the type the file stores.
 pub fn read(mut reader: impl Read, len: u64) -> Result<(Tensor, NpyType), String> {
     let header = read_header(&mut reader, len)?;
+    // The values as stored, then decoded (a float16 one widens to 4 bytes a value): checked
+    // against this machine's and this process's memory before either is allocated, since a
+    // failed allocation aborts the process without a word.
+    let elements: u64 = header.shape.iter().map(|&d| d as u64).product();
+    let per_value = match header.npy_type.kind {
+        NpyKind::Float | NpyKind::BFloat if header.npy_type.size <= 4 => 4,
+        _ => 8,
+    };
+    let decoded = elements.saturating_mul(per_value);
+    crate::load::memory::check(header.data_len.saturating_add(decoded), "to read its values")
+        .map_err(|e| e.to_string())?;
     let mut bytes = Vec::new();
     reader.take(header.data_len).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
     if bytes.len() as u64 != header.data_len {

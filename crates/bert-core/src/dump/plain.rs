@@ -162,6 +162,7 @@ pub(super) fn archive(path: &Path) -> Result<Parts> {
         let member = zip.by_index(index).map_err(|e| bad(format!("cannot read member {index}: {e}")))?;
         let member_name = member.name().to_string();
         let Some(stem) = member_name.strip_suffix(".npy") else { continue };
+        readable(&member).map_err(|problem| bad(format!("member {member_name}: {problem}")))?;
         let len = member.size();
         let header =
             npy::read_header(member, len).map_err(|problem| bad(format!("member {member_name}: {problem}")))?;
@@ -351,4 +352,24 @@ fn lacks_batch_axis(kind: StageKind, shape: &[usize], sizes: &Sizes) -> bool {
         (Some(Dim::T), Some(tokens)) => shape.first() == Some(&tokens),
         _ => true,
     }
+}
+
+/// Refuses a member of an archive compressed in a way bert-trace does not read, naming the
+/// method: what numpy writes (stored, deflate) and LZMA are read.
+pub(super) fn readable<R: std::io::Read>(member: &zip::read::ZipFile<'_, R>) -> std::result::Result<(), String> {
+    use zip::CompressionMethod as Method;
+    match member.compression() {
+        Method::Stored | Method::Deflated | Method::Lzma => Ok(()),
+        other => Err(format!(
+            "compressed with {other:?} (ZIP method {}), which bert-trace does not read: it reads members stored or \
+             compressed with deflate (np.savez, np.savez_compressed) or LZMA",
+            method_number(other)
+        )),
+    }
+}
+
+/// The number a ZIP header gives a compression method.
+fn method_number(method: zip::CompressionMethod) -> String {
+    #[allow(deprecated)]
+    method.to_u16().to_string()
 }

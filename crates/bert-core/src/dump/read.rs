@@ -10,6 +10,8 @@
 //! is checked against what the manifest (or its own header) claims before its values are read.
 
 use std::collections::HashMap;
+
+use ndarray::{Array2, ArrayD, Ix2};
 use std::path::{Path, PathBuf};
 
 use super::npy::{self, NpyType};
@@ -197,6 +199,7 @@ impl Dump {
                 let mut zip =
                     zip::ZipArchive::new(file).map_err(|e| bad(format!("not a readable .npz archive: {e}")))?;
                 let member = zip.by_name(&entry.file).map_err(|e| bad(format!("cannot read the member: {e}")))?;
+                plain::readable(&member).map_err(&bad)?;
                 let len = member.size();
                 npy::read(member, len).map_err(&bad)?
             }
@@ -252,4 +255,53 @@ fn reason(error: &BertError) -> String {
 /// A manifest's file entry must name a file in the dump directory itself, never a path elsewhere.
 fn is_plain_file_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(['/', '\\']) && name != "." && name != ".."
+}
+
+/// The `[B,T]` attention mask of the input both dumps were made from, after checking that their
+/// token ids are the same (a comparison of two different inputs would measure the inputs): what
+/// `compare` and `diff --isolate` check first.
+pub fn same_input(a: &Dump, b: &Dump) -> Result<Array2<i64>> {
+    let ids = |dump: &Dump| -> Result<Array2<i64>> {
+        let entry = dump
+            .entry("input.ids")
+            .ok_or_else(|| refused(dump, "has no input.ids, so it cannot be checked to be of the same input".into()))?;
+        let ids = dump.read(entry)?.to_f64().mapv(|v| v as i64);
+        let ids = ids
+            .into_dimensionality::<Ix2>()
+            .map_err(|_| refused(dump, format!("input.ids is {:?}, not [B,T]", entry.shape)))?;
+        if ids.is_empty() {
+            return Err(refused(dump, format!("input.ids is {:?}: a dump of 0 tokens", entry.shape)));
+        }
+        Ok(ids)
+    };
+    let (x, y) = (ids(a)?, ids(b)?);
+    if x.dim() != y.dim() {
+        return Err(refused(
+            b,
+            format!(
+                "is of another input: its input.ids are {:?}, {}'s {:?}; compare traces of the same text",
+                y.shape(),
+                a.dir.display(),
+                x.shape()
+            ),
+        ));
+    }
+    if let Some(((seq, pos), (p, q))) =
+        x.indexed_iter().zip(y.iter()).map(|((i, p), q)| (i, (p, q))).find(|(_, (p, q))| p != q)
+    {
+        return Err(refused(
+            b,
+            format!(
+                "is of another input: token {pos} of sequence {seq} is id {q}, {} has id {p}; compare traces of the \
+                 same text",
+                a.dir.display()
+            ),
+        ));
+    }
+    let mask = a.attention_mask()?.unwrap_or_else(|| ArrayD::ones(x.shape()));
+    mask.into_dimensionality().map_err(|_| refused(a, "input.attention_mask is not [B,T] like input.ids".into()))
+}
+
+fn refused(dump: &Dump, problem: String) -> BertError {
+    BertError::Dump { path: dump.dir.clone(), problem }
 }

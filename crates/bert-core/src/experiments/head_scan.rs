@@ -30,8 +30,9 @@ pub struct HeadEffect {
     pub log_prob: f64,
     /// The change from the unablated model: negative when the head helped.
     pub change: f64,
-    /// The target's rank with the head ablated (1 = the top prediction).
-    pub rank: usize,
+    /// The target's rank with the head ablated (1 = the top prediction); None (`null`) when the
+    /// prediction is not finite.
+    pub rank: Option<usize>,
 }
 
 /// Every head's ablation, for one masked position and target.
@@ -43,12 +44,13 @@ pub struct HeadScan {
     pub position: (usize, usize),
     pub target: String,
     pub target_id: u32,
-    /// log p(target) and its rank in the unablated model.
+    /// log p(target) and its rank in the unablated model (None when not finite).
     pub log_prob: f64,
-    pub rank: usize,
+    pub rank: Option<usize>,
     /// `[layers][heads]`: the change in log p(target) with that head ablated.
     pub grid: Vec<Vec<f64>>,
-    /// Every head, the most harmful ablation (the largest fall) first.
+    /// Every head, the most harmful ablation (the largest fall) first; a head whose change is
+    /// not a number last.
     pub heads: Vec<HeadEffect>,
 }
 
@@ -106,7 +108,7 @@ impl<F: Float> BertModel<F> {
             }
             grid.push(row);
         }
-        heads.sort_by(|a, b| a.change.total_cmp(&b.change));
+        heads.sort_by(|a, b| a.change.is_nan().cmp(&b.change.is_nan()).then(a.change.total_cmp(&b.change)));
         Ok(HeadScan {
             format: FORMAT,
             with: with.name(),

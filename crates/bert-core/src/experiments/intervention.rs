@@ -12,12 +12,17 @@ use ndarray::{s, ArrayView2, ArrayViewMut3, ArrayViewMutD, Axis, Slice};
 use crate::dump::Dump;
 use crate::error::{BertError, Result};
 use crate::load::config::BertConfig;
+use crate::load::tokenize::Batch;
 use crate::model::BertModel;
 use crate::ops::Float;
 use crate::trace::hook::{Hook, TensorViewMut};
 use crate::trace::manifest::Record;
-use crate::trace::stage::{self, Dim, Dims, Stage, StageKind};
+use crate::trace::stage::{self, Dim, Stage, StageKind};
 use crate::trace::Tensor;
+use crate::words::Opt;
+
+pub const ABLATE: Opt = Opt("ablate");
+pub const PATCH: Opt = Opt("patch");
 
 /// What an ablated head's slice is replaced by.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,7 +55,7 @@ pub struct Ablation {
 impl Ablation {
     /// `layerL.headH` or `layerL.heads`, checked against the model's layers and heads.
     pub fn parse(spec: &str, with: AblateWith, config: &BertConfig) -> Result<Ablation> {
-        let bad = |problem: String| BertError::Intervention { spec: format!("--ablate {spec}"), problem };
+        let bad = |problem: String| BertError::Intervention { spec: ABLATE.with(spec), problem };
         let (layer, head) = spec
             .strip_prefix("layer")
             .and_then(|rest| rest.split_once('.'))
@@ -172,7 +177,7 @@ pub struct Patch {
 impl Patch {
     /// Splits `DUMP:STAGE` or `DUMP:STAGE@POSITIONS` into the dump, the stage and the positions.
     pub fn parse_spec(spec: &str) -> Result<(String, Stage, Option<Positions>)> {
-        let bad = |problem: String| BertError::Intervention { spec: format!("--patch {spec}"), problem };
+        let bad = |problem: String| BertError::Intervention { spec: PATCH.with(spec), problem };
         let (dump, target) = spec
             .rsplit_once(':')
             .filter(|(dump, _)| !dump.is_empty())
@@ -191,13 +196,25 @@ impl Patch {
         if stage.info().part == stage::Part::Lens {
             return Err(bad("the lens's stages are read after the pass: patching one changes nothing".into()));
         }
+        // A patch replaces a value the forward pass computes and then reads on: a gradient, a
+        // parameter or a parameter after a training step is none of these, and patching one
+        // would change nothing.
+        let role = match (stage.of, stage.info().part) {
+            (stage::Of::Grad, _) => Some("a gradient, which the backward pass computes from the forward's values"),
+            (stage::Of::Updated, _) => Some("a parameter after a training step, which no pass reads"),
+            (_, stage::Part::Param) => Some("a parameter, not a stage the forward pass computes"),
+            _ => None,
+        };
+        if let Some(role) = role {
+            return Err(bad(format!("{stage} is {role}: a patch replaces a stage of the forward pass")));
+        }
         Ok((dump.into(), stage, positions))
     }
 
     /// Checks the patch against the shape `expected` the stage has in this run: the same shape,
     /// or for some positions, the same but along the token axis, which must hold them.
     pub fn check(&self, expected: &[usize]) -> Result<()> {
-        let bad = |problem: String| BertError::Intervention { spec: format!("--patch {}", self.spec()), problem };
+        let bad = |problem: String| BertError::Intervention { spec: PATCH.with(self.spec()), problem };
         let found = self.value.shape();
         let float_stage = self.stage.info().dtype != stage::DType::I64;
         if float_stage != self.value.is_float() {
@@ -273,7 +290,7 @@ fn token_axis(stage: Stage) -> Option<usize> {
 fn as_context<T>(view: ArrayViewMutD<'_, T>) -> Result<ArrayViewMut3<'_, T>> {
     let shape = view.shape().to_vec();
     view.into_dimensionality().map_err(|_| BertError::Intervention {
-        spec: "--ablate".into(),
+        spec: ABLATE.to_string(),
         problem: format!("layerL.attention.context is {shape:?} here, not [B,T,H]"),
     })
 }
@@ -306,7 +323,7 @@ impl Interventions {
         let mut patches = Vec::new();
         for spec in patch {
             let (from, stage, positions) = Patch::parse_spec(spec)?;
-            let bad = |problem: String| BertError::Intervention { spec: format!("--patch {spec}"), problem };
+            let bad = |problem: String| BertError::Intervention { spec: PATCH.with(spec), problem };
             let dump = Dump::open(Path::new(&from))?;
             if let Some(theirs) = &dump.manifest.model_fingerprint {
                 let ours = model.fingerprint();
@@ -340,10 +357,67 @@ impl Interventions {
         patches.chain(ablations).collect()
     }
 
-    /// Checks every patch against the shapes its stage takes for `dims`, before a pass.
-    pub fn check(&self, dims: &Dims) -> Result<()> {
+    /// Checks every intervention against the run before its pass: each patched stage is one the
+    /// run computes (in `plan`, at or before the stage it stops after, `stop`) and takes the
+    /// shape it has for `batch`; patched inputs still index the model's tables; each ablated
+    /// layer's context is reached. An intervention that would change nothing is refused, never
+    /// recorded as done.
+    pub fn check_run<F: Float>(
+        &self,
+        model: &BertModel<F>,
+        batch: &Batch,
+        plan: &[Stage],
+        stop: Option<Stage>,
+    ) -> Result<()> {
+        let (b, t) = batch.dims();
+        let dims = model.dims(b, t);
+        let reached = |stage: Stage| -> std::result::Result<(), String> {
+            let at =
+                plan.iter().position(|s| *s == stage).ok_or_else(|| format!("this run does not compute {stage}"))?;
+            match stop.and_then(|stop| plan.iter().position(|s| *s == stop)) {
+                Some(end) if at > end => Err(format!("the pass stops after {} before it reaches {stage}", plan[end])),
+                _ => Ok(()),
+            }
+        };
         for patch in &self.patches {
-            patch.check(&patch.stage.shape(dims))?;
+            reached(patch.stage)
+                .map_err(|problem| BertError::Intervention { spec: PATCH.with(patch.spec()), problem })?;
+            patch.check(&patch.stage.shape(&dims))?;
+        }
+        for ablation in &self.ablations {
+            reached(Stage::layer(ablation.layer, StageKind::AttnContext))
+                .map_err(|problem| BertError::Intervention { spec: ABLATE.with(ablation.spec()), problem })?;
+        }
+        // The inputs as the patches leave them must still be inputs the model can read.
+        let mut patched = batch.clone();
+        let mut hook = Interventions { patches: self.patches.clone(), ablations: Vec::new(), n_heads: self.n_heads };
+        let mask = batch.attention_mask.clone();
+        let inputs = [
+            (StageKind::InputIds, &mut patched.ids),
+            (StageKind::InputTokenTypeIds, &mut patched.token_type_ids),
+            (StageKind::InputAttentionMask, &mut patched.attention_mask),
+        ];
+        let mut changed = Vec::new();
+        for (kind, array) in inputs {
+            let stage = Stage::new(kind);
+            if hook.wants(&stage) {
+                hook.apply(stage, TensorViewMut::I64(array.view_mut().into_dyn()), mask.view())?;
+                changed.push(stage);
+            }
+        }
+        if let Some(labels) = patched.labels.mlm.as_mut().filter(|_| hook.wants(&Stage::new(StageKind::InputLabels))) {
+            hook.apply(
+                Stage::new(StageKind::InputLabels),
+                TensorViewMut::I64(labels.view_mut().into_dyn()),
+                mask.view(),
+            )?;
+            changed.push(Stage::new(StageKind::InputLabels));
+        }
+        if !changed.is_empty() {
+            model.check_ids(&patched).map_err(|e| {
+                let patch = self.patches.iter().find(|p| changed.contains(&p.stage)).expect("a patch changed them");
+                BertError::Intervention { spec: PATCH.with(patch.spec()), problem: e.to_string() }
+            })?;
         }
         Ok(())
     }

@@ -22,8 +22,8 @@ pub struct LensRow {
     pub stage: String,
     /// The `k` most probable words: (id, probability).
     pub top: Vec<(u32, f64)>,
-    /// The target's probability and rank, when there is a target.
-    pub target: Option<(f64, usize)>,
+    /// The target's probability and rank (None when not finite), when there is a target.
+    pub target: Option<(f64, Option<usize>)>,
 }
 
 /// Every layer's guess at one position, the embeddings first.

@@ -21,15 +21,20 @@ impl Readout {
         self.log_probs[id as usize]
     }
 
-    /// Where `id` ranks, 1 for the most probable word (ties go to the target's favour).
-    pub fn rank(&self, id: u32) -> usize {
+    /// Where `id` ranks, 1 for the most probable word (ties go to the target's favour); None
+    /// when the log-probabilities are not all numbers (a NaN is never a rank).
+    pub fn rank(&self, id: u32) -> Option<usize> {
         let own = self.log_prob(id);
-        1 + self.log_probs.iter().filter(|&&v| v > own).count()
+        if own.is_nan() || self.log_probs.iter().any(|v| v.is_nan()) {
+            return None;
+        }
+        Some(1 + self.log_probs.iter().filter(|&&v| v > own).count())
     }
 
-    /// The `k` most probable words, most probable first: (id, probability).
+    /// The `k` most probable words, most probable first: (id, probability). A NaN is no
+    /// guess: words whose log-probability is NaN are never listed.
     pub fn top(&self, k: usize) -> Vec<(u32, f64)> {
-        let mut order: Vec<usize> = (0..self.log_probs.len()).collect();
+        let mut order: Vec<usize> = (0..self.log_probs.len()).filter(|&id| !self.log_probs[id].is_nan()).collect();
         order.sort_by(|&a, &b| self.log_probs[b].total_cmp(&self.log_probs[a]).then(a.cmp(&b)));
         order.into_iter().take(k).map(|id| (id as u32, self.log_probs[id].exp())).collect()
     }

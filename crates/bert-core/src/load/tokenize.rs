@@ -342,7 +342,7 @@ impl BertTokenizer {
                 index: 0,
                 problem: format!(
                     "max_position_embeddings {max_len} of config.json leaves no room for a token: [CLS] and [SEP] alone \
-                     take {specials} positions, so no input fits, with or without --truncate"
+                     take {specials} positions, so no input fits, cut or not"
                 ),
             });
         }
@@ -369,12 +369,12 @@ impl BertTokenizer {
             let pair = pairs.map(|pairs| pairs[index].as_str());
             let at_least = specials + pair.into_iter().chain([text.as_str()]).map(count_words).sum::<usize>();
             if at_least > max_len && !truncate {
-                return Err(BertError::Input {
+                return Err(BertError::TooLong {
                     index,
-                    problem: format!(
-                        "at least {at_least} tokens long, more than max_position_embeddings {max_len} of config.json; \
-                         pass --truncate to cut it to {max_len}"
-                    ),
+                    tokens: at_least,
+                    at_least: true,
+                    max: max_len,
+                    advice: String::new(),
                 });
             }
             let text = if truncate { first_words(text, max_len) } else { text.as_str() };
@@ -386,13 +386,12 @@ impl BertTokenizer {
                 .encode(input, true)
                 .map_err(|e| BertError::Input { index, problem: format!("cannot tokenize: {e}") })?;
             if encoding.len() > max_len {
-                return Err(BertError::Input {
+                return Err(BertError::TooLong {
                     index,
-                    problem: format!(
-                        "{} tokens long, more than max_position_embeddings {max_len} of config.json; \
-                         pass --truncate to cut it to {max_len}",
-                        encoding.len()
-                    ),
+                    tokens: encoding.len(),
+                    at_least: false,
+                    max: max_len,
+                    advice: String::new(),
                 });
             }
             encodings.push(encoding);

@@ -27,4 +27,18 @@ impl<F: Float> BertModel<F> {
         }
         Ok(batch)
     }
+
+    /// The tokens the model sees, as the vocabulary names them (`#ID` for an id it lacks), per
+    /// sequence of `batch`: what a manifest records as its inputs' tokens.
+    pub fn tokens_of(&self, batch: &Batch) -> Vec<Vec<String>> {
+        batch
+            .ids
+            .outer_iter()
+            .map(|row| {
+                row.iter()
+                    .map(|&id| self.tokenizer.id_to_token(id as u32).unwrap_or_else(|| format!("#{id}")))
+                    .collect()
+            })
+            .collect()
+    }
 }

@@ -153,6 +153,9 @@ pub struct Traced<F: Float = f32> {
     pub outputs: Outputs<F>,
     /// d loss / d every parameter the loss reached, after a backward pass.
     pub gradients: Option<Grads<F>>,
+    /// The inputs the pass read, as its hooks left them (a patched `input.labels`, say): what
+    /// its losses are the losses of. None when it stopped among the inputs.
+    pub batch: Option<Batch>,
 }
 
 /// `[B,1,1,T]`: HF's extended attention mask, 0 for a real key and the most negative float
@@ -242,7 +245,7 @@ impl<F: Float> BertModel<F> {
             })?);
         }
         sink.finish()?;
-        Ok(Traced { stopped_at, outputs, gradients })
+        Ok(Traced { stopped_at, outputs, gradients, batch: used })
     }
 
     /// Refuses a backward pass that has no loss.

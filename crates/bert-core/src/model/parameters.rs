@@ -69,20 +69,45 @@ impl<F: Float> BertModel<F> {
     }
 
     /// Changes every parameter in place, in the order of [`BertModel::parameters`]:
-    /// `update(stage, values)`. The MLM decoder stays tied to the word embeddings.
-    pub fn update_parameters(&mut self, mut update: impl FnMut(Stage, &mut [F])) {
+    /// `update(stage, values)`, up to the first that fails. The MLM decoder stays tied to the
+    /// word embeddings, whether or not every update succeeded.
+    pub fn update_parameters<E>(
+        &mut self,
+        mut update: impl FnMut(Stage, &mut [F]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
         // The decoder's handle on the word embedding table is let go first, so that the table is
         // changed where it is rather than copied; the decoder takes the changed table after.
         if let Some(mlm) = &mut self.mlm {
             mlm.decoder.weight = Param::from_vec(Vec::new(), vec![0, 0]);
         }
+        let mut result = Ok(());
         for stage in stage::parameters(self.layers.len(), self.heads()) {
             let param = self.parameter_mut(stage).expect("the table lists only the model's parameters");
-            update(stage, param.values_mut());
+            result = update(stage, param.values_mut());
+            if result.is_err() {
+                break;
+            }
         }
         if let Some(mlm) = &mut self.mlm {
             mlm.decoder.weight = self.embeddings.word_embeddings.clone();
         }
+        result
+    }
+
+    /// Refuses a model with a parameter that holds NaN or an infinity: a run must not start from
+    /// it. `path` names the weights' file in the message.
+    pub fn check_finite(&self, path: &std::path::Path) -> crate::error::Result<()> {
+        for (stage, param) in self.parameters() {
+            if let Some((index, &value)) = param.as_slice().iter().enumerate().find(|(_, v)| !v.is_finite()) {
+                return Err(crate::error::BertError::NonFinite {
+                    path: path.into(),
+                    tensor: stage.hf(),
+                    index,
+                    value: value.to_f32().unwrap_or(f32::NAN),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The parameter a `param.*` stage names, if the model has it.

@@ -107,9 +107,11 @@ impl<F: Float> BertModel<F> {
         let (b, t) = batch.dims();
         let d = self.dims(b, t);
         let [b, t, h, nh, i, v] = [d.batch, d.tokens, d.hidden, d.n_heads, d.intermediate, d.vocab].map(|n| n as u64);
-        let scores = b.saturating_mul(nh).saturating_mul(t).saturating_mul(t).saturating_mul(4);
-        let logits = if self.mlm.is_some() { b * t * v * 8 } else { 0 };
-        let needed = [10 * b * t * h * 4, 2 * scores, 3 * b * t * i * 4, logits, 128 << 20]
+        // 4 bytes a value in an f32 pass, 8 in an f64 one.
+        let size = std::mem::size_of::<F>() as u64;
+        let scores = b.saturating_mul(nh).saturating_mul(t).saturating_mul(t).saturating_mul(size);
+        let logits = if self.mlm.is_some() { b * t * v * 2 * size } else { 0 };
+        let needed = [10 * b * t * h * size, 2 * scores, 3 * b * t * i * size, logits, 128 << 20]
             .into_iter()
             .fold(0u64, u64::saturating_add);
         memory::check(

@@ -598,6 +598,13 @@ impl Stage {
         self.of == Of::Grad
     }
 
+    /// Whether this is the value the forward pass computes for a stage of `kind`: not its
+    /// gradient, nor a parameter after an update. A reader that wants, say, attention
+    /// probabilities asks this, since `grad.layer0.attention.probs` has the same kind.
+    pub fn is_value_of(&self, kind: StageKind) -> bool {
+        self.of == Of::Value && self.kind == kind
+    }
+
     pub fn info(&self) -> &'static StageInfo {
         self.kind.info()
     }

@@ -45,7 +45,20 @@ impl<F: Float> Moments<F> {
     }
 }
 
+/// Where an update left a value that is not finite: the element, which of the parameter's
+/// arrays holds it, and the value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NonFiniteAt {
+    pub index: usize,
+    /// `value` (the parameter), `exp_avg` or `exp_avg_sq`.
+    pub array: &'static str,
+    pub value: f64,
+}
+
 /// One step of AdamW for one parameter: `theta` changes in place; `step` is t, counted from 1.
+/// Every value the step writes is checked to be finite as it is written (no second pass over
+/// the weights); the first that is not is returned, and nothing of a run that gets one may be
+/// saved.
 pub fn adamw_step<F: Float>(
     theta: &mut [F],
     grad: &[F],
@@ -53,7 +66,7 @@ pub fn adamw_step<F: Float>(
     config: &AdamWConfig,
     lr: f64,
     step: u64,
-) {
+) -> Result<(), NonFiniteAt> {
     assert!(theta.len() == grad.len() && grad.len() == moments.exp_avg.len(), "one gradient and state per value");
     let AdamWConfig { beta1, beta2, eps, weight_decay } = *config;
     let decay = F::of(1.0 - lr * weight_decay);
@@ -62,15 +75,27 @@ pub fn adamw_step<F: Float>(
     let bias_correction2_sqrt = F::of((1.0 - beta2.powi(step as i32)).sqrt());
     let step_size = F::of(lr / bias_correction1);
     let eps = F::of(eps);
-    let moments = moments.exp_avg.iter_mut().zip(moments.exp_avg_sq.iter_mut());
-    for ((theta, &g), (m, v)) in theta.iter_mut().zip(grad).zip(moments) {
+    let mut finite = true;
+    let pairs = moments.exp_avg.iter_mut().zip(moments.exp_avg_sq.iter_mut());
+    for ((theta, &g), (m, v)) in theta.iter_mut().zip(grad).zip(pairs) {
         *theta *= decay;
         // torch's lerp with a weight below 0.5: m + w·(g − m), one fused multiply-add.
         *m = one_minus_beta1.mul_add(g - *m, *m);
         *v = *v * beta2_f + one_minus_beta2 * g * g;
         let denom = v.sqrt() / bias_correction2_sqrt + eps;
         *theta += -step_size * (*m / denom);
+        // `&`, not `&&`: no branch in the loop.
+        finite &= theta.is_finite() & m.is_finite() & v.is_finite();
     }
+    if finite {
+        return Ok(());
+    }
+    let arrays: [(&'static str, &[F]); 3] =
+        [("value", &*theta), ("exp_avg", &moments.exp_avg), ("exp_avg_sq", &moments.exp_avg_sq)];
+    let (index, array, value) = (0..theta.len())
+        .find_map(|i| arrays.iter().find(|(_, a)| !a[i].is_finite()).map(|(name, a)| (i, *name, a[i])))
+        .expect("a value that is not finite was seen");
+    Err(NonFiniteAt { index, array, value: value.to_f64().unwrap_or(f64::NAN) })
 }
 
 #[cfg(test)]
@@ -85,7 +110,7 @@ mod tests {
         let mut theta = vec![1.0f64, -2.0, 0.5];
         let grad = [0.3, -4.0, 1e-3];
         let mut moments = Moments::zeros(3);
-        adamw_step(&mut theta, &grad, &mut moments, &config, 0.1, 1);
+        adamw_step(&mut theta, &grad, &mut moments, &config, 0.1, 1).unwrap();
         for ((got, before), g) in theta.iter().zip([1.0, -2.0, 0.5]).zip(grad) {
             let want = before * (1.0 - 0.1 * 0.01) - 0.1 * g / (g * g).sqrt();
             assert!((got - want).abs() < 1e-6, "expected {want}, got {got}");

@@ -12,9 +12,10 @@
 use std::path::{Path, PathBuf};
 
 use ndarray::Array1;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use super::options::Batching;
+use super::options::MAX_LEN;
 use crate::error::{BertError, Result};
 use crate::load::tokenize::{Batch, BertTokenizer};
 use crate::objectives::mask_tokens;
@@ -29,21 +30,10 @@ pub struct Corpus {
     pub texts: Vec<String>,
     /// Sentence B of every example, when the lines are pairs.
     pub pairs: Option<Vec<String>>,
+    /// The line of the file each example is on, counted from 1.
+    pub lines: Vec<usize>,
     /// The SHA-256 of the file's bytes, in hex: a resumed run checks it is given the same text.
     pub sha256: String,
-}
-
-/// How a step's batch is made.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Batching {
-    pub batch_size: usize,
-    /// Sequences are cut to this many tokens, `[CLS]` and `[SEP]` included.
-    pub max_len: usize,
-    /// The share of tokens masked for the MLM loss (BERT's 0.15).
-    pub mask_prob: f64,
-    /// The chance that a pair's sentence B is replaced by another line's (label 1).
-    pub nsp_negatives: f64,
-    pub seed: u64,
 }
 
 /// What a random choice is for: each gets its own numbers.
@@ -76,7 +66,7 @@ impl Corpus {
     /// Reads `text` (the contents of the file at `path`).
     pub fn parse(text: &str, path: &Path) -> Result<Corpus> {
         let bad = |line: usize, problem: String| BertError::Corpus { path: path.into(), line, problem };
-        let (mut texts, mut pairs) = (Vec::new(), Vec::new());
+        let (mut texts, mut pairs, mut lines) = (Vec::new(), Vec::new(), Vec::new());
         let mut first_kind: Option<(usize, bool)> = None;
         for (idx, line) in text.lines().enumerate() {
             let number = idx + 1;
@@ -106,6 +96,7 @@ impl Corpus {
                 _ => {}
             }
             texts.push(parts[0].to_string());
+            lines.push(number);
             if is_pair {
                 pairs.push(parts[1].to_string());
             }
@@ -115,7 +106,79 @@ impl Corpus {
         }
         let is_pairs = first_kind.is_some_and(|(_, pair)| pair);
         let sha256 = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-        Ok(Corpus { path: path.into(), texts, pairs: is_pairs.then_some(pairs), sha256 })
+        Ok(Corpus { path: path.into(), texts, pairs: is_pairs.then_some(pairs), lines, sha256 })
+    }
+
+    /// Refuses, before a run starts, a text that a step would fail on: `max_len` too short for
+    /// a token to mask, or a line that leaves nothing to mask (only special tokens, or all cut
+    /// off at `max_len`), named by its number.
+    pub fn check(&self, tokenizer: &BertTokenizer, batching: &Batching) -> Result<()> {
+        // [CLS] and [SEP] (and a second [SEP] for pairs) plus one token of each sentence.
+        let least = if self.pairs.is_some() { 5 } else { 3 };
+        if batching.max_len < least {
+            let what = if self.pairs.is_some() {
+                "a pair's [CLS] and two [SEP]s take 3, and each sentence needs a token"
+            } else {
+                "[CLS] and [SEP] take 2, and a line needs a token to mask"
+            };
+            return Err(BertError::OptionValue {
+                option: MAX_LEN,
+                value: batching.max_len.to_string(),
+                accepted: format!("at least {least}: {what}"),
+            });
+        }
+        let specials = tokenizer.special_ids();
+        // Each example's count of tokens that can be masked, tokenized as a batch would be (cut
+        // at `max_len`); a few hundred lines at a time, so that padding stays small.
+        let maskable = |texts: &[String], pairs: Option<&[String]>, max_len: usize| -> Result<Vec<usize>> {
+            let batch = tokenizer.encode(texts, pairs, max_len, true)?;
+            Ok(batch
+                .ids
+                .outer_iter()
+                .zip(batch.attention_mask.outer_iter())
+                .map(|(ids, mask)| ids.iter().zip(mask).filter(|(id, &m)| m == 1 && !specials.contains(id)).count())
+                .collect())
+        };
+        const CHUNK: usize = 256;
+        // A sentence whose first tokens, this many, are all special is one of special tokens only.
+        const LOOK: usize = 512;
+        for start in (0..self.len()).step_by(CHUNK) {
+            let end = (start + CHUNK).min(self.len());
+            let line = |index: usize| self.lines[start + index];
+            let bad = |index: usize, problem: String| BertError::Corpus {
+                path: self.path.clone(),
+                line: line(index),
+                problem,
+            };
+            let texts = &self.texts[start..end];
+            let pairs = self.pairs.as_ref().map(|pairs| &pairs[start..end]);
+            let failed = |e: BertError| bad(0, e.to_string());
+            // Each sentence alone: one made of special tokens only is no sentence.
+            let halves = [Some(texts), pairs].into_iter().flatten();
+            for (half, sentences) in halves.enumerate() {
+                if let Some(index) = maskable(sentences, None, LOOK).map_err(failed)?.iter().position(|&n| n == 0) {
+                    let which = if self.pairs.is_some() { ["sentence A", "sentence B"][half] } else { "the line" };
+                    return Err(bad(
+                        index,
+                        format!(
+                            "{which} holds only special tokens ({}), so it has no token to mask",
+                            sentences[index].trim()
+                        ),
+                    ));
+                }
+            }
+            if let Some(index) = maskable(texts, pairs, batching.max_len).map_err(failed)?.iter().position(|&n| n == 0)
+            {
+                return Err(bad(
+                    index,
+                    format!(
+                        "with {} it keeps only special tokens, so it has no token to mask",
+                        MAX_LEN.with(batching.max_len)
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub fn len(&self) -> usize {
@@ -173,7 +236,20 @@ impl Corpus {
         });
         let mut batch = tokenizer.encode(&texts, pairs.as_deref(), batching.max_len, true)?;
         let seed = seed_for(batching.seed, step, Purpose::Masking);
-        mask_tokens(&mut batch, tokenizer, batching.mask_prob, seed)?;
+        // Every line has a token to mask (`Corpus::check`), but a pair's sentence A with another
+        // line's sentence B, cut to `max_len`, may not: the lines are named.
+        mask_tokens(&mut batch, tokenizer, batching.mask_prob, seed).map_err(|e| match e {
+            BertError::Labels(problem) => BertError::Corpus {
+                path: self.path.clone(),
+                line: self.lines[lines[0]],
+                problem: format!(
+                    "step {}: the batch of lines {} has no token to mask: {problem}",
+                    step + 1,
+                    lines.iter().map(|&i| self.lines[i].to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            },
+            other => other,
+        })?;
         if pairs.is_some() {
             batch.labels.nsp = Some(Array1::from(labels.clone()));
         }

@@ -11,13 +11,16 @@
 pub mod adamw;
 pub mod checkpoint;
 pub mod corpus;
+pub mod options;
+pub mod run;
 pub mod schedule;
 
 use ndarray::ArrayViewD;
 use serde::{Deserialize, Serialize};
 
-use self::adamw::{adamw_step, AdamWConfig, Moments};
-use self::corpus::{Batching, Corpus};
+use self::adamw::{adamw_step, Moments};
+use self::corpus::Corpus;
+pub use self::options::{TrainOptions, TrainSettings};
 use self::schedule::linear_with_warmup;
 use crate::error::{BertError, Result};
 use crate::load::files::bytes;
@@ -27,18 +30,6 @@ use crate::model::{BertModel, Pass};
 use crate::trace::manifest::Inputs;
 use crate::trace::stage::Stage;
 use crate::trace::{Sink, TensorView};
-
-/// Everything that decides a run's numbers besides the model and the text.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TrainOptions {
-    /// The run's length: the schedule falls to 0 at this step.
-    pub steps: usize,
-    /// The peak learning rate.
-    pub lr: f64,
-    pub warmup_steps: usize,
-    pub batching: Batching,
-    pub adamw: AdamWConfig,
-}
 
 /// What one step reports.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -66,12 +57,16 @@ pub struct Trainer {
     pub log: Vec<StepLog>,
     /// The heads made new for this run (`cls.predictions`, ...), which a checkpoint records.
     pub fresh_heads: Vec<String>,
+    /// The checkpoint a resumed run continues.
+    pub resumed_from: Option<std::path::PathBuf>,
 }
 
 impl Trainer {
     /// A run from step 0. The model must have the heads the text needs (the MLM head, and for
     /// pairs the pooler and the NSP head: see [`BertModel::add_pretraining_heads`]).
+    /// The model's weights must be finite: a run never starts from NaN or inf.
     pub fn new(model: BertModel, corpus: Corpus, options: TrainOptions) -> Result<Trainer> {
+        model.check_finite(&model.source.join("model.safetensors"))?;
         let moments = model.parameters().iter().map(|(_, p)| Moments::zeros(p.as_slice().len())).collect();
         Trainer::with_state(model, corpus, options, moments, 0, Vec::new())
     }
@@ -86,6 +81,7 @@ impl Trainer {
         log: Vec<StepLog>,
     ) -> Result<Trainer> {
         options.check()?;
+        corpus.check(&model.tokenizer, &options.batching)?;
         let path = || model.source.clone();
         if model.mlm.is_none() {
             return Err(BertError::MissingHead {
@@ -109,7 +105,7 @@ impl Trainer {
             state,
             &format!("for the parameters, their gradients and AdamW's state ({} parameters, {})", values, bytes(state)),
         )?;
-        Ok(Trainer { model, corpus, options, moments, step, log, fresh_heads: Vec::new() })
+        Ok(Trainer { model, corpus, options, moments, step, log, fresh_heads: Vec::new(), resumed_from: None })
     }
 
     /// The batch of the next step, and the inputs that describe it.
@@ -135,31 +131,49 @@ impl Trainer {
             self.model.trace_with(&batch, &mut Unfinished(&mut *sink), Pass { backward: true, ..Pass::default() })?;
         // A diverged run stops here, before its parameters take a non-finite step: nothing of
         // this step is applied, and a save of the weights it broke is never written.
+        let step = self.step + 1;
         let loss = traced.outputs.loss.expect("a backward pass has a loss");
+        let advice = format!("a lower {}, or more {}, may help", options::LR, options::WARMUP_STEPS);
         if !loss.is_finite() {
-            return Err(BertError::Training(format!(
-                "step {}: the loss is {loss}: the run has diverged, so the step is not applied (a lower --lr, or \
-                 more --warmup-steps, may help)",
-                self.step + 1
-            )));
+            return Err(BertError::Diverged {
+                step,
+                problem: format!("the loss is {loss}: the run has diverged, so the step is not applied ({advice})"),
+            });
         }
         let grads = traced.gradients.expect("a backward pass has gradients");
         emit_parameters(&self.model, sink, |stage| stage)?;
         // PyTorch's AdamW skips a parameter whose `.grad` is None (one the loss does not reach).
-        let t = self.step as u64 + 1;
+        let t = step as u64;
         let (moments, config) = (&mut self.moments, self.options.adamw);
         let mut index = 0;
-        self.model.update_parameters(|stage, values| {
-            if let Some(grad) = grads.get(&stage.hf()) {
-                let grad = grad.as_standard_layout();
-                let grad = grad.as_slice().expect("a standard layout has a slice");
-                adamw_step(values, grad, &mut moments[index], &config, lr, t);
-            }
-            index += 1;
-        });
+        self.model
+            .update_parameters(|stage, values| {
+                let result = match grads.get(&stage.hf()) {
+                    Some(grad) => {
+                        let grad = grad.as_standard_layout();
+                        let grad = grad.as_slice().expect("a standard layout has a slice");
+                        adamw_step(values, grad, &mut moments[index], &config, lr, t).map_err(|at| (stage, at))
+                    }
+                    None => Ok(()),
+                };
+                index += 1;
+                result
+            })
+            .map_err(|(stage, at)| BertError::Diverged {
+                step,
+                problem: format!(
+                "the update made {} {} at element {} of {}: the run has diverged and stops before anything of this \
+                 step is saved ({advice}, as may a larger {})",
+                if at.array == "value" { "the weight".to_string() } else { format!("AdamW's {}", at.array) },
+                at.value,
+                at.index,
+                stage.hf(),
+                options::EPS
+            ),
+            })?;
         emit_parameters(&self.model, sink, Stage::updated)?;
         sink.finish()?;
-        self.step += 1;
+        self.step = step;
         let outputs = traced.outputs;
         let log = StepLog { step: self.step, loss, mlm_loss: outputs.mlm_loss, nsp_loss: outputs.nsp_loss, lr };
         self.log.push(log.clone());
@@ -176,44 +190,6 @@ impl Trainer {
         }
         state
     }
-}
-
-impl TrainOptions {
-    /// Refuses options no run can use, each in one line.
-    pub fn check(&self) -> Result<()> {
-        check_options(self)
-    }
-}
-
-fn check_options(options: &TrainOptions) -> Result<()> {
-    let bad = |problem: String| Err(BertError::Training(problem));
-    let TrainOptions { steps, lr, warmup_steps, batching, adamw } = options;
-    let in_open_unit = |v: f64| v > 0.0 && v < 1.0;
-    if *steps == 0 {
-        return bad("--steps 0: a run needs at least one step".into());
-    }
-    if !(lr.is_finite() && *lr > 0.0) {
-        return bad(format!("--lr {lr}: the learning rate must be a number greater than 0"));
-    }
-    if warmup_steps > steps {
-        return bad(format!("--warmup-steps {warmup_steps} is more than --steps {steps}"));
-    }
-    if batching.batch_size == 0 {
-        return bad("--batch-size 0: a batch needs at least one example".into());
-    }
-    if !(batching.nsp_negatives >= 0.0 && batching.nsp_negatives <= 1.0) {
-        return bad(format!("--nsp-negatives {}: a probability from 0 to 1", batching.nsp_negatives));
-    }
-    if !(in_open_unit(adamw.beta1) || adamw.beta1 == 0.0) || !(in_open_unit(adamw.beta2) || adamw.beta2 == 0.0) {
-        return bad(format!("--betas {},{}: each must be at least 0 and less than 1", adamw.beta1, adamw.beta2));
-    }
-    if !(adamw.eps.is_finite() && adamw.eps >= 0.0) {
-        return bad(format!("--eps {}: a number of at least 0", adamw.eps));
-    }
-    if !(adamw.weight_decay.is_finite() && adamw.weight_decay >= 0.0) {
-        return bad(format!("--weight-decay {}: a number of at least 0", adamw.weight_decay));
-    }
-    Ok(())
 }
 
 /// Hands every parameter the sink wants to it, as the stage `name_of(param stage)`.

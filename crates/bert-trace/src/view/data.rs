@@ -392,13 +392,15 @@ fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences, dims: D
             }
             let row: Vec<f32> = logits.index_axis(Axis(0), seq).row(pos).to_vec();
             let p = softmax(&row);
-            let mut order: Vec<usize> = (0..p.len()).collect();
+            let mut order: Vec<usize> = (0..p.len()).filter(|&v| !p[v].is_nan()).collect();
             order.sort_by(|&a, &b| p[b].total_cmp(&p[a]));
             let top: Vec<Value> =
                 order.iter().take(5).map(|&v| json!({"token": names.token(v as i64), "id": v, "prob": p[v]})).collect();
             let mut entry = json!({"seq": seq, "pos": pos, "target": Value::Null, "top": top});
             if label != -100 {
-                let rank = 1 + row.iter().filter(|&&v| v > row[label as usize]).count();
+                // A NaN logit leaves no order to rank by: the rank is null then.
+                let finite = row.iter().all(|v| !v.is_nan());
+                let rank = finite.then(|| 1 + row.iter().filter(|&&v| v > row[label as usize]).count());
                 entry["target"] = names.token(label).into();
                 entry["target_rank"] = rank.into();
                 entry["target_prob"] = p[label as usize].into();

@@ -129,12 +129,16 @@ pub fn picture(path: &Path) -> Result<Grid> {
 
 /// A list of layers of finite numbers.
 fn rows_of(path: &Path, grid: &Value) -> Result<Vec<Vec<f64>>> {
-    let rows: Vec<Vec<f64>> = serde_json::from_value(grid.clone())
+    let rows: Vec<Vec<Option<f64>>> = serde_json::from_value(grid.clone())
         .with_context(|| format!("{}: its grid is not a list of layers of numbers", path.display()))?;
-    if rows.iter().flatten().any(|v| !v.is_finite()) {
-        bail!("{}: the grid holds a value that is NaN or infinite", path.display());
+    // The commands write a value that is not finite as null: a head with no measure.
+    if rows.iter().flatten().any(|v| v.is_none_or(|v| !v.is_finite())) {
+        bail!(
+            "{}: the grid holds a head with no measure (NaN or infinite, null in the JSON): nothing to draw it by",
+            path.display()
+        );
     }
-    Ok(rows)
+    Ok(rows.into_iter().map(|row| row.into_iter().flatten().collect()).collect())
 }
 
 /// The layers × heads cells; a layer with fewer heads than the widest has its missing cells at 0.

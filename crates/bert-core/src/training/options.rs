@@ -1,0 +1,235 @@
+//! A run's options: what the caller gives ([`TrainSettings`], each option unset or set), the
+//! defaults, the options a resumed run saved, and the one rule each must keep.
+//!
+//! A resumed run continues exactly only with its own options, so an option given with another
+//! value than the saved one is refused; the values are compared as numbers (a saved f64 reads
+//! back bit for bit: serde_json's `float_roundtrip`).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::adamw::AdamWConfig;
+use crate::error::{BertError, Result};
+use crate::words::Opt;
+
+/// Everything that decides a run's numbers besides the model and the text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainOptions {
+    /// The run's length: the schedule falls to 0 at this step.
+    pub steps: usize,
+    /// The peak learning rate.
+    pub lr: f64,
+    pub warmup_steps: usize,
+    pub batching: Batching,
+    pub adamw: AdamWConfig,
+}
+
+/// How a step's batch is made.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Batching {
+    pub batch_size: usize,
+    /// Sequences are cut to this many tokens, `[CLS]` and `[SEP]` included.
+    pub max_len: usize,
+    /// The share of tokens masked for the MLM loss (BERT's 0.15).
+    pub mask_prob: f64,
+    /// The chance that a pair's sentence B is replaced by another line's (label 1).
+    pub nsp_negatives: f64,
+    pub seed: u64,
+}
+
+/// The options as a caller gives them: None takes the resumed run's value, else the default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TrainSettings {
+    pub steps: Option<usize>,
+    pub lr: Option<f64>,
+    pub warmup_steps: Option<usize>,
+    pub batch_size: Option<usize>,
+    pub max_len: Option<usize>,
+    pub mask_prob: Option<f64>,
+    pub nsp_negatives: Option<f64>,
+    pub seed: Option<u64>,
+    pub betas: Option<(f64, f64)>,
+    pub eps: Option<f64>,
+    pub weight_decay: Option<f64>,
+}
+
+/// BERT's pretraining learning rate (Devlin et al., 2018).
+pub const DEFAULT_LR: f64 = 1e-4;
+pub const DEFAULT_BATCH_SIZE: usize = 8;
+/// At most the model's `max_position_embeddings`.
+pub const DEFAULT_MAX_LEN: usize = 128;
+/// BERT's masking rate.
+pub const DEFAULT_MASK_PROB: f64 = 0.15;
+/// d2l's share of random sentence Bs.
+pub const DEFAULT_NSP_NEGATIVES: f64 = 0.5;
+
+pub const STEPS: Opt = Opt("steps");
+pub const LR: Opt = Opt("lr");
+pub const WARMUP_STEPS: Opt = Opt("warmup_steps");
+pub const BATCH_SIZE: Opt = Opt("batch_size");
+pub const MAX_LEN: Opt = Opt("max_len");
+pub const MASK_PROB: Opt = Opt("mask_prob");
+pub const NSP_NEGATIVES: Opt = Opt("nsp_negatives");
+pub const SEED: Opt = Opt("seed");
+pub const BETAS: Opt = Opt("betas");
+pub const EPS: Opt = Opt("eps");
+pub const WEIGHT_DECAY: Opt = Opt("weight_decay");
+
+/// Where each option is kept in `trainer_state.json`'s `options`, for messages about a saved
+/// run's values.
+fn field(option: Opt) -> &'static str {
+    match option.0 {
+        "steps" => "options.steps",
+        "lr" => "options.lr",
+        "warmup_steps" => "options.warmup_steps",
+        "batch_size" => "options.batching.batch_size",
+        "max_len" => "options.batching.max_len",
+        "mask_prob" => "options.batching.mask_prob",
+        "nsp_negatives" => "options.batching.nsp_negatives",
+        "seed" => "options.batching.seed",
+        "betas" => "options.adamw.beta1, options.adamw.beta2",
+        "eps" => "options.adamw.eps",
+        "weight_decay" => "options.adamw.weight_decay",
+        _ => "options",
+    }
+}
+
+impl TrainSettings {
+    /// The run's options: as given, else the resumed run's (`saved`, from the checkpoint `dir`),
+    /// else the defaults; each checked against its rule and against `max_positions`, the
+    /// model's `max_position_embeddings`.
+    pub fn resolve(&self, saved: Option<(&Path, &TrainOptions)>, max_positions: usize) -> Result<TrainOptions> {
+        let old = saved.map(|(_, options)| options);
+        let differs = |option: Opt, given: String, theirs: String| {
+            let dir = saved.map(|(dir, _)| dir.display().to_string()).unwrap_or_default();
+            BertError::Training(format!(
+                "{} differs from the run saved in {dir} ({}); leave it out to continue that run",
+                option.with(given),
+                option.with(theirs)
+            ))
+        };
+        // A value given and a value saved must be the same number.
+        fn pick<T: PartialEq + Copy + std::fmt::Debug>(
+            option: Opt,
+            given: Option<T>,
+            saved: Option<T>,
+            default: T,
+            differs: &dyn Fn(Opt, String, String) -> BertError,
+        ) -> Result<T> {
+            match (given, saved) {
+                (Some(given), Some(saved)) if given != saved => {
+                    Err(differs(option, format!("{given:?}"), format!("{saved:?}")))
+                }
+                (given, saved) => Ok(given.or(saved).unwrap_or(default)),
+            }
+        }
+        let Some(steps) = self.steps.or(old.map(|o| o.steps)) else {
+            return Err(BertError::Training(format!("{STEPS} is required: how many optimizer steps the run takes")));
+        };
+        let steps = pick(STEPS, self.steps, old.map(|o| o.steps), steps, &differs)?;
+        let lr = pick(LR, self.lr, old.map(|o| o.lr), DEFAULT_LR, &differs)?;
+        let warmup_steps = pick(WARMUP_STEPS, self.warmup_steps, old.map(|o| o.warmup_steps), 0, &differs)?;
+        let batching = old.map(|o| o.batching);
+        let batch_size =
+            pick(BATCH_SIZE, self.batch_size, batching.map(|b| b.batch_size), DEFAULT_BATCH_SIZE, &differs)?;
+        let default_len = DEFAULT_MAX_LEN.min(max_positions);
+        let max_len = pick(MAX_LEN, self.max_len, batching.map(|b| b.max_len), default_len, &differs)?;
+        let mask_prob = pick(MASK_PROB, self.mask_prob, batching.map(|b| b.mask_prob), DEFAULT_MASK_PROB, &differs)?;
+        let nsp_negatives = pick(
+            NSP_NEGATIVES,
+            self.nsp_negatives,
+            batching.map(|b| b.nsp_negatives),
+            DEFAULT_NSP_NEGATIVES,
+            &differs,
+        )?;
+        let seed = pick(SEED, self.seed, batching.map(|b| b.seed), 0, &differs)?;
+        let defaults = AdamWConfig::default();
+        let adamw = old.map(|o| o.adamw);
+        let (beta1, beta2) = match (self.betas, adamw.map(|a| (a.beta1, a.beta2))) {
+            (Some(given), Some(saved)) if given != saved => {
+                return Err(differs(
+                    BETAS,
+                    format!("{:?},{:?}", given.0, given.1),
+                    format!("{:?},{:?}", saved.0, saved.1),
+                ))
+            }
+            (given, saved) => given.or(saved).unwrap_or((defaults.beta1, defaults.beta2)),
+        };
+        let eps = pick(EPS, self.eps, adamw.map(|a| a.eps), defaults.eps, &differs)?;
+        let weight_decay =
+            pick(WEIGHT_DECAY, self.weight_decay, adamw.map(|a| a.weight_decay), defaults.weight_decay, &differs)?;
+        let options = TrainOptions {
+            steps,
+            lr,
+            warmup_steps,
+            batching: Batching { batch_size, max_len, mask_prob, nsp_negatives, seed },
+            adamw: AdamWConfig { beta1, beta2, eps, weight_decay },
+        };
+        options.check()?;
+        if max_len > max_positions {
+            return Err(BertError::OptionValue {
+                option: MAX_LEN,
+                value: max_len.to_string(),
+                accepted: format!("at most the model's max_position_embeddings {max_positions}"),
+            });
+        }
+        Ok(options)
+    }
+}
+
+impl TrainOptions {
+    /// Refuses options no run can use, each in one line naming the option and what it accepts.
+    pub fn check(&self) -> Result<()> {
+        let bad = |option: Opt, value: String, accepted: &str| {
+            Err(BertError::OptionValue { option, value, accepted: accepted.into() })
+        };
+        let TrainOptions { steps, lr, warmup_steps, batching, adamw } = self;
+        if *steps == 0 {
+            return bad(STEPS, "0".into(), "at least 1: a run needs at least one step");
+        }
+        // Above float32's largest value the rate itself would be infinite in the parameters' type.
+        if !(lr.is_finite() && *lr > 0.0 && *lr <= f64::from(f32::MAX)) {
+            return bad(LR, format!("{lr:?}"), "a number greater than 0, at most 3.4028235e38 (float32's largest)");
+        }
+        if warmup_steps > steps {
+            return bad(WARMUP_STEPS, warmup_steps.to_string(), &format!("at most {}", STEPS.with(steps)));
+        }
+        if batching.batch_size == 0 {
+            return bad(BATCH_SIZE, "0".into(), "at least 1: a batch needs at least one example");
+        }
+        if batching.max_len == 0 {
+            return bad(MAX_LEN, "0".into(), "at least 3: [CLS] and [SEP] take 2, and a line needs a token to mask");
+        }
+        if !(batching.mask_prob > 0.0 && batching.mask_prob <= 1.0) {
+            return bad(MASK_PROB, format!("{:?}", batching.mask_prob), "greater than 0, at most 1 (BERT used 0.15)");
+        }
+        if !(batching.nsp_negatives >= 0.0 && batching.nsp_negatives <= 1.0) {
+            return bad(NSP_NEGATIVES, format!("{:?}", batching.nsp_negatives), "a probability from 0 to 1");
+        }
+        let beta = |b: f64| (0.0..1.0).contains(&b);
+        if !(beta(adamw.beta1) && beta(adamw.beta2)) {
+            return bad(BETAS, format!("{:?},{:?}", adamw.beta1, adamw.beta2), "each at least 0 and less than 1");
+        }
+        // ε keeps AdamW's denominator above 0: with ε = 0, a gradient of 0 gives 0 / 0.
+        if !(adamw.eps.is_finite() && adamw.eps > 0.0) {
+            return bad(EPS, format!("{:?}", adamw.eps), "a finite number greater than 0 (PyTorch's default is 1e-8)");
+        }
+        if !(adamw.weight_decay.is_finite() && adamw.weight_decay >= 0.0) {
+            return bad(WEIGHT_DECAY, format!("{:?}", adamw.weight_decay), "a finite number, 0 or more");
+        }
+        Ok(())
+    }
+
+    /// [`TrainOptions::check`] for options read from `path` (a saved run's state): a bad value
+    /// is named by its field in that file, since the caller gave no option.
+    pub fn check_saved(&self, path: &Path) -> Result<()> {
+        self.check().map_err(|error| match error {
+            BertError::OptionValue { option, value, accepted } => BertError::Checkpoint {
+                path: path.into(),
+                problem: format!("{} is {value}: expected {accepted}", field(option)),
+            },
+            other => other,
+        })
+    }
+}

@@ -1,0 +1,121 @@
+//! How the library's messages name the caller's options: in the caller's own words.
+//!
+//! The same request reaches the library from the command line (`--max-len 0`) and from Python
+//! (`max_len=0`), so a message cannot spell an option itself. It names the option by the name
+//! of its field in the library's requests, between single guillemets, and the caller renders
+//! the message in its dialect at the one place where it shows it (the binary's `main`, the
+//! Python package's exceptions):
+//!
+//! | written | [`Dialect::Flags`] | [`Dialect::Keywords`] |
+//! | --- | --- | --- |
+//! | `‹max_len›` | `--max-len` | `max_len=` |
+//! | `‹max_len=0›` | `--max-len 0` | `max_len=0` |
+//! | `‹truncate!›` (a switch turned on) | `--truncate` | `truncate=True` |
+//!
+//! Unrendered, a message still reads well (`‹lr=-1›: ...`), which is how a Rust caller of the
+//! library sees it.
+
+use std::fmt;
+
+/// How a caller spells its options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// The command line: `--max-len 0`.
+    Flags,
+    /// Python's keyword arguments: `max_len=0`.
+    Keywords,
+}
+
+/// An option of a request, by its field name (`max_len`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Opt(pub &'static str);
+
+impl Opt {
+    /// The option with the value it was given, for a message: `‹max_len=0›`.
+    pub fn with(self, value: impl fmt::Display) -> String {
+        format!("‹{}={value}›", self.0)
+    }
+
+    /// The switch turned on, for advice: `‹truncate!›`.
+    pub fn on(self) -> String {
+        format!("‹{}!›", self.0)
+    }
+
+    /// The option as the caller spells it.
+    pub fn spelled(self, dialect: Dialect) -> String {
+        render(&self.to_string(), dialect)
+    }
+}
+
+impl fmt::Display for Opt {
+    /// `‹max_len›`, which [`render`] turns into the caller's spelling.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "‹{}›", self.0)
+    }
+}
+
+/// `text` with every option it names spelled in `dialect`.
+pub fn render(text: &str, dialect: Dialect) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find('‹') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + '‹'.len_utf8()..];
+        let Some(end) = after.find('›').filter(|&end| is_option(&after[..end])) else {
+            out.push('‹');
+            rest = after;
+            continue;
+        };
+        out.push_str(&spell(&after[..end], dialect));
+        rest = &after[end + '›'.len_utf8()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether `inner` (what stands between the guillemets) names an option: a lowercase field
+/// name, then nothing, `!`, or `=` and a value.
+fn is_option(inner: &str) -> bool {
+    let name = inner.split(['=', '!']).next().unwrap_or_default();
+    !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && (inner.len() == name.len() || inner[name.len()..].starts_with('=') || &inner[name.len()..] == "!")
+}
+
+fn spell(inner: &str, dialect: Dialect) -> String {
+    let (name, rest) = inner.split_at(inner.find(['=', '!']).unwrap_or(inner.len()));
+    let flag = || format!("--{}", name.replace('_', "-"));
+    match (dialect, rest.strip_prefix('=')) {
+        (Dialect::Flags, Some(value)) => format!("{} {value}", flag()),
+        (Dialect::Keywords, Some(value)) => format!("{name}={value}"),
+        (Dialect::Flags, None) => flag(),
+        (Dialect::Keywords, None) if rest == "!" => format!("{name}=True"),
+        (Dialect::Keywords, None) => format!("{name}="),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_dialect_spells_options_its_own_way() {
+        let max_len = Opt("max_len");
+        let text = format!("{}: give {} or {}", max_len.with(0), Opt("mask_prob"), Opt("truncate").on());
+        // (dialect, expected)
+        let cases = [
+            (Dialect::Flags, "--max-len 0: give --mask-prob or --truncate"),
+            (Dialect::Keywords, "max_len=0: give mask_prob= or truncate=True"),
+        ];
+        for (dialect, want) in cases {
+            assert_eq!(render(&text, dialect), want, "{dialect:?}");
+        }
+    }
+
+    #[test]
+    fn text_that_only_looks_like_an_option_is_kept() {
+        for text in ["‹Not An Option›", "a ‹ alone", "‹lr", "‹›", "‹lr?›"] {
+            assert_eq!(render(text, Dialect::Flags), text);
+        }
+    }
+}

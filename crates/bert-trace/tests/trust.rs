@@ -1,0 +1,541 @@
+//! Training and the analysis commands tried with the mistakes a user makes and the files a user
+//! has (issue 35's battery): each case runs the command and checks its exit status, its one
+//! line, and afterwards that nothing of the user's changed and that nothing saved holds NaN or
+//! inf.
+//!
+//! - a run never saves a model or an optimizer state with NaN or inf in it, and never starts
+//!   from one;
+//! - a save that fails (a file-size limit) leaves the checkpoint that was there whole;
+//! - every check comes before anything is claimed, and names the option or file at fault;
+//! - `trainer_state.json` reads back exactly and is checked;
+//! - no analysis answers wrongly in silence: a patch that would change nothing, a gradient read
+//!   as attention, stages dropped unseen, rounding blamed for another input, a float32 truth, a
+//!   NaN ranked or called "the same".
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{copy_dir, one_line, poison_tensor, root, run, run_with, set_stage, snapshot, unchanged, Cases, Ran};
+use ndarray::ArrayD;
+use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+
+const TEXT: &str = "When in Rome, do as the [MASK] do.";
+const ROMANS: &str = "walkthrough/texts/romans.txt";
+
+fn strings(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// `bert-trace train` on golden/tiny with `extra`.
+fn train(extra: &[String]) -> Ran {
+    let mut args = strings(&["train", "--model", "golden/tiny"]);
+    args.extend(extra.iter().cloned());
+    run(&args)
+}
+
+/// The first tensor of any `.safetensors` under `dir` that holds NaN or inf.
+fn non_finite_under(dir: &Path) -> Option<String> {
+    if !dir.exists() {
+        return None;
+    }
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            if let Some(found) = non_finite_under(&path) {
+                return Some(found);
+            }
+        } else if path.extension().is_some_and(|e| e == "safetensors") {
+            let bytes = std::fs::read(&path).unwrap();
+            let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+            for (name, view) in tensors.tensors() {
+                let values: Vec<f32> =
+                    view.data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+                if let Some(v) = values.iter().find(|v| !v.is_finite()) {
+                    return Some(format!("{}: {name} holds {v}", path.display()));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// One clear line with `needle`, and nothing at `absent` afterwards.
+fn refused_before_claiming(ran: &Ran, needle: &str, absent: &Path) -> Result<(), String> {
+    one_line(ran, needle)?;
+    if absent.exists() {
+        return Err(format!("{} was created by a refused run", absent.display()));
+    }
+    if ran.stdout.lines().any(|l| l.starts_with("step ")) {
+        return Err("a step was taken before the refusal".into());
+    }
+    Ok(())
+}
+
+#[test]
+fn a_run_never_saves_nan_and_never_starts_from_it() {
+    let mut cases = Cases::default();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = |name: &str| tmp.path().join(name);
+    // (what, options, the one line, the directory that must not exist after)
+    let table: Vec<(&str, Vec<String>, &str, PathBuf)> = vec![
+        ("--lr above float32's largest", strings(&["--lr", "1e39"]), "--lr 1e39: expected", t("lr")),
+        ("--eps 0", strings(&["--eps", "0"]), "--eps 0.0: expected a finite number greater than 0", t("eps")),
+        ("--lr -1e-4", strings(&["--lr", "-1e-4"]), "--lr -0.0001: expected a number greater than 0", t("neg-lr")),
+        ("--eps -1e-8", strings(&["--eps", "-1e-8"]), "--eps -1e-8: expected", t("neg-eps")),
+        ("--weight-decay -1e-2", strings(&["--weight-decay", "-1e-2"]), "--weight-decay -0.01: expected", t("neg-wd")),
+        ("--max-len 0", strings(&["--max-len", "0"]), "--max-len 0: expected at least 3", t("len0")),
+        ("--max-len 2", strings(&["--max-len", "2"]), "--max-len 2: expected at least 3", t("len2")),
+    ];
+    for (what, options, needle, save) in table {
+        let mut args = strings(&["--file", ROMANS, "--steps", "3", "--save"]);
+        args.push(path(&save));
+        args.extend(options);
+        let ran = train(&args);
+        cases.check(what, refused_before_claiming(&ran, needle, &save), Some(&ran));
+    }
+    // An update that overflows: the rate is allowed, the weights it makes are not.
+    let save = t("overflow");
+    let args = strings(&["--file", ROMANS, "--steps", "2", "--lr", "3e38", "--weight-decay", "10", "--save"]);
+    let ran = train(&[args, vec![path(&save)]].concat());
+    let result = one_line(&ran, "step 1: the update made the weight").and_then(|_| match non_finite_under(&save) {
+        Some(found) => Err(format!("saved {found}")),
+        None => Ok(()),
+    });
+    cases.check("an update that overflows stops the run before it saves", result, Some(&ran));
+    // A run that diverges at step 2 keeps its step-1 checkpoint, whose weights are finite.
+    let save = t("diverged");
+    let args = strings(&["--file", ROMANS, "--steps", "4", "--lr", "1e30", "--save-every", "1", "--save"]);
+    let ran = train(&[args, vec![path(&save)]].concat());
+    let result = one_line(&ran, "step 2: the loss is NaN").and_then(|_| match non_finite_under(&save) {
+        Some(found) => Err(format!("saved {found}")),
+        None if !save.join("checkpoint-1/model.safetensors").is_file() => Err("checkpoint-1 is gone".into()),
+        None => Ok(()),
+    });
+    cases.check("a run diverging at step 2 saves nothing broken", result, Some(&ran));
+    // A checkpoint whose optimizer state or weights hold a NaN is not resumed from.
+    let good = t("good");
+    let ran = train(
+        &[strings(&["--file", ROMANS, "--steps", "4", "--save-every", "2", "--save"]), vec![path(&good)]].concat(),
+    );
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    for (file, tensor) in [
+        ("optimizer.safetensors", "exp_avg_sq.bert.encoder.layer.0.attention.self.query.weight"),
+        ("model.safetensors", "bert.encoder.layer.1.output.dense.bias"),
+    ] {
+        let checkpoint = t(&format!("poisoned-{file}"));
+        copy_dir(&good.join("checkpoint-2"), &checkpoint);
+        poison_tensor(&checkpoint.join(file), tensor);
+        let before = snapshot(&checkpoint);
+        let out = t(&format!("resumed-{file}"));
+        let ran = run(&strings(&["train", "--resume", &path(&checkpoint), "--save", &path(&out)]));
+        let result = refused_before_claiming(&ran, &format!("{file}: tensor `{tensor}` holds NaN"), &out)
+            .and_then(|_| unchanged(&before, &checkpoint));
+        cases.check(&format!("a NaN in {file} is refused on --resume"), result, Some(&ran));
+    }
+    cases.finish("non-finite");
+}
+
+#[test]
+fn every_check_comes_before_anything_is_claimed() {
+    let mut cases = Cases::default();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = |name: &str| tmp.path().join(name);
+    let only_specials = t("specials.txt");
+    std::fs::write(&only_specials, "[SEP] [CLS]\n[MASK]\n").unwrap();
+    let one_special = t("one-special.txt");
+    std::fs::write(&one_special, "the romans built roads\nin rome\n\n[SEP] [PAD]\nwhen in rome\n").unwrap();
+    let specials_b = t("specials-b.txt");
+    std::fs::write(&specials_b, "the romans\tbuilt roads\nin rome\t[SEP]\n").unwrap();
+    // (what, options, the one line)
+    let table: Vec<(&str, Vec<String>, String)> = vec![
+        (
+            "a file of special tokens only",
+            strings(&["--file", &path(&only_specials)]),
+            format!("{}: line 1: the line holds only special tokens", path(&only_specials)),
+        ),
+        (
+            "one line of special tokens, in the middle",
+            strings(&["--file", &path(&one_special)]),
+            format!("{}: line 4: the line holds only special tokens", path(&one_special)),
+        ),
+        (
+            "a sentence B of special tokens",
+            strings(&["--file", &path(&specials_b)]),
+            format!("{}: line 2: sentence B holds only special tokens", path(&specials_b)),
+        ),
+        (
+            "a pair file with --max-len 4",
+            strings(&["--file", "walkthrough/texts/romans_pairs.txt", "--max-len", "4"]),
+            "--max-len 4: expected at least 5".into(),
+        ),
+        (
+            "--batch-size -1",
+            strings(&["--file", ROMANS, "--batch-size", "-1"]),
+            "invalid value '-1' for '--batch-size <N>'".into(),
+        ),
+        ("--save-every 0", strings(&["--file", ROMANS, "--save-every", "0"]), "--save-every 0: expected".into()),
+    ];
+    for (i, (what, options, needle)) in table.into_iter().enumerate() {
+        let save = t(&format!("save{i}"));
+        let mut args = strings(&["--steps", "4", "--save", &path(&save)]);
+        args.extend(options);
+        let ran = train(&args);
+        cases.check(what, refused_before_claiming(&ran, &needle, &save), Some(&ran));
+    }
+    // A user's file inside a checkpoint-K or step-K the run will write: refused before step 1.
+    for (what, sub, extra) in [
+        ("a checkpoint-K of an earlier run", "checkpoint-2", strings(&["--save-every", "2"])),
+        ("a step-K of an earlier run", "step-3", strings(&["--dump-step", "3"])),
+    ] {
+        let save = t(&format!("earlier-{sub}"));
+        let mut args = strings(&["--file", ROMANS, "--steps", "4", "--save", &path(&save)]);
+        args.extend(extra.iter().cloned());
+        let first = train(&args);
+        assert_eq!(first.code, Some(0), "{}", first.stderr);
+        std::fs::write(save.join(sub).join("notes.txt"), "mine").unwrap();
+        let before = snapshot(&save);
+        let ran = train(&args);
+        let result = one_line(&ran, &format!("{sub}: holds files that are not"))
+            .and_then(|_| match ran.stdout.lines().any(|l| l.starts_with("step ")) {
+                true => Err("a step was taken before the refusal".into()),
+                false => unchanged(&before, &save),
+            })
+            .and_then(|_| match ran.stderr.contains("--out") || ran.stderr.contains("--force") {
+                true => Err("it advises an option train does not have".into()),
+                false => Ok(()),
+            });
+        cases.check(what, result, Some(&ran));
+    }
+    // A patch of ids outside the vocabulary is named as the patch, before --out is touched.
+    let bad_ids = t("bad-ids");
+    copy_dir(&root().join("golden/tiny/dumps/mask"), &bad_ids);
+    let path_ids = bad_ids.join("input.ids.npy");
+    let mut ids = ArrayD::<i64>::read_npy(std::fs::File::open(&path_ids).unwrap()).unwrap();
+    ids[[0, 2]] = 100_000;
+    ids.write_npy(std::fs::File::create(&path_ids).unwrap()).unwrap();
+    let out = t("patched-out");
+    let ran = run(&strings(&["--out", &path(&out), "--patch", &format!("{}:input.ids", path(&bad_ids)), TEXT]));
+    let result = refused_before_claiming(&ran, &format!("--patch {}:input.ids", path(&bad_ids)), &out).and_then(|_| {
+        if ran.stderr.contains("100000") {
+            Ok(())
+        } else {
+            Err("the id is not named".into())
+        }
+    });
+    cases.check("a patch of ids outside the vocabulary", result, Some(&ran));
+    // A text too long for an experiment is not told to pass --truncate, which it lacks.
+    let long = format!("{} [MASK] .", "word ".repeat(80));
+    let ran = run(&strings(&["attribute", "--target", "romans", &long]));
+    let result = one_line(&ran, "more than max_position_embeddings 64").and_then(|_| {
+        if ran.stderr.contains("truncate") {
+            Err("it advises --truncate".into())
+        } else {
+            Ok(())
+        }
+    });
+    cases.check("attribute of a text too long", result, Some(&ran));
+    // A model path given from the wrong directory says so before the hub's reason.
+    let ran = run_with(
+        &strings(&["--model", "golden/tiny-missing", "--no-dump", TEXT]),
+        &[("HF_HUB_OFFLINE", "1")],
+        Duration::from_secs(60),
+    );
+    cases.check(
+        "--model of a directory that is not there",
+        one_line(&ran, "--model golden/tiny-missing: no directory of that name here, so it was tried as a Hugging Face"),
+        Some(&ran),
+    );
+    cases.finish("checks first");
+}
+
+#[test]
+fn a_saved_run_reads_back_exactly_and_is_checked() {
+    let mut cases = Cases::default();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = |name: &str| tmp.path().join(name);
+    // A rate whose shortest decimal is long, resumed with the same rate given again.
+    let run_dir = t("run");
+    let lr = "9.970000000000001e-05";
+    let ran = train(&strings(&[
+        "--file",
+        ROMANS,
+        "--steps",
+        "6",
+        "--lr",
+        lr,
+        "--save-every",
+        "3",
+        "--save",
+        &path(&run_dir),
+    ]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let resumed = t("resumed");
+    let ran = run(&strings(&[
+        "train",
+        "--resume",
+        &path(&run_dir.join("checkpoint-3")),
+        "--lr",
+        lr,
+        "--save",
+        &path(&resumed),
+    ]));
+    let rates = |dir: &Path| -> Vec<u64> {
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("trainer_state.json")).unwrap()).unwrap();
+        state["log_history"].as_array().unwrap().iter().map(|l| l["lr"].as_f64().unwrap().to_bits()).collect()
+    };
+    let result = match ran.code {
+        Some(0) if rates(&run_dir) == rates(&resumed) => Ok(()),
+        Some(0) => Err(format!("the rates differ: {:?} and {:?}", rates(&run_dir), rates(&resumed))),
+        code => Err(format!("exit {code:?}")),
+    };
+    cases.check("a resumed run's rates equal the uninterrupted run's, bit for bit", result, Some(&ran));
+    // A state edited into something that contradicts itself is refused, by its file and field.
+    let edits: [(&str, &dyn Fn(&mut serde_json::Value), &str); 4] = [
+        (
+            "a negative rate",
+            &|s| s["options"]["lr"] = (-1.0).into(),
+            "options.lr is -1.0: expected a number greater than 0",
+        ),
+        ("steps below the saved step", &|s| s["options"]["steps"] = 1.into(), "step 3 is beyond options.steps 1"),
+        (
+            "a missing field",
+            &|s| drop(s["options"].as_object_mut().unwrap().remove("warmup_steps")),
+            "missing field `warmup_steps`",
+        ),
+        ("ε of 0", &|s| s["options"]["adamw"]["eps"] = 0.0.into(), "options.adamw.eps is 0.0"),
+    ];
+    for (i, (what, edit, needle)) in edits.into_iter().enumerate() {
+        let checkpoint = t(&format!("edited{i}"));
+        copy_dir(&run_dir.join("checkpoint-3"), &checkpoint);
+        let state_path = checkpoint.join("trainer_state.json");
+        let mut state: serde_json::Value = serde_json::from_slice(&std::fs::read(&state_path).unwrap()).unwrap();
+        edit(&mut state);
+        std::fs::write(&state_path, state.to_string()).unwrap();
+        let out = t(&format!("edited-out{i}"));
+        let ran = run(&strings(&["train", "--resume", &path(&checkpoint), "--save", &path(&out)]));
+        let result = refused_before_claiming(&ran, needle, &out).and_then(|_| {
+            match ran.stderr.contains(&path(&state_path)) && !ran.stderr.contains("--lr") {
+                true => Ok(()),
+                false => Err("the file is not named, or an option the user did not give is".into()),
+            }
+        });
+        cases.check(what, result, Some(&ran));
+    }
+    cases.finish("trainer state");
+}
+
+/// A save that cannot write its files (a file-size limit, as a full disk) leaves the checkpoint
+/// that was in the directory whole, and resumable.
+#[test]
+fn a_failed_save_keeps_the_checkpoint_that_was_there() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let save = tmp.path().join("run");
+    let first = train(&strings(&["--file", ROMANS, "--steps", "2", "--save", &path(&save)]));
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    let visible = |dir: &Path| -> Vec<(String, String)> {
+        snapshot(dir).into_iter().filter(|(name, _)| !name.starts_with('.')).collect()
+    };
+    let before = visible(&save);
+    // Large enough for the small files, too small for the model's weights (123 kB).
+    for limit in [1_000u64, 60_000, 200_000] {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_bert-trace"));
+        command.current_dir(root()).env("HF_HUB_OFFLINE", "1");
+        command.args(["train", "--model", "golden/tiny", "--file", ROMANS, "--steps", "3", "--seed", "5", "--save"]);
+        command.arg(&save);
+        // SAFETY: between fork and exec this calls only setrlimit, which is async-signal-safe.
+        unsafe {
+            command.pre_exec(move || {
+                let rlimit = libc::rlimit { rlim_cur: limit as libc::rlim_t, rlim_max: limit as libc::rlim_t };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &rlimit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "limit {limit}: {stderr}");
+        assert_eq!(visible(&save), before, "limit {limit}: the checkpoint changed: {stderr}");
+        let state = bert_core::training::checkpoint::read_state(&save);
+        assert!(state.is_ok(), "limit {limit}: the checkpoint no longer resumes: {:?}", state.err());
+    }
+}
+
+#[test]
+fn no_analysis_answers_wrongly_in_silence() {
+    let mut cases = Cases::default();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = |name: &str| tmp.path().join(name);
+    // Patches of what the forward pass does not compute.
+    let backward = t("backward");
+    let ran = run(&strings(&["--out", &path(&backward), "--backward", "--mlm-target", "romans", TEXT]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    for stage in [
+        "grad.layer0.attention.context",
+        "param.bert.encoder.layer.0.attention.self.query.weight",
+        "updated.param.bert.encoder.layer.0.attention.self.query.weight",
+    ] {
+        let out = t("patched");
+        let spec = format!("{}:{stage}", path(&backward));
+        let ran = run(&strings(&["--out", &path(&out), "--patch", &spec, TEXT]));
+        cases.check(
+            &format!("--patch {stage}"),
+            refused_before_claiming(&ran, "a patch replaces a stage of the forward pass", &out),
+            Some(&ran),
+        );
+    }
+    let out = t("after-stop");
+    let spec = format!("{}:layer1.ffn.output", path(&backward));
+    let ran = run(&strings(&["--out", &path(&out), "--stop-at", "layer0", "--patch", &spec, TEXT]));
+    cases.check(
+        "a patch after --stop-at",
+        refused_before_claiming(&ran, "before it reaches layer1.ffn.output", &out),
+        Some(&ran),
+    );
+    // compare of two --backward dumps: the heads grid is the probabilities', not their gradients'.
+    let (plain_a, plain_b, grad_a, grad_b) = (t("plain-a"), t("plain-b"), t("grad-a"), t("grad-b"));
+    for (dir, model, extra) in [
+        (&plain_a, "golden/tiny", vec![]),
+        (&plain_b, "golden/tiny-relu", vec![]),
+        (&grad_a, "golden/tiny", strings(&["--backward"])),
+        (&grad_b, "golden/tiny-relu", strings(&["--backward"])),
+    ] {
+        let mut args = strings(&["--model", model, "--out", &path(dir), "--mlm-target", "romans"]);
+        args.extend(extra);
+        args.push(TEXT.into());
+        let ran = run(&args);
+        assert_eq!(ran.code, Some(0), "{model}: {}", ran.stderr);
+    }
+    let grid = |a: &Path, b: &Path| -> serde_json::Value {
+        let ran = run(&strings(&["compare", "--json", &path(a), &path(b)]));
+        assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+        serde_json::from_str::<serde_json::Value>(&ran.stdout).unwrap()["grid"].clone()
+    };
+    let result = match (grid(&plain_a, &plain_b), grid(&grad_a, &grad_b)) {
+        (plain, with_grads) if plain == with_grads => Ok(()),
+        (plain, with_grads) => Err(format!("the grid moved with the gradients: {plain} against {with_grads}")),
+    };
+    cases.check("compare of --backward dumps", result, None);
+    // compare of models of other sizes: the hidden states cannot be compared, which is said.
+    let narrow = t("narrow");
+    copy_dir(&plain_a, &narrow);
+    let manifest_path = narrow.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    for stage in manifest["stages"].as_array_mut().unwrap() {
+        if stage["shape"] == serde_json::json!([1, 13, 32]) {
+            let name = stage["name"].as_str().unwrap().to_string();
+            ArrayD::<f32>::zeros(vec![1, 13, 16])
+                .write_npy(std::fs::File::create(narrow.join(format!("{name}.npy"))).unwrap())
+                .unwrap();
+            stage["shape"] = serde_json::json!([1, 13, 16]);
+        }
+    }
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    let ran = run(&strings(&["compare", &path(&plain_a), &path(&narrow)]));
+    cases.check(
+        "compare of models of other hidden sizes",
+        one_line(&ran, "embeddings.layernorm is [1, 13, 32] there, [1, 13, 16] here"),
+        Some(&ran),
+    );
+    // diff --isolate of two different inputs, and of a stage of another shape.
+    let other = t("other-input");
+    let ran = run(&strings(&["--out", &path(&other), "the romans built [MASK] in italy and in spain ."]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let ran = run(&strings(&["diff", "--isolate", "--model", "golden/tiny", &path(&plain_a), &path(&other)]));
+    cases.check("diff --isolate of two inputs", one_line(&ran, "is of another input"), Some(&ran));
+    let reshaped = t("reshaped");
+    copy_dir(&plain_a, &reshaped);
+    ArrayD::<f32>::zeros(vec![1, 13, 16])
+        .write_npy(std::fs::File::create(reshaped.join("layer1.ffn.output.npy")).unwrap())
+        .unwrap();
+    let manifest_path = reshaped.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    for stage in manifest["stages"].as_array_mut().unwrap() {
+        if stage["name"] == "layer1.ffn.output" {
+            stage["shape"] = serde_json::json!([1, 13, 16]);
+        }
+    }
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    let ran = run(&strings(&["diff", "--isolate", "--model", "golden/tiny", &path(&plain_a), &path(&reshaped)]));
+    let result = match (ran.code, ran.stdout.contains("which no rounding explains"), ran.stdout.contains("compound")) {
+        (Some(1), true, false) => Ok(()),
+        (code, shapes, compound) => {
+            Err(format!("exit {code:?}; names the shapes {shapes}; blames compounding {compound}"))
+        }
+    };
+    cases.check("diff --isolate with a stage of another shape", result, Some(&ran));
+    // --truth must be float64, and a NaN in it is never "same".
+    let ran = run(&strings(&["diff", "--truth", &path(&plain_a), "golden/tiny/dumps/mask", &path(&plain_a)]));
+    cases.check("a float32 --truth", one_line(&ran, "is not a float64 dump"), Some(&ran));
+    let truth = t("nan-truth");
+    copy_dir(&root().join("golden/tiny/truth/mask"), &truth);
+    let path_truth = truth.join("layer0.ffn.output.npy");
+    let mut values = ArrayD::<f64>::read_npy(std::fs::File::open(&path_truth).unwrap()).unwrap();
+    values.fill(f64::NAN);
+    values.write_npy(std::fs::File::create(&path_truth).unwrap()).unwrap();
+    let trace = t("truth-trace");
+    let ran = run(&strings(&["--out", &path(&trace), TEXT]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let ran = run(&strings(&["diff", "--truth", &path(&truth), "golden/tiny/dumps/mask", &path(&trace)]));
+    let row =
+        ran.stdout.lines().find(|l| l.contains("layer0.ffn.output") && l.contains("non-finite")).map(String::from);
+    let result = match row {
+        Some(row) if !row.contains("same") => Ok(()),
+        row => Err(format!("the NaN stage's row: {row:?}")),
+    };
+    cases.check("a NaN truth is non-finite, not the same", result, Some(&ran));
+    // A head whose probabilities are NaN is not ranked, and not "looks exactly where it did".
+    let nan_probs = t("nan-probs");
+    copy_dir(&plain_a, &nan_probs);
+    set_stage(&nan_probs, "layer1.attention.probs", |values| values.fill(f32::NAN));
+    let ran = run(&strings(&["compare", &path(&plain_a), &path(&nan_probs)]));
+    let result = match (ran.code, ran.stdout.contains("not ranked (NaN or inf in their probabilities): layer1.head0")) {
+        (Some(0), true) => Ok(()),
+        (code, said) => Err(format!("exit {code:?}; said so {said}")),
+    };
+    cases.check("compare with NaN probabilities", result, Some(&ran));
+    // A model whose MLM head gives NaN: no rank is 1, no guess is a NaN.
+    let broken = t("nan-model");
+    copy_dir(&root().join("golden/tiny"), &broken);
+    poison_tensor(&broken.join("model.safetensors"), "cls.predictions.bias");
+    let ran = run(&strings(&["lens", "--model", &path(&broken), "--target", "romans", TEXT]));
+    let result = match (ran.code, ran.stdout.contains("non-finite"), ran.stdout.contains(" 1 │")) {
+        (Some(0), true, false) => Ok(()),
+        (code, said, ranked) => Err(format!("exit {code:?}; non-finite said {said}; ranked 1 {ranked}")),
+    };
+    cases.check("lens of a model that gives NaN", result, Some(&ran));
+    let ran = run(&strings(&["--model", &path(&broken), "--no-dump", "--mlm-target", "romans", TEXT]));
+    let labelled = ran.stdout.lines().skip_while(|l| !l.starts_with("labelled positions")).nth(4).map(String::from);
+    let result = match labelled {
+        Some(row) if row.contains("non-finite") => Ok(()),
+        row => Err(format!("the labelled position's row: {row:?}")),
+    };
+    cases.check("the labelled positions of a model that gives NaN", result, Some(&ran));
+    // Every label -100 (a patched input.labels): the loss is a mean over no position.
+    let unlabelled = t("unlabelled");
+    copy_dir(&root().join("golden/tiny/dumps/mlm_target"), &unlabelled);
+    let labels_path = unlabelled.join("input.labels.npy");
+    let mut labels = ArrayD::<i64>::read_npy(std::fs::File::open(&labels_path).unwrap()).unwrap();
+    labels.fill(-100);
+    labels.write_npy(std::fs::File::create(&labels_path).unwrap()).unwrap();
+    let spec = format!("{}:input.labels", path(&unlabelled));
+    let ran = run(&strings(&["--no-dump", "--mlm-target", "romans", "--patch", &spec, TEXT]));
+    cases.check(
+        "every label -100",
+        if ran.stdout.contains("no labelled position") {
+            Ok(())
+        } else {
+            Err("the loss line counts a position".into())
+        },
+        Some(&ran),
+    );
+    cases.finish("no silent wrong answer");
+}
