@@ -89,6 +89,7 @@ pub fn compare_checkpoints(a: &Dump, b: &Dump) -> Result<Contrast> {
             continue;
         }
         let (x, y) = (a.read(entry)?, b.read(other)?);
+        crate::compare::check_f64_copies(&entry.name, &[&x, &y])?;
         let skip = |reason: &str| Skipped {
             name: entry.name.clone(),
             shape_a: x.shape().to_vec(),

@@ -242,6 +242,7 @@ pub fn compare_dumps(reference: &Dump, trace: &Dump, overrides: ToleranceOverrid
                 if let Some(layout) = &layout {
                     notes.layout(layout);
                 }
+                check_f64_copies(name, &[&r_tensor, &o_tensor])?;
                 let mut report = compare_tensors(name, &r_tensor, &o_tensor, tolerance, query_mask.as_ref());
                 report.reference_dtype = Some(r.dtype.clone());
                 report.trace_dtype = Some(o.dtype.clone());
@@ -428,6 +429,17 @@ pub fn finish_report(stages: Vec<StageReport>) -> Report {
             .and_then(|prev| prev.stats.as_ref().map(|st| (prev.name.clone(), st.max_abs))),
     });
     Report { stages, first_failure, notes: Vec::new() }
+}
+
+/// Refuses to compare `tensors` (of stage `name`) when their float64 copies, which every
+/// comparison makes, would not fit in this machine's or this process's memory: an allocation
+/// that fails aborts the process without a word.
+pub(crate) fn check_f64_copies(name: &str, tensors: &[&Tensor]) -> Result<()> {
+    let values: u64 = tensors.iter().map(|t| t.shape().iter().product::<usize>() as u64).sum();
+    crate::load::memory::check(
+        values.saturating_mul(8).saturating_add(64 << 20),
+        &format!("to compare {name} in float64"),
+    )
 }
 
 /// Compares one stage. `query_mask` `[B,T]` is the batch's attention mask, used to set apart the

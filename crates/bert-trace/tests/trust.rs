@@ -248,7 +248,10 @@ fn every_check_comes_before_anything_is_claimed() {
     );
     cases.check(
         "--model of a directory that is not there",
-        one_line(&ran, "--model golden/tiny-missing: no directory of that name here, so it was tried as a Hugging Face"),
+        one_line(
+            &ran,
+            "--model golden/tiny-missing: no directory of that name here, so it was tried as a Hugging Face",
+        ),
         Some(&ran),
     );
     cases.finish("checks first");
@@ -538,4 +541,127 @@ fn no_analysis_answers_wrongly_in_silence() {
         Some(&ran),
     );
     cases.finish("no silent wrong answer");
+}
+
+/// A `.npy` of float32 values of `shape`, its values all 0.
+fn npy_zeros(shape: &[usize]) -> Vec<u8> {
+    let mut bytes = common::npy_header("<f4", shape);
+    bytes.resize(bytes.len() + 4 * shape.iter().product::<usize>(), 0);
+    bytes
+}
+
+/// A ZIP archive of one member `name` whose data is `data` as stored, under compression
+/// `method` (0 stored, 8 deflate, 12 bzip2, ...), `size` bytes once decompressed, with `crc`.
+fn zip_of(name: &str, method: u16, data: &[u8], size: u32, crc: u32) -> Vec<u8> {
+    let n = name.len() as u16;
+    let header = |signature: u32, central: bool| -> Vec<u8> {
+        let mut h = signature.to_le_bytes().to_vec();
+        if central {
+            h.extend(20u16.to_le_bytes());
+        }
+        for v in [20u16, 0, method, 0, 0] {
+            h.extend(v.to_le_bytes());
+        }
+        for v in [crc, data.len() as u32, size] {
+            h.extend(v.to_le_bytes());
+        }
+        h.extend(n.to_le_bytes());
+        h.extend(0u16.to_le_bytes());
+        if central {
+            for v in [0u16, 0, 0] {
+                h.extend(v.to_le_bytes());
+            }
+            h.extend(0u32.to_le_bytes());
+            h.extend(0u32.to_le_bytes());
+        }
+        h.extend(name.as_bytes());
+        h
+    };
+    let mut zip = header(0x0403_4b50, false);
+    zip.extend(data);
+    let central_at = zip.len() as u32;
+    let central = header(0x0201_4b50, true);
+    zip.extend(&central);
+    zip.extend(0x0605_4b50u32.to_le_bytes());
+    for v in [0u16, 0, 1, 1] {
+        zip.extend(v.to_le_bytes());
+    }
+    zip.extend((central.len() as u32).to_le_bytes());
+    zip.extend(central_at.to_le_bytes());
+    zip.extend(0u16.to_le_bytes());
+    zip
+}
+
+#[test]
+fn an_npz_is_read_within_what_bert_trace_reads_and_what_the_process_may_hold() {
+    use std::os::unix::process::CommandExt;
+    let mut cases = Cases::default();
+    let tmp = tempfile::tempdir().unwrap();
+    // A member stored as bzip2 (method 12), which bert-trace does not read.
+    let npy = npy_zeros(&[1, 4]);
+    let mut crc = flate2::Crc::new();
+    crc.update(&npy);
+    let bzip2 = tmp.path().join("bzip2.npz");
+    std::fs::write(&bzip2, zip_of("embeddings.sum.npy", 12, &npy, npy.len() as u32, crc.sum())).unwrap();
+    let ran = run(&strings(&["diff", &path(&bzip2), &path(&bzip2)]));
+    cases.check(
+        "an .npz member compressed with bzip2",
+        one_line(
+            &ran,
+            "member embeddings.sum.npy: compressed with bzip2 (ZIP method 12), which bert-trace does not read",
+        ),
+        Some(&ran),
+    );
+    // A member that inflates to 1 GiB (its deflate stream is 1 MB), read under a 3 GB limit on
+    // the address space: refused before it is read, never an abort.
+    let values = 1usize << 28;
+    let header = common::npy_header("<f4", &[values]);
+    let mut deflate = flate2::Compress::new(flate2::Compression::fast(), false);
+    let mut stream = Vec::new();
+    let mut push = |input: &[u8], flush: flate2::FlushCompress, out: &mut Vec<u8>| {
+        let mut buffer = Vec::with_capacity(input.len() + 1024);
+        deflate.compress_vec(input, &mut buffer, flush).unwrap();
+        out.extend(buffer);
+    };
+    push(&header, flate2::FlushCompress::Full, &mut stream);
+    let zeros = vec![0u8; 1 << 20];
+    let mut chunk = Vec::new();
+    push(&zeros, flate2::FlushCompress::Full, &mut chunk);
+    for _ in 0..(4 * values) >> 20 {
+        stream.extend(&chunk);
+    }
+    push(&[], flate2::FlushCompress::Finish, &mut stream);
+    let mut crc = flate2::Crc::new();
+    crc.update(&header);
+    for _ in 0..(4 * values) >> 20 {
+        crc.update(&zeros);
+    }
+    let big = tmp.path().join("big.npz");
+    let size = (header.len() + 4 * values) as u32;
+    std::fs::write(&big, zip_of("embeddings.sum.npy", 8, &stream, size, crc.sum())).unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_bert-trace"));
+    command.current_dir(root()).args(["diff", &path(&big), &path(&big)]);
+    // SAFETY: between fork and exec this calls only setrlimit, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = 3_000_000_000 as libc::rlim_t;
+            match libc::setrlimit(libc::RLIMIT_AS, &libc::rlimit { rlim_cur: limit, rlim_max: limit }) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let output = command.output().unwrap();
+    let ran = Ran {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        elapsed: Duration::ZERO,
+    };
+    cases.check(
+        "an .npz member of 1 GiB under ulimit -v 3 GB",
+        one_line(&ran, "under its limits (ulimit -v or -d)"),
+        Some(&ran),
+    );
+    cases.finish("npz");
 }

@@ -100,10 +100,13 @@ pub fn read(mut reader: impl Read, len: u64) -> Result<(Tensor, NpyType), String
         NpyKind::Float | NpyKind::BFloat if header.npy_type.size <= 4 => 4,
         _ => 8,
     };
-    let decoded = elements.saturating_mul(per_value);
-    crate::load::memory::check(header.data_len.saturating_add(decoded), "to read its values")
-        .map_err(|e| e.to_string())?;
-    let mut bytes = Vec::new();
+    // Fortran order is copied once more into C order.
+    let decoded = elements.saturating_mul(per_value).saturating_mul(if header.fortran { 2 } else { 1 });
+    // Both at once, and room for the allocator's own.
+    let needed = header.data_len.saturating_add(decoded).saturating_add(64 << 20);
+    crate::load::memory::check(needed, "to read its values").map_err(|e| e.to_string())?;
+    // Reserved whole, so that reading never doubles the buffer on the way.
+    let mut bytes = Vec::with_capacity(header.data_len.min(len) as usize);
     reader.take(header.data_len).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
     if bytes.len() as u64 != header.data_len {
         return Err(format!("the .npy holds {} bytes of values; its shape needs {}", bytes.len(), header.data_len));
@@ -209,8 +212,12 @@ pub fn decode(bytes: &[u8], npy_type: NpyType, shape: &[usize], fortran: bool) -
 /// `values` of an array of `shape`, read in C or Fortran order, as an array in C order.
 fn arrange<A: Clone>(values: Vec<A>, shape: &[usize], fortran: bool) -> ArrayD<A> {
     let shape = IxDyn(shape);
-    let array = if fortran { ArrayD::from_shape_vec(shape.f(), values) } else { ArrayD::from_shape_vec(shape, values) };
-    array.expect("the length was checked against the shape").as_standard_layout().into_owned()
+    let checked = "the length was checked against the shape";
+    match fortran {
+        // Already in C order: the values become the array, with no copy.
+        false => ArrayD::from_shape_vec(shape, values).expect(checked),
+        true => ArrayD::from_shape_vec(shape.f(), values).expect(checked).as_standard_layout().into_owned(),
+    }
 }
 
 /// How deeply `text` nests brackets of any kind, counting those inside quotes too.

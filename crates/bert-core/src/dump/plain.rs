@@ -159,10 +159,13 @@ pub(super) fn archive(path: &Path) -> Result<Parts> {
     let mut zip = zip::ZipArchive::new(file).map_err(|e| bad(format!("not a readable .npz archive: {e}")))?;
     let mut found = Vec::new();
     for index in 0..zip.len() {
-        let member = zip.by_index(index).map_err(|e| bad(format!("cannot read member {index}: {e}")))?;
-        let member_name = member.name().to_string();
+        // The method is read from the raw member: zip refuses to open one it cannot inflate.
+        let raw = zip.by_index_raw(index).map_err(|e| bad(format!("cannot read member {index}: {e}")))?;
+        let (member_name, method) = (raw.name().to_string(), raw.compression());
+        drop(raw);
         let Some(stem) = member_name.strip_suffix(".npy") else { continue };
-        readable(&member).map_err(|problem| bad(format!("member {member_name}: {problem}")))?;
+        readable(method).map_err(|problem| bad(format!("member {member_name}: {problem}")))?;
+        let member = zip.by_index(index).map_err(|e| bad(format!("cannot read member {member_name}: {e}")))?;
         let len = member.size();
         let header =
             npy::read_header(member, len).map_err(|problem| bad(format!("member {member_name}: {problem}")))?;
@@ -356,20 +359,28 @@ fn lacks_batch_axis(kind: StageKind, shape: &[usize], sizes: &Sizes) -> bool {
 
 /// Refuses a member of an archive compressed in a way bert-trace does not read, naming the
 /// method: what numpy writes (stored, deflate) and LZMA are read.
-pub(super) fn readable<R: std::io::Read>(member: &zip::read::ZipFile<'_, R>) -> std::result::Result<(), String> {
+pub(super) fn readable(method: zip::CompressionMethod) -> std::result::Result<(), String> {
     use zip::CompressionMethod as Method;
-    match member.compression() {
-        Method::Stored | Method::Deflated | Method::Lzma => Ok(()),
-        other => Err(format!(
-            "compressed with {other:?} (ZIP method {}), which bert-trace does not read: it reads members stored or \
-             compressed with deflate (np.savez, np.savez_compressed) or LZMA",
-            method_number(other)
-        )),
+    if matches!(method, Method::Stored | Method::Deflated | Method::Lzma) {
+        return Ok(());
     }
-}
-
-/// The number a ZIP header gives a compression method.
-fn method_number(method: zip::CompressionMethod) -> String {
     #[allow(deprecated)]
-    method.to_u16().to_string()
+    let number = method.to_u16();
+    // The names PKWARE's APPNOTE gives the methods an archive may hold.
+    let name = match number {
+        1 => "shrink",
+        6 => "implode",
+        9 => "deflate64",
+        12 => "bzip2",
+        93 => "zstd",
+        95 => "xz",
+        96 => "JPEG",
+        98 => "PPMd",
+        99 => "AES encryption",
+        _ => "an unknown method",
+    };
+    Err(format!(
+        "compressed with {name} (ZIP method {number}), which bert-trace does not read: it reads members stored or \
+         compressed with deflate (np.savez, np.savez_compressed) or LZMA"
+    ))
 }

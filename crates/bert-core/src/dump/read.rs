@@ -198,8 +198,12 @@ impl Dump {
                 let (file, _) = files::open_regular(path).map_err(|e| bad(format!("cannot open: {}", reason(&e))))?;
                 let mut zip =
                     zip::ZipArchive::new(file).map_err(|e| bad(format!("not a readable .npz archive: {e}")))?;
-                let member = zip.by_name(&entry.file).map_err(|e| bad(format!("cannot read the member: {e}")))?;
-                plain::readable(&member).map_err(&bad)?;
+                let index =
+                    zip.index_for_name(&entry.file).ok_or_else(|| bad("no such member in the archive".into()))?;
+                let method =
+                    zip.by_index_raw(index).map_err(|e| bad(format!("cannot read the member: {e}")))?.compression();
+                plain::readable(method).map_err(&bad)?;
+                let member = zip.by_index(index).map_err(|e| bad(format!("cannot read the member: {e}")))?;
                 let len = member.size();
                 npy::read(member, len).map_err(&bad)?
             }

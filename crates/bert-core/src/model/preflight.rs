@@ -104,6 +104,20 @@ impl<F: Float> BertModel<F> {
     /// probabilities `[B,nh,T,T]`, the feed-forward's `[B,T,I]`, the MLM logits `[B,T,V]`, and
     /// what a dump writer may hold queued.
     fn check_memory(&self, batch: &Batch) -> Result<()> {
+        let (needed, scores) = self.activation_bytes(batch);
+        let (b, t) = batch.dims();
+        memory::check(
+            needed,
+            &format!(
+                "for the activations of {b} × {t} tokens (the attention scores alone, [B,nh,T,T], take {})",
+                files::bytes(scores)
+            ),
+        )
+    }
+
+    /// The bytes a forward pass over `batch` holds at its largest, and those of its attention
+    /// scores alone: in the pass's own element type, 4 bytes a value in f32 and 8 in f64.
+    pub(crate) fn activation_bytes(&self, batch: &Batch) -> (u64, u64) {
         let (b, t) = batch.dims();
         let d = self.dims(b, t);
         let [b, t, h, nh, i, v] = [d.batch, d.tokens, d.hidden, d.n_heads, d.intermediate, d.vocab].map(|n| n as u64);
@@ -114,13 +128,7 @@ impl<F: Float> BertModel<F> {
         let needed = [10 * b * t * h * size, 2 * scores, 3 * b * t * i * size, logits, 128 << 20]
             .into_iter()
             .fold(0u64, u64::saturating_add);
-        memory::check(
-            needed,
-            &format!(
-                "for the activations of {b} × {t} tokens (the attention scores alone, [B,nh,T,T], take {})",
-                files::bytes(scores)
-            ),
-        )
+        (needed, scores)
     }
 }
 
@@ -167,5 +175,23 @@ fn refuse_outside(
     match values.find(|&(_, v)| !allowed(v)) {
         Some((index, value)) => Err(BertError::Input { index, problem: format!("{what} {value} is not {expected}") }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::BertModel;
+
+    /// An f64 pass holds twice the bytes of an f32 one (the fixed allowance for the rest aside):
+    /// an estimate at 4 bytes a value would let a pass that cannot fit go on.
+    #[test]
+    fn an_f64_pass_is_counted_at_8_bytes_a_value() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden/tiny");
+        let (single, double) = (BertModel::<f32>::load_as(&dir).unwrap(), BertModel::<f64>::load_as(&dir).unwrap());
+        let batch = single.encode(&["When in Rome, do as the [MASK] do.".repeat(3)], None, true).unwrap();
+        let (f32_bytes, f32_scores) = single.activation_bytes(&batch);
+        let (f64_bytes, f64_scores) = double.activation_bytes(&batch);
+        assert_eq!(f64_scores, 2 * f32_scores);
+        assert_eq!(f64_bytes - (128 << 20), 2 * (f32_bytes - (128 << 20)));
     }
 }
