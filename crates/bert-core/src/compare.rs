@@ -473,7 +473,7 @@ pub fn compare_tensors(
     let (reference, ours) = (reference.to_f64(), ours.to_f64());
     let padded = padded_selector(name, reference.shape(), query_mask);
     // For attention scores: the `[B,T]` mask, whose zeros are the keys whose scores are masked.
-    let is_scores = stage::parse(name).is_some_and(|s| s.kind == StageKind::AttnScores && !s.is_grad());
+    let is_scores = stage::parse(name).is_some_and(|s| s.is_value_of(StageKind::AttnScores));
     let key_mask = query_mask.and_then(|m| m.clone().into_dimensionality::<ndarray::Ix2>().ok());
     // A padding key, or any key when the dumps carry no mask.
     let masked_key = |index: &[usize]| match (&key_mask, index) {

@@ -108,12 +108,12 @@ fn run_in<F: Float>(args: &TraceArgs, texts: Vec<String>, threads: usize, kernel
     if let (Some(stage), Some(tensor)) = (traced.stopped_at, &recorder.kept) {
         println!("\nstopped after {stage}; nothing after it was computed.");
         println!("{stage} {}:\n{}", shape(tensor.shape()), preview(tensor));
-        let attention = matches!(stage.kind, StageKind::AttnScores | StageKind::AttnProbs);
+        let attention = stage.is_value_of(StageKind::AttnScores) || stage.is_value_of(StageKind::AttnProbs);
         if attention && args.color.enabled() {
             let tokens: Vec<String> = (0..batch.dims().1)
                 .map(|pos| model.tokenizer.id_to_token(batch.ids[[0, pos]] as u32).unwrap_or_default())
                 .collect();
-            let probability = stage.kind == StageKind::AttnProbs;
+            let probability = stage.is_value_of(StageKind::AttnProbs);
             if let Some(picture) = head_heatmap(tensor, args.head.unwrap_or(0), probability, &tokens) {
                 println!("\n{picture}");
             }

@@ -426,7 +426,7 @@ impl Interventions {
 impl Hook for Interventions {
     fn wants(&self, stage: &Stage) -> bool {
         let ablated =
-            stage.kind == StageKind::AttnContext && self.ablations.iter().any(|a| Some(a.layer) == stage.layer);
+            stage.is_value_of(StageKind::AttnContext) && self.ablations.iter().any(|a| Some(a.layer) == stage.layer);
         ablated || self.patches.iter().any(|p| p.stage == *stage)
     }
 
@@ -444,7 +444,7 @@ impl Hook for Interventions {
             }
         }
         for ablation in self.ablations.iter().filter(|a| Some(a.layer) == stage.layer) {
-            if stage.kind != StageKind::AttnContext {
+            if !stage.is_value_of(StageKind::AttnContext) {
                 continue;
             }
             match &mut tensor {
@@ -459,7 +459,7 @@ impl Hook for Interventions {
     /// In the reverse order of `apply`: the ablations' backward, then the patches'.
     fn backward(&mut self, stage: Stage, mut grad: TensorViewMut<'_>, mask: ArrayView2<'_, i64>) -> Result<()> {
         for ablation in self.ablations.iter().rev().filter(|a| Some(a.layer) == stage.layer) {
-            if stage.kind != StageKind::AttnContext {
+            if !stage.is_value_of(StageKind::AttnContext) {
                 continue;
             }
             match &mut grad {
