@@ -8,9 +8,9 @@
 //! trace's (missing bytes are 0).
 #![no_main]
 
-use bert_core::compare::{compare_tensors, default_tolerance, Status};
-use bert_core::trace::stage;
-use bert_core::trace::Tensor;
+use bert_core::diff::{compare_tensors, default_tolerance, Status};
+use bert_core::stage;
+use bert_core::pass::Tensor;
 use libfuzzer_sys::fuzz_target;
 use ndarray::{ArrayD, IxDyn};
 

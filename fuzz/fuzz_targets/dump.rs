@@ -15,10 +15,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use bert_core::compare::{compare_dumps, compare_tensors, default_tolerance, ToleranceOverride};
-use bert_core::dump::{read_manifest, Dump};
-use bert_core::trace::stage;
-use bert_core::trace::Tensor;
+use bert_core::diff::{compare_dumps, compare_tensors, default_tolerance, ToleranceOverride};
+use bert_core::io::dump::{read_manifest, Dump};
+use bert_core::stage;
+use bert_core::pass::Tensor;
 use libfuzzer_sys::fuzz_target;
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../golden/tiny/dumps/mask");

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use bert_core::dump::Dump;
+use bert_core::io::dump::Dump;
 use bert_core::BertModel;
 use libfuzzer_sys::fuzz_target;
 

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use bert_core::trace::hook::{Hook, TensorViewMut};
-use bert_core::trace::stage::Stage;
+use bert_core::pass::hook::{Hook, TensorViewMut};
+use bert_core::stage::Stage;
 use bert_core::BertError;
 use ndarray::ArrayView2;
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};

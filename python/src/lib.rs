@@ -23,7 +23,7 @@ mod run;
 
 use std::path::PathBuf;
 
-use bert_core::trace::stage;
+use bert_core::stage;
 use bert_trace::cli::ToleranceArgs;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

@@ -3,7 +3,7 @@
 //! through Python (so a notebook shows them), `on_step` gets every step's report, and Ctrl-C
 //! stops the run after the step it is in.
 
-use bert_core::training::run::Progress;
+use bert_core::train::run::Progress;
 use bert_core::words::{render, Dialect};
 use bert_trace::cli::Command;
 use bert_trace::train_cmd;
@@ -35,7 +35,7 @@ impl Progress for ToPython {
         });
     }
 
-    fn step(&mut self, log: &bert_core::training::StepLog, _: usize) -> bert_core::Result<()> {
+    fn step(&mut self, log: &bert_core::train::StepLog, _: usize) -> bert_core::Result<()> {
         let result = Python::attach(|py| -> PyResult<()> {
             py.check_signals()?;
             if let Some(on_step) = &self.on_step {

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bert_core::isolate::Isolation;
-use bert_core::truth::against_truth;
+use bert_core::diff::isolate::Isolation;
+use bert_core::diff::truth::against_truth;
 use bert_core::Dump;
 use bert_trace::cli::ToleranceArgs;
 use bert_trace::diff_cmd;
@@ -161,7 +161,7 @@ pub fn compare(
     trace: &Dump,
     tolerance: ToleranceArgs,
     isolation: Option<&Isolation>,
-    truth: Option<&[bert_core::truth::TruthStage]>,
+    truth: Option<&[bert_core::diff::truth::TruthStage]>,
 ) -> PyResult<DiffReport> {
     let rendered = diff_cmd::render(reference, trace, tolerance, isolation, truth).or_raise(py)?;
     Ok(DiffReport { passed: rendered.passed, text: rendered.text, json: rendered.json.to_string() })

@@ -5,12 +5,12 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
-use bert_core::dump::{self, DumpWriter};
-use bert_core::load::tokenize::MASK;
-use bert_core::trace::manifest::Manifest;
-use bert_core::trace::stage::{self, Stage};
-use bert_core::trace::summary::Summary;
-use bert_core::trace::{Sink, Tensor, TensorView};
+use bert_core::io::dump::manifest::Manifest;
+use bert_core::io::dump::{self, DumpWriter};
+use bert_core::io::tokenizer::MASK;
+use bert_core::pass::summary::Summary;
+use bert_core::pass::{Sink, Tensor, TensorView};
+use bert_core::stage::{self, Stage};
 use bert_trace::predictions::mask_predictions;
 use bert_trace::table::{html_escape, html_table, num};
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods};

@@ -7,13 +7,13 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use bert_core::load::memory;
+use bert_core::io::dump::manifest::{Manifest, ManifestStage, FORMAT};
+use bert_core::io::memory;
 use bert_core::model::Pass;
 use bert_core::ops::Float;
-use bert_core::trace::hook::{Chain, Hook};
-use bert_core::trace::manifest::{Manifest, ManifestStage, FORMAT};
-use bert_core::trace::stage::Stage;
-use bert_core::trace::{Sink, Tensor, TensorView};
+use bert_core::pass::hook::{Chain, Hook};
+use bert_core::pass::{Sink, Tensor, TensorView};
+use bert_core::stage::Stage;
 use bert_core::{BertError, BertModel};
 use bert_trace::cli::{Cli, Precision, ToleranceArgs};
 use bert_trace::trace_cmd::{self, Prepared, Selection};
@@ -213,7 +213,7 @@ fn run<F: Float>(
     for (name, function) in hooks.into_iter().flat_map(|h| h.iter()) {
         let name: String = name.extract()?;
         let stage = model.resolve_stop(&name, prepared.objectives).or_raise(py)?;
-        if stage.of != bert_core::trace::stage::Of::Value {
+        if stage.of != bert_core::stage::Of::Value {
             return Err(raise(
                 py,
                 "InputError",

@@ -2,9 +2,9 @@
 //!
 //! Load a Hugging Face checkpoint with [`BertModel::load`], tokenize with [`BertModel::encode`],
 //! and run [`BertModel::trace`] with a [`Sink`] that receives every named stage of the stage
-//! table ([`trace::stage::STAGES`]) in execution order: [`Discard`] to only compute, [`Memory`]
+//! table ([`stage::STAGES`]) in execution order: [`Discard`] to only compute, [`Memory`]
 //! to keep them, [`DumpWriter`] to write `OUT/<stage>.npy` and `OUT/manifest.json`.
-//! [`compare`] diffs two dumps stage by stage.
+//! [`diff`] diffs two dumps stage by stage.
 //!
 //! ```
 //! use bert_core::{BertModel, Memory};
@@ -25,43 +25,42 @@
 //! The crate is laid out the way the model is read:
 //!
 //! - [`model`]: BERT itself, one file per Hugging Face module (`embeddings`, `attention`,
-//!   `feed_forward`, ...), each forward pass written as the formula with a shape on every line;
+//!   `feed_forward`, ...), each forward pass written as the formula with a shape on every line
+//!   and its backward beside it; loading a checkpoint and counting its parameters beside them;
 //! - [`ops`]: the named operations the model calls (`linear`, `matmul`, `softmax_rows`,
 //!   `layer_norm_rows`, `gelu`, `split_heads`, ...), each with its plain reference
 //!   implementation beside it; the fast kernels are below them, in `ops/kernels/`;
+//! - [`stage`]: the stage table, every name a traced tensor has, and what each stage reads;
+//! - [`pass`]: where a pass's stages go: the sinks, the tracer, the hooks that change stages;
 //! - [`objectives`]: the pretraining objectives' inputs (masking, labels);
-//! - [`trace`]: the stage table, the sinks, the manifest and the statistics;
-//! - [`dump`]: writing and reading dump directories;
-//! - [`load`]: config.json, the safetensors weights, the tokenizer;
-//! - [`compare`]: the stage-by-stage diff;
-//! - [`checkpoints`]: two models' traces of one input side by side;
-//! - [`isolate`]: each stage recomputed from a dump's own inputs, for its own error;
-//! - [`truth`]: both sides of a diff against a float64 dump of the same input;
-//! - [`experiments`]: ablated heads, patched stages, the logit lens, occlusion;
-//! - [`training`]: pretraining: batches of a text, AdamW, its schedule, checkpoints;
+//! - [`io`]: config.json, the safetensors weights, the tokenizer, and dumps ([`io::dump`]),
+//!   written and read back;
+//! - [`diff`]: reading two dumps against each other: the stage-by-stage diff (`bert-trace
+//!   diff`), each stage's own error (`diff --isolate`), both sides against a float64 truth
+//!   (`diff --truth`), two models' traces of one input (`bert-trace compare`);
+//! - [`experiments`]: ablated heads and patched stages (`ablate`), the logit lens (`lens`),
+//!   occlusion (`attribute`);
+//! - [`train`]: pretraining (`bert-trace train`): batches of a text, AdamW, its schedule, the
+//!   run, and its saves;
 //! - [`words`]: how messages name the caller's options (`--max-len` or `max_len=`).
 
-pub mod checkpoints;
-pub mod compare;
-pub mod dump;
+pub mod diff;
 pub mod error;
 pub mod experiments;
-pub mod isolate;
-pub mod load;
+pub mod io;
 pub mod model;
 pub mod objectives;
 pub mod ops;
-pub mod params;
-pub mod trace;
-pub mod training;
-pub mod truth;
+pub mod pass;
+pub mod stage;
+pub mod train;
 pub mod words;
 
-pub use dump::{Dump, DumpWriter};
 pub use error::{BertError, Result};
-pub use load::config::BertConfig;
-pub use load::tokenize::Batch;
+pub use io::config::BertConfig;
+pub use io::dump::{Dump, DumpWriter};
+pub use io::tokenizer::Batch;
 pub use model::BertModel;
 pub use ops::Kernels;
-pub use trace::stage::{Stage, StageKind};
-pub use trace::{Discard, Memory, Sink, Tensor, TensorView};
+pub use pass::{Discard, Memory, Sink, Tensor, TensorView};
+pub use stage::{Stage, StageKind};

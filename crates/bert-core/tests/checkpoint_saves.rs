@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use bert_core::training::checkpoint::{read_state, CheckpointDir, ModelFiles, SaveObserver, SavePoint};
-use bert_core::training::corpus::Corpus;
-use bert_core::training::{TrainSettings, Trainer};
+use bert_core::train::corpus::Corpus;
+use bert_core::train::save::{read_state, CheckpointDir, ModelFiles, SaveObserver, SavePoint};
+use bert_core::train::{TrainSettings, Trainer};
 use bert_core::{BertModel, Discard};
 
 fn root() -> PathBuf {

@@ -1,4 +1,4 @@
-//! `DumpWriter` on its own, held to the rules of `src/dump/mod.rs`: whole or visibly incomplete,
+//! `DumpWriter` on its own, held to the rules of `src/io/dump/mod.rs`: whole or visibly incomplete,
 //! nothing of the user's ever replaced or removed (a property test over random directories),
 //! one run at a time, and the same files whether a dump is `.npy` files or one `.npz`.
 
@@ -6,10 +6,10 @@
 
 use std::path::Path;
 
-use bert_core::dump::{Dump, DumpWriter, Options};
-use bert_core::trace::manifest::Inputs;
-use bert_core::trace::stage::{Stage, StageKind};
-use bert_core::trace::{Sink, Tensor, TensorView};
+use bert_core::io::dump::manifest::Inputs;
+use bert_core::io::dump::{Dump, DumpWriter, Options};
+use bert_core::pass::{Sink, Tensor, TensorView};
+use bert_core::stage::{Stage, StageKind};
 use ndarray::{ArrayD, Dimension, IxDyn};
 use ndarray_npy::{ReadNpyExt, WriteNpyExt};
 use proptest::prelude::*;
@@ -67,9 +67,9 @@ fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
-const SCORES: Stage = Stage { layer: Some(0), kind: StageKind::AttnScores, of: bert_core::trace::stage::Of::Value };
-const PROBS: Stage = Stage { layer: Some(0), kind: StageKind::AttnProbs, of: bert_core::trace::stage::Of::Value };
-const OUTPUT: Stage = Stage { layer: Some(0), kind: StageKind::AttnOutput, of: bert_core::trace::stage::Of::Value };
+const SCORES: Stage = Stage { layer: Some(0), kind: StageKind::AttnScores, of: bert_core::stage::Of::Value };
+const PROBS: Stage = Stage { layer: Some(0), kind: StageKind::AttnProbs, of: bert_core::stage::Of::Value };
+const OUTPUT: Stage = Stage { layer: Some(0), kind: StageKind::AttnOutput, of: bert_core::stage::Of::Value };
 
 /// Stages as a forward pass emits them: per layer, two stages of one size and one of another,
 /// with values that depend on `seed`.
@@ -446,7 +446,7 @@ fn make(dir: &Path, entries: &[Entry], manifest: Option<&str>) {
 /// Whether a run may have replaced or removed what is at `name`: only a regular file with a
 /// name bert-trace writes, in a directory that carried the marker before the run.
 fn ours(name: &str, what: &str, marked: bool) -> bool {
-    marked && !what.starts_with("link to") && !what.starts_with("directory") && bert_core::dump::is_our_name(name)
+    marked && !what.starts_with("link to") && !what.starts_with("directory") && bert_core::io::dump::is_our_name(name)
 }
 
 proptest! {

@@ -10,8 +10,8 @@ use std::path::Path;
 use bert_core::experiments::intervention::{AblateWith, Ablation, Interventions, Patch, Positions};
 use bert_core::model::Pass;
 use bert_core::ops;
-use bert_core::trace::hook::{Hook, TensorViewMut};
-use bert_core::trace::stage::Stage;
+use bert_core::pass::hook::{Hook, TensorViewMut};
+use bert_core::stage::Stage;
 use bert_core::{Batch, BertModel, Memory, Tensor};
 use ndarray::{s, ArrayView2, Axis, Ix3};
 
@@ -201,7 +201,7 @@ fn a_patch_replaces_what_it_names_and_the_pass_reads_it() {
     let clean = run(&model, &encode(&model, &[TEXT]), None);
     let corrupted_batch = encode(&model, &["Once in Rome, do as the [MASK] do."]);
     let corrupted = run(&model, &corrupted_batch, None);
-    let stage = bert_core::trace::stage::parse("layer0.ffn.layernorm").unwrap();
+    let stage = bert_core::stage::parse("layer0.ffn.layernorm").unwrap();
     let value = clean.get("layer0.ffn.layernorm").unwrap().clone();
     let tokens = corrupted_batch.dims().1;
     // (positions, the positions that must take the clean value)

@@ -11,9 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
-use bert_core::dump::{read_manifest, Dump};
-use bert_core::load::tokenize::BertTokenizer;
-use bert_core::load::weights::{Storage, WeightStore};
+use bert_core::io::dump::{read_manifest, Dump};
+use bert_core::io::tokenizer::BertTokenizer;
+use bert_core::io::weights::{Storage, WeightStore};
 use bert_core::{BertConfig, BertError, BertModel};
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -313,7 +313,7 @@ fn load_weights(bytes: &[u8]) -> bert_core::Result<BertModel> {
 }
 
 /// `Dump::read` of `stage`, its file replaced by `bytes`, under the golden manifest.
-fn read_stage(stage: &str, bytes: &[u8]) -> bert_core::Result<bert_core::trace::Tensor> {
+fn read_stage(stage: &str, bytes: &[u8]) -> bert_core::Result<bert_core::pass::Tensor> {
     let golden = Dump::open(&golden_dump()).unwrap();
     let entry = golden.entry(stage).unwrap_or_else(|| panic!("no stage {stage}")).clone();
     let dir = tempfile::tempdir().unwrap();

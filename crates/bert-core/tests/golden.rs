@@ -13,10 +13,10 @@
 
 use std::path::{Path, PathBuf};
 
-use bert_core::compare::{compare_tensors, default_tolerance, DiffStats, Status};
-use bert_core::dump::Dump;
-use bert_core::trace::stage;
-use bert_core::trace::{Memory, Tensor};
+use bert_core::diff::{compare_tensors, default_tolerance, DiffStats, Status};
+use bert_core::io::dump::Dump;
+use bert_core::pass::{Memory, Tensor};
+use bert_core::stage;
 use bert_core::{BertModel, Kernels};
 
 fn workspace_root() -> PathBuf {

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bert_core::trace::manifest::Inputs;
+use bert_core::io::dump::manifest::Inputs;
 use bert_core::{BertModel, Dump};
 
 fn golden(path: &str) -> PathBuf {

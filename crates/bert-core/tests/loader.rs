@@ -4,7 +4,7 @@
 
 mod support;
 
-use bert_core::trace::stage::HeadSet;
+use bert_core::stage::HeadSet;
 use bert_core::{BertError, BertModel};
 use serde_json::json;
 use support::{assert_identical, assert_mentions, first_difference, trace_all, Checkpoint, Dtype, RawTensor};
@@ -34,7 +34,7 @@ fn baseline_loads_with_all_heads_and_a_tied_decoder() {
     let plan: Vec<String> = model.plan(Default::default()).iter().map(|s| s.name()).collect();
     assert_eq!(names, plan, "every planned stage is traced, in order");
     for (stage, tensor) in &memory.stages {
-        if let bert_core::trace::Tensor::F32(a) = tensor {
+        if let bert_core::pass::Tensor::F32(a) = tensor {
             assert!(a.iter().all(|v| v.is_finite()), "{stage} has non-finite values");
         }
     }
@@ -206,7 +206,7 @@ fn f16_and_bf16_files_match_the_f32_model_with_rounded_weights() {
         assert!(first_difference(&want, &got).is_some(), "{dtype:?}: rounding changed nothing?");
         let name = "embeddings.layernorm";
         let (a, b) = match (want.get(name), got.get(name)) {
-            (Some(bert_core::trace::Tensor::F32(a)), Some(bert_core::trace::Tensor::F32(b))) => (a, b),
+            (Some(bert_core::pass::Tensor::F32(a)), Some(bert_core::pass::Tensor::F32(b))) => (a, b),
             _ => panic!("no stage {name}"),
         };
         let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
@@ -356,7 +356,7 @@ fn without_pooler_and_heads_the_encoder_still_runs() {
     let last = model.plan(Default::default()).last().unwrap().name();
     assert!(last.starts_with("layer0."), "the last stage is the encoder's: {last}");
     // The encoder's stages are the baseline's, bit for bit.
-    let prefix = bert_core::trace::Memory { stages: full.stages[..bare.stages.len()].to_vec() };
+    let prefix = bert_core::pass::Memory { stages: full.stages[..bare.stages.len()].to_vec() };
     assert_identical("no heads", &prefix, &bare);
 }
 

@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use bert_core::params::ParamCounts;
-use bert_core::trace::stage::HeadSet;
+use bert_core::model::size::ParamCounts;
+use bert_core::stage::HeadSet;
 use bert_core::BertConfig;
 
 const BERT_BASE: &str = r#"{"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
@@ -96,7 +96,7 @@ fn bert_large_shape(name: &str) -> Vec<usize> {
 fn bert_large_stage_shapes_from_config_alone() {
     let config = BertConfig::from_json(BERT_LARGE.as_bytes(), Path::new("bert-large/config.json")).unwrap();
     let heads = HeadSet { pooler: true, mlm: true, nsp: true, ..HeadSet::default() };
-    let plan = bert_core::trace::stage::plan(config.num_hidden_layers, heads, Default::default());
+    let plan = bert_core::stage::plan(config.num_hidden_layers, heads, Default::default());
     // 3 inputs, 5 embeddings, 24 layers × 14, 2 pooler, 4 MLM, 1 NSP.
     assert_eq!(plan.len(), 3 + 5 + 24 * 14 + 2 + 4 + 1, "stage count");
     let dims = config.dims(2, 7, 0);

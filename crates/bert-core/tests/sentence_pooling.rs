@@ -4,7 +4,7 @@
 
 mod support;
 
-use bert_core::trace::{Memory, Tensor};
+use bert_core::pass::{Memory, Tensor};
 use bert_core::BertModel;
 use support::{assert_mentions, Checkpoint, HIDDEN};
 

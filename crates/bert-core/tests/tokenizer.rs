@@ -6,7 +6,7 @@ mod support;
 
 use std::path::Path;
 
-use bert_core::load::tokenize::BertTokenizer;
+use bert_core::io::tokenizer::BertTokenizer;
 use bert_core::BertError;
 use support::{assert_mentions, Checkpoint};
 use tempfile::TempDir;
@@ -406,7 +406,7 @@ fn the_model_limits_inputs_to_max_position_embeddings() {
     assert_mentions(&err.to_string(), &["20 tokens", "max_position_embeddings", "16"]);
     let batch = model.encode(&long, None, true).unwrap();
     assert_eq!(batch.dims(), (1, 16));
-    assert!(model.trace(&batch, &mut bert_core::trace::Discard, None).is_ok());
+    assert!(model.trace(&batch, &mut bert_core::pass::Discard, None).is_ok());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use bert_core::training::corpus::{Batching, Corpus};
+use bert_core::train::corpus::{Batching, Corpus};
 use bert_core::BertModel;
 
 fn tiny() -> BertModel {

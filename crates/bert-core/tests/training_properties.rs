@@ -7,10 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use bert_core::training::checkpoint::{read_state, CheckpointDir, ModelFiles, Unobserved};
-use bert_core::training::corpus::Corpus;
-use bert_core::training::run::{self, Outputs, Progress};
-use bert_core::training::{StepLog, TrainSettings, Trainer};
+use bert_core::train::corpus::Corpus;
+use bert_core::train::run::{self, Outputs, Progress};
+use bert_core::train::save::{read_state, CheckpointDir, ModelFiles, Unobserved};
+use bert_core::train::{StepLog, TrainSettings, Trainer};
 use bert_core::{BertModel, Result};
 use proptest::prelude::*;
 

@@ -1,9 +1,9 @@
 //! `bert-trace ablate --target WORD TEXT`: each head ablated alone (bert-core's
-//! `experiments/head_scan.rs` runs them), printed as a layers × heads grid of the change in the
+//! `experiments/ablate.rs` runs them), printed as a layers × heads grid of the change in the
 //! target's log-probability, then the most harmful heads.
 
 use anyhow::Result;
-use bert_core::experiments::head_scan::HeadScan;
+use bert_core::experiments::ablate::HeadScan;
 use bert_core::experiments::intervention::AblateWith;
 
 use crate::cli::{AblateArgs, AblateWithArg};
@@ -33,7 +33,7 @@ fn report(scan: &HeadScan, experiment: &Experiment, top: usize) -> String {
     let vocab = experiment.model.config.vocab_size;
     let mut out = format!(
         "{} at position {}: log p({}) = {:.4}, rank {} of {vocab}, with every head\n",
-        bert_core::load::tokenize::MASK,
+        bert_core::io::tokenizer::MASK,
         scan.position.1,
         scan.target,
         scan.log_prob,

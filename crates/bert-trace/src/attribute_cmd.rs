@@ -1,10 +1,10 @@
 //! `bert-trace attribute --target WORD TEXT`: occlusion (bert-core's
-//! `experiments/occlusion.rs`): each token hidden in turn, and how much the prediction of the
+//! `experiments/attribute.rs`): each token hidden in turn, and how much the prediction of the
 //! `[MASK]` falls, printed with a bar per token.
 
 use anyhow::Result;
-use bert_core::experiments::occlusion::Occlusion;
-use bert_core::load::tokenize::{MASK, UNK};
+use bert_core::experiments::attribute::Occlusion;
+use bert_core::io::tokenizer::{MASK, UNK};
 
 use crate::cli::{AttributeArgs, OccludeWith};
 use crate::experiment_input::Experiment;

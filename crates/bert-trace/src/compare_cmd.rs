@@ -1,10 +1,10 @@
 //! `bert-trace compare A B`: two models' traces of the same input, side by side (bert-core's
-//! `checkpoints.rs` measures; this prints). Nothing is pass or fail: the exit status is 0
+//! `diff/compare.rs` measures; this prints). Nothing is pass or fail: the exit status is 0
 //! unless an input is unusable.
 
 use anyhow::Result;
-use bert_core::checkpoints::{compare_checkpoints, Contrast};
-use bert_core::dump::Dump;
+use bert_core::diff::compare::{compare_checkpoints, Contrast};
+use bert_core::io::dump::Dump;
 
 use crate::cli::CompareArgs;
 use crate::table::{new_table, num, shape};

@@ -4,10 +4,10 @@
 use std::fmt::Write;
 
 use anyhow::Result;
-use bert_core::compare::{compare_dumps, Report, StageReport, Status, ToleranceOverride};
-use bert_core::dump::Dump;
-use bert_core::isolate::{Isolation, Own, Side};
-use bert_core::truth::{against_truth, TruthStage};
+use bert_core::diff::isolate::{Isolation, Own, Side};
+use bert_core::diff::truth::{against_truth, TruthStage};
+use bert_core::diff::{compare_dumps, Report, StageReport, Status, ToleranceOverride};
+use bert_core::io::dump::Dump;
 
 use crate::cli::{DiffArgs, ToleranceArgs};
 use crate::model_source;

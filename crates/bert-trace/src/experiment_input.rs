@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 use bert_core::experiments::readout::the_mask;
-use bert_core::load::tokenize::MASK;
+use bert_core::io::tokenizer::MASK;
 use bert_core::{Batch, BertModel};
 
 use crate::cli::ExperimentInput;

@@ -1,8 +1,8 @@
 //! `bert-trace inspect`: the config as a table and the parameter count of each part.
 
 use anyhow::Result;
-use bert_core::params::ParamCounts;
-use bert_core::trace::stage::HeadSet;
+use bert_core::model::size::ParamCounts;
+use bert_core::stage::HeadSet;
 use bert_core::BertConfig;
 
 use crate::cli::InspectArgs;

@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use bert_core::load::weights::Storage;
-use bert_core::model::checkpoint::TokenizerFiles;
+use bert_core::io::weights::Storage;
+use bert_core::model::load::TokenizerFiles;
 use bert_core::ops::Float;
-use bert_core::training::checkpoint::ModelFiles;
+use bert_core::train::save::ModelFiles;
 use bert_core::BertModel;
 
 use crate::cli::ModelArgs;
@@ -119,10 +119,10 @@ pub fn files<F: Float>(args: &ModelArgs, model: &BertModel<F>) -> Result<ModelFi
 /// [`files`] of a model directory.
 pub fn files_of_dir(dir: &Path) -> Result<ModelFiles> {
     const MAX: u64 = 256 << 20;
-    let config_json = bert_core::load::files::read(&dir.join("config.json"), MAX)?;
+    let config_json = bert_core::io::files::read(&dir.join("config.json"), MAX)?;
     let mut tokenizer = Vec::new();
     for name in ["vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"] {
-        if let Some(bytes) = bert_core::load::files::read_optional(&dir.join(name), MAX)? {
+        if let Some(bytes) = bert_core::io::files::read_optional(&dir.join(name), MAX)? {
             tokenizer.push((name.to_string(), bytes));
         }
     }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use bert_core::load::tokenize::MASK;
+use bert_core::io::tokenizer::MASK;
 use bert_core::model::Outputs;
 use bert_core::objectives::IGNORE;
 use bert_core::ops::Float;

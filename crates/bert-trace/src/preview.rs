@@ -4,7 +4,7 @@
 //! entries of each axis, rows wrapped at 80 columns, one number format for the whole tensor
 //! (fixed, integer-valued or scientific) chosen from its values as PyTorch's `_Formatter` does.
 
-use bert_core::trace::Tensor;
+use bert_core::pass::Tensor;
 use ndarray::{ArrayViewD, Axis};
 
 const PRECISION: usize = 4;

@@ -1,7 +1,7 @@
 //! `bert-trace stages`: every stage name in execution order, with its shape for this model.
 
 use anyhow::Result;
-use bert_core::trace::stage::Dim;
+use bert_core::stage::Dim;
 use bert_core::BertModel;
 
 use crate::cli::StagesArgs;

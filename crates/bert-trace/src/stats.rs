@@ -1,9 +1,9 @@
 //! A sink that records min / mean / std / max of every stage on its way to another sink, and
 //! keeps a copy of the one stage the CLI previews.
 
-use bert_core::trace::stage::Stage;
-use bert_core::trace::summary::Summary;
-use bert_core::trace::{Sink, Tensor, TensorView};
+use bert_core::pass::summary::Summary;
+use bert_core::pass::{Sink, Tensor, TensorView};
+use bert_core::stage::Stage;
 
 /// What the stage table shows for one stage: numpy's `a.min(), a.mean(), a.std(), a.max()`.
 pub struct StageStats {

@@ -6,7 +6,7 @@
 
 use std::io::IsTerminal;
 
-use bert_core::trace::Tensor;
+use bert_core::pass::Tensor;
 use ndarray::{ArrayView2, Ix4};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 

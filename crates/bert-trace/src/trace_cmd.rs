@@ -8,15 +8,15 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use bert_core::dump::{self, Dump, DumpWriter};
 use bert_core::experiments::intervention::{AblateWith, Interventions};
-use bert_core::load::files;
+use bert_core::io::dump::manifest::Inputs;
+use bert_core::io::dump::{self, Dump, DumpWriter};
+use bert_core::io::files;
 use bert_core::model::Pass;
 use bert_core::ops::{self, Float, Kernels};
-use bert_core::trace::hook::Hook;
-use bert_core::trace::manifest::Inputs;
-use bert_core::trace::stage::{DType, Objectives, Part, Stage, StageKind};
-use bert_core::trace::{Discard, Sink, Tensor};
+use bert_core::pass::hook::Hook;
+use bert_core::pass::{Discard, Sink, Tensor};
+use bert_core::stage::{DType, Objectives, Part, Stage, StageKind};
 use bert_core::words::Opt;
 use bert_core::{Batch, BertError, BertModel};
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -326,7 +326,7 @@ fn only_filter(patterns: &[String], plan: &[Stage]) -> Result<Selection> {
         let glob = Glob::new(pattern).with_context(|| format!("--only `{pattern}` is not a valid glob"))?;
         let matcher = glob.compile_matcher();
         if !plan.iter().any(|s| matcher.is_match(s.name())) {
-            let hint = bert_core::trace::stage::suggestions(pattern, plan);
+            let hint = bert_core::stage::suggestions(pattern, plan);
             bail!(
                 "--only `{pattern}` matches no stage of this model{}",
                 if hint.is_empty() {

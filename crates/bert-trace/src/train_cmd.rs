@@ -1,15 +1,15 @@
 //! `bert-trace train`: pretraining on a text file, a loss line per step, checkpoints and step
-//! dumps. The run, its checks and everything it computes are `bert_core::training`; this file
+//! dumps. The run, its checks and everything it computes are `bert_core::train`; this file
 //! turns the command line into its request, loads the model, and prints what the run reports.
 
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
 
 use anyhow::{bail, Result};
-use bert_core::training::checkpoint::{read_state, Unobserved};
-use bert_core::training::corpus::Corpus;
-use bert_core::training::run::{self, Outputs, Progress};
-use bert_core::training::{StepLog, TrainSettings, Trainer};
+use bert_core::train::corpus::Corpus;
+use bert_core::train::run::{self, Outputs, Progress};
+use bert_core::train::save::{read_state, Unobserved};
+use bert_core::train::{StepLog, TrainSettings, Trainer};
 use bert_core::words::{render, Dialect};
 use bert_core::BertModel;
 
@@ -59,7 +59,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
 }
 
 /// Trains as `args` say, telling `progress` as it goes; returns the run as it ended. Every
-/// check is made before anything is written (`bert_core::training::run::prepare`).
+/// check is made before anything is written (`bert_core::train::run::prepare`).
 pub fn train(args: &TrainArgs, progress: &mut dyn Progress) -> Result<Trainer> {
     let (threads, kernels) = pass_settings(args.threads, args.kernels.as_deref())?;
     let saved = args.resume.as_deref().map(|dir| read_state(dir).map(|state| (dir, state))).transpose()?;
@@ -119,7 +119,7 @@ pub fn train(args: &TrainArgs, progress: &mut dyn Progress) -> Result<Trainer> {
                      N(0, {}²), biases 0, the MLM decoder tied to the word embeddings)",
                     model.source.display(),
                     fresh.join(", "),
-                    bert_core::training::options::SEED.with(options.batching.seed),
+                    bert_core::train::options::SEED.with(options.batching.seed),
                     model.config.initializer_range
                 ));
             }

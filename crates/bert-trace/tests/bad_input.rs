@@ -480,7 +480,8 @@ fn cases() -> Vec<Case> {
 /// process lives (the lock is leaked on purpose, so that it outlives this call).
 fn lock_as_another_run(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
-    let lock = bert_core::dump::lock(dir).unwrap().unwrap_or_else(|| panic!("{} could not be locked", dir.display()));
+    let lock =
+        bert_core::io::dump::lock(dir).unwrap().unwrap_or_else(|| panic!("{} could not be locked", dir.display()));
     std::mem::forget(lock);
 }
 

@@ -9,7 +9,7 @@ use std::process::Output;
 
 use common::{bert_trace, root};
 
-use bert_core::dump::Dump;
+use bert_core::io::dump::Dump;
 use ndarray::ArrayD;
 use ndarray_npy::{ReadNpyExt, WriteNpyExt};
 
@@ -25,7 +25,7 @@ fn written_stages(dir: &Path) -> Vec<String> {
     let dump = Dump::open(dir).unwrap_or_else(|e| panic!("{e}"));
     let mut expected: Vec<String> = dump.manifest.stages.iter().map(|s| s.file.clone()).collect();
     expected.push("manifest.json".into());
-    expected.push(bert_core::dump::MARKER.into());
+    expected.push(bert_core::io::dump::MARKER.into());
     expected.sort();
     let mut found: Vec<String> =
         std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();

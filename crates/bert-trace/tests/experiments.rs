@@ -85,7 +85,7 @@ fn the_manifest_records_the_interventions_and_the_diff_prints_them() {
     assert!(traced.status.success(), "{}", stderr(&traced));
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
-    assert_eq!(manifest["format"], bert_core::trace::manifest::FORMAT);
+    assert_eq!(manifest["format"], bert_core::io::dump::manifest::FORMAT);
     let expected = serde_json::json!([
         {"patch": "layer0.ffn.layernorm", "positions": "2", "from": "golden/tiny/dumps/mask"},
         {"ablate": "layer1.head2", "with": "mean"},

@@ -1,5 +1,5 @@
 //! `bert-trace diff REF TRACE --model M --isolate`: each stage recomputed from its own side's
-//! inputs. The stage-inputs table (`trace/inputs.rs`) is held to the forward pass by isolating
+//! inputs. The stage-inputs table (`stage/inputs.rs`) is held to the forward pass by isolating
 //! bert-trace's own dump of every golden input, and PyTorch's goldens themselves: every own
 //! error must be within its stage's tolerance, and no culprit named. Then a wrong stage in the
 //! middle, on either side, must be blamed and nothing else; a LayerNorm eps of 1e-5 must blame

@@ -612,7 +612,7 @@ fn stage_names_for_scripts_and_tables_for_the_terminal() {
     assert_eq!(ran.code, Some(0), "{}", ran.stderr);
     assert_eq!(names.first(), Some(&"input.ids"));
     assert_eq!(names.last(), Some(&"nsp.logits"));
-    assert!(names.iter().all(|n| bert_core::trace::stage::parse(n).is_some()), "{names:?}");
+    assert!(names.iter().all(|n| bert_core::stage::parse(n).is_some()), "{names:?}");
     assert!(ran.stderr.is_empty(), "--names prints nothing else: {}", ran.stderr);
     // Under a terminal of 80 columns (util-linux's `script` gives the command one), every line of
     // the stage table fits.
@@ -680,7 +680,7 @@ fn a_run_killed_midway_leaves_nothing_that_looks_complete() {
         assert_eq!(ran.code, Some(0), "{when}: the next run: {}", ran.stderr);
         let dump = bert_core::Dump::open(&out).unwrap();
         let mut listed: Vec<String> = dump.manifest.stages.iter().map(|s| s.file.clone()).collect();
-        listed.extend(["manifest.json".into(), bert_core::dump::MARKER.into()]);
+        listed.extend(["manifest.json".into(), bert_core::io::dump::MARKER.into()]);
         listed.sort();
         let found: Vec<String> = snapshot(&out).into_iter().map(|(n, _)| n).collect();
         assert_eq!(found, listed, "{when}: the next run left files its manifest does not list");

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bert_core::trace::stage::STAGES;
+use bert_core::stage::STAGES;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -9,8 +9,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use bert_core::compare::{compare_dumps, Status, ToleranceOverride};
-use bert_core::trace::Tensor;
+use bert_core::diff::{compare_dumps, Status, ToleranceOverride};
+use bert_core::pass::Tensor;
 use bert_core::Dump;
 use common::{bert_trace, root};
 

@@ -9,16 +9,16 @@ use std::path::Path;
 
 use ndarray::{s, ArrayView2, ArrayViewMut3, ArrayViewMutD, Axis, Slice};
 
-use crate::dump::Dump;
 use crate::error::{BertError, Result};
-use crate::load::config::BertConfig;
-use crate::load::tokenize::Batch;
+use crate::io::config::BertConfig;
+use crate::io::dump::manifest::Record;
+use crate::io::dump::Dump;
+use crate::io::tokenizer::Batch;
 use crate::model::BertModel;
 use crate::ops::Float;
-use crate::trace::hook::{Hook, TensorViewMut};
-use crate::trace::manifest::Record;
-use crate::trace::stage::{self, Dim, Stage, StageKind};
-use crate::trace::Tensor;
+use crate::pass::hook::{Hook, TensorViewMut};
+use crate::pass::Tensor;
+use crate::stage::{self, Dim, Stage, StageKind};
 use crate::words::Opt;
 
 pub const ABLATE: Opt = Opt("ablate");

@@ -9,11 +9,11 @@ use serde::Serialize;
 
 use super::readout::Readout;
 use crate::error::Result;
-use crate::load::tokenize::Batch;
+use crate::io::tokenizer::Batch;
 use crate::model::{BertModel, Pass};
 use crate::ops::{self, Float};
-use crate::trace::stage::{Part, Stage};
-use crate::trace::{Sink, TensorView};
+use crate::pass::{Sink, TensorView};
+use crate::stage::{Part, Stage};
 
 /// One layer's guess at one position.
 #[derive(Clone, Debug, Serialize)]

@@ -1,18 +1,18 @@
 //! Experiments on the model: change a stage and watch the prediction move.
 //!
 //! - `intervention.rs`: ablating heads and patching stages from another run, applied through
-//!   the tracer's one seam ([`crate::trace::hook::Hook`]) and recorded in the manifest;
-//! - `fingerprint.rs`: which checkpoint a dump was made with, so that a patch from another
-//!   model is refused;
-//! - `head_scan.rs`: each head ablated alone, and the change in a masked word's log-probability
+//!   the tracer's one seam ([`crate::pass::hook::Hook`]) and recorded in the manifest;
+//! - `ablate.rs`: each head ablated alone, and the change in a masked word's log-probability
 //!   (`bert-trace ablate`);
 //! - `lens.rs`: every layer's guess through the MLM head (`bert-trace lens`);
-//! - `occlusion.rs`: each input word masked in turn (`bert-trace attribute`);
+//! - `attribute.rs`: each input word masked in turn (`bert-trace attribute`);
 //! - `readout.rs`: the MLM head's prediction at one position, which all three read.
+//!
+//! Which checkpoint a dump was made with (so that a patch from another model is refused) is
+//! `io/fingerprint.rs`.
 
-pub mod fingerprint;
-pub mod head_scan;
+pub mod ablate;
+pub mod attribute;
 pub mod intervention;
 pub mod lens;
-pub mod occlusion;
 pub mod readout;

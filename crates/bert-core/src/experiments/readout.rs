@@ -4,10 +4,10 @@
 use ndarray::{s, Array1, Array3};
 
 use crate::error::{BertError, Result};
-use crate::load::tokenize::{Batch, MASK};
+use crate::io::tokenizer::{Batch, MASK};
 use crate::model::BertModel;
 use crate::ops::{self, Float};
-use crate::trace::{Discard, Halt, Tracer};
+use crate::pass::{Discard, Halt, Tracer};
 
 /// `[V]`: log p(word) at one position.
 #[derive(Clone, Debug)]

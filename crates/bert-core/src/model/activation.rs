@@ -1,9 +1,9 @@
-//! The activation that config.json names in `hidden_act` (read by `load/config.rs`), used by
+//! The activation that config.json names in `hidden_act` (read by `io/config.rs`), used by
 //! the feed-forward block and the MLM head's transform: each name and the operation it runs.
 
 use ndarray::{Array, ArrayView, Dimension};
 
-pub use crate::load::config::{Activation, UnknownActivation};
+pub use crate::io::config::{Activation, UnknownActivation};
 use crate::ops::{self, Float};
 
 impl Activation {

@@ -7,11 +7,11 @@ use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
 use crate::error::Result;
-use crate::load::config::BertConfig;
-use crate::load::weights::WeightStore;
+use crate::io::config::BertConfig;
+use crate::io::weights::WeightStore;
 use crate::ops::{self, Float};
-use crate::trace::stage::{Stage, StageKind::*};
-use crate::trace::{Halt, Tracer};
+use crate::pass::{Halt, Tracer};
+use crate::stage::{Stage, StageKind::*};
 
 /// `attention.self`: the query, key and value projections, `[H]` -> `[H]` each.
 pub struct BertSelfAttention<F: Float = f32> {

@@ -8,10 +8,10 @@ use ndarray::{arr0, s, Array3};
 use super::gradients::{Gradients, Grads, Record};
 use super::{losses, BertModel, Pass};
 use crate::error::Result;
-use crate::load::tokenize::Batch;
+use crate::io::tokenizer::Batch;
 use crate::ops::Float;
-use crate::trace::stage::{self, Stage, StageKind::*};
-use crate::trace::{Discard, Halt, Tracer};
+use crate::pass::{Discard, Halt, Tracer};
+use crate::stage::{self, Stage, StageKind::*};
 
 impl<F: Float> BertModel<F> {
     /// The loss of `batch`'s labels and d loss / d every parameter it reaches: the forward pass,

@@ -5,12 +5,12 @@ use ndarray::{Array2, Array3};
 use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use crate::error::Result;
-use crate::load::config::BertConfig;
-use crate::load::tokenize::Batch;
-use crate::load::weights::{Param, WeightStore};
+use crate::io::config::BertConfig;
+use crate::io::tokenizer::Batch;
+use crate::io::weights::{Param, WeightStore};
 use crate::ops::{self, Float};
-use crate::trace::stage::{Stage, StageKind::*};
-use crate::trace::{Halt, Tracer};
+use crate::pass::{Halt, Tracer};
+use crate::stage::{Stage, StageKind::*};
 
 /// The three lookup tables and the LayerNorm, named as in `bert.embeddings.*`.
 pub struct BertEmbeddings<F: Float = f32> {

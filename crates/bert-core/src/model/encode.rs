@@ -3,10 +3,10 @@
 
 use super::BertModel;
 use crate::error::{BertError, Result};
-use crate::load::tokenize::Batch;
+use crate::io::dump::manifest::Inputs;
+use crate::io::tokenizer::Batch;
 use crate::objectives::{mask_tokens, set_mlm_targets, set_nsp_labels};
 use crate::ops::Float;
-use crate::trace::manifest::Inputs;
 
 impl<F: Float> BertModel<F> {
     /// Tokenizes `inputs` and gives the batch the labels they ask for: the typed `[MASK]`s'

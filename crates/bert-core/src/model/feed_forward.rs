@@ -8,11 +8,11 @@ use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
 use crate::error::Result;
-use crate::load::config::BertConfig;
-use crate::load::weights::WeightStore;
+use crate::io::config::BertConfig;
+use crate::io::weights::WeightStore;
 use crate::ops::Float;
-use crate::trace::stage::{Stage, StageKind::*};
-use crate::trace::{Halt, Tracer};
+use crate::pass::{Halt, Tracer};
+use crate::stage::{Stage, StageKind::*};
 
 /// `bert.encoder.layer.{i}.intermediate` and `.output`
 pub struct FeedForward<F: Float = f32> {

@@ -8,8 +8,8 @@ use ndarray::{ArrayD, ArrayView2, ArrayView3, ArrayView4, ArrayViewD, Ix2, Ix3, 
 
 use crate::error::Result;
 use crate::ops::Float;
-use crate::trace::stage::{DType, Part, Stage, StageKind::AttnScores};
-use crate::trace::{Sink, TensorView};
+use crate::pass::{Sink, TensorView};
+use crate::stage::{DType, Part, Stage, StageKind::AttnScores};
 
 /// The forward stages the backward reads, each as the pass computed it.
 pub(crate) struct Record<F: Float> {

@@ -4,13 +4,13 @@
 //! a zero bias. The draws come from a seed (SplitMix64 through Box–Muller), not from PyTorch's
 //! generator: the distribution is transformers', the numbers are our own.
 
-use super::heads::NspHead;
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
 use super::mlm::MlmHead;
+use super::nsp::NspHead;
 use super::pooler::BertPooler;
 use super::BertModel;
-use crate::load::weights::Param;
+use crate::io::weights::Param;
 use crate::objectives::splitmix::SplitMix64;
 use crate::ops::Float;
 

@@ -6,14 +6,14 @@ use super::attention::BertAttention;
 use super::feed_forward::FeedForward;
 use super::gradients::{Grads, Record};
 use crate::error::Result;
-use crate::load::config::BertConfig;
-use crate::load::weights::WeightStore;
+use crate::io::config::BertConfig;
+use crate::io::weights::WeightStore;
 use crate::ops::Float;
-use crate::trace::stage::{
+use crate::pass::{Halt, Tracer};
+use crate::stage::{
     Stage,
     StageKind::{AttnLayerNorm, FfnLayerNorm},
 };
-use crate::trace::{Halt, Tracer};
 
 /// `bert.encoder.layer.{i}`
 pub struct BertLayer<F: Float = f32> {

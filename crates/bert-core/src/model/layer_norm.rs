@@ -5,7 +5,7 @@ use ndarray::{Array, ArrayView, Dimension};
 use super::gradients::Grads;
 
 use crate::error::Result;
-use crate::load::weights::{Param, WeightStore};
+use crate::io::weights::{Param, WeightStore};
 use crate::ops::{self, Float};
 
 #[derive(Clone)]

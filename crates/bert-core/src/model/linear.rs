@@ -5,7 +5,7 @@ use ndarray::{Array, ArrayBase, Axis, Data, Dimension};
 use super::gradients::Grads;
 
 use crate::error::Result;
-use crate::load::weights::{Param, WeightStore};
+use crate::io::weights::{Param, WeightStore};
 use crate::ops::{self, Float};
 
 /// A dense layer loaded from `<prefix>.weight` `[out,in]` and `<prefix>.bias` `[out]`.

@@ -10,8 +10,8 @@ use ndarray::{arr0, Array1, Array2, Array3, ArrayView2, ArrayView3};
 
 use crate::objectives::IGNORE;
 use crate::ops::{self, Float};
-use crate::trace::stage::{Stage, StageKind::*};
-use crate::trace::{Halt, Tracer};
+use crate::pass::{Halt, Tracer};
+use crate::stage::{Stage, StageKind::*};
 
 /// `[B,T,V]` logits, `[B,T]` labels -> `mlm.losses` `[B,T]` and `mlm.loss` `[]`, which it returns.
 pub(crate) fn mlm_loss<F: Float>(logits: &Array3<F>, labels: &Array2<i64>, tracer: &mut Tracer) -> Result<F, Halt> {

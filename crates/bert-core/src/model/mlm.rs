@@ -9,11 +9,11 @@ use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
 use crate::error::Result;
-use crate::load::config::BertConfig;
-use crate::load::weights::{Param, WeightStore};
+use crate::io::config::BertConfig;
+use crate::io::weights::{Param, WeightStore};
 use crate::ops::{self, Float};
-use crate::trace::stage::{Stage, StageKind::*};
-use crate::trace::{Halt, Tracer};
+use crate::pass::{Halt, Tracer};
+use crate::stage::{Stage, StageKind::*};
 
 /// `cls.predictions`
 pub struct MlmHead<F: Float = f32> {

@@ -14,7 +14,7 @@
 //! | `losses.rs` | the losses of `BertForPreTraining` | 13 |
 //! | `sentence_pooling.rs` | sentence-transformers' mean pooling | 10 |
 //!
-//! The arithmetic is done by [`crate::ops`]; the checkpoint's files are read by [`crate::load`]
+//! The arithmetic is done by [`crate::ops`]; the checkpoint's files are read by [`crate::io`]
 //! and put together into a model by `checkpoint.rs`; a batch with the pretraining labels its
 //! inputs ask for is made by `encode.rs`; what is checked before a pass (the stop stage, the
 //! ids, memory, the heads labels need) is in `preflight.rs`.
@@ -22,41 +22,44 @@
 pub mod activation;
 pub mod attention;
 mod backward;
-pub mod checkpoint;
+pub mod classifier;
 pub mod embeddings;
 mod encode;
 pub mod feed_forward;
 pub mod gradients;
-pub mod heads;
 mod init;
 pub mod layer;
 pub mod layer_norm;
 pub mod linear;
+pub mod load;
 pub mod losses;
 pub mod mlm;
+pub mod nsp;
 mod parameters;
 pub mod pooler;
 mod preflight;
 pub mod sentence_pooling;
+pub mod size;
 
 use std::path::PathBuf;
 
 use ndarray::{Array2, Array3, Array4};
 
+use self::classifier::ClassifierHead;
 use self::embeddings::BertEmbeddings;
 use self::gradients::{Grads, Record};
-use self::heads::{ClassifierHead, NspHead};
 use self::layer::BertLayer;
 use self::mlm::MlmHead;
+use self::nsp::NspHead;
 use self::pooler::BertPooler;
 use self::sentence_pooling::SentencePooling;
 use crate::error::{BertError, Result};
-use crate::load::config::BertConfig;
-use crate::load::tokenize::{Batch, BertTokenizer};
+use crate::io::config::BertConfig;
+use crate::io::tokenizer::{Batch, BertTokenizer};
 use crate::ops::{self, Float, Kernels};
-use crate::trace::hook::Hook;
-use crate::trace::stage::{self, Dims, HeadSet, Objectives, Stage, StageKind::*};
-use crate::trace::{Discard, Halt, Sink, Tee, Tracer};
+use crate::pass::hook::Hook;
+use crate::pass::{Discard, Halt, Sink, Tee, Tracer};
+use crate::stage::{self, Dims, HeadSet, Objectives, Stage, StageKind::*};
 
 /// A loaded checkpoint: the encoder, whichever heads its weights have, and its tokenizer. `F`
 /// is the element type the whole pass runs in: f32, BERT's own, or f64 (`--precision f64`),

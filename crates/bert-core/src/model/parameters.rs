@@ -3,9 +3,9 @@
 //! dump of a training step). The names and their order are the stage table's `param.*` rows.
 
 use super::BertModel;
-use crate::load::weights::Param;
+use crate::io::weights::Param;
 use crate::ops::Float;
-use crate::trace::stage::{self, Stage, StageKind::*};
+use crate::stage::{self, Stage, StageKind::*};
 
 /// Where each `param.*` row of the stage table lives in the model: one table, for
 /// [`BertModel::parameter`] (`&`) and `parameter_mut` (`&mut`). `$get` and `$as` are the

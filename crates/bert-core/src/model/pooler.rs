@@ -8,11 +8,11 @@ use ndarray::{Array2, Array3, Axis};
 use super::gradients::{Grads, Record};
 use super::linear::Linear;
 use crate::error::Result;
-use crate::load::config::BertConfig;
-use crate::load::weights::WeightStore;
+use crate::io::config::BertConfig;
+use crate::io::weights::WeightStore;
 use crate::ops::{self, Float};
-use crate::trace::stage::{Stage, StageKind::*};
-use crate::trace::{Halt, Tracer};
+use crate::pass::{Halt, Tracer};
+use crate::stage::{Stage, StageKind::*};
 
 /// `bert.pooler`
 pub struct BertPooler<F: Float = f32> {

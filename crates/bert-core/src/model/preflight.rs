@@ -4,10 +4,10 @@
 
 use super::BertModel;
 use crate::error::{BertError, Result};
-use crate::load::tokenize::Batch;
-use crate::load::{files, memory};
+use crate::io::tokenizer::Batch;
+use crate::io::{files, memory};
 use crate::ops::Float;
-use crate::trace::stage::{self, HeadSet, Objectives, Part, Stage};
+use crate::stage::{self, HeadSet, Objectives, Part, Stage};
 
 impl<F: Float> BertModel<F> {
     /// The last stage of `name`, which is a stage or a group on a dot boundary

@@ -14,11 +14,11 @@ use ndarray::{Array2, Array3, Axis};
 use serde::Deserialize;
 
 use crate::error::{BertError, Result};
-use crate::load::config::BertConfig;
-use crate::load::files;
+use crate::io::config::BertConfig;
+use crate::io::files;
 use crate::ops::Float;
-use crate::trace::stage::{Stage, StageKind};
-use crate::trace::{Halt, Tracer};
+use crate::pass::{Halt, Tracer};
+use crate::stage::{Stage, StageKind};
 
 /// The module type that `modules.json` gives the pooling step.
 const POOLING_TYPE: &str = "sentence_transformers.models.Pooling";

@@ -25,7 +25,7 @@ use ndarray::Array2;
 use super::labels::{Replacement, ReplacementKind, IGNORE};
 use super::splitmix::SplitMix64;
 use crate::error::{BertError, Result};
-use crate::load::tokenize::{Batch, BertTokenizer, MASK};
+use crate::io::tokenizer::{Batch, BertTokenizer, MASK};
 
 /// Masks `batch` at random with `probability` and `seed` (see the module documentation):
 /// `batch.ids` becomes what the model sees, and `batch.labels` records the original ids, the

@@ -13,7 +13,7 @@ pub mod splitmix;
 use ndarray::{Array1, Array2};
 
 use crate::error::{BertError, Result};
-use crate::load::tokenize::{Batch, BertTokenizer, MASK};
+use crate::io::tokenizer::{Batch, BertTokenizer, MASK};
 
 pub use self::labels::{Labels, Replacement, ReplacementKind, IGNORE};
 pub use self::masking::mask_tokens;

@@ -22,11 +22,11 @@ mod cross_entropy;
 mod embedding;
 #[cfg(test)]
 mod gradcheck;
-mod heads;
 pub(crate) mod kernels;
 mod layer_norm;
 mod matmul;
 mod softmax;
+mod split_heads;
 
 use std::cell::Cell;
 
@@ -36,7 +36,6 @@ pub use self::activation::{
 };
 pub use self::cross_entropy::{cross_entropy, cross_entropy_backward, log_softmax_rows};
 pub use self::embedding::{embedding, embedding_backward};
-pub use self::heads::{merge_heads, split_heads, transpose};
 pub use self::kernels::available as available_kernels;
 pub use self::kernels::threads::{
     check as check_threads, init_from_env, max_threads, set_threads, threads, ThreadsError, ENV_VAR as THREADS_ENV_VAR,
@@ -46,6 +45,7 @@ pub use self::matmul::{
     linear, linear_backward, linear_reference, matmul, scaled_matmul, scaled_matmul_backward, scaled_matmul_reference,
 };
 pub use self::softmax::{softmax_rows, softmax_rows_backward, softmax_rows_reference};
+pub use self::split_heads::{merge_heads, split_heads, transpose};
 
 /// The element types the model and its operations run in: f32, BERT's own, and f64, the
 /// exact result's stand-in (`--precision f64`). The choice of implementation is the type's: an

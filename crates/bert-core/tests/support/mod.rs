@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use bert_core::trace::{Memory, Tensor};
+use bert_core::pass::{Memory, Tensor};
 use bert_core::BertModel;
 use ndarray::Dimension;
 use serde_json::{json, Value};

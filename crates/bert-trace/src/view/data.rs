@@ -9,7 +9,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 use base64::Engine;
-use bert_core::dump::Dump;
+use bert_core::io::dump::Dump;
 use bert_core::BertModel;
 use globset::GlobSet;
 use ndarray::{Array2, ArrayD, Axis, Ix2, Ix3, Ix4};
@@ -36,7 +36,7 @@ impl Names<'_> {
     }
 
     fn mask_id(&self) -> Option<i64> {
-        self.model?.tokenizer.token_to_id(bert_core::load::tokenize::MASK).map(i64::from)
+        self.model?.tokenizer.token_to_id(bert_core::io::tokenizer::MASK).map(i64::from)
     }
 }
 

@@ -7,10 +7,10 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use bert_core::checkpoints::FORMAT as COMPARE;
-use bert_core::experiments::head_scan::FORMAT as ABLATE;
-use bert_core::experiments::occlusion::FORMAT as ATTRIBUTE;
-use bert_core::load::files;
+use bert_core::diff::compare::FORMAT as COMPARE;
+use bert_core::experiments::ablate::FORMAT as ABLATE;
+use bert_core::experiments::attribute::FORMAT as ATTRIBUTE;
+use bert_core::io::files;
 use ndarray::Array2;
 use serde_json::Value;
 

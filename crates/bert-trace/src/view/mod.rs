@@ -18,7 +18,7 @@ mod shapes;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use bert_core::dump::Dump;
+use bert_core::io::dump::Dump;
 use bert_core::BertModel;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use ndarray::{Axis, Ix3, Ix4};

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use bert_core::dump::Dump;
+use bert_core::io::dump::Dump;
 
 /// One dimension a stage must have.
 #[derive(Clone, Copy, Debug)]

@@ -130,6 +130,7 @@ pub struct Cases {
     pub failures: Vec<String>,
 }
 
+#[allow(dead_code)]
 impl Cases {
     pub fn check(&mut self, name: &str, result: Result<(), String>, ran: Option<&Ran>) {
         self.count += 1;

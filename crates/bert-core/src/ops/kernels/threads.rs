@@ -3,7 +3,7 @@
 //! Nearly all of BERT's arithmetic is matrix products. The dense layers and attention's per-head
 //! products go through `gemm.rs`, which splits its output between the threads of our pool
 //! ([`for_each_part`], [`for_each_range`]); so do softmax, the activations and the statistics of
-//! `trace/summary.rs` on large tensors.
+//! `pass/summary.rs` on large tensors.
 //!
 //! The count is, in order of precedence:
 //!

@@ -1,0 +1,12 @@
+//! Reading a checkpoint's files: `config.json` ([`config`]), the safetensors weights
+//! ([`weights`]), the tokenizer ([`tokenize`]), and the care taken with every file a user names
+//! ([`files`]) and with memory ([`memory`]). Putting them together into a model is the model's
+//! own business (`model/load.rs`): nothing here knows what a model is.
+
+pub mod config;
+pub mod dump;
+pub mod files;
+pub mod fingerprint;
+pub mod memory;
+pub mod tokenizer;
+pub mod weights;

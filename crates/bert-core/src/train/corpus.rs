@@ -1,0 +1,266 @@
+//! The text a run trains on, and the batch of each step.
+//!
+//! The file holds one example per line: a text, or a sentence pair with sentence B after a tab
+//! (then the run trains NSP as well). Blank lines are skipped.
+//!
+//! Step s (counted from 0) reads batch `s mod n` of epoch `s div n`, where n is the number of
+//! batches of an epoch; each epoch goes through the lines in its own random order. Every random
+//! choice of a step (that order, the NSP negatives, the masking) comes from the run's seed and
+//! the step's number alone, so a run resumed at step s makes the batches an uninterrupted run
+//! makes.
+
+use std::path::{Path, PathBuf};
+
+use ndarray::Array1;
+use sha2::{Digest, Sha256};
+
+pub use super::options::Batching;
+use super::options::MAX_LEN;
+use crate::error::{BertError, Result};
+use crate::io::dump::manifest::Inputs;
+use crate::io::tokenizer::{Batch, BertTokenizer};
+use crate::objectives::mask_tokens;
+use crate::objectives::splitmix::SplitMix64;
+
+/// The lines of a training text.
+#[derive(Clone, Debug)]
+pub struct Corpus {
+    pub path: PathBuf,
+    /// Sentence A of every example.
+    pub texts: Vec<String>,
+    /// Sentence B of every example, when the lines are pairs.
+    pub pairs: Option<Vec<String>>,
+    /// The line of the file each example is on, counted from 1.
+    pub lines: Vec<usize>,
+    /// The SHA-256 of the file's bytes, in hex: a resumed run checks it is given the same text.
+    pub sha256: String,
+}
+
+/// What a random choice is for: each gets its own numbers.
+#[derive(Clone, Copy)]
+enum Purpose {
+    Order = 1,
+    Negatives = 2,
+    Masking = 3,
+}
+
+/// The seed of one purpose at one step (or epoch): SplitMix64's mixing of the run's seed with
+/// both, so that neighbouring steps get unrelated numbers.
+fn seed_for(seed: u64, index: usize, purpose: Purpose) -> u64 {
+    let salt = (index as u64).wrapping_mul(4).wrapping_add(purpose as u64);
+    SplitMix64::new(seed ^ salt.wrapping_mul(0xD1B5_4A32_D192_ED03)).next_u64()
+}
+
+impl Corpus {
+    /// Reads the file at `path`.
+    pub fn read(path: &Path) -> Result<Corpus> {
+        let bytes = crate::io::files::read(path, 1 << 30)?;
+        let text = String::from_utf8(bytes).map_err(|e| BertError::Corpus {
+            path: path.into(),
+            line: 0,
+            problem: format!("not UTF-8 text (byte {} is not)", e.utf8_error().valid_up_to()),
+        })?;
+        Corpus::parse(&text, path)
+    }
+
+    /// Reads `text` (the contents of the file at `path`).
+    pub fn parse(text: &str, path: &Path) -> Result<Corpus> {
+        let bad = |line: usize, problem: String| BertError::Corpus { path: path.into(), line, problem };
+        let (mut texts, mut pairs, mut lines) = (Vec::new(), Vec::new(), Vec::new());
+        let mut first_kind: Option<(usize, bool)> = None;
+        for (idx, line) in text.lines().enumerate() {
+            let number = idx + 1;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parts: Vec<&str> = line.split('\t').collect();
+            if parts.len() > 2 {
+                return Err(bad(
+                    number,
+                    format!("{} tabs; a line is a text, or sentence A, a tab, sentence B", parts.len() - 1),
+                ));
+            }
+            if parts.iter().any(|p| p.trim().is_empty()) {
+                return Err(bad(number, "a sentence of the pair is empty".into()));
+            }
+            let is_pair = parts.len() == 2;
+            match first_kind {
+                None => first_kind = Some((number, is_pair)),
+                Some((first, pair)) if pair != is_pair => {
+                    let (this, that) = if is_pair { ("a pair", "a single text") } else { ("a single text", "a pair") };
+                    return Err(bad(
+                        number,
+                        format!("{this}, but line {first} is {that}; the file holds texts or pairs, not both"),
+                    ));
+                }
+                _ => {}
+            }
+            texts.push(parts[0].to_string());
+            lines.push(number);
+            if is_pair {
+                pairs.push(parts[1].to_string());
+            }
+        }
+        if texts.is_empty() {
+            return Err(bad(0, "no text to train on (the file is empty or blank)".into()));
+        }
+        let is_pairs = first_kind.is_some_and(|(_, pair)| pair);
+        let sha256 = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        Ok(Corpus { path: path.into(), texts, pairs: is_pairs.then_some(pairs), lines, sha256 })
+    }
+
+    /// Refuses, before a run starts, a text that a step would fail on: `max_len` too short for
+    /// a token to mask, or a line that leaves nothing to mask (only special tokens, or all cut
+    /// off at `max_len`), named by its number.
+    pub fn check(&self, tokenizer: &BertTokenizer, batching: &Batching) -> Result<()> {
+        // [CLS] and [SEP] (and a second [SEP] for pairs) plus one token of each sentence.
+        let least = if self.pairs.is_some() { 5 } else { 3 };
+        if batching.max_len < least {
+            let what = if self.pairs.is_some() {
+                "a pair's [CLS] and two [SEP]s take 3, and each sentence needs a token"
+            } else {
+                "[CLS] and [SEP] take 2, and a line needs a token to mask"
+            };
+            return Err(BertError::OptionValue {
+                option: MAX_LEN,
+                value: batching.max_len.to_string(),
+                accepted: format!("at least {least}: {what}"),
+            });
+        }
+        let specials = tokenizer.special_ids();
+        // Each example's count of tokens that can be masked, tokenized as a batch would be (cut
+        // at `max_len`); a few hundred lines at a time, so that padding stays small.
+        let maskable = |texts: &[String], pairs: Option<&[String]>, max_len: usize| -> Result<Vec<usize>> {
+            let batch = tokenizer.encode(texts, pairs, max_len, true)?;
+            Ok(batch
+                .ids
+                .outer_iter()
+                .zip(batch.attention_mask.outer_iter())
+                .map(|(ids, mask)| ids.iter().zip(mask).filter(|(id, &m)| m == 1 && !specials.contains(id)).count())
+                .collect())
+        };
+        const CHUNK: usize = 256;
+        // A sentence whose first tokens, this many, are all special is one of special tokens only.
+        const LOOK: usize = 512;
+        for start in (0..self.len()).step_by(CHUNK) {
+            let end = (start + CHUNK).min(self.len());
+            let line = |index: usize| self.lines[start + index];
+            let bad = |index: usize, problem: String| BertError::Corpus {
+                path: self.path.clone(),
+                line: line(index),
+                problem,
+            };
+            let texts = &self.texts[start..end];
+            let pairs = self.pairs.as_ref().map(|pairs| &pairs[start..end]);
+            let failed = |e: BertError| bad(0, e.to_string());
+            // Each sentence alone: one made of special tokens only is no sentence.
+            let halves = [Some(texts), pairs].into_iter().flatten();
+            for (half, sentences) in halves.enumerate() {
+                if let Some(index) = maskable(sentences, None, LOOK).map_err(failed)?.iter().position(|&n| n == 0) {
+                    let which = if self.pairs.is_some() { ["sentence A", "sentence B"][half] } else { "the line" };
+                    return Err(bad(
+                        index,
+                        format!(
+                            "{which} holds only special tokens ({}), so it has no token to mask",
+                            sentences[index].trim()
+                        ),
+                    ));
+                }
+            }
+            if let Some(index) = maskable(texts, pairs, batching.max_len).map_err(failed)?.iter().position(|&n| n == 0)
+            {
+                return Err(bad(
+                    index,
+                    format!(
+                        "with {} it keeps only special tokens, so it has no token to mask",
+                        MAX_LEN.with(batching.max_len)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.texts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+
+    /// How many batches one pass over the file makes.
+    pub fn batches_per_epoch(&self, batch_size: usize) -> usize {
+        self.len().div_ceil(batch_size)
+    }
+
+    /// The lines of step `step`'s batch (its indices into the file's examples).
+    pub fn lines_of(&self, step: usize, batch_size: usize, seed: u64) -> Vec<usize> {
+        let per_epoch = self.batches_per_epoch(batch_size);
+        let (epoch, index) = (step / per_epoch, step % per_epoch);
+        // Fisher–Yates with the epoch's own numbers.
+        let mut order: Vec<usize> = (0..self.len()).collect();
+        let mut rng = SplitMix64::new(seed_for(seed, epoch, Purpose::Order));
+        for i in (1..order.len()).rev() {
+            let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+            order.swap(i, j);
+        }
+        let start = index * batch_size;
+        order[start..(start + batch_size).min(self.len())].to_vec()
+    }
+
+    /// Step `step`'s batch, and the inputs that describe it (a step's dump records them in its
+    /// manifest; `dump_reference.py` makes the same batch from them): its lines tokenized (cut to
+    /// `max_len`), BERT's masking, and for pairs the NSP labels, with each sentence B replaced by
+    /// another line's with probability `nsp_negatives` (label 1, "B is random"), as d2l's
+    /// `_get_next_sentence` does.
+    pub fn batch(&self, step: usize, tokenizer: &BertTokenizer, batching: &Batching) -> Result<(Batch, Inputs)> {
+        let lines = self.lines_of(step, batching.batch_size, batching.seed);
+        let texts: Vec<String> = lines.iter().map(|&i| self.texts[i].clone()).collect();
+        let mut labels = Vec::new();
+        let pairs = self.pairs.as_ref().map(|pairs| {
+            let mut rng = SplitMix64::new(seed_for(batching.seed, step, Purpose::Negatives));
+            lines
+                .iter()
+                .map(|&i| {
+                    let random = self.len() > 1 && rng.uniform() < batching.nsp_negatives;
+                    labels.push(i64::from(random));
+                    if !random {
+                        return pairs[i].clone();
+                    }
+                    // Any line but this one, uniformly.
+                    let other = (rng.next_u64() % (self.len() as u64 - 1)) as usize;
+                    pairs[if other >= i { other + 1 } else { other }].clone()
+                })
+                .collect::<Vec<String>>()
+        });
+        let mut batch = tokenizer.encode(&texts, pairs.as_deref(), batching.max_len, true)?;
+        let seed = seed_for(batching.seed, step, Purpose::Masking);
+        // Every line has a token to mask (`Corpus::check`), but a pair's sentence A with another
+        // line's sentence B, cut to `max_len`, may not: the lines are named.
+        mask_tokens(&mut batch, tokenizer, batching.mask_prob, seed).map_err(|e| match e {
+            BertError::Labels(problem) => BertError::Corpus {
+                path: self.path.clone(),
+                line: self.lines[lines[0]],
+                problem: format!(
+                    "step {}: the batch of lines {} has no token to mask: {problem}",
+                    step + 1,
+                    lines.iter().map(|&i| self.lines[i].to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            },
+            other => other,
+        })?;
+        if pairs.is_some() {
+            batch.labels.nsp = Some(Array1::from(labels.clone()));
+        }
+        let inputs = Inputs {
+            texts,
+            pair: pairs,
+            mask_prob: Some(batching.mask_prob),
+            seed: Some(seed),
+            nsp_label: (!labels.is_empty()).then_some(labels),
+            ..Inputs::default()
+        };
+        Ok((batch, inputs))
+    }
+}

@@ -1,0 +1,261 @@
+//! A whole training run, as `bert-trace train` and `bert_trace.train` ask for it: every check
+//! first ([`prepare`]: the options, the text, the steps to dump, every directory the run will
+//! write into), then the steps, the loss lines, the step dumps and the checkpoints ([`Run::go`]).
+//! Nothing is written, and no directory is claimed, before every check has passed.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::save::{self, CheckpointDir, ModelFiles, SaveObserver};
+use super::{StepLog, Trainer};
+use crate::error::{BertError, Result};
+use crate::io::dump::{self, DumpWriter};
+use crate::pass::{Discard, Sink};
+use crate::words::Opt;
+
+pub const SAVE: Opt = Opt("save");
+pub const SAVE_EVERY: Opt = Opt("save_every");
+pub const DUMP_STEP: Opt = Opt("dump_step");
+pub const LOG_EVERY: Opt = Opt("log_every");
+
+/// What a run says as it goes. The command prints it (and draws a progress bar on a terminal);
+/// the Python package hands it to Python.
+pub trait Progress {
+    /// A note, said once (heads made new).
+    fn note(&mut self, text: &str);
+    /// A line of the run's report: the header, a loss line, the save.
+    fn line(&mut self, text: &str);
+    /// After every step, with its report; an error stops the run there (Ctrl-C in Python).
+    fn step(&mut self, log: &StepLog, steps: usize) -> Result<()>;
+}
+
+/// Where a run writes, and how often it reports.
+#[derive(Clone, Debug, Default)]
+pub struct Outputs {
+    /// The checkpoint directory: the model at its top, `checkpoint-K/` and `step-K/` inside.
+    pub save: Option<PathBuf>,
+    /// Also save `checkpoint-K/` every this many steps.
+    pub save_every: Option<usize>,
+    /// The steps whose every tensor goes to `step-K/`.
+    pub dump_steps: BTreeSet<usize>,
+    /// A loss line every this many steps (and after the last).
+    pub log_every: usize,
+}
+
+/// The steps a `dump_step` value names: `K`, or `A-B` for every step from A to B.
+pub fn parse_steps(spec: &str) -> Result<std::ops::RangeInclusive<usize>> {
+    let bad =
+        |accepted: &str| BertError::OptionValue { option: DUMP_STEP, value: spec.into(), accepted: accepted.into() };
+    let number = |text: &str| text.trim().parse::<usize>().ok().filter(|&k| k >= 1);
+    let expected = "a step number (from 1) or a range such as 1-10";
+    let (first, last) = match spec.split_once('-') {
+        Some((a, b)) => (number(a).ok_or_else(|| bad(expected))?, number(b).ok_or_else(|| bad(expected))?),
+        None => {
+            let k = number(spec).ok_or_else(|| bad(expected))?;
+            (k, k)
+        }
+    };
+    if first > last {
+        return Err(bad("a range that does not run backwards, such as 1-10"));
+    }
+    Ok(first..=last)
+}
+
+/// A run that has passed every check, ready to go.
+pub struct Run {
+    pub trainer: Trainer,
+    files: ModelFiles,
+    outputs: Outputs,
+    /// What made the step dumps, for their manifests.
+    producer: serde_json::Value,
+}
+
+/// Checks everything a run could fail on before it starts, writing nothing: `outputs` against
+/// the run's steps, and every directory it will write into (the save directory, each
+/// `checkpoint-K/` and each `step-K/` it will write) against the rules of what is ours.
+pub fn prepare(trainer: Trainer, files: ModelFiles, outputs: Outputs, producer: serde_json::Value) -> Result<Run> {
+    let (steps, done) = (trainer.options.steps, trainer.step);
+    let at_least_one = |option: Opt, value: usize| -> Result<()> {
+        match value {
+            0 => Err(BertError::OptionValue {
+                option,
+                value: "0".into(),
+                accepted: "a number of steps, 1 or more".into(),
+            }),
+            _ => Ok(()),
+        }
+    };
+    if let Some(every) = outputs.save_every {
+        at_least_one(SAVE_EVERY, every)?;
+    }
+    at_least_one(LOG_EVERY, outputs.log_every)?;
+    let needs_save =
+        |option: Opt| BertError::Training(format!("{option} writes into the {SAVE} directory: give {SAVE} too"));
+    if outputs.save.is_none() && outputs.save_every.is_some() {
+        return Err(needs_save(SAVE_EVERY));
+    }
+    if let (Some(&first), Some(&last)) = (outputs.dump_steps.first(), outputs.dump_steps.last()) {
+        if outputs.save.is_none() {
+            return Err(needs_save(DUMP_STEP));
+        }
+        if last > steps {
+            return Err(BertError::OptionValue {
+                option: DUMP_STEP,
+                value: last.to_string(),
+                accepted: format!("a step of the run: the run has {steps} steps"),
+            });
+        }
+        if first <= done {
+            return Err(BertError::OptionValue {
+                option: DUMP_STEP,
+                value: first.to_string(),
+                accepted: format!("a step still to come: step {first} is already done in the run being resumed, which reached step {done}"),
+            });
+        }
+    }
+    if let Some(save) = &outputs.save {
+        save::check(save)?;
+        for step in checkpoint_steps(&outputs, done, steps) {
+            save::check(&save.join(format!("checkpoint-{step}")))?;
+        }
+        for step in &outputs.dump_steps {
+            dump::check_dir(&save.join(format!("step-{step}")), dump::Options::named_by(SAVE))?;
+        }
+    }
+    Ok(Run { trainer, files, outputs, producer })
+}
+
+/// The steps after which `checkpoint-K/` is saved: every `save_every`, but not the last (the
+/// save directory's top holds that one).
+fn checkpoint_steps(outputs: &Outputs, done: usize, steps: usize) -> impl Iterator<Item = usize> {
+    let every = outputs.save_every.filter(|_| outputs.save.is_some()).unwrap_or(usize::MAX);
+    (done + 1..steps).filter(move |step| step % every == 0)
+}
+
+impl Run {
+    /// The header line, the steps (a loss line every `log_every`, the step dumps, the
+    /// checkpoints), then the save; returns the run as it ended. A step that fails (a diverged
+    /// run) ends it there, with nothing of that step saved.
+    pub fn go(self, progress: &mut dyn Progress, observer: &mut dyn SaveObserver) -> Result<Trainer> {
+        let Run { trainer, files, outputs, producer } = self;
+        let save = outputs.save.as_deref().map(CheckpointDir::claim).transpose()?;
+        let result = steps(trainer, &files, &outputs, producer, save.as_ref(), progress, observer);
+        if let (Err(_), Some(save)) = (&result, save) {
+            save.abandon();
+        }
+        result
+    }
+}
+
+/// The steps of [`Run::go`], then the save.
+fn steps(
+    mut trainer: Trainer,
+    files: &ModelFiles,
+    outputs: &Outputs,
+    producer: serde_json::Value,
+    save: Option<&CheckpointDir>,
+    progress: &mut dyn Progress,
+    observer: &mut dyn SaveObserver,
+) -> Result<Trainer> {
+    progress.line(&Header(&trainer).to_string());
+    let steps = trainer.options.steps;
+    let keep = checkpoint_steps(outputs, trainer.step, steps).collect::<BTreeSet<usize>>();
+    while !trainer.finished() {
+        let step = trainer.step + 1;
+        let mut sink: Box<dyn Sink> = match (save, outputs.dump_steps.contains(&step)) {
+            (Some(save), true) => {
+                Box::new(step_writer(&trainer, &save.path().join(format!("step-{step}")), producer.clone())?)
+            }
+            _ => Box::new(Discard),
+        };
+        trainer.step(sink.as_mut())?;
+        drop(sink);
+        if step % outputs.log_every == 0 || trainer.finished() {
+            progress.line(&LogLine { log: &trainer.log, every: outputs.log_every, steps }.to_string());
+        }
+        progress.step(trainer.log.last().expect("a step was taken"), steps)?;
+        if let (Some(save), true) = (save, keep.contains(&step)) {
+            save.save_subdir(&format!("checkpoint-{step}"), &trainer, files, observer)?;
+        }
+    }
+    if let Some(save) = save {
+        save.save(&trainer, files, observer)?;
+        progress.line(&format!(
+            "saved {} (step {}): bert-trace --model {0} and transformers' BertForPreTraining.from_pretrained load it",
+            save.path().display(),
+            trainer.step
+        ));
+    }
+    Ok(trainer)
+}
+
+/// The writer of one step's dump: its manifest records the batch's texts, pairs, NSP labels
+/// and masking seed, from which `dump_reference.py` makes the same batch.
+fn step_writer(trainer: &Trainer, dir: &Path, mut producer: serde_json::Value) -> Result<DumpWriter> {
+    let (batch, mut inputs) = trainer.next_batch()?;
+    inputs.tokens = Some(trainer.model.tokens_of(&batch));
+    producer["train_step"] = serde_json::json!(trainer.step + 1);
+    let model = trainer.model.source.display().to_string();
+    let mut writer = DumpWriter::create(dir, producer, model, inputs, dump::Options::named_by(SAVE))?;
+    writer.set_model_fingerprint(trainer.model.fingerprint());
+    Ok(writer)
+}
+
+/// The run's first line: the text, its batches, the objectives, the schedule.
+pub struct Header<'a>(pub &'a Trainer);
+
+impl fmt::Display for Header<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (corpus, options) = (&self.0.corpus, &self.0.options);
+        let objectives = if corpus.pairs.is_some() { "MLM + NSP" } else { "MLM" };
+        if let Some(dir) = &self.0.resumed_from {
+            writeln!(f, "resuming {} at step {} of {}", dir.display(), self.0.step, options.steps)?;
+        }
+        write!(
+            f,
+            "training on {}: {} {}, {} of {} per epoch; {objectives}; {}, lr {} (warm-up {})",
+            corpus.path.display(),
+            corpus.len(),
+            if corpus.pairs.is_some() { "sentence pairs" } else { "lines" },
+            plural(corpus.batches_per_epoch(options.batching.batch_size), "batch", "batches"),
+            options.batching.batch_size,
+            plural(options.steps, "step", "steps"),
+            options.lr,
+            options.warmup_steps
+        )
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `step 3/10  loss 5.4321  mlm 4.7390  nsp 0.6931  lr 1.000e-4`: the last step's number and
+/// rate, and the mean losses of the steps since the previous line (at most `every`), as
+/// transformers' Trainer logs them.
+pub struct LogLine<'a> {
+    pub log: &'a [StepLog],
+    pub every: usize,
+    pub steps: usize,
+}
+
+impl fmt::Display for LogLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let LogLine { log, every, steps } = *self;
+        let last = log.last().expect("a line follows a step");
+        let since = log.len() - ((last.step - 1) % every + 1).min(log.len());
+        let recent = &log[since..];
+        let mean = |value: fn(&StepLog) -> Option<f32>| -> Option<f64> {
+            let values: Option<Vec<f64>> = recent.iter().map(|l| value(l).map(f64::from)).collect();
+            values.map(|v| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let width = steps.to_string().len();
+        let loss = mean(|l| Some(l.loss)).expect("every step has a loss");
+        write!(f, "step {:>width$}/{steps}  loss {loss:.4}", last.step)?;
+        if let (Some(mlm), Some(nsp)) = (mean(|l| l.mlm_loss), mean(|l| l.nsp_loss)) {
+            write!(f, "  mlm {mlm:.4}  nsp {nsp:.4}")?;
+        }
+        write!(f, "  lr {:.3e}", last.lr)
+    }
+}
