@@ -5,7 +5,7 @@
 //! Input: the first byte picks the mode, the rest is the file.
 //! - byte < 32: the rest is `manifest.json`, in a directory that also holds every .npy of the
 //!   golden dump. When it reads, the fuzzed dump is compared with the golden one by
-//!   `compare_dumps`, as the trace (odd byte) or as the reference (even byte, so that its
+//!   `diff_dumps`, as the trace (odd byte) or as the reference (even byte, so that its
 //!   `input.attention_mask` becomes the query mask).
 //! - otherwise: the rest is the .npy of golden stage number `byte % 43`, read with
 //!   `Dump::read` under the golden manifest; when it reads, it is compared with the golden tensor
@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use bert_core::diff::{compare_dumps, compare_tensors, default_tolerance, ToleranceOverride};
+use bert_core::diff::{diff_dumps, compare_tensors, default_tolerance, ToleranceOverride};
 use bert_core::io::dump::{read_manifest, Dump};
 use bert_core::stage;
 use bert_core::pass::Tensor;
@@ -85,9 +85,9 @@ fuzz_target!(|data: &[u8]| {
             return;
         };
         let _ = if mode % 2 == 1 {
-            compare_dumps(&fixed.golden, &fuzzed, ToleranceOverride::default())
+            diff_dumps(&fixed.golden, &fuzzed, ToleranceOverride::default())
         } else {
-            compare_dumps(&fuzzed, &fixed.golden, ToleranceOverride::default())
+            diff_dumps(&fuzzed, &fixed.golden, ToleranceOverride::default())
         };
     } else {
         let stages = &fixed.golden.manifest.stages;

@@ -3,7 +3,7 @@
 //! unless an input is unusable.
 
 use anyhow::Result;
-use bert_core::diff::compare::{compare_checkpoints, Contrast};
+use bert_core::diff::compare::{compare, Comparison};
 use bert_core::io::dump::Dump;
 
 use crate::cli::CompareArgs;
@@ -11,7 +11,7 @@ use crate::table::{new_table, num, shape};
 
 pub fn run(args: &CompareArgs) -> Result<i32> {
     let (a, b) = (Dump::open(&args.a)?, Dump::open(&args.b)?);
-    let contrast = compare_checkpoints(&a, &b)?;
+    let contrast = compare(&a, &b)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&contrast)?);
     } else {
@@ -21,7 +21,7 @@ pub fn run(args: &CompareArgs) -> Result<i32> {
 }
 
 /// The text report: stages, the heads grid, the most changed heads.
-fn report(contrast: &Contrast, top: usize) -> String {
+fn report(contrast: &Comparison, top: usize) -> String {
     let mut out = format!(
         "A: {} ({})\nB: {} ({})\n",
         contrast.a,

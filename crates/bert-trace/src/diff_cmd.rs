@@ -6,7 +6,7 @@ use std::fmt::Write;
 use anyhow::Result;
 use bert_core::diff::isolate::{Isolation, Own, Side};
 use bert_core::diff::truth::{against_truth, TruthStage};
-use bert_core::diff::{compare_dumps, Report, StageReport, Status, ToleranceOverride};
+use bert_core::diff::{diff_dumps, Report, StageReport, Status, ToleranceOverride};
 use bert_core::io::dump::Dump;
 
 use crate::cli::{DiffArgs, ToleranceArgs};
@@ -72,7 +72,7 @@ pub fn render(
     truth: Option<&[TruthStage]>,
 ) -> Result<Rendered> {
     let overrides = ToleranceOverride { atol: tolerance.atol, rtol: tolerance.rtol };
-    let report = compare_dumps(reference, trace, overrides)?;
+    let report = diff_dumps(reference, trace, overrides)?;
     let mut value = serde_json::to_value(&report)?;
     if let Some(isolation) = isolation {
         add_isolation(&mut value, isolation);

@@ -9,7 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use bert_core::diff::{compare_dumps, Status, ToleranceOverride};
+use bert_core::diff::{diff_dumps, Status, ToleranceOverride};
 use bert_core::pass::Tensor;
 use bert_core::Dump;
 use common::{bert_trace, root};
@@ -100,7 +100,7 @@ fn ten_steps_match_pytorch_and_one_step_parameter_by_parameter() {
         // One step, parameter by parameter: before, its gradient, after AdamW.
         let dir = format!("step-{param_step}");
         let (theirs, ours) = (Dump::open(&golden.join(&dir)).unwrap(), Dump::open(&save.join(&dir)).unwrap());
-        let report = compare_dumps(&theirs, &ours, ToleranceOverride::default()).unwrap();
+        let report = diff_dumps(&theirs, &ours, ToleranceOverride::default()).unwrap();
         let compared: Vec<_> = report.common().collect();
         let updated = compared.iter().filter(|s| s.name.starts_with("updated.param.")).count();
         let grads = compared.iter().filter(|s| s.name.starts_with("grad.param.")).count();

@@ -23,7 +23,7 @@ pub const FORMAT: &str = "bert-trace-compare/1";
 /// side (over the real tokens) has no measure: its numbers are NaN (`null` in JSON) and
 /// `non_finite` says so.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct StageContrast {
+pub struct StageComparison {
     pub name: String,
     pub shape: Vec<usize>,
     /// The cosine similarity of the two tensors over the real tokens, flattened.
@@ -44,7 +44,7 @@ pub struct Skipped {
 
 /// How one attention head's probabilities differ.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct HeadContrast {
+pub struct HeadComparison {
     pub layer: usize,
     pub head: usize,
     /// The Jensen–Shannon divergence, averaged over the real query rows (natural log); NaN
@@ -55,20 +55,20 @@ pub struct HeadContrast {
 
 /// The whole comparison.
 #[derive(Clone, Debug, Serialize)]
-pub struct Contrast {
+pub struct Comparison {
     pub format: String,
     pub a: String,
     pub b: String,
     pub model_a: String,
     pub model_b: String,
     /// Every float stage both dumps have with the same shape, in execution order.
-    pub stages: Vec<StageContrast>,
+    pub stages: Vec<StageComparison>,
     /// The stages both have that were not compared (another shape, or a dtype that is not
     /// float on one side).
     pub skipped: Vec<Skipped>,
     /// Every head of every layer both dumps have probabilities for, the most changed first;
     /// heads with a value that is not finite last, unranked.
-    pub heads: Vec<HeadContrast>,
+    pub heads: Vec<HeadComparison>,
     /// Layers × heads, the divergence of each head (for the grid).
     pub grid: Vec<Vec<f64>>,
 }
@@ -77,7 +77,7 @@ pub struct Contrast {
 /// same name and shape. A stage of the same name in another shape is named in `skipped`, never
 /// dropped unseen; and a comparison that reaches no hidden state (`embeddings.layernorm` or a
 /// layer's output) is refused, since it would say nothing about the models.
-pub fn compare_checkpoints(a: &Dump, b: &Dump) -> Result<Contrast> {
+pub fn compare(a: &Dump, b: &Dump) -> Result<Comparison> {
     let mask = crate::io::dump::same_input(a, b)?;
     let mut stages = Vec::new();
     let mut skipped = Vec::new();
@@ -107,7 +107,7 @@ pub fn compare_checkpoints(a: &Dump, b: &Dump) -> Result<Contrast> {
         let (x, y) = (x.to_f64(), y.to_f64());
         let real = real_positions(&entry.name, x.shape(), &mask);
         let finite = all_finite(&x, &y, real.as_ref());
-        stages.push(StageContrast {
+        stages.push(StageComparison {
             name: entry.name.clone(),
             shape: x.shape().to_vec(),
             cosine: if finite { cosine(&x, &y, real.as_ref()) } else { f64::NAN },
@@ -125,7 +125,7 @@ pub fn compare_checkpoints(a: &Dump, b: &Dump) -> Result<Contrast> {
             grid[layer] = per_head;
         }
     }
-    let hidden = |s: &StageContrast| {
+    let hidden = |s: &StageComparison| {
         stage::parse(&s.name)
             .is_some_and(|s| s.is_value_of(StageKind::EmbLayerNorm) || s.is_value_of(StageKind::FfnLayerNorm))
     };
@@ -148,11 +148,11 @@ pub fn compare_checkpoints(a: &Dump, b: &Dump) -> Result<Contrast> {
         };
         return Err(bad(b, format!("{why}: nothing to compare the models by")));
     }
-    let mut heads: Vec<HeadContrast> = grid
+    let mut heads: Vec<HeadComparison> = grid
         .iter()
         .enumerate()
         .flat_map(|(layer, row)| {
-            row.iter().enumerate().map(move |(head, &js)| HeadContrast {
+            row.iter().enumerate().map(move |(head, &js)| HeadComparison {
                 layer,
                 head,
                 js_divergence: js,
@@ -162,7 +162,7 @@ pub fn compare_checkpoints(a: &Dump, b: &Dump) -> Result<Contrast> {
         .collect();
     // The most changed first; a head with no measure is never ranked among them.
     heads.sort_by(|p, q| p.non_finite.cmp(&q.non_finite).then(q.js_divergence.total_cmp(&p.js_divergence)));
-    Ok(Contrast {
+    Ok(Comparison {
         format: FORMAT.into(),
         a: a.dir.display().to_string(),
         b: b.dir.display().to_string(),

@@ -191,7 +191,7 @@ impl ToleranceOverride {
 /// side only are listed and do not fail the report: the verdict is over the stages both have.
 /// Dumps with no float stage in common, or of 0 tokens, are an error: a comparison of nothing
 /// must not pass.
-pub fn compare_dumps(reference: &Dump, trace: &Dump, overrides: ToleranceOverride) -> Result<Report> {
+pub fn diff_dumps(reference: &Dump, trace: &Dump, overrides: ToleranceOverride) -> Result<Report> {
     for dump in [reference, trace] {
         refuse_empty(dump)?;
     }
