@@ -1,6 +1,6 @@
 //! `bert-trace view`'s data layer: a dump whose manifest or one of whose `.npy` files is
 //! arbitrary, drawn as the page's data (tokens, attention, heatmaps, layer plots, predictions)
-//! and as one stage's SVG, by `bert_trace::view::draw`, which `view` runs before it writes.
+//! and as one stage's SVG, by `bert_commands::view::draw`, which `view` runs before it writes.
 //! Errors are fine (an inconsistent dump is one line); a panic, or an allocation the input
 //! cannot back, is a finding. PNG rasterising is left out: it is resvg's, and slow. The tiny
 //! model that names the tokens is loaded once.
@@ -60,7 +60,7 @@ fn fixed() -> &'static Fixed {
         }
         let names = golden.manifest.stages.iter().map(|s| s.name.clone()).collect();
         let files = golden.manifest.stages.iter().map(|s| s.file.clone()).collect();
-        let model = bert_trace::model_source::embedded().expect("the built-in model");
+        let model = bert_commands::source::embedded().expect("the built-in model");
         Fixed { _root: root, names, files, manifest_dir, npy_dir, model }
     })
 }
@@ -68,7 +68,7 @@ fn fixed() -> &'static Fixed {
 /// The page and the picture of `stage`, from the dump in `dir` as it now is.
 fn draw(dir: &Path, stage: &str, model: &BertModel) {
     let Ok(dump) = Dump::open(dir) else { return };
-    let _ = bert_trace::view::draw(&dump, Some(model), Some(stage));
+    let _ = bert_commands::view::draw(&dump, Some(model), Some(stage));
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -171,7 +171,7 @@ fn usage(problem: &str) -> ! {
 fn main() {
     let start = Instant::now();
     let args = parse_args();
-    let threads = bert_core::ops::init_from_env().unwrap_or_else(|e| usage(&e.to_string()));
+    let threads = threads_from_env().unwrap_or_else(|e| usage(&e));
     match args.command.as_str() {
         "forward" => forward(&args, threads),
         "profile" => profile(&args),
@@ -537,4 +537,13 @@ fn cold(args: &Args, process_start: Instant) {
             "in_process_ms": done.as_secs_f64() * 1e3,
         })
     );
+}
+
+/// `BERT_TRACE_THREADS`, set for our pool and for matrixmultiply (before any thread exists), as
+/// the command does; else the physical cores.
+fn threads_from_env() -> Result<usize, String> {
+    let Ok(text) = std::env::var("BERT_TRACE_THREADS") else { return Ok(bert_core::ops::threads()) };
+    let n: usize = text.trim().parse().map_err(|_| format!("BERT_TRACE_THREADS is `{text}`, not a number"))?;
+    std::env::set_var(bert_core::ops::MATMUL_ENV_VAR, n.min(bert_core::ops::MAX_MATMUL_THREADS).to_string());
+    bert_core::ops::set_threads(n).map_err(|e| e.to_string())
 }

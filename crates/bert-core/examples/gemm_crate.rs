@@ -71,7 +71,7 @@ fn crate_linear(x: &Array2<f32>, w: &Array2<f32>, b: &Array1<f32>, threads: usiz
 }
 
 fn main() {
-    let threads = ops::init_from_env().expect("BERT_TRACE_THREADS");
+    let threads = threads_from_env();
     println!(
         "{:>4} {:>6} {:>6} {:>3} {:>9} {:>10} {:>10} {:>10} {:>16}",
         "T", "N", "K", "thr", "ours ms", "gemm ms", "gemm/ours", "max|Δ|", "gemm 1 = N thr"
@@ -95,5 +95,17 @@ fn main() {
                 ms(theirs) / ms(ours)
             );
         }
+    }
+}
+
+/// `BERT_TRACE_THREADS`, set for our pool and for matrixmultiply (before any thread exists), as
+/// the command does; else the physical cores.
+fn threads_from_env() -> usize {
+    match std::env::var("BERT_TRACE_THREADS").ok().and_then(|v| v.trim().parse::<usize>().ok()) {
+        Some(n) => {
+            std::env::set_var(ops::MATMUL_ENV_VAR, n.min(ops::MAX_MATMUL_THREADS).to_string());
+            ops::set_threads(n).expect("BERT_TRACE_THREADS")
+        }
+        None => ops::threads(),
     }
 }

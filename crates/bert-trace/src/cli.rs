@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::terminal_heatmap::ColorChoice;
+use crate::color::ColorChoice;
 
 /// Show what BERT does, tensor by tensor: trace a sentence through the forward pass, print every
 /// stage's shape and statistics, write each stage to .npy, and diff against PyTorch.
@@ -98,12 +98,12 @@ pub struct TraceArgs {
     /// Mask tokens at random as BERT's pretraining does: each token that is not special or
     /// padding is chosen with probability P, then becomes [MASK] (80%), a random token (10%) or
     /// stays (10%); adds the MLM loss. Needs --seed
-    #[arg(allow_hyphen_values = true, long, value_name = "P", requires = "seed", value_parser = probability)]
+    #[arg(allow_hyphen_values = true, long, value_name = "P")]
     pub mask_prob: Option<f64>,
 
     /// The seed of --mask-prob's random numbers (SplitMix64): the same seed gives the same masks
     /// on every machine
-    #[arg(allow_hyphen_values = true, long, value_name = "N", requires = "mask_prob")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub seed: Option<u64>,
 
     /// The word each [MASK] you typed is to be predicted as, in order (repeatable); adds the MLM loss
@@ -112,7 +112,7 @@ pub struct TraceArgs {
 
     /// With --pair: 0 when sentence B follows A, 1 when B is random (once for all pairs, or once
     /// per TEXT); adds the NSP loss
-    #[arg(allow_hyphen_values = true, long = "nsp-label", value_name = "0|1", requires = "pair", value_parser = clap::value_parser!(i64).range(0..=1))]
+    #[arg(allow_hyphen_values = true, long = "nsp-label", value_name = "0|1")]
     pub nsp_labels: Vec<i64>,
 
     /// Which implementation of BERT's operations to run: fast (the default: fast kernels where
@@ -150,7 +150,7 @@ pub struct TraceArgs {
 
     /// The head the colour heatmap of an attention stage shows, 0 to num_attention_heads - 1
     /// [default: 0]
-    #[arg(allow_hyphen_values = true, long, value_name = "N", requires = "stop_at")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub head: Option<usize>,
 
     /// How many predictions to show for each [MASK]
@@ -172,7 +172,7 @@ pub struct TraceArgs {
     pub ablate: Vec<String>,
 
     /// What an ablated head's slice becomes: zero, or its mean over the sequence's real tokens
-    #[arg(long, value_name = "HOW", value_enum, default_value_t = AblateWithArg::Zero, requires = "ablate")]
+    #[arg(long, value_name = "HOW", value_enum, default_value_t = AblateWithArg::Zero)]
     pub ablate_with: AblateWithArg,
 
     /// Replace a stage by the same stage of another dump of the same model, or only some token
@@ -220,15 +220,6 @@ pub struct ToleranceArgs {
     pub rtol: Option<f64>,
 }
 
-/// A masking probability: more than 0, at most 1. The message quotes what was typed, never a
-/// long decimal expansion of it.
-fn probability(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(p) if p > 0.0 && p <= 1.0 => Ok(p),
-        _ => Err(format!("`{text}` must be between 0 and 1 (greater than 0, at most 1; BERT used 0.15)")),
-    }
-}
-
 /// AdamW's two betas, `B1,B2`.
 fn betas(text: &str) -> Result<(f64, f64), String> {
     let parsed = text.split_once(',').and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
@@ -266,7 +257,7 @@ pub struct DiffArgs {
     /// Whose error is it: recompute every stage of each side from that side's own values of its
     /// inputs, with --model's weights, and report each stage's own error and the culprit, the
     /// first stage whose own error fails its tolerance
-    #[arg(long, requires = "model")]
+    #[arg(long)]
     pub isolate: bool,
     /// Which side is closer to the exact result: measure both against this float64 dump of the
     /// same input (`scripts/dump_reference.py --dtype float64`), stage by stage
@@ -433,7 +424,7 @@ pub struct TrainArgs {
     #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub max_len: Option<usize>,
     /// The share of tokens masked for the MLM loss [default: 0.15]
-    #[arg(allow_hyphen_values = true, long, value_name = "P", value_parser = probability)]
+    #[arg(allow_hyphen_values = true, long, value_name = "P")]
     pub mask_prob: Option<f64>,
     /// For sentence pairs: the chance that sentence B is replaced by another line's (NSP label 1)
     /// [default: 0.5]
@@ -457,7 +448,7 @@ pub struct TrainArgs {
     #[arg(long, value_name = "DIR")]
     pub save: Option<PathBuf>,
     /// Also save a checkpoint every N steps, into SAVE/checkpoint-STEP/
-    #[arg(allow_hyphen_values = true, long, value_name = "N", requires = "save")]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub save_every: Option<usize>,
     /// Continue the run saved in DIR (by --save or --save-every) from the step it reached; the
     /// options above default to the run's, and one that differs is refused
@@ -466,7 +457,7 @@ pub struct TrainArgs {
     /// Write every tensor of step K into SAVE/step-K/: the batch, the forward pass, the
     /// gradients, and each parameter before (param.*) and after (updated.param.*) the update.
     /// Repeatable; a range 1-10 names several
-    #[arg(long, value_name = "K|A-B", requires = "save")]
+    #[arg(long, value_name = "K|A-B")]
     pub dump_step: Vec<String>,
     /// Print a loss line every N steps (and after the last): the mean loss of those steps, as
     /// transformers' Trainer logs it

@@ -1,16 +1,28 @@
-//! bert-trace: the command a learner types. The work is in bert-core and in this crate's
-//! library (`lib.rs`); this binary parses the command line and turns every error into one line
-//! on stderr and exit status 2.
+//! bert-trace: the command a learner types. This crate is only the command line: `cli.rs`
+//! parses it, each command's file turns its arguments into the library's request
+//! (`bert_commands`), and prints the report; every error becomes one line on stderr and exit
+//! status 2. Options are named here as flags (`--max-len`); the library names them by field.
+
+mod ablate;
+mod attribute;
+mod cli;
+mod color;
+mod compare;
+mod diff;
+mod inspect;
+mod lens;
+mod settings;
+mod stages;
+mod trace;
+mod train;
+mod view;
 
 use std::process::ExitCode;
 
 use bert_core::words::{render, Dialect};
 use clap::Parser;
 
-use bert_trace::cli::{Cli, Command};
-use bert_trace::{
-    ablate_cmd, attribute_cmd, compare_cmd, diff_cmd, inspect_cmd, lens_cmd, stages_cmd, trace_cmd, train_cmd, view,
-};
+use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
     #[cfg(unix)]
@@ -31,18 +43,18 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return argument_error(error),
     };
-    let result = match &cli.command {
-        None => trace_cmd::run(&cli.trace),
-        Some(Command::Diff(args)) => diff_cmd::run(args),
-        Some(Command::Stages(args)) => stages_cmd::run(args),
-        Some(Command::Inspect(args)) => inspect_cmd::run(args),
-        Some(Command::Compare(args)) => compare_cmd::run(args),
+    let result = settings::prepare(&cli).and_then(|()| match &cli.command {
+        None => trace::run(&cli.trace),
+        Some(Command::Diff(args)) => diff::run(args),
+        Some(Command::Stages(args)) => stages::run(args),
+        Some(Command::Inspect(args)) => inspect::run(args),
+        Some(Command::Compare(args)) => compare::run(args),
         Some(Command::View(args)) => view::run(args),
-        Some(Command::Ablate(args)) => ablate_cmd::run(args),
-        Some(Command::Lens(args)) => lens_cmd::run(args),
-        Some(Command::Attribute(args)) => attribute_cmd::run(args),
-        Some(Command::Train(args)) => train_cmd::run(args),
-    };
+        Some(Command::Ablate(args)) => ablate::run(args),
+        Some(Command::Lens(args)) => lens::run(args),
+        Some(Command::Attribute(args)) => attribute::run(args),
+        Some(Command::Train(args)) => train::run(args),
+    });
     match result {
         Ok(code) => ExitCode::from(code as u8),
         Err(error) => {
@@ -61,6 +73,14 @@ fn argument_error(error: clap::Error) -> ExitCode {
         let _ = error.print();
         return ExitCode::SUCCESS;
     }
-    eprintln!("error: {} (see bert-trace --help)", bert_trace::cli::one_line(&error));
+    eprintln!("error: {} (see bert-trace --help)", cli::one_line(&error));
     ExitCode::from(2)
+}
+
+/// Prints a report: its notes on stderr, its text on stdout, options spelled as flags.
+pub fn print(notes: &[String], text: &str) {
+    for note in notes {
+        eprintln!("{}", render(note, Dialect::Flags));
+    }
+    print!("{}", render(text, Dialect::Flags));
 }

@@ -537,7 +537,7 @@ fn the_smaller_ones() {
         (
             "--nsp-label 2",
             vec!["--pair".into(), "B".into(), "--nsp-label".into(), "2".into(), TEXT.into()],
-            "'--nsp-label",
+            "--nsp-label 2: expected 0 (B follows A) or 1 (B is random)",
         ),
         ("--mask-prob without --seed", vec!["--mask-prob".into(), "0.15".into(), TEXT.into()], "--seed"),
         (

@@ -38,7 +38,7 @@ pub use self::cross_entropy::{cross_entropy, cross_entropy_backward, log_softmax
 pub use self::embedding::{embedding, embedding_backward};
 pub use self::kernels::available as available_kernels;
 pub use self::kernels::threads::{
-    check as check_threads, init_from_env, max_threads, set_threads, threads, ThreadsError, ENV_VAR as THREADS_ENV_VAR,
+    check as check_threads, max_threads, set_threads, threads, ThreadsError, MATMUL_ENV_VAR, MAX_MATMUL_THREADS,
 };
 pub use self::layer_norm::{layer_norm_rows, layer_norm_rows_backward, layer_norm_rows_reference};
 pub use self::matmul::{
@@ -203,26 +203,12 @@ pub enum Kernels {
 }
 
 impl Kernels {
-    /// The environment variable that picks the kernels, as `--kernels` does.
-    pub const ENV_VAR: &'static str = "BERT_TRACE_KERNELS";
-
     /// `fast` or `reference`.
     pub fn parse(name: &str) -> Option<Kernels> {
         match name {
             "fast" => Some(Kernels::Fast),
             "reference" => Some(Kernels::Reference),
             _ => None,
-        }
-    }
-
-    /// The choice `BERT_TRACE_KERNELS` makes, if it is set and not blank; an error message for
-    /// any other value.
-    pub fn from_env() -> Result<Option<Kernels>, String> {
-        match std::env::var(Kernels::ENV_VAR) {
-            Ok(value) if !value.trim().is_empty() => Kernels::parse(value.trim())
-                .map(Some)
-                .ok_or_else(|| format!("{} is `{value}`, expected `fast` or `reference`", Kernels::ENV_VAR)),
-            _ => Ok(None),
         }
     }
 

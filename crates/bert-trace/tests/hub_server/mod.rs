@@ -26,6 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use sha2::Digest;
+
 /// One repo: its commit hash, and files by path with their sha256 (worked out once).
 #[derive(Clone, Debug)]
 pub struct HubRepo {
@@ -56,7 +58,7 @@ impl HubRepo {
             all.extend(name.as_bytes());
             all.extend(bytes);
         }
-        let commit = hex(ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &all).as_ref());
+        let commit = hex(&sha1::Sha1::digest(&all));
         let sha256 = files.iter().map(|(name, bytes)| (name.clone(), sha256(bytes))).collect();
         HubRepo { id: id.into(), commit, files, sha256 }
     }
@@ -73,14 +75,14 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 pub fn sha256(bytes: &[u8]) -> String {
-    hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
+    hex(&sha2::Sha256::digest(bytes))
 }
 
 /// git's blob hash, the hub's ETag for files not stored in LFS.
 pub fn git_sha1(bytes: &[u8]) -> String {
     let mut all = format!("blob {}\0", bytes.len()).into_bytes();
     all.extend(bytes);
-    hex(ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &all).as_ref())
+    hex(&sha1::Sha1::digest(&all))
 }
 
 fn is_lfs(file: &str) -> bool {

@@ -5,34 +5,25 @@
 //! ([`for_each_part`], [`for_each_range`]); so do softmax, the activations and the statistics of
 //! `pass/summary.rs` on large tensors.
 //!
-//! The count is, in order of precedence:
-//!
-//! - a call to [`set_threads`] (the `bert-trace --threads N` option);
-//! - the environment variable `BERT_TRACE_THREADS`, read by [`init_from_env`] or, failing that,
-//!   at the first forward pass (a value that is not a whole number from 1 to [`max_threads`] is
-//!   an error from [`init_from_env`], and ignored by the forward pass);
-//! - otherwise, the number of physical cores (`num_cpus::get_physical`: hyper-threads share one
-//!   core's vector units, so they add little to matrix products).
-//!
-//! It is fixed at the first forward pass (or the first call of [`set_threads`]) for the life of
-//! the process.
+//! The count is a call to [`set_threads`] (the caller's choice: `bert-trace --threads N`,
+//! `BERT_TRACE_THREADS`, Python's `threads=`), or otherwise the number of physical cores
+//! (`num_cpus::get_physical`: hyper-threads share one core's vector units, so they add little to
+//! matrix products). It is fixed at the first forward pass (or the first call of
+//! [`set_threads`]) for the life of the process. The library reads no environment variable.
 //!
 //! The reference operations multiply matrices with ndarray, which calls the `matrixmultiply`
 //! crate; with ndarray's `matrixmultiply-threading` feature that keeps a pool of its own, sized
-//! once, at its first product, from the environment variable `MATMUL_NUM_THREADS` (else the
-//! physical cores), never more than [`MAX_MATMUL_THREADS`]. [`set_threads`] passes the count on
-//! to it, which is why it belongs at the start of `main`, before other threads exist: setting a
-//! variable races with any thread reading the environment.
+//! once, at its first product, from the environment variable [`MATMUL_ENV_VAR`] (else the
+//! physical cores), never more than [`MAX_MATMUL_THREADS`]. The library never sets it: the
+//! binary's `main` and the Python module's initialisation do, before any thread starts, since
+//! setting a variable races with any thread reading the environment.
 //!
 //! Whatever the count, every output element is computed by one thread, with its sum in a fixed
 //! order, so results do not depend on it (tested to the bit).
 
 use std::sync::OnceLock;
 
-/// bert-core's environment variable for the thread count.
-pub const ENV_VAR: &str = "BERT_TRACE_THREADS";
-
-/// The variable matrixmultiply reads at its first product.
+/// The variable matrixmultiply reads at its first product (see the module documentation).
 pub const MATMUL_ENV_VAR: &str = "MATMUL_NUM_THREADS";
 
 /// The most threads matrixmultiply can use; it clamps larger requests to this.
@@ -62,20 +53,11 @@ pub enum ThreadsError {
 }
 
 /// Uses `n` threads (1 to [`max_threads`]) for this process's forward passes and returns the
-/// number that will be used.
-///
-/// Call it at the start of `main`, before other threads exist: it also sets
-/// `MATMUL_NUM_THREADS` for matrixmultiply (see the module documentation). After the first
-/// forward pass the count is fixed; asking for another number then is
-/// [`ThreadsError::TooLate`].
+/// number that will be used. After the first forward pass the count is fixed; asking for
+/// another number then is [`ThreadsError::TooLate`].
 pub fn set_threads(n: usize) -> Result<usize, ThreadsError> {
     check(n, "the thread count", &n.to_string())?;
-    let fixed = *CHOSEN.get_or_init(|| {
-        // Setting a variable races with threads that read the environment at the same moment,
-        // which is why this belongs at the start of `main`.
-        std::env::set_var(MATMUL_ENV_VAR, n.min(MAX_MATMUL_THREADS).to_string());
-        n
-    });
+    let fixed = *CHOSEN.get_or_init(|| n);
     if fixed == n {
         Ok(n)
     } else {
@@ -93,33 +75,10 @@ pub fn check(n: usize, setting: &'static str, value: &str) -> Result<usize, Thre
     }
 }
 
-/// Applies `BERT_TRACE_THREADS` when it is set (see [`set_threads`]) and returns the thread
-/// count the forward pass will use.
-pub fn init_from_env() -> Result<usize, ThreadsError> {
-    match from_env() {
-        Some(Ok(n)) => set_threads(n),
-        Some(Err(e)) => Err(e),
-        None => Ok(threads()),
-    }
-}
-
-/// `BERT_TRACE_THREADS`, when it is set and not blank.
-fn from_env() -> Option<Result<usize, ThreadsError>> {
-    let value = std::env::var(ENV_VAR).ok().filter(|v| !v.trim().is_empty())?;
-    let refused = || ThreadsError::OutOfRange { setting: ENV_VAR, value: value.clone(), max: max_threads() };
-    Some(match value.trim().parse::<usize>() {
-        Ok(n) => check(n, ENV_VAR, &value),
-        Err(_) => Err(refused()),
-    })
-}
-
 /// The number of threads the forward pass uses. The first call fixes it, if [`set_threads`]
-/// has not: to `BERT_TRACE_THREADS`, or else the number of physical cores.
+/// has not: to the number of physical cores.
 pub fn threads() -> usize {
-    *CHOSEN.get_or_init(|| match from_env() {
-        Some(Ok(n)) => n,
-        _ => num_cpus::get_physical().clamp(1, max_threads()),
-    })
+    *CHOSEN.get_or_init(|| num_cpus::get_physical().clamp(1, max_threads()))
 }
 
 /// Splits `data` into one part per thread, each a whole number of `unit`s and at least

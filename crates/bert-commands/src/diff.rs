@@ -1,0 +1,518 @@
+//! `diff REFERENCE TRACE`: every stage compared, in execution order, and where the divergence
+//! starts; with `isolate`, each stage's own error on each side and the culprit; with `truth`,
+//! which side is closer to a float64 dump of the same input. The measures are
+//! `bert_core::diff`'s; this makes the report, as text and as JSON (one schema: [`DiffJson`]).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use bert_core::diff::isolate::{Isolation, Own, Side};
+use bert_core::diff::truth::{against_truth, TruthStage};
+use bert_core::diff::{diff_dumps, FirstFailure, Report, StageReport, Status, ToleranceOverride};
+use bert_core::io::dump::manifest::Record;
+use bert_core::io::dump::Dump;
+use serde::Serialize;
+
+use crate::error::Result;
+
+pub const ISOLATE: bert_core::words::Opt = bert_core::words::Opt("isolate");
+use crate::render::table::{new_table, num, shape};
+use crate::source;
+
+/// Which dumps to compare, and how.
+#[derive(Clone, Debug, Default)]
+pub struct DiffRequest {
+    pub reference: PathBuf,
+    pub trace: PathBuf,
+    pub tolerance: ToleranceOverride,
+    /// Recompute every stage of each side from that side's own inputs, with `model`.
+    pub isolate: bool,
+    /// A float64 dump of the same input to measure both sides against.
+    pub truth: Option<PathBuf>,
+    /// The model both dumps were made with (for `isolate`); None: the built-in tiny model.
+    pub model: Option<PathBuf>,
+}
+
+/// A diff's report: as the command prints it (`text`), as `--json` gives it (`json`), and
+/// whether every stage both dumps have passed.
+#[derive(Clone, Debug)]
+pub struct DiffReport {
+    pub passed: bool,
+    pub text: String,
+    pub json: DiffJson,
+}
+
+/// Compares the two dumps `request` names.
+pub fn diff(request: &DiffRequest) -> Result<DiffReport> {
+    if request.isolate && request.model.is_none() {
+        return Err(crate::Error::Request(format!(
+            "{} recomputes each stage with the model both dumps were made with: give it with {}",
+            ISOLATE.on(),
+            source::MODEL
+        )));
+    }
+    let reference = Dump::open(&request.reference)?;
+    let trace = Dump::open(&request.trace)?;
+    let isolation = match request.isolate {
+        true => Some(Isolation::of(&source::load(request.model.as_deref())?.model, &reference, &trace)?),
+        false => None,
+    };
+    let truth = match &request.truth {
+        Some(path) => Some(against_truth(&reference, &trace, &Dump::open(path)?)?),
+        None => None,
+    };
+    render(&reference, &trace, request.tolerance, isolation.as_ref(), truth.as_deref())
+}
+
+/// Appends one line to the report being written.
+macro_rules! say {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+/// The JSON of a diff: the library's report, each stage with its own errors and its distance
+/// from the truth when those were asked for, the culprit, the truth's summary, and what each
+/// side's pass changed. Written as JSON through `serde_json::Value`, whose keys are sorted.
+#[derive(Clone, Debug, Serialize)]
+pub struct DiffJson {
+    pub stages: Vec<StageJson>,
+    pub first_failure: Option<FirstFailure>,
+    pub notes: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub culprit: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub culprit_side: Option<Option<&'static str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truth_summary: Option<TruthSummary>,
+    pub interventions: BTreeMap<&'static str, Vec<Record>>,
+}
+
+/// One stage of [`DiffJson`].
+#[derive(Clone, Debug, Serialize)]
+pub struct StageJson {
+    #[serde(flatten)]
+    pub report: StageReport,
+    /// Each side's own error (null where not isolated), with `isolate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_max_abs: Option<BTreeMap<&'static str, Option<f64>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own: Option<BTreeMap<&'static str, Option<Own>>>,
+    /// Both sides' distance from the truth, with `truth`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truth: Option<TruthJson>,
+}
+
+/// One stage against the truth.
+#[derive(Clone, Debug, Serialize)]
+pub struct TruthJson {
+    pub reference_max_abs: Option<f64>,
+    pub trace_max_abs: Option<f64>,
+    pub closer: Option<&'static str>,
+    pub non_finite: bool,
+}
+
+/// How many stages each side is closer to the truth in, and where they differ most.
+#[derive(Clone, Debug, Serialize)]
+pub struct TruthSummary {
+    pub reference_closer: usize,
+    pub trace_closer: usize,
+    pub as_close: usize,
+    pub non_finite: usize,
+    pub largest_gap: Option<Gap>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Gap {
+    pub stage: String,
+    pub gap: f64,
+}
+
+impl DiffJson {
+    /// The JSON text `--json` prints.
+    pub fn to_pretty(&self) -> String {
+        let value = serde_json::to_value(self).expect("a report serialises");
+        serde_json::to_string_pretty(&value).expect("JSON always prints")
+    }
+
+    /// As a JSON value (keys sorted).
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("a report serialises")
+    }
+}
+
+/// Compares two dumps and writes the report both ways; a trace's `reference` and Python's
+/// `bert_trace.diff` come here too.
+pub fn render(
+    reference: &Dump,
+    trace: &Dump,
+    tolerance: ToleranceOverride,
+    isolation: Option<&Isolation>,
+    truth: Option<&[TruthStage]>,
+) -> Result<DiffReport> {
+    let report = diff_dumps(reference, trace, tolerance)?;
+    let stages = report
+        .stages
+        .iter()
+        .map(|stage| {
+            let own = |side| isolation.and_then(|i| i.own(&stage.name, side));
+            let sides = [("reference", Side::Reference), ("trace", Side::Trace)];
+            StageJson {
+                report: stage.clone(),
+                own_max_abs: isolation
+                    .map(|_| sides.iter().map(|&(name, side)| (name, own(side).and_then(Own::max_abs))).collect()),
+                own: isolation.map(|_| sides.iter().map(|&(name, side)| (name, own(side).cloned())).collect()),
+                truth: truth.and_then(|truth| truth.iter().find(|t| t.name == stage.name)).map(|t| TruthJson {
+                    reference_max_abs: t.reference_max_abs,
+                    trace_max_abs: t.trace_max_abs,
+                    closer: t.closer(),
+                    non_finite: t.non_finite(),
+                }),
+            }
+        })
+        .collect();
+    let json = DiffJson {
+        stages,
+        first_failure: report.first_failure.clone(),
+        notes: report.notes.clone(),
+        culprit: isolation.map(|i| i.culprit.as_ref().map(|(name, _)| name.clone())),
+        culprit_side: isolation.map(|i| i.culprit.as_ref().map(|(_, side)| side_name(*side))),
+        truth_summary: truth.map(|truth| {
+            let count = |side| truth.iter().filter(|t| t.closer() == Some(side)).count();
+            TruthSummary {
+                reference_closer: count("reference"),
+                trace_closer: count("trace"),
+                as_close: count("same"),
+                non_finite: truth.iter().filter(|t| t.non_finite()).count(),
+                largest_gap: largest_gap(truth).map(|(stage, gap)| Gap { stage: stage.into(), gap }),
+            }
+        }),
+        interventions: BTreeMap::from([
+            ("reference", reference.manifest.interventions.clone()),
+            ("trace", trace.manifest.interventions.clone()),
+        ]),
+    };
+    let mut text = String::new();
+    print_report(&mut text, reference, trace, &report, isolation);
+    if let Some(truth) = truth {
+        print_truth(&mut text, truth);
+    }
+    Ok(DiffReport { passed: report.passed(), text, json })
+}
+
+/// The stage where the two sides' distances from the truth differ most.
+fn largest_gap(truth: &[TruthStage]) -> Option<(&str, f64)> {
+    truth
+        .iter()
+        .filter_map(|t| Some((t.name.as_str(), (t.reference_max_abs? - t.trace_max_abs?).abs())))
+        .filter(|(_, gap)| gap.is_finite())
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// Each stage's distance from the truth on both sides, and who is closer.
+fn print_truth(out: &mut String, truth: &[TruthStage]) {
+    let mut table = new_table(&["stage", "|ref − truth|", "|trace − truth|", "closer"], &[1, 2]);
+    let cell = |v: Option<f64>| match v {
+        Some(d) if !d.is_finite() => "non-finite".to_string(),
+        v => v.map_or("-".to_string(), num),
+    };
+    for t in truth {
+        let closer = if t.non_finite() { "non-finite" } else { t.closer().unwrap_or("-") };
+        table.add_row(vec![t.name.clone(), cell(t.reference_max_abs), cell(t.trace_max_abs), closer.into()]);
+    }
+    say!(out, "\nagainst the truth (float64), max |side − truth| over the real tokens:\n{table}");
+    let count = |side| truth.iter().filter(|t| t.closer() == Some(side)).count();
+    let gap = largest_gap(truth)
+        .map(|(name, gap)| format!("; the largest gap between them: {} in {name}", num(gap)))
+        .unwrap_or_default();
+    let non_finite = truth.iter().filter(|t| t.non_finite()).count();
+    let non_finite = match non_finite {
+        0 => String::new(),
+        n => format!("; NaN or inf in {n} stage(s), which are neither"),
+    };
+    say!(
+        out,
+        "closer to the truth: the trace in {} stages, the reference in {}, as close in {}{non_finite}{gap}",
+        count("trace"),
+        count("reference"),
+        count("same")
+    );
+}
+
+/// The share of its tolerance a stage used, as a percentage; beyond a million percent the
+/// number says nothing more than that the stage is far out.
+fn used(share: f64) -> String {
+    match share {
+        s if !s.is_finite() => "-".into(),
+        s if s > 1e4 => ">1e6%".into(),
+        s => format!("{:.1}%", s * 100.0),
+    }
+}
+
+fn side_name(side: Side) -> &'static str {
+    match side {
+        Side::Reference => "reference",
+        Side::Trace => "trace",
+    }
+}
+
+/// A stage's own error in a cell: its max|Δ| (`FAIL` beside it when over its tolerance), `-`
+/// for a stage that side lacks or that nothing computes, `not isolated` when its inputs are
+/// absent.
+fn own_cell(own: Option<&Own>) -> String {
+    match own {
+        None => "-".into(),
+        Some(Own::Isolated { max_abs, passed: true }) => num(*max_abs),
+        Some(Own::Isolated { max_abs, passed: false }) => format!("{} FAIL", num(*max_abs)),
+        Some(Own::NotIsolated { .. }) => "not isolated".into(),
+    }
+}
+
+/// What each side changed in its pass, when either did, and a warning when they differ: the
+/// stages after an intervention then differ by design.
+fn print_interventions(out: &mut String, reference: &Dump, trace: &Dump) {
+    let sides = [("reference", reference), ("trace", trace)];
+    for (side, dump) in sides {
+        let records: Vec<String> = dump.manifest.interventions.iter().map(ToString::to_string).collect();
+        if !records.is_empty() {
+            say!(out, "intervened: {side}: {}", records.join("; "));
+        }
+    }
+    if reference.manifest.interventions != trace.manifest.interventions {
+        say!(out, "note: the two dumps were made with different interventions: stages after them differ by design");
+    }
+}
+
+fn print_report(out: &mut String, reference: &Dump, trace: &Dump, report: &Report, isolation: Option<&Isolation>) {
+    say!(
+        out,
+        "reference: {} ({})\ntrace:     {} ({})",
+        reference.dir.display(),
+        producer(reference),
+        trace.dir.display(),
+        producer(trace)
+    );
+    for (side, dump) in [("reference", reference), ("trace", trace)] {
+        for note in &dump.notes {
+            say!(out, "note: {side}: {note}");
+        }
+    }
+    for note in &report.notes {
+        say!(out, "note: {note}");
+    }
+    print_interventions(out, reference, trace);
+    let mut header = vec!["stage", "shape", "max|Δ|", "mean|Δ|", "max rel", "cosine", "atol / rtol", "used", "result"];
+    if isolation.is_some() {
+        header.extend(["own error (ref)", "own error (trace)"]);
+    }
+    let mut table = new_table(&header, &[2, 3, 4, 5, 7]);
+    for stage in &report.stages {
+        let mut cells = row(stage);
+        if let Some(isolation) = isolation {
+            cells.push(own_cell(isolation.own(&stage.name, Side::Reference)));
+            cells.push(own_cell(isolation.own(&stage.name, Side::Trace)));
+        }
+        table.add_row(cells);
+    }
+    say!(out, "{table}");
+    let padded: Vec<&StageReport> = report.stages.iter().filter(|s| s.padded_rows.is_some()).collect();
+    if !padded.is_empty() {
+        let worst = padded
+            .iter()
+            .filter_map(|s| s.padded_rows.as_ref().map(|p| (s.name.as_str(), p.max_abs)))
+            .max_by(|a, b| a.1.is_nan().cmp(&b.1.is_nan()).then(a.1.total_cmp(&b.1)))
+            .expect("not empty");
+        let non_finite: usize = padded.iter().filter_map(|s| s.padded_rows.as_ref()).map(|p| p.non_finite).sum();
+        say!(
+            out,
+            "padded query rows, reported apart and their finite differences not judged (no real token reads \
+             them): {} stages, largest max|Δ| {} in {}{}",
+            padded.len(),
+            num(worst.1),
+            worst.0,
+            if non_finite > 0 { format!("; {non_finite} NaN/Inf there fail their stages") } else { String::new() }
+        );
+    }
+    let masked: Vec<&StageReport> =
+        report.stages.iter().filter(|s| s.stats.as_ref().is_some_and(|st| st.masked > 0)).collect();
+    if let Some(first) = masked.first().and_then(|s| s.stats.as_ref()) {
+        let count: usize = masked.iter().filter_map(|s| s.stats.as_ref()).map(|st| st.masked).sum();
+        let constant = |v: Option<f64>| v.map_or("-".to_string(), num);
+        say!(
+            out,
+            "masked scores (padding keys): {count} in {} stages, compared by their effect (probability 0), not by \
+             the constant; the reference masks with about {}, the trace with about {}",
+            masked.len(),
+            constant(first.masked_reference),
+            constant(first.masked_trace)
+        );
+    }
+    for stage in report.stages.iter().filter(|s| s.widened.is_some()).take(1) {
+        let count = report.stages.iter().filter(|s| s.widened.is_some()).count();
+        say!(out, "tolerance: {} ({count} stages)", stage.widened.as_deref().unwrap_or_default());
+    }
+    let common = report.common().count();
+    let passed = report.common().filter(|s| s.status == Status::Pass).count();
+    let only_reference = report.stages.iter().filter(|s| s.status == Status::OnlyInReference).count();
+    let only_trace = report.stages.iter().filter(|s| s.status == Status::OnlyInTrace).count();
+    let mut one_sided = Vec::new();
+    if only_reference > 0 {
+        one_sided.push(format!("{only_reference} only in the reference"));
+    }
+    if only_trace > 0 {
+        one_sided.push(format!("{only_trace} only in the trace"));
+    }
+    let one_sided =
+        if one_sided.is_empty() { String::new() } else { format!("; {} (not judged)", one_sided.join(", ")) };
+    say!(out, "{passed} of {common} stages in common pass{one_sided}");
+    if let Some(isolation) = isolation {
+        print_isolation(out, isolation, report);
+    }
+    if let Some(first) = &report.first_failure {
+        let stage = report.stages.iter().find(|s| s.name == first.name).expect("listed");
+        say!(out, "first failing stage: {}", first.name);
+        match (&stage.status, stage.stats.as_ref().and_then(|s| s.worst.as_ref())) {
+            (Status::Fail, Some(worst)) => say!(
+                out,
+                "  worst element at {:?}: reference {}, trace {} (|Δ| {})",
+                worst.index,
+                num(worst.reference),
+                num(worst.ours),
+                num((worst.ours - worst.reference).abs())
+            ),
+            (status, _) => say!(out, "  {}", describe(status, stage)),
+        }
+        match &first.previous {
+            Some((name, max_abs)) if *max_abs > 0.0 => say!(
+                out,
+                "  the stage before it, {name}, already differed (max|Δ| {}) but within tolerance",
+                num(*max_abs)
+            ),
+            Some((name, _)) => say!(out, "  the stage before it, {name}, was identical: the divergence starts here"),
+            None => say!(out, "  it is the first stage compared"),
+        }
+    }
+}
+
+/// What isolation found: the culprit, or that every stage's own error is within tolerance.
+fn print_isolation(out: &mut String, isolation: &Isolation, report: &Report) {
+    let passed = report.passed();
+    let reshaped: Vec<&StageReport> = report.stages.iter().filter(|s| s.status == Status::ShapeMismatch).collect();
+    let not_isolated: Vec<&str> = [&isolation.reference, &isolation.trace]
+        .iter()
+        .flat_map(|list| list.iter())
+        .filter(|(_, own)| matches!(own, Own::NotIsolated { .. }))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if !not_isolated.is_empty() {
+        say!(
+            out,
+            "not isolated (their inputs are absent from the dump, or of another shape): {} stage(s), e.g. {}",
+            not_isolated.len(),
+            not_isolated[0]
+        );
+    }
+    match &isolation.culprit {
+        Some((name, side)) => {
+            let own = isolation.own(name, *side).and_then(Own::max_abs).unwrap_or(f64::NAN);
+            say!(
+                out,
+                "culprit: {name}, on the {} side: recomputed from that side's own inputs it differs by {} (its own \
+                 error), over its tolerance; the stages after it may only inherit it",
+                side_name(*side),
+                num(own)
+            );
+        }
+        None if passed => say!(out, "no culprit: every stage's own error is within its tolerance on both sides"),
+        // Rounding cannot change a shape: a stage of another shape on each side is another
+        // computation, and blaming compounding errors for it would be a wrong answer.
+        None if !reshaped.is_empty() => say!(
+            out,
+            "no culprit among the stages isolated, but {} stage(s) have another shape on each side ({}: reference {}, \
+             trace {}), which no rounding explains: are both dumps of the same model and input?",
+            reshaped.len(),
+            reshaped[0].name,
+            reshaped[0].reference_shape.as_deref().map_or("-".into(), shape),
+            reshaped[0].trace_shape.as_deref().map_or("-".into(), shape)
+        ),
+        None if !not_isolated.is_empty() => say!(
+            out,
+            "no culprit among the stages isolated; {} stage(s) could not be isolated (above), and the divergence may \
+             start at one of them",
+            not_isolated.len()
+        ),
+        None => {
+            say!(out,
+            "no culprit: every stage's own error is within its tolerance on both sides, yet a stage differs: small \
+             errors, each within tolerance, that compound from stage to stage (an eps, an order of summation)"
+        )
+        }
+    }
+}
+
+fn producer(dump: &Dump) -> String {
+    dump.manifest.producer["name"].as_str().unwrap_or("unknown producer").to_string()
+}
+
+fn describe(status: &Status, stage: &StageReport) -> String {
+    let shape_of = |s: &Option<Vec<usize>>| s.as_deref().map_or("-".to_string(), shape);
+    match status {
+        Status::ShapeMismatch => format!(
+            "shapes differ: reference {}, trace {}",
+            shape_of(&stage.reference_shape),
+            shape_of(&stage.trace_shape)
+        ),
+        Status::OnlyInReference => "present in the reference only".into(),
+        Status::OnlyInTrace => "present in the trace only".into(),
+        Status::Fail => "non-finite values (NaN or Inf), which never pass, in padded rows or elsewhere".into(),
+        Status::Pass => "passes".into(),
+    }
+}
+
+fn row(stage: &StageReport) -> Vec<String> {
+    let result = match &stage.status {
+        Status::Pass => "ok".to_string(),
+        Status::Fail => {
+            let padded = stage.padded_rows.as_ref().map_or(0, |p| p.non_finite);
+            match stage.stats.as_ref().map_or(0, |s| s.non_finite) + padded {
+                0 => "FAIL".into(),
+                n => format!("FAIL ({n} NaN/Inf)"),
+            }
+        }
+        Status::ShapeMismatch => "FAIL (shape)".into(),
+        Status::OnlyInReference => "only in reference".into(),
+        Status::OnlyInTrace => "only in trace".into(),
+    };
+    // Each side's dtype, when they differ (a float64 reference against a float32 trace).
+    let result = match (&stage.reference_dtype, &stage.trace_dtype) {
+        (Some(r), Some(t)) if r != t => format!("{result} ({r} / {t})"),
+        _ => result,
+    };
+    let shape_text = stage.reference_shape.as_deref().or(stage.trace_shape.as_deref()).map_or("-".to_string(), shape);
+    let tolerance = format!("{} / {}", num(stage.tolerance.atol), num(stage.tolerance.rtol));
+    match &stage.stats {
+        Some(s) => vec![
+            stage.name.clone(),
+            shape_text,
+            num(s.max_abs),
+            num(s.mean_abs),
+            num(s.max_rel),
+            format!("{:.6}", s.cosine),
+            tolerance,
+            used(s.tolerance_used),
+            result,
+        ],
+        None => vec![
+            stage.name.clone(),
+            shape_text,
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            tolerance,
+            "-".into(),
+            result,
+        ],
+    }
+}

@@ -1,0 +1,35 @@
+//! What bert-trace's commands do, without their command line: each command's request (what to
+//! trace, diff, compare, train, ...), its work, and its report, which the `bert-trace` binary
+//! prints and the `bert_trace` Python package returns. BERT itself, its passes and every
+//! measure are `bert_core`'s; this crate adds where models come from ([`source`]: a directory,
+//! the Hugging Face cache or hub, the built-in tiny model) and how reports are printed
+//! ([`render`]) and drawn ([`view`]).
+//!
+//! | command | here |
+//! | --- | --- |
+//! | `bert-trace TEXT` (a trace) | [`trace`] |
+//! | `diff`, `diff --isolate`, `diff --truth` | [`diff`] |
+//! | `compare` | [`compare`] |
+//! | `train` | [`train`] |
+//! | `ablate`, `lens`, `attribute` | [`ablate`], [`lens`], [`attribute`] (and [`experiment`]) |
+//! | `view` | [`view`] |
+//! | `stages`, `inspect` | [`stages`], [`inspect`] |
+
+pub mod ablate;
+pub mod attribute;
+pub mod compare;
+pub mod diff;
+pub mod error;
+pub mod experiment;
+pub mod inspect;
+pub mod lens;
+pub mod owned_file;
+pub mod render;
+pub mod settings;
+pub mod source;
+pub mod stages;
+pub mod trace;
+pub mod train;
+pub mod view;
+
+pub use error::{Error, Result, Within};

@@ -1,0 +1,179 @@
+//! Where a model comes from: a directory (`model=` names it), a Hugging Face model id (from the
+//! HF cache, or downloaded into it: `hub.rs`, `download.rs`, `cache.rs`, `id.rs`), or the tiny
+//! random model built into bert-trace (golden/tiny), so that a trace works from anywhere.
+
+mod cache;
+mod download;
+mod hub;
+mod id;
+
+use std::path::{Path, PathBuf};
+
+use bert_core::io::weights::Storage;
+use bert_core::model::load::TokenizerFiles;
+use bert_core::ops::Float;
+use bert_core::train::save::ModelFiles;
+use bert_core::words::Opt;
+use bert_core::BertModel;
+
+pub use self::cache::{process_env, Env, HubCache};
+pub use self::download::DEFAULT_ENDPOINT;
+pub use self::id::{is_commit_hash, HubId};
+use crate::error::{Result, Within};
+
+/// The option that names a model.
+pub const MODEL: Opt = Opt("model");
+
+/// Why a model could not come from the hub, as a caller branches on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HubFailure {
+    /// The hub, the repo, the revision or a file the model needs is not there.
+    NotFound,
+    /// Not in the cache (or the cached snapshot is incomplete), and downloads are forbidden.
+    Offline,
+    /// The model is gated or private.
+    Access,
+    /// The network failed, or what answered is not a hub.
+    Network,
+    /// A download broke off, or does not match its hash, or the repo changed meanwhile.
+    Broken,
+    /// The weights are in a form bert-trace does not read (a pickle, several files).
+    Unsupported,
+}
+
+/// A model the hub could not give, and why.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{id}: {problem}")]
+pub struct HubError {
+    /// The model id as given.
+    pub id: String,
+    pub kind: HubFailure,
+    pub problem: String,
+}
+
+impl HubError {
+    pub fn new(id: &HubId, kind: HubFailure, problem: String) -> HubError {
+        HubError { id: id.to_string(), kind, problem }
+    }
+}
+
+/// A loaded model, what manifests call it, and what its loading has to say.
+pub struct Loaded<F: Float = f32> {
+    pub model: BertModel<F>,
+    /// The directory as given, `org/name@commit` for a hub model, or golden/tiny.
+    pub name: String,
+    /// Whether it is the built-in tiny model.
+    pub embedded: bool,
+    /// Notes for the caller to show once (the built-in model; the tokenizer's).
+    pub notes: Vec<String>,
+}
+
+/// The name the built-in model goes by in messages and manifests.
+pub const EMBEDDED_NAME: &str = "golden/tiny";
+
+const CONFIG: &[u8] = include_bytes!("../../../../golden/tiny/config.json");
+const WEIGHTS: &[u8] = include_bytes!("../../../../golden/tiny/model.safetensors");
+const VOCAB: &[u8] = include_bytes!("../../../../golden/tiny/vocab.txt");
+const TOKENIZER_CONFIG: &[u8] = include_bytes!("../../../../golden/tiny/tokenizer_config.json");
+
+/// Loads the model `spec` names (None: the built-in tiny model).
+pub fn load(spec: Option<&Path>) -> Result<Loaded> {
+    load_as(spec)
+}
+
+/// [`load`] for a pass in `F` (f32, or f64 for `precision="f64"`).
+pub fn load_as<F: Float>(spec: Option<&Path>) -> Result<Loaded<F>> {
+    let Some(spec) = spec else {
+        let model = embedded_as()?;
+        let notes = vec![embedded_note(&model)];
+        return Ok(Loaded { model, name: EMBEDDED_NAME.into(), embedded: true, notes });
+    };
+    let mut notes = Vec::new();
+    let dir = model_dir(spec, &mut notes)?;
+    let model: BertModel<F> = match hub_id(spec) {
+        Some(id) => BertModel::load_as(&dir).within(|| id.to_string())?,
+        None => BertModel::load_as(&dir)?,
+    };
+    notes.extend(model.tokenizer.notes().iter().map(|note| format!("note: {note}")));
+    let name = match (hub_id(spec), model.source.file_name()) {
+        (Some(id), Some(commit)) => format!("{}@{}", id.repo, commit.to_string_lossy()),
+        _ => spec.display().to_string(),
+    };
+    Ok(Loaded { model, name, embedded: false, notes })
+}
+
+/// A hub id, when `spec` has the shape of one and names no path here (as in transformers,
+/// a local directory wins).
+fn hub_id(spec: &Path) -> Option<HubId> {
+    let id = HubId::parse(spec.to_str()?)?;
+    (!spec.exists()).then_some(id)
+}
+
+/// The directory `spec` names: the path itself, or a hub id's snapshot in the cache.
+fn model_dir(spec: &Path, notes: &mut Vec<String>) -> Result<PathBuf> {
+    match hub_id(spec) {
+        // Said first, since a path typed from the wrong directory looks like a hub id too.
+        Some(id) => hub::snapshot_dir(&id, &process_env, notes).within(|| {
+            format!(
+                "{}: no directory of that name here, so it was tried as a Hugging Face model id",
+                MODEL.with(spec.display())
+            )
+        }),
+        None => Ok(spec.to_path_buf()),
+    }
+}
+
+/// The tiny random model from golden/tiny, read from the binary itself.
+pub fn embedded() -> Result<BertModel> {
+    embedded_as()
+}
+
+/// [`embedded`] for a pass in `F`.
+pub fn embedded_as<F: Float>() -> Result<BertModel<F>> {
+    Ok(BertModel::from_bytes_as(
+        CONFIG,
+        Storage::Static(WEIGHTS),
+        TokenizerFiles::Vocab { vocab: VOCAB, config: Some(TOKENIZER_CONFIG) },
+        Path::new(EMBEDDED_NAME),
+    )?)
+}
+
+/// The one-line note printed when the built-in model is used.
+pub fn embedded_note<F: Float>(model: &BertModel<F>) -> String {
+    format!(
+        "note: using the tiny random model built into bert-trace ({} layers, hidden {}, vocab {}); \
+         its predictions are meaningless. Pick a real one with {} or a hub id.",
+        model.config.num_hidden_layers,
+        model.config.hidden_size,
+        model.config.vocab_size,
+        MODEL.with("DIR")
+    )
+}
+
+/// The files a checkpoint saved from this model carries beside its weights: its config.json and
+/// its tokenizer's files, read from its directory (or the built-in model's, from the binary).
+pub fn files<F: Float>(spec: Option<&Path>, model: &BertModel<F>) -> Result<ModelFiles> {
+    if spec.is_none() {
+        return Ok(ModelFiles {
+            config_json: CONFIG.to_vec(),
+            tokenizer: vec![
+                ("vocab.txt".into(), VOCAB.to_vec()),
+                ("tokenizer_config.json".into(), TOKENIZER_CONFIG.to_vec()),
+            ],
+        });
+    }
+    files_of_dir(&model.source)
+}
+
+/// [`files`] of a model directory.
+pub fn files_of_dir(dir: &Path) -> Result<ModelFiles> {
+    const MAX: u64 = 256 << 20;
+    let config_json = bert_core::io::files::read(&dir.join("config.json"), MAX)?;
+    let mut tokenizer = Vec::new();
+    for name in ["vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"] {
+        if let Some(bytes) = bert_core::io::files::read_optional(&dir.join(name), MAX)? {
+            tokenizer.push((name.to_string(), bytes));
+        }
+    }
+    Ok(ModelFiles { config_json, tokenizer })
+}

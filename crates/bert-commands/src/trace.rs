@@ -1,0 +1,554 @@
+//! The default command, a trace: tokenize, run the pass, keep or write its stages, and report
+//! the tokens, each stage's statistics, the heads' predictions and the losses, and optionally
+//! the diff against a reference.
+//!
+//! Every check that can refuse a run (the request, the texts, the model, the tokens, the labels,
+//! the interventions, the memory a run needs, the reference, `out` against the reference)
+//! happens in [`prepare`] or before it, before the output directory is touched.
+
+use std::path::{Path, PathBuf};
+
+use bert_core::diff::ToleranceOverride;
+use bert_core::experiments::intervention::{AblateWith, Interventions};
+use bert_core::io::dump::manifest::Inputs;
+use bert_core::io::dump::{self, Dump, DumpWriter};
+use bert_core::io::files;
+use bert_core::model::Pass;
+use bert_core::ops::{Float, Kernels};
+use bert_core::pass::hook::Hook;
+use bert_core::pass::{Discard, Sink, Tensor};
+use bert_core::stage::{DType, Objectives, Part, Stage, StageKind};
+use bert_core::words::Opt;
+use bert_core::{Batch, BertError, BertModel};
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use ndarray::{Axis, Slice};
+
+use crate::diff::{self, DiffRequest};
+use crate::error::{Error, Result, Within};
+use crate::refuse;
+use crate::render::predictions;
+use crate::render::preview::preview;
+use crate::render::stats::Recorder;
+use crate::render::table::{new_table, num, shape};
+use crate::render::terminal_heatmap;
+use crate::render::tokens_table;
+use crate::settings::PassSettings;
+use crate::source;
+
+pub const TEXT: Opt = Opt("text");
+pub const FILE: Opt = Opt("file");
+pub const PAIR: Opt = Opt("pair");
+pub const STOP_AT: Opt = Opt("stop_at");
+pub const ONLY: Opt = Opt("only");
+pub const OUT: Opt = Opt("out");
+pub const MASK_PROB: Opt = Opt("mask_prob");
+pub const SEED: Opt = Opt("seed");
+pub const MLM_TARGET: Opt = Opt("mlm_target");
+pub const NSP_LABEL: Opt = Opt("nsp_label");
+pub const HEAD: Opt = Opt("head");
+pub const TOP_K: Opt = Opt("top_k");
+pub const LENS: Opt = Opt("lens");
+pub const BACKWARD: Opt = Opt("backward");
+pub const ABLATE_WITH: Opt = Opt("ablate_with");
+pub const REFERENCE: Opt = Opt("reference");
+pub const NPZ: Opt = Opt("npz");
+
+/// The element type a whole pass runs in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// BERT's own.
+    #[default]
+    F32,
+    /// To see how far f32's rounding takes each stage (the dump is then float64).
+    F64,
+}
+
+/// Where a trace's stages go.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    /// A dump directory (`out`); `force` shares it with other files, `npz` writes one archive.
+    Dump { out: PathBuf, force: bool, npz: bool },
+    /// Nowhere: only what the report shows.
+    Nowhere,
+}
+
+/// What to trace and how, as a caller asks for it; each field is the option of that name.
+#[derive(Clone, Debug)]
+pub struct TraceRequest {
+    /// The texts; several make a padded batch.
+    pub texts: Vec<String>,
+    /// More texts, one per line.
+    pub file: Option<PathBuf>,
+    /// A model directory or hub id; None: the built-in tiny model.
+    pub model: Option<PathBuf>,
+    /// Sentence B of each text, for sentence pairs.
+    pub pair: Vec<String>,
+    pub stop_at: Option<String>,
+    pub only: Vec<String>,
+    pub mask_prob: Option<f64>,
+    pub seed: Option<u64>,
+    pub mlm_targets: Vec<String>,
+    pub nsp_labels: Vec<i64>,
+    pub truncate: bool,
+    /// The head an attention stage's terminal heatmap shows.
+    pub head: Option<usize>,
+    pub top_k: usize,
+    pub ablate: Vec<String>,
+    pub ablate_with: AblateWith,
+    pub patch: Vec<String>,
+    pub lens: bool,
+    pub backward: bool,
+    pub precision: Precision,
+    pub settings: PassSettings,
+    pub output: Output,
+    pub reference: Option<PathBuf>,
+    pub tolerance: ToleranceOverride,
+    /// Whether the report draws an attention stage it stopped at as a coloured heatmap.
+    pub color: bool,
+}
+
+impl Default for TraceRequest {
+    fn default() -> TraceRequest {
+        TraceRequest {
+            texts: Vec::new(),
+            file: None,
+            model: None,
+            pair: Vec::new(),
+            stop_at: None,
+            only: Vec::new(),
+            mask_prob: None,
+            seed: None,
+            mlm_targets: Vec::new(),
+            nsp_labels: Vec::new(),
+            truncate: false,
+            head: None,
+            top_k: 5,
+            ablate: Vec::new(),
+            ablate_with: AblateWith::Zero,
+            patch: Vec::new(),
+            lens: false,
+            backward: false,
+            precision: Precision::F32,
+            settings: PassSettings::default(),
+            output: Output::Dump { out: PathBuf::from("trace"), force: false, npz: false },
+            reference: None,
+            tolerance: ToleranceOverride::default(),
+            color: false,
+        }
+    }
+}
+
+impl TraceRequest {
+    /// Refuses options that do not fit together, whatever the model: each option that needs
+    /// another, and values out of their range.
+    pub fn check(&self) -> Result<()> {
+        let needs = |option: Opt, other: Opt| Err(Error::Request(format!("{option} needs {other}")));
+        if let Some(p) = self.mask_prob {
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(BertError::OptionValue {
+                    option: MASK_PROB,
+                    value: format!("{p:?}"),
+                    accepted: "greater than 0, at most 1 (BERT used 0.15)".into(),
+                }
+                .into());
+            }
+        }
+        match (self.mask_prob, self.seed) {
+            (Some(_), None) => return needs(MASK_PROB, SEED),
+            (None, Some(_)) => return needs(SEED, MASK_PROB),
+            _ => {}
+        }
+        if let Some(label) = self.nsp_labels.iter().find(|&&l| l != 0 && l != 1) {
+            return Err(BertError::OptionValue {
+                option: NSP_LABEL,
+                value: label.to_string(),
+                accepted: "0 (B follows A) or 1 (B is random)".into(),
+            }
+            .into());
+        }
+        if !self.nsp_labels.is_empty() && self.pair.is_empty() {
+            return needs(NSP_LABEL, PAIR);
+        }
+        if self.head.is_some() && self.stop_at.is_none() {
+            return needs(HEAD, STOP_AT);
+        }
+        if self.ablate_with != AblateWith::Zero && self.ablate.is_empty() {
+            return needs(ABLATE_WITH, bert_core::experiments::intervention::ABLATE);
+        }
+        if let (Output::Nowhere, Some(_)) = (&self.output, &self.reference) {
+            return Err(Error::Request(format!(
+                "{} diffs the dump the trace writes: it cannot be used without one",
+                REFERENCE
+            )));
+        }
+        Ok(())
+    }
+
+    /// The texts: the request's, then the lines of its file.
+    pub fn all_texts(&self) -> Result<Vec<String>> {
+        texts(&self.texts, self.file.as_deref())
+    }
+}
+
+/// A trace's report: what the command prints on stdout, the notes it prints on stderr, and
+/// whether the diff against a reference passed.
+#[derive(Clone, Debug, Default)]
+pub struct TraceReport {
+    pub notes: Vec<String>,
+    pub text: String,
+    /// None without a reference; else whether every stage passed.
+    pub passed: Option<bool>,
+}
+
+/// Runs a trace as `request` asks.
+pub fn trace(request: &TraceRequest) -> Result<TraceReport> {
+    request.check()?;
+    let (threads, kernels) = request.settings.apply()?;
+    let texts = request.all_texts()?;
+    match request.precision {
+        Precision::F32 => run_in::<f32>(request, texts, threads, kernels),
+        Precision::F64 => run_in::<f64>(request, texts, threads, kernels),
+    }
+}
+
+/// The trace in `F`: the model loaded in it, the pass run in it, the stages dumped in it.
+fn run_in<F: Float>(
+    request: &TraceRequest,
+    texts: Vec<String>,
+    threads: usize,
+    kernels: Kernels,
+) -> Result<TraceReport> {
+    let loaded = source::load_as::<F>(request.model.as_deref())?;
+    let mut report = TraceReport { notes: loaded.notes, ..TraceReport::default() };
+    let mut model = loaded.model;
+    // The default goes without saying; anything else is said, so that no one compares a run on
+    // the reference operations believing it ran on the fast kernels.
+    if kernels == Kernels::Reference {
+        report.notes.push("note: kernels: reference (the plain formulas)".into());
+    }
+    model.kernels = kernels;
+    let Prepared { inputs, batch, stop, only, mut interventions, notes, .. } = prepare(request, texts, &model)?;
+    report.notes.extend(notes);
+    let reference = request.reference.as_deref().map(Dump::open).transpose()?;
+    if let (Some(reference), Output::Dump { out, .. }) = (&reference, &request.output) {
+        refuse_out_as_reference(out, &reference.dir)?;
+    }
+
+    let mut sink: Box<dyn Sink> = match &request.output {
+        Output::Nowhere => Box::new(Discard),
+        Output::Dump { out, force, npz } => {
+            let producer = serde_json::json!({
+                "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads,
+                "kernels": kernels.name(),
+            });
+            let options = dump::Options { force: *force, npz: *npz, ..dump::Options::default() };
+            let mut writer = DumpWriter::create(out, producer, loaded.name, inputs, options)?;
+            writer.set_stopped_at(stop);
+            writer.set_model_fingerprint(model.fingerprint());
+            writer.set_interventions(interventions.records());
+            writer.set_lens(request.lens);
+            if !request.only.is_empty() {
+                let only = only.clone();
+                writer.set_only_stages(request.only.clone());
+                writer = writer.with_filter(move |stage| only.keeps(stage));
+            }
+            Box::new(writer)
+        }
+    };
+    let mut recorder = Recorder::new(sink.as_mut(), stop);
+    let hook = (!interventions.is_empty()).then_some(&mut interventions as &mut dyn Hook);
+    let pass = Pass { stop_after: stop, hook, lens: request.lens, backward: request.backward };
+    let traced = model.trace_with(&batch, &mut recorder, pass)?;
+
+    let text = &mut report.text;
+    *text += &tokens_table::render(&model, &batch);
+    *text += &format!("\n{}\n", stage_table(&recorder, &only));
+    for record in interventions.records() {
+        *text += &format!("intervention: {record}\n");
+    }
+    if let (Some(stage), Some(tensor)) = (traced.stopped_at, &recorder.kept) {
+        *text += &format!("\nstopped after {stage}; nothing after it was computed.\n");
+        *text += &format!("{stage} {}:\n{}\n", shape(tensor.shape()), preview(tensor));
+        let attention = stage.is_value_of(StageKind::AttnScores) || stage.is_value_of(StageKind::AttnProbs);
+        if attention && request.color {
+            let tokens: Vec<String> = (0..batch.dims().1)
+                .map(|pos| model.tokenizer.id_to_token(batch.ids[[0, pos]] as u32).unwrap_or_default())
+                .collect();
+            let probability = stage.is_value_of(StageKind::AttnProbs);
+            if let Some(picture) = head_heatmap(tensor, request.head.unwrap_or(0), probability, &tokens) {
+                *text += &format!("\n{picture}\n");
+            }
+        }
+    }
+    // The heads' outputs as printed: f32 is enough for probabilities to four decimals.
+    let outputs = traced.outputs.to_f32();
+    // The inputs as the pass read them: a patch of input.ids or input.labels changes them.
+    let used = traced.batch.as_ref().unwrap_or(&batch);
+    *text += &predictions::report(&model, used, &outputs, request.top_k);
+    *text += &predictions::losses(&model, used, &outputs);
+    let written = recorder.rows.iter().filter(|r| only.keeps(&r.stage)).count();
+    drop(recorder);
+    if let Output::Dump { out, npz, .. } = &request.output {
+        let what = if *npz { "trace.npz and manifest.json" } else { "manifest.json" };
+        *text += &format!("\nwrote {written} stages to {} ({what})\n", out.display());
+        if let Some(reference) = &request.reference {
+            let diff = diff::diff(&DiffRequest {
+                reference: reference.clone(),
+                trace: out.clone(),
+                tolerance: request.tolerance,
+                ..DiffRequest::default()
+            })?;
+            *text += &format!("\n{}", diff.text);
+            report.passed = Some(diff.passed);
+        }
+    }
+    Ok(report)
+}
+
+/// A trace ready to run: the batch the model reads and what the pass does with it, every
+/// check that can refuse the run done (the texts, the labels, the heads, the interventions,
+/// the stop stage, `only`, the memory it needs). The command and the Python package share it.
+pub struct Prepared {
+    /// The manifest's inputs: the texts and options, and the tokens the model sees.
+    pub inputs: Inputs,
+    pub batch: Batch,
+    pub objectives: Objectives,
+    pub stop: Option<Stage>,
+    pub only: Selection,
+    pub interventions: Interventions,
+    /// What the masking did that a reader would not expect.
+    pub notes: Vec<String>,
+}
+
+/// How many bytes keeping every stage `prepared` selects takes: what a sink that holds the whole
+/// trace in memory (the Python package's) adds to the pass's own memory.
+pub fn kept_bytes<F: Float>(model: &BertModel<F>, prepared: &Prepared) -> u64 {
+    let (b, t) = prepared.batch.dims();
+    let dims = model.dims(b, t);
+    let size = |stage: &Stage| match stage.info().dtype {
+        DType::I64 => 8,
+        _ => std::mem::size_of::<F>() as u64,
+    };
+    let plan = model.plan(prepared.objectives);
+    plan.iter()
+        .filter(|stage| prepared.only.keeps(stage))
+        .map(|stage| stage.shape(&dims).iter().map(|&d| d as u64).product::<u64>().saturating_mul(size(stage)))
+        .fold(0, u64::saturating_add)
+}
+
+/// Checks `request` against `model` and makes the batch of `texts`: see [`Prepared`].
+pub fn prepare<F: Float>(request: &TraceRequest, texts: Vec<String>, model: &BertModel<F>) -> Result<Prepared> {
+    if texts.is_empty() {
+        refuse!("no TEXT given; try: bert-trace \"When in Rome, do as the [MASK] do.\" (or --help)");
+    }
+    let n_heads = model.config.num_attention_heads;
+    if let Some(head) = request.head.filter(|&head| head >= n_heads) {
+        refuse!("{} is out of range: the model has {n_heads} heads, 0 to {}", HEAD.with(head), n_heads - 1);
+    }
+    let mut inputs = Inputs {
+        texts,
+        pair: (!request.pair.is_empty()).then(|| request.pair.clone()),
+        mask_prob: request.mask_prob,
+        seed: request.seed,
+        mlm_targets: (!request.mlm_targets.is_empty()).then(|| request.mlm_targets.clone()),
+        nsp_label: (!request.nsp_labels.is_empty()).then(|| request.nsp_labels.clone()),
+        ..Inputs::default()
+    };
+    // This caller can cut a text, so a text too long is told how.
+    let batch = model.encode_inputs(&inputs, request.truncate).map_err(|e| match e {
+        BertError::TooLong { index, tokens, at_least, max, .. } => {
+            let advice = format!("; pass {} to cut it to {max}", Opt("truncate").on());
+            BertError::TooLong { index, tokens, at_least, max, advice }
+        }
+        other => other,
+    })?;
+    let notes = masking_notes(&batch, request.mask_prob);
+    inputs.tokens = Some(model.tokens_of(&batch));
+    if let Some(labels) = &batch.labels.nsp {
+        inputs.nsp_label = Some(labels.to_vec());
+    }
+    let objectives = Objectives { lens: request.lens, backward: request.backward, ..batch.objectives() };
+    if request.lens && model.mlm.is_none() {
+        refuse!(
+            "{LENS}: {}: the model has no MLM head (cls.predictions.*), which the lens reads every layer through",
+            model.source.display()
+        );
+    }
+    let interventions = Interventions::load(model, &request.ablate, request.ablate_with, &request.patch)?;
+    if request.backward {
+        model.check_backward(&batch)?;
+    }
+    let stop = request.stop_at.as_deref().map(|name| model.resolve_stop(name, objectives)).transpose()?;
+    if let (true, Some(stage)) = (request.backward, stop) {
+        refuse!("{BACKWARD} needs the whole forward pass, up to the loss; {STOP_AT} ends it after {stage}");
+    }
+    interventions.check_run(model, &batch, &model.plan(objectives), stop)?;
+    let only = only_filter(&request.only, &model.plan(objectives))?;
+    model.check(&batch)?;
+    Ok(Prepared { inputs, batch, objectives, stop, only, interventions, notes })
+}
+
+/// The terminal heatmap of head `head` of sequence 0 of a `[B,nh,T,T]` stage. The heatmap draws
+/// the first head of what it is given, so it is given `[B,1,T,T]`, the chosen head alone, and
+/// its title then says which head of how many that is.
+fn head_heatmap(tensor: &Tensor, head: usize, probability: bool, tokens: &[String]) -> Option<String> {
+    let values = tensor.to_f32()?;
+    let n_heads = *values.shape().get(1)?;
+    if head >= n_heads {
+        return None;
+    }
+    let one_head = values.slice_axis(Axis(1), Slice::from(head..=head)).to_owned();
+    let picture = terminal_heatmap::heatmap(&Tensor::F32(one_head), probability, tokens)?;
+    Some(picture.replacen("head 0 of 1:", &format!("head {head} of {n_heads}:"), 1))
+}
+
+/// What the masking did that a reader would not expect, each said once: sequences whose draws
+/// chose nothing (one token was then chosen for each), and sequences with nothing to mask.
+fn masking_notes(batch: &bert_core::Batch, mask_prob: Option<f64>) -> Vec<String> {
+    let mut notes = Vec::new();
+    let Some(probability) = mask_prob else { return notes };
+    let list = |seqs: &[usize]| {
+        let shown: Vec<String> = seqs.iter().take(8).map(usize::to_string).collect();
+        let more = if seqs.len() > 8 { format!(" and {} more", seqs.len() - 8) } else { String::new() };
+        format!("{}{more}", shown.join(", "))
+    };
+    let guaranteed: Vec<usize> = batch.labels.replacements.iter().filter(|r| r.guaranteed).map(|r| r.seq).collect();
+    if !guaranteed.is_empty() {
+        notes.push(format!(
+            "note: masking with probability {probability:?} chose no token of sequence(s) {}, so one was chosen in \
+             each: every sequence with a token that can be masked gets at least one, as d2l's max(1, round(P·n)) gives",
+            list(&guaranteed)
+        ));
+    }
+    let (b, _) = batch.dims();
+    let unmasked: Vec<usize> = (0..b).filter(|&seq| !batch.labels.replacements.iter().any(|r| r.seq == seq)).collect();
+    if !unmasked.is_empty() {
+        notes.push(format!(
+            "note: sequence(s) {} hold no token that can be masked (only special tokens): nothing is predicted there",
+            list(&unmasked)
+        ));
+    }
+    notes
+}
+
+/// The most bytes a file of texts may have: far more text than any batch a BERT can read.
+const MAX_TEXT_FILE: u64 = 64 << 20;
+
+/// `texts`, then the lines of `file` (empty lines skipped).
+pub fn texts(texts: &[String], file: Option<&Path>) -> Result<Vec<String>> {
+    let mut all = texts.to_vec();
+    if let Some(path) = file {
+        let bytes = files::read(path, MAX_TEXT_FILE).within(|| format!("{}: cannot read", path.display()))?;
+        for (idx, line) in bytes.split(|&b| b == b'\n').enumerate() {
+            let Ok(line) = std::str::from_utf8(line) else {
+                return Err(Error::File { path: path.into(), problem: format!("line {} is not valid UTF-8", idx + 1) });
+            };
+            let line = line.trim_end_matches('\r');
+            if !line.trim().is_empty() {
+                all.push(line.to_string());
+            }
+        }
+    }
+    Ok(all)
+}
+
+/// Refuses an `out` that is the `reference` directory: the trace would replace the dump it
+/// is then checked against, and every stage would pass.
+fn refuse_out_as_reference(out: &Path, reference: &Path) -> Result<()> {
+    let canonical = |path: &Path| -> Option<PathBuf> {
+        match path.canonicalize() {
+            Ok(path) => Some(path),
+            Err(_) => Some(path.parent()?.canonicalize().ok()?.join(path.file_name()?)),
+        }
+    };
+    if canonical(out).is_some() && canonical(out) == canonical(reference) {
+        refuse!(
+            "{} is the {REFERENCE} directory: the trace would replace the dump it is compared with; choose another \
+             {OUT}",
+            OUT.with(out.display())
+        );
+    }
+    Ok(())
+}
+
+/// The stages `only` selects: those matching any pattern, and always the inputs, which every
+/// reader of a dump needs (the diff finds padding from `input.attention_mask`).
+#[derive(Clone)]
+pub struct Selection(Option<GlobSet>);
+
+impl Selection {
+    pub fn keeps(&self, stage: &Stage) -> bool {
+        stage.info().part == Part::Input || self.0.as_ref().is_none_or(|set| set.is_match(stage.name()))
+    }
+}
+
+/// The `only` patterns as one matcher; each must match at least one stage of the model.
+fn only_filter(patterns: &[String], plan: &[Stage]) -> Result<Selection> {
+    if patterns.is_empty() {
+        return Ok(Selection(None));
+    }
+    let mut set = GlobSetBuilder::new();
+    for pattern in patterns {
+        let glob = Glob::new(pattern)
+            .map_err(|e| Error::Request(format!("{} is not a valid glob: {e}", ONLY.with(format!("`{pattern}`")))))?;
+        let matcher = glob.compile_matcher();
+        if !plan.iter().any(|s| matcher.is_match(s.name())) {
+            let hint = bert_core::stage::suggestions(pattern, plan);
+            refuse!(
+                "{} matches no stage of this model{}",
+                ONLY.with(format!("`{pattern}`")),
+                if hint.is_empty() {
+                    " (run `bert-trace stages` for the list)".to_string()
+                } else {
+                    format!("; did you mean {}?", hint.join(", "))
+                }
+            );
+        }
+        set.add(glob);
+    }
+    Ok(Selection(Some(set.build().map_err(|e| Error::Request(format!("{ONLY}: {e}")))?)))
+}
+
+/// One row per stage `only` selects (all of them without it).
+fn stage_table(recorder: &Recorder, only: &Selection) -> comfy_table::Table {
+    let mut table = new_table(&["stage", "shape", "min", "mean", "std", "max", "formula"], &[2, 3, 4, 5]);
+    for row in recorder.rows.iter().filter(|r| only.keeps(&r.stage)) {
+        // Token ids are integers; their min and max read better without decimals.
+        let extreme = |v: f64| match row.stage.info().dtype {
+            DType::I64 if v.is_finite() => format!("{v:.0}"),
+            _ => num(v),
+        };
+        table.add_row(vec![
+            row.stage.name(),
+            shape(&row.shape),
+            extreme(row.min),
+            num(row.mean),
+            num(row.std),
+            extreme(row.max),
+            row.stage.formula().to_string(),
+        ]);
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_is_refused_only_when_it_is_the_reference() {
+        let tmp = tempfile::tempdir().unwrap();
+        let reference = tmp.path().join("ref");
+        std::fs::create_dir(&reference).unwrap();
+        let cases = [
+            (reference.clone(), true),
+            (tmp.path().join("ref/../ref"), true),
+            (tmp.path().join("ref/"), true),
+            (tmp.path().join("out"), false),
+            (tmp.path().join("ref/inside"), false),
+        ];
+        for (out, refused) in cases {
+            assert_eq!(refuse_out_as_reference(&out, &reference).is_err(), refused, "--out {}", out.display());
+        }
+    }
+}

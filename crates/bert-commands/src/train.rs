@@ -1,0 +1,116 @@
+//! `train`: pretraining on a text file. The run, its checks and everything it computes are
+//! `bert_core::train`; this turns a request into the run (the model from where the request
+//! names it, the text, the options) and hands the run's lines to the caller's [`Progress`].
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use bert_core::train::corpus::Corpus;
+use bert_core::train::options::SEED;
+use bert_core::train::run::{self, Outputs, Progress};
+use bert_core::train::save::{read_state, Unobserved};
+use bert_core::train::{TrainSettings, Trainer};
+use bert_core::words::Opt;
+use bert_core::BertModel;
+
+use crate::error::Result;
+use crate::refuse;
+use crate::settings::PassSettings;
+use crate::source;
+
+pub const FILE: Opt = Opt("file");
+
+/// A training run as a caller asks for it; each field is the option of that name.
+#[derive(Clone, Debug, Default)]
+pub struct TrainRequest {
+    /// The text to train on; None: the resumed run's.
+    pub file: Option<PathBuf>,
+    /// The model to start from; None: the built-in tiny model (or the resumed run's).
+    pub model: Option<PathBuf>,
+    pub settings: TrainSettings,
+    pub save: Option<PathBuf>,
+    pub save_every: Option<usize>,
+    pub resume: Option<PathBuf>,
+    /// The steps to dump, each `K` or a range `A-B`.
+    pub dump_steps: Vec<String>,
+    pub log_every: usize,
+    pub pass: PassSettings,
+}
+
+/// Trains as `request` says, telling `progress` as it goes; returns the run as it ended. Every
+/// check is made before anything is written (`bert_core::train::run::prepare`).
+pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trainer> {
+    let args = request;
+    if args.resume.is_some() && args.model.is_some() {
+        refuse!(
+            "{} continues the run saved there, from its model: it cannot be used with {}",
+            Opt("resume"),
+            source::MODEL
+        );
+    }
+    let (threads, kernels) = args.pass.apply()?;
+    let saved = args.resume.as_deref().map(|dir| read_state(dir).map(|state| (dir, state))).transpose()?;
+    let file = match (&args.file, &saved) {
+        (Some(file), _) => file.clone(),
+        (None, Some((dir, state))) => {
+            if !state.file.exists() {
+                refuse!(
+                    "{}: the text the run in {} was trained on is not there (from here); give it with {FILE}",
+                    state.file.display(),
+                    dir.display()
+                );
+            }
+            state.file.clone()
+        }
+        (None, None) => {
+            refuse!("{FILE} is required: the text to train on, one example (or tab-separated pair) per line")
+        }
+    };
+    let corpus = Corpus::read(&file)?;
+    let (mut model, files) = match &saved {
+        Some((dir, _)) => (BertModel::load(dir)?, source::files_of_dir(dir)?),
+        None => {
+            let loaded = source::load(args.model.as_deref())?;
+            for note in &loaded.notes {
+                progress.note(note);
+            }
+            let files = source::files(args.model.as_deref(), &loaded.model)?;
+            (loaded.model, files)
+        }
+    };
+    model.kernels = kernels;
+    let settings = &args.settings;
+    let saved_options = saved.as_ref().map(|(dir, state)| (*dir, &state.options));
+    let options = settings.resolve(saved_options, model.config.max_position_embeddings)?;
+    let mut dump_steps = BTreeSet::new();
+    for spec in &args.dump_steps {
+        dump_steps.extend(run::parse_steps(spec)?);
+    }
+    let trainer = match saved {
+        Some((dir, state)) => Trainer::resume(model, corpus, state, dir)?,
+        None => {
+            let fresh = model.add_pretraining_heads(corpus.pairs.is_some(), options.batching.seed);
+            if !fresh.is_empty() {
+                progress.note(&format!(
+                    "note: {} has no {}: made new from {} as transformers initialises them (weights from \
+                     N(0, {}²), biases 0, the MLM decoder tied to the word embeddings)",
+                    model.source.display(),
+                    fresh.join(", "),
+                    SEED.with(options.batching.seed),
+                    model.config.initializer_range
+                ));
+            }
+            let mut trainer = Trainer::new(model, corpus, options)?;
+            trainer.fresh_heads = fresh.iter().map(|s| s.to_string()).collect();
+            trainer
+        }
+    };
+    let outputs =
+        Outputs { save: args.save.clone(), save_every: args.save_every, dump_steps, log_every: args.log_every };
+    let producer = serde_json::json!({
+        "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads,
+        "kernels": trainer.model.kernels.name(),
+    });
+    let run = run::prepare(trainer, files, outputs, producer)?;
+    Ok(run.go(progress, &mut Unobserved)?)
+}

@@ -1,0 +1,180 @@
+//! The grids of the commands that print JSON: `bert-trace compare --json` (how much each
+//! attention head of a model changed against another's), `bert-trace ablate --json` (how much
+//! each head's ablation moves a prediction) and `bert-trace attribute --json` (how much hiding
+//! each token does), drawn as cells, as an SVG or PNG picture or an HTML page holding that
+//! picture.
+
+use std::path::Path;
+
+use crate::error::{Error, Result, Within};
+use crate::refuse;
+use bert_core::diff::compare::FORMAT as COMPARE;
+use bert_core::experiments::ablate::FORMAT as ABLATE;
+use bert_core::experiments::attribute::FORMAT as ATTRIBUTE;
+use bert_core::io::files;
+use ndarray::Array2;
+use serde_json::Value;
+
+use super::picture::{self, Label, Picture, Scale};
+use super::{budget, colors};
+use crate::render::table::visible;
+
+/// The most bytes such a JSON file may have: a few numbers per stage, head or token.
+const MAX_JSON: u64 = 64 << 20;
+
+/// A drawn grid, with what the page says about it.
+pub struct Grid {
+    pub picture: Picture,
+    pub title: String,
+    /// What one cell means.
+    pub caption: String,
+    /// What the grid is, for the line that says it was written.
+    pub what: &'static str,
+}
+
+/// The grid of the JSON file at `path`.
+pub fn picture(path: &Path) -> Result<Grid> {
+    let bytes = files::read(path, MAX_JSON)?;
+    let json: Value =
+        serde_json::from_slice(&bytes).within(|| format!("{}: not a dump and not valid JSON", path.display()))?;
+    let format = json.get("format").and_then(Value::as_str).unwrap_or_default();
+    let model = json.get("model").and_then(Value::as_str).unwrap_or("model not named");
+    let label = |text: String| Label { text, colour: colors::TEXT };
+    match format {
+        COMPARE => {
+            let rows = rows_of(path, &json["grid"])?;
+            let (values, heads) = layers_by_heads(
+                path,
+                &rows,
+                "the comparison has no attention heads to draw \
+                 (neither dump had attention probabilities)",
+            )?;
+            if rows.iter().flatten().any(|v| *v < 0.0) {
+                refuse!("{}: the grid holds a value that is not a divergence (negative)", path.display());
+            }
+            let max = rows.iter().flatten().copied().fold(0.0, f64::max);
+            let scale = Scale::Sequential { min: 0.0, max: if max > 0.0 { max } else { std::f64::consts::LN_2 } };
+            let a = json["model_a"].as_str().unwrap_or_default();
+            let b = json["model_b"].as_str().unwrap_or_default();
+            Ok(Grid {
+                picture: picture::heatmap(values.view(), &layer_labels(rows.len()), Some(&head_labels(heads)), scale),
+                title: format!("Jensen-Shannon divergence per head, {a} against {b}"),
+                caption: "Each cell: how differently the head distributes its attention in the two models, averaged \
+                          over the real query tokens (natural log: 0 the same, ln 2 = 0.693 at most)."
+                    .into(),
+                what: "the heads grid",
+            })
+        }
+        ABLATE => {
+            let rows = rows_of(path, &json["grid"])?;
+            let (values, heads) = layers_by_heads(path, &rows, "the scan has no heads to draw")?;
+            let target = visible(json["target"].as_str().unwrap_or_default());
+            Ok(Grid {
+                picture: picture::heatmap(
+                    values.view(),
+                    &layer_labels(rows.len()),
+                    Some(&head_labels(heads)),
+                    diverging(rows.iter().flatten()),
+                ),
+                title: format!("change in log p({target}) with each head ablated alone, {model}"),
+                caption: format!(
+                    "Each cell: log p({target}) at the [MASK] with that head ablated ({}), minus log p({target}) with \
+                     every head. Negative (one colour): the head helped; positive (the other): it stood in the way.",
+                    json["with"].as_str().unwrap_or("zero")
+                ),
+                what: "the heads grid",
+            })
+        }
+        ATTRIBUTE => {
+            let tokens = json["tokens"]
+                .as_array()
+                .filter(|t| !t.is_empty())
+                .ok_or_else(|| Error::Request(format!("{}: the occlusion has no tokens to draw", path.display())))?;
+            let mut changes = Vec::new();
+            let mut names = Vec::new();
+            for token in tokens {
+                let change = token["change"].as_f64().filter(|c| c.is_finite());
+                let name = token["token"].as_str();
+                let (Some(change), Some(name)) = (change, name) else {
+                    refuse!("{}: a token without a finite change and a text", path.display());
+                };
+                changes.push(change);
+                names.push(label(visible(name)));
+            }
+            budget::check_cells("the tokens row", changes.len(), "tokens", false)?;
+            let values = Array2::from_shape_fn((1, changes.len()), |(_, t)| changes[t] as f32);
+            let target = visible(json["target"].as_str().unwrap_or_default());
+            Ok(Grid {
+                picture: picture::heatmap(
+                    values.view(),
+                    &[label("change".into())],
+                    Some(&names),
+                    diverging(changes.iter()),
+                ),
+                title: format!("change in log p({target}) with each token hidden, {model}"),
+                caption: format!(
+                    "Each cell: log p({target}) at the [MASK] with that token replaced by {}, minus log p({target}) \
+                     with every token. Negative: the prediction leans on the token.",
+                    visible(json["occluded_with"].as_str().unwrap_or("[MASK]"))
+                ),
+                what: "the tokens row",
+            })
+        }
+        _ => refuse!(
+            "{}: not the JSON of `bert-trace compare --json`, `ablate --json` or `attribute --json` (its format is \
+             not {COMPARE}, {ABLATE} or {ATTRIBUTE})",
+            path.display()
+        ),
+    }
+}
+
+/// A list of layers of finite numbers.
+fn rows_of(path: &Path, grid: &Value) -> Result<Vec<Vec<f64>>> {
+    let rows: Vec<Vec<Option<f64>>> = serde_json::from_value(grid.clone())
+        .within(|| format!("{}: its grid is not a list of layers of numbers", path.display()))?;
+    // The commands write a value that is not finite as null: a head with no measure.
+    if rows.iter().flatten().any(|v| v.is_none_or(|v| !v.is_finite())) {
+        refuse!(
+            "{}: the grid holds a head with no measure (NaN or infinite, null in the JSON): nothing to draw it by",
+            path.display()
+        );
+    }
+    Ok(rows.into_iter().map(|row| row.into_iter().flatten().collect()).collect())
+}
+
+/// The layers × heads cells; a layer with fewer heads than the widest has its missing cells at 0.
+fn layers_by_heads(path: &Path, rows: &[Vec<f64>], empty: &str) -> Result<(Array2<f32>, usize)> {
+    let heads = rows.iter().map(Vec::len).max().unwrap_or(0);
+    if rows.is_empty() || heads == 0 {
+        refuse!("{}: {empty}", path.display());
+    }
+    budget::check_cells("the heads grid", rows.len() * heads, "layers × heads", false)?;
+    let values = Array2::from_shape_fn((rows.len(), heads), |(l, h)| rows[l].get(h).copied().unwrap_or(0.0) as f32);
+    Ok((values, heads))
+}
+
+/// A scale centred at 0 that holds every value.
+fn diverging<'a>(values: impl Iterator<Item = &'a f64>) -> Scale {
+    let m = values.fold(0.0f64, |m, v| m.max(v.abs()));
+    Scale::Diverging { m: if m > 0.0 { m } else { 1.0 } }
+}
+
+fn layer_labels(n: usize) -> Vec<Label> {
+    (0..n).map(|l| Label { text: format!("layer {l}"), colour: colors::TEXT }).collect()
+}
+
+fn head_labels(n: usize) -> Vec<Label> {
+    (0..n).map(|h| Label { text: format!("head {h}"), colour: colors::TEXT }).collect()
+}
+
+/// A page that shows the grid's picture and says what it is.
+pub fn page(grid: &Grid) -> String {
+    let escape = |text: &str| text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{0}</title></head>\n<body>\n<h1>{0}</h1>\n\
+         <p>{1}</p>\n{2}\n</body></html>\n",
+        escape(&grid.title),
+        escape(&grid.caption),
+        grid.picture.svg
+    )
+}

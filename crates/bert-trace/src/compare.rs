@@ -1,0 +1,17 @@
+//! `bert-trace compare A B`: two models' traces of the same input, side by side
+//! (`bert_commands::compare`), printed as text or JSON. Nothing is pass or fail: the exit status
+//! is 0 unless an input is unusable.
+
+use anyhow::Result;
+use bert_commands::compare::{self, CompareRequest};
+
+use crate::cli::CompareArgs;
+
+pub fn run(args: &CompareArgs) -> Result<i32> {
+    let report = compare::compare(&CompareRequest { a: args.a.clone(), b: args.b.clone(), top: args.top })?;
+    match args.json {
+        true => println!("{}", serde_json::to_string_pretty(&report.comparison)?),
+        false => crate::print(&[], &report.text),
+    }
+    Ok(0)
+}

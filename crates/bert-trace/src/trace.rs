@@ -1,0 +1,55 @@
+//! The default command, `bert-trace [OPTIONS] TEXT...`: its arguments as a trace request
+//! (`bert_commands::trace`), and the report printed.
+
+use anyhow::Result;
+use bert_commands::trace::{self, Output, Precision as TracePrecision, TraceRequest};
+use bert_core::diff::ToleranceOverride;
+use bert_core::experiments::intervention::AblateWith;
+
+use crate::cli::{AblateWithArg, Precision, TraceArgs};
+
+/// Traces; the exit status is 1 when `--reference` finds a failing stage.
+pub fn run(args: &TraceArgs) -> Result<i32> {
+    let report = trace::trace(&request(args)?)?;
+    crate::print(&report.notes, &report.text);
+    Ok(if report.passed == Some(false) { 1 } else { 0 })
+}
+
+/// The request the arguments make.
+pub fn request(args: &TraceArgs) -> Result<TraceRequest> {
+    Ok(TraceRequest {
+        texts: args.texts.clone(),
+        file: args.file.clone(),
+        model: args.model.model.clone(),
+        pair: args.pair.clone(),
+        stop_at: args.stop_at.clone(),
+        only: args.only.clone(),
+        mask_prob: args.mask_prob,
+        seed: args.seed,
+        mlm_targets: args.mlm_targets.clone(),
+        nsp_labels: args.nsp_labels.clone(),
+        truncate: args.truncate,
+        head: args.head,
+        top_k: args.top_k,
+        ablate: args.ablate.clone(),
+        ablate_with: match args.ablate_with {
+            AblateWithArg::Zero => AblateWith::Zero,
+            AblateWithArg::Mean => AblateWith::Mean,
+        },
+        patch: args.patch.clone(),
+        lens: args.lens,
+        backward: args.backward,
+        precision: match args.precision {
+            Precision::F32 => TracePrecision::F32,
+            Precision::F64 => TracePrecision::F64,
+        },
+        settings: crate::settings::of(args.threads, args.kernels.as_deref())?,
+        output: match args.no_dump {
+            true => Output::Nowhere,
+            false => Output::Dump { out: args.out.clone(), force: args.force, npz: args.npz },
+        },
+        reference: args.reference.clone(),
+        tolerance: ToleranceOverride { atol: args.tolerance.atol, rtol: args.tolerance.rtol },
+        color: args.color.enabled(),
+    })
+}

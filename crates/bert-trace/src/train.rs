@@ -1,0 +1,76 @@
+//! `bert-trace train`: its arguments as a training request (`bert_commands::train`), and the
+//! run's lines printed as they come, with a progress bar on a terminal.
+
+use std::io::IsTerminal;
+
+use anyhow::Result;
+use bert_commands::train::{self, TrainRequest};
+use bert_core::train::run::Progress;
+use bert_core::train::{StepLog, TrainSettings};
+use bert_core::words::{render, Dialect};
+
+use crate::cli::TrainArgs;
+
+pub fn run(args: &TrainArgs) -> Result<i32> {
+    let request = TrainRequest {
+        file: args.file.clone(),
+        model: args.model.model.clone(),
+        settings: TrainSettings {
+            steps: args.steps,
+            lr: args.lr,
+            warmup_steps: args.warmup_steps,
+            batch_size: args.batch_size,
+            max_len: args.max_len,
+            mask_prob: args.mask_prob,
+            nsp_negatives: args.nsp_negatives,
+            seed: args.seed,
+            betas: args.betas,
+            eps: args.eps,
+            weight_decay: args.weight_decay,
+        },
+        save: args.save.clone(),
+        save_every: args.save_every,
+        resume: args.resume.clone(),
+        dump_steps: args.dump_step.clone(),
+        log_every: args.log_every,
+        pass: crate::settings::of(args.threads, args.kernels.as_deref())?,
+    };
+    train::train(&request, &mut Terminal::default())?;
+    Ok(0)
+}
+
+/// The command's progress: notes on stderr, lines on stdout, and on a terminal a progress bar
+/// that the lines print above.
+#[derive(Default)]
+struct Terminal {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress for Terminal {
+    fn note(&mut self, text: &str) {
+        eprintln!("{}", render(text, Dialect::Flags));
+    }
+
+    fn line(&mut self, text: &str) {
+        let text = render(text, Dialect::Flags);
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => println!("{text}"),
+        }
+    }
+
+    fn step(&mut self, log: &StepLog, steps: usize) -> bert_core::Result<()> {
+        if self.bar.is_none() && std::io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::new(steps as u64);
+            bar.set_position(log.step as u64 - 1);
+            self.bar = Some(bar);
+        }
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+            if log.step == steps {
+                bar.finish_and_clear();
+            }
+        }
+        Ok(())
+    }
+}
