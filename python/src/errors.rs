@@ -1,45 +1,39 @@
 //! Errors as Python exceptions: `bert_trace.Error` and its subclasses (defined in
 //! `bert_trace/errors.py`), each carrying the one-line message the CLI prints for the same
-//! problem. A panic becomes a `bert_trace.Error` too, never an abort.
+//! problem, with options named as Python's keywords. A panic becomes a `bert_trace.Error` too,
+//! never an abort.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use bert_commands::source::HubFailure;
+use bert_commands::Error;
 use bert_core::words::{render, Dialect};
 use bert_core::BertError;
 use pyo3::prelude::*;
 
-/// Which exception class of `bert_trace.errors` a failure raises.
-fn class_of(error: &anyhow::Error) -> &'static str {
+/// Which exception class of `bert_trace.errors` a failure raises, from its type.
+fn class_of(error: &Error) -> &'static str {
     use std::io::ErrorKind::NotFound;
-    for cause in error.chain() {
-        if let Some(error) = cause.downcast_ref::<BertError>() {
-            return match error {
-                BertError::Io { error, .. } if error.kind() == NotFound => "NotFoundError",
-                BertError::ModelDir { problem, .. }
-                | BertError::Dump { problem, .. }
-                | BertError::File { problem, .. }
-                | BertError::Checkpoint { problem, .. }
-                    if missing(problem) =>
-                {
-                    "NotFoundError"
-                }
-                BertError::Io { .. }
-                | BertError::File { .. }
-                | BertError::Dump { .. }
-                | BertError::Checkpoint { .. } => "FileError",
-                _ => "InputError",
-            };
-        }
-        if let Some(error) = cause.downcast_ref::<std::io::Error>() {
-            return if error.kind() == NotFound { "NotFoundError" } else { "FileError" };
-        }
+    if let Some(hub) = error.hub() {
+        return match hub.kind {
+            HubFailure::NotFound | HubFailure::Offline => "NotFoundError",
+            HubFailure::Network | HubFailure::Broken | HubFailure::Access => "FileError",
+            HubFailure::Unsupported => "InputError",
+        };
     }
-    "InputError"
-}
-
-/// Whether a problem the library reports is that something is not there.
-fn missing(problem: &str) -> bool {
-    ["not found", "it does not exist", "does not exist"].iter().any(|p| problem.starts_with(p))
+    match error {
+        Error::File { .. } => return "FileError",
+        Error::Within { inner, .. } if error.bert().is_none() => return class_of(inner),
+        _ => {}
+    }
+    match error.bert() {
+        Some(BertError::Io { error, .. }) if error.kind() == NotFound => "NotFoundError",
+        Some(BertError::NotFound { .. }) => "NotFoundError",
+        Some(BertError::Io { .. } | BertError::File { .. } | BertError::Dump { .. } | BertError::Checkpoint { .. }) => {
+            "FileError"
+        }
+        _ => "InputError",
+    }
 }
 
 /// The exception `class` of `bert_trace.errors` with `message`.
@@ -52,8 +46,9 @@ pub fn raise(py: Python<'_>, class: &str, message: String) -> PyErr {
 
 /// A failure of the library as the exception its kind calls for, with the CLI's message, its
 /// options named as Python's keywords (see bert_core::words).
-pub fn to_py(py: Python<'_>, error: anyhow::Error) -> PyErr {
-    raise(py, class_of(&error), render(&format!("{error:#}"), Dialect::Keywords))
+pub fn to_py(py: Python<'_>, error: impl Into<Error>) -> PyErr {
+    let error = error.into();
+    raise(py, class_of(&error), render(&error.to_string(), Dialect::Keywords))
 }
 
 /// Runs `f`, turning a panic into `bert_trace.Error` ("internal error ..."), as the CLI turns
@@ -77,8 +72,18 @@ pub trait OrRaise<T> {
     fn or_raise(self, py: Python<'_>) -> PyResult<T>;
 }
 
-impl<T, E: Into<anyhow::Error>> OrRaise<T> for Result<T, E> {
+impl<T, E: Into<Error>> OrRaise<T> for Result<T, E> {
     fn or_raise(self, py: Python<'_>) -> PyResult<T> {
-        self.map_err(|e| to_py(py, e.into()))
+        self.map_err(|e| to_py(py, e))
     }
+}
+
+/// The library's notes, written to `sys.stderr` (where a notebook shows them), options named as
+/// keywords.
+pub fn notes(py: Python<'_>, notes: &[String]) {
+    if notes.is_empty() {
+        return;
+    }
+    let text: String = notes.iter().map(|note| format!("{}\n", render(note, Dialect::Keywords))).collect();
+    let _ = py.import("sys").and_then(|sys| sys.getattr("stderr")?.call_method1("write", (text,)));
 }

@@ -1,9 +1,10 @@
-//! `bert_trace` for Python: the CLI's trace, diff and page from a notebook, with every stage as a
-//! numpy array. Nothing here computes BERT or compares anything: each function parses its
-//! options with the CLI's parser and calls the same code the CLI runs (`bert-core` and the
-//! `bert-trace` library); this crate moves the results into Python objects.
+//! `bert_trace` for Python: the command's trace, diff, page and training from a notebook, with
+//! every stage as a numpy array. Nothing here computes BERT or compares anything: each function
+//! builds the library's request from its keyword arguments (the command's options, by the same
+//! names and defaults, real keywords that `help()` shows) and calls the same code the command
+//! runs (`bert_core` and `bert_commands`); this crate moves the results into Python objects.
 //!
-//! | Python | here | CLI |
+//! | Python | here | command |
 //! | --- | --- | --- |
 //! | `bert_trace.trace`, `Model.trace` | `run.rs` | `bert-trace TEXT ...` |
 //! | `Trace` (`save`, `predictions`, `stage_table`, `view`) | `result.rs` | the dump, the tables, `view` |
@@ -13,6 +14,8 @@
 //! | `bert_trace.train` | `pretraining.rs` | `bert-trace train` |
 //! | `bert_trace.Error` and its subclasses | `errors.rs` | the one-line message and exit 2 |
 
+mod args;
+mod diff_dumps;
 mod errors;
 mod hooks;
 mod model;
@@ -23,8 +26,10 @@ mod run;
 
 use std::path::PathBuf;
 
+use bert_commands::settings::PassSettings;
+use bert_commands::source::process_env;
+use bert_core::diff::ToleranceOverride;
 use bert_core::stage;
-use bert_trace::cli::ToleranceArgs;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -34,22 +39,88 @@ use crate::result::Trace;
 
 /// Traces `text` (a string, or a list of strings for a padded batch) through `model` (a
 /// directory, a Hugging Face id, a loaded `Model`, or None for the built-in tiny model) and
-/// returns every stage as a numpy array. Every other option is the CLI's, by the same name
-/// (`pair`, `stop_at`, `only`, `mask_prob`, `seed`, `mlm_target`, `nsp_label`, `backward`,
-/// `precision`, `ablate`, `patch`, `lens`, `truncate`, `threads`, `kernels`, ...; a repeatable
-/// option takes a list), with the same defaults and errors. `hooks={stage: fn}` calls `fn` with
-/// the stage as a numpy array as the pass computes it; what `fn` returns is what the model
-/// uses from there on. The GIL is released during the pass; Ctrl-C stops it between stages.
+/// returns every stage as a numpy array. Every other keyword is the command's option of that
+/// name, with its default (`bert-trace --help` says what each does; a repeatable option takes
+/// a list). `out=DIR` also writes the command's dump, and `reference=DIR` diffs it.
+/// `hooks={stage: fn}` calls `fn` with the stage as a numpy array as the pass computes it; what
+/// `fn` returns is what the model uses from there on. The GIL is released during the pass;
+/// Ctrl-C stops it between stages.
 #[pyfunction]
-#[pyo3(signature = (text, model = None, *, hooks = None, **options))]
-fn trace(
-    py: Python<'_>,
-    text: &Bound<'_, PyAny>,
-    model: Option<&Bound<'_, PyAny>>,
-    hooks: Option<&Bound<'_, PyDict>>,
-    options: Option<&Bound<'_, PyDict>>,
+#[pyo3(signature = (
+    text, model = None, *, hooks = None, file = None, pair = None, stop_at = None, only = None, out = None,
+    mask_prob = None, seed = None, mlm_target = None, nsp_label = None, kernels = None, precision = "f32",
+    no_dump = false, npz = false, force = false, truncate = false, color = "auto", head = None, top_k = 5,
+    threads = None, reference = None, ablate = None, ablate_with = "zero", patch = None, lens = false,
+    backward = false, atol = None, rtol = None,
+))]
+#[allow(clippy::too_many_arguments)]
+fn trace<'py>(
+    py: Python<'py>,
+    text: &Bound<'py, PyAny>,
+    model: Option<&Bound<'py, PyAny>>,
+    hooks: Option<&Bound<'py, PyDict>>,
+    file: Option<Bound<'py, PyAny>>,
+    pair: Option<Bound<'py, PyAny>>,
+    stop_at: Option<String>,
+    only: Option<Bound<'py, PyAny>>,
+    out: Option<Bound<'py, PyAny>>,
+    mask_prob: Option<f64>,
+    seed: Option<u64>,
+    mlm_target: Option<Bound<'py, PyAny>>,
+    nsp_label: Option<Bound<'py, PyAny>>,
+    kernels: Option<String>,
+    precision: &str,
+    no_dump: bool,
+    npz: bool,
+    force: bool,
+    truncate: bool,
+    color: &str,
+    head: Option<usize>,
+    top_k: usize,
+    threads: Option<usize>,
+    reference: Option<Bound<'py, PyAny>>,
+    ablate: Option<Bound<'py, PyAny>>,
+    ablate_with: &str,
+    patch: Option<Bound<'py, PyAny>>,
+    lens: bool,
+    backward: bool,
+    atol: Option<f64>,
+    rtol: Option<f64>,
 ) -> PyResult<Trace> {
-    guarded(py, || run::trace(py, text, model, hooks, options))
+    // The terminal's colour has no place in a notebook: accepted, as the command's option, and
+    // checked.
+    if !["auto", "always", "never"].contains(&color) {
+        return Err(args::bad_choice(py, bert_core::words::Opt("color"), color, "\"auto\", \"always\" or \"never\""));
+    }
+    let keywords = run::TraceKeywords {
+        file,
+        pair,
+        stop_at,
+        only,
+        out,
+        mask_prob,
+        seed,
+        mlm_target,
+        nsp_label,
+        kernels,
+        precision: precision.into(),
+        no_dump,
+        npz,
+        force,
+        truncate,
+        head,
+        top_k,
+        threads,
+        reference,
+        ablate,
+        ablate_with: ablate_with.into(),
+        patch,
+        lens,
+        backward,
+        atol,
+        rtol,
+    };
+    guarded(py, || run::trace(py, text, model, hooks, keywords))
 }
 
 /// Reads a dump directory (or .npz): bert-trace's, `scripts/dump_reference.py`'s, or your own
@@ -58,10 +129,10 @@ fn trace(
 #[pyo3(signature = (dir, model = None))]
 fn load(py: Python<'_>, dir: &Bound<'_, PyAny>, model: Option<&Bound<'_, PyAny>>) -> PyResult<Trace> {
     guarded(py, || {
-        let dir = PathBuf::from(run::path_text(py, dir)?);
+        let dir = PathBuf::from(args::path_text(py, dir)?);
         let model = match model.filter(|m| !m.is_none()) {
             Some(m) if m.is_instance_of::<Model>() => Some(m.cast::<Model>()?.clone().unbind()),
-            Some(m) => Some(Py::new(py, Model::load(py, Some(PathBuf::from(run::path_text(py, m)?)))?)?),
+            Some(m) => Some(Py::new(py, Model::load(py, Some(PathBuf::from(args::path_text(py, m)?)))?)?),
             None => None,
         };
         Trace::load(py, dir, model)
@@ -94,7 +165,7 @@ fn diff(
             ));
         }
     }
-    report::diff(py, reference, trace, ToleranceArgs { atol, rtol }, isolate, truth, model)
+    diff_dumps::diff(py, reference, trace, ToleranceOverride { atol, rtol }, isolate, truth, model)
 }
 
 /// Every stage name of the stage table, in execution order, with its shape, Hugging Face
@@ -114,21 +185,65 @@ fn stages(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
     Ok(out)
 }
 
-/// Pretrains BERT on `file` as `bert-trace train` does (every option is the command's, by the
-/// same name) and returns the report of every step (`step`, `loss`, `mlm_loss`, `nsp_loss`,
-/// `lr`). The run's lines are printed as the command prints them; `on_step(report)` is called
-/// after each step. The GIL is released while a step runs; Ctrl-C stops the run after the step
-/// it is in (a checkpoint already saved stays).
+/// Pretrains BERT on `file` as `bert-trace train` does (every keyword is the command's option of
+/// that name, with its default; `dump_step` takes a step, a range "A-B", or a list of them) and
+/// returns the report of every step (`step`, `loss`, `mlm_loss`, `nsp_loss`, `lr`). The run's
+/// lines are printed as the command prints them; `on_step(report)` is called after each step.
+/// The GIL is released while a step runs; Ctrl-C stops the run after the step it is in (a
+/// checkpoint already saved stays).
 #[pyfunction]
-#[pyo3(signature = (file = None, model = None, *, on_step = None, **options))]
-fn train(
-    py: Python<'_>,
-    file: Option<&Bound<'_, PyAny>>,
-    model: Option<&Bound<'_, PyAny>>,
-    on_step: Option<&Bound<'_, PyAny>>,
-    options: Option<&Bound<'_, PyDict>>,
+#[pyo3(signature = (
+    file = None, model = None, *, on_step = None, steps = None, lr = None, warmup_steps = None, batch_size = None,
+    max_len = None, mask_prob = None, nsp_negatives = None, seed = None, betas = None, eps = None,
+    weight_decay = None, save = None, save_every = None, resume = None, dump_step = None, log_every = 1,
+    threads = None, kernels = None,
+))]
+#[allow(clippy::too_many_arguments)]
+fn train<'py>(
+    py: Python<'py>,
+    file: Option<&Bound<'py, PyAny>>,
+    model: Option<&Bound<'py, PyAny>>,
+    on_step: Option<&Bound<'py, PyAny>>,
+    steps: Option<usize>,
+    lr: Option<f64>,
+    warmup_steps: Option<usize>,
+    batch_size: Option<usize>,
+    max_len: Option<usize>,
+    mask_prob: Option<f64>,
+    nsp_negatives: Option<f64>,
+    seed: Option<u64>,
+    betas: Option<(f64, f64)>,
+    eps: Option<f64>,
+    weight_decay: Option<f64>,
+    save: Option<Bound<'py, PyAny>>,
+    save_every: Option<usize>,
+    resume: Option<Bound<'py, PyAny>>,
+    dump_step: Option<Bound<'py, PyAny>>,
+    log_every: usize,
+    threads: Option<usize>,
+    kernels: Option<String>,
 ) -> PyResult<Py<PyAny>> {
-    guarded(py, || pretraining::train(py, file, model, on_step, options))
+    let keywords = pretraining::TrainKeywords {
+        steps,
+        lr,
+        warmup_steps,
+        batch_size,
+        max_len,
+        mask_prob,
+        nsp_negatives,
+        seed,
+        betas,
+        eps,
+        weight_decay,
+        save,
+        save_every,
+        resume,
+        dump_step,
+        log_every,
+        threads,
+        kernels,
+    };
+    guarded(py, || pretraining::train(py, file, model, on_step, keywords))
 }
 
 /// For the tests: a panic inside the extension, which must surface as `bert_trace.Error`.
@@ -139,6 +254,14 @@ fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
 
 #[pymodule]
 fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // matrixmultiply reads its thread count once, from the environment, at its first product:
+    // set here, at import, from BERT_TRACE_THREADS when the user set it (a later `threads=` sizes
+    // bert-trace's own pool only).
+    if let Ok(settings) = PassSettings::from_env(PassSettings::default(), &process_env) {
+        if let (Some(value), None) = (settings.matmul_threads(), std::env::var_os(bert_core::ops::MATMUL_ENV_VAR)) {
+            std::env::set_var(bert_core::ops::MATMUL_ENV_VAR, value);
+        }
+    }
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;

@@ -3,9 +3,8 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use bert_commands::source;
 use bert_core::BertModel;
-use bert_trace::cli::ModelArgs;
-use bert_trace::model_source;
 use pyo3::prelude::*;
 
 use crate::errors::{guarded, OrRaise};
@@ -16,7 +15,8 @@ use crate::errors::{guarded, OrRaise};
 /// takes the options of `bert_trace.trace`.
 #[pyclass(name = "Model", module = "bert_trace", frozen)]
 pub struct Model {
-    pub args: ModelArgs,
+    /// The directory or hub id it was loaded from; None for the built-in model.
+    pub spec: Option<PathBuf>,
     /// The name manifests give it: the directory as given, `org/name@commit`, or golden/tiny.
     pub name: String,
     pub embedded: bool,
@@ -38,11 +38,17 @@ const _: fn() = || {
 impl Model {
     /// Loads the model `--model` names (None: the built-in tiny model).
     pub fn load(py: Python<'_>, spec: Option<PathBuf>) -> PyResult<Model> {
-        let args = ModelArgs { model: spec };
-        let (model, embedded) = py.detach(|| model_source::load(&args)).or_raise(py)?;
-        let name = model_source::name(&args, &model);
+        let loaded = py.detach(|| source::load(spec.as_deref())).or_raise(py)?;
+        crate::errors::notes(py, &loaded.notes);
         let fingerprint = std::sync::OnceLock::new();
-        Ok(Model { args, name, embedded, f32: Arc::new(Mutex::new(model)), f64: Mutex::new(None), fingerprint })
+        Ok(Model {
+            spec,
+            name: loaded.name,
+            embedded: loaded.embedded,
+            f32: Arc::new(Mutex::new(loaded.model)),
+            f64: Mutex::new(None),
+            fingerprint,
+        })
     }
 
     /// The checkpoint's fingerprint, which every manifest records: the same for its f32 and its
@@ -57,8 +63,8 @@ impl Model {
         if let Some(model) = slot.as_ref() {
             return Ok(Arc::clone(model));
         }
-        let (model, _) = py.detach(|| model_source::load_as::<f64>(&self.args)).or_raise(py)?;
-        let model = Arc::new(Mutex::new(model));
+        let loaded = py.detach(|| source::load_as::<f64>(self.spec.as_deref())).or_raise(py)?;
+        let model = Arc::new(Mutex::new(loaded.model));
         *slot = Some(Arc::clone(&model));
         Ok(model)
     }
@@ -72,16 +78,25 @@ impl Model {
         guarded(py, || Model::load(py, path_or_id))
     }
 
-    /// Traces `text` with this model: see `bert_trace.trace` for the options.
-    #[pyo3(signature = (text, *, hooks = None, **options))]
+    /// Traces `text` with this model: `bert_trace.trace(text, model=self, **keywords)` (see it
+    /// for the keywords).
+    #[pyo3(signature = (text, **keywords))]
     fn trace(
         slf: &Bound<'_, Model>,
         text: &Bound<'_, PyAny>,
-        hooks: Option<&Bound<'_, pyo3::types::PyDict>>,
-        options: Option<&Bound<'_, pyo3::types::PyDict>>,
-    ) -> PyResult<crate::result::Trace> {
+        keywords: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
-        guarded(py, || crate::run::trace_with_model(py, text, slf.clone().unbind(), hooks, options, None))
+        if keywords.is_some_and(|k| k.contains("model").unwrap_or(false)) {
+            return Err(crate::errors::raise(
+                py,
+                "InputError",
+                "model= is given twice: as the Model and as a keyword".into(),
+            ));
+        }
+        // The module's `trace` reads the keywords (its signature is the one list of them).
+        let function = py.import("bert_trace._bert_trace")?.getattr("trace")?;
+        Ok(function.call((text, slf), keywords)?.unbind())
     }
 
     /// Where the model came from.

@@ -1,17 +1,16 @@
-//! `bert_trace.train`: the command's `train`, from Python. The options are the command's (read
-//! by its parser); the loop is `bert_trace::train_cmd::train`. The run's lines are printed
-//! through Python (so a notebook shows them), `on_step` gets every step's report, and Ctrl-C
-//! stops the run after the step it is in.
+//! `bert_trace.train`: the command's `train`, from Python: a training request built from the
+//! keyword arguments (the command's options, by the same names), run by the library
+//! (`bert_commands::train`). The run's lines are printed through Python (so a notebook shows
+//! them), `on_step` gets every step's report, and Ctrl-C stops the run after the step it is in.
 
+use bert_commands::train::TrainRequest;
 use bert_core::train::run::Progress;
+use bert_core::train::TrainSettings;
 use bert_core::words::{render, Dialect};
-use bert_trace::cli::Command;
-use bert_trace::train_cmd;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
-use crate::errors::{raise, OrRaise};
-use crate::run::{flags, parse_cli};
+use crate::args::{path, settings, strings};
+use crate::errors::OrRaise;
 
 /// The run's progress, handed to Python.
 struct ToPython {
@@ -22,17 +21,21 @@ struct ToPython {
 
 impl Progress for ToPython {
     fn note(&mut self, text: &str) {
-        Python::attach(|py| {
-            let _ = py.import("sys").and_then(|sys| {
-                sys.getattr("stderr")?.call_method1("write", (format!("{}\n", render(text, Dialect::Keywords)),))
-            });
-        });
+        Python::attach(|py| crate::errors::notes(py, &[text.to_string()]));
     }
 
     fn line(&mut self, text: &str) {
         Python::attach(|py| {
             let _ = py.import("builtins").and_then(|b| b.call_method1("print", (render(text, Dialect::Keywords),)));
         });
+    }
+
+    fn saved(&mut self, dir: &std::path::Path, step: usize) {
+        self.line(&format!(
+            "saved {} (step {step}): bert_trace.Model({:?}) and transformers' BertForPreTraining.from_pretrained load it",
+            dir.display(),
+            dir.display().to_string()
+        ));
     }
 
     fn step(&mut self, log: &bert_core::train::StepLog, _: usize) -> bert_core::Result<()> {
@@ -52,33 +55,72 @@ impl Progress for ToPython {
     }
 }
 
-/// `train(file=None, model=None, *, on_step=None, **options)`: the run's report of every step.
+/// Every keyword of `train`.
+pub struct TrainKeywords<'py> {
+    pub steps: Option<usize>,
+    pub lr: Option<f64>,
+    pub warmup_steps: Option<usize>,
+    pub batch_size: Option<usize>,
+    pub max_len: Option<usize>,
+    pub mask_prob: Option<f64>,
+    pub nsp_negatives: Option<f64>,
+    pub seed: Option<u64>,
+    pub betas: Option<(f64, f64)>,
+    pub eps: Option<f64>,
+    pub weight_decay: Option<f64>,
+    pub save: Option<Bound<'py, PyAny>>,
+    pub save_every: Option<usize>,
+    pub resume: Option<Bound<'py, PyAny>>,
+    pub dump_step: Option<Bound<'py, PyAny>>,
+    pub log_every: usize,
+    pub threads: Option<usize>,
+    pub kernels: Option<String>,
+}
+
+/// `train(file=None, model=None, *, on_step=None, **keywords)`: the run's report of every step.
 pub fn train(
     py: Python<'_>,
     file: Option<&Bound<'_, PyAny>>,
     model: Option<&Bound<'_, PyAny>>,
     on_step: Option<&Bound<'_, PyAny>>,
-    options: Option<&Bound<'_, PyDict>>,
+    k: TrainKeywords<'_>,
 ) -> PyResult<Py<PyAny>> {
-    let mut argv = vec!["bert-trace".to_string(), "train".into()];
-    for (flag, value) in [("--file", file), ("--model", model)] {
-        if let Some(value) = value.filter(|v| !v.is_none()) {
-            argv.extend([flag.to_string(), crate::run::path_text(py, value)?]);
-        }
-    }
-    argv.extend(flags(options)?);
-    let Some(Command::Train(args)) = parse_cli(py, argv)?.command else {
-        return Err(raise(
-            py,
-            "Error",
-            "internal error in bert-trace (train's options parsed as another command); please report it".into(),
-        ));
-    };
-    if let Some(f) = on_step.filter(|f| !f.is_callable()) {
+    if let Some(f) = on_step.filter(|f| !f.is_none() && !f.is_callable()) {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!("on_step={} is not callable", f.repr()?)));
     }
-    let mut progress = ToPython { on_step: on_step.map(|f| f.clone().unbind()), error: None };
-    let trained = py.detach(|| train_cmd::train(&args, &mut progress).map(|trainer| trainer.log));
+    // A step given as a number is the command's `K`; a string may be a range, `A-B`.
+    let dump_steps = match k.dump_step.as_ref().filter(|v| !v.is_none()) {
+        Some(one) if one.extract::<usize>().is_ok() => vec![one.extract::<usize>()?.to_string()],
+        Some(many) if many.extract::<String>().is_err() => {
+            many.try_iter()?.map(|item| item?.str().map(|s| s.to_string())).collect::<PyResult<_>>()?
+        }
+        other => strings(other)?,
+    };
+    let request = TrainRequest {
+        file: path(py, file)?,
+        model: path(py, model)?,
+        settings: TrainSettings {
+            steps: k.steps,
+            lr: k.lr,
+            warmup_steps: k.warmup_steps,
+            batch_size: k.batch_size,
+            max_len: k.max_len,
+            mask_prob: k.mask_prob,
+            nsp_negatives: k.nsp_negatives,
+            seed: k.seed,
+            betas: k.betas,
+            eps: k.eps,
+            weight_decay: k.weight_decay,
+        },
+        save: path(py, k.save.as_ref())?,
+        save_every: k.save_every,
+        resume: path(py, k.resume.as_ref())?,
+        dump_steps,
+        log_every: k.log_every,
+        pass: settings(py, k.threads, k.kernels.as_deref())?,
+    };
+    let mut progress = ToPython { on_step: on_step.filter(|f| !f.is_none()).map(|f| f.clone().unbind()), error: None };
+    let trained = py.detach(|| bert_commands::train::train(&request, &mut progress).map(|trainer| trainer.log));
     if let Some(error) = progress.error.take() {
         return Err(error);
     }

@@ -1,56 +1,17 @@
-//! `bert_trace.diff` and `Trace.view`: the CLI's diff report and page, from dumps on disk or
-//! from traces in memory (written once into a temporary dump, which the report reads as the CLI
-//! reads any dump).
+//! What `bert_trace.diff` and `Trace.view` return: the command's diff report and its page, as
+//! Python objects that a notebook shows.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bert_core::diff::isolate::Isolation;
-use bert_core::diff::truth::against_truth;
-use bert_core::Dump;
-use bert_trace::cli::ToleranceArgs;
-use bert_trace::diff_cmd;
-use bert_trace::owned_file::{self, Format};
-use bert_trace::table::{html_escape, html_table};
-use bert_trace::view::{page_html, Names};
+use bert_commands::diff::{self, DiffJson};
+use bert_commands::owned_file::{self, Format};
+use bert_commands::render::table::{html_escape, html_table};
+use bert_commands::view::{page_html, Names};
+use bert_core::{BertModel, Dump};
 use pyo3::prelude::*;
 
-use crate::errors::{guarded, OrRaise};
-use crate::model::Model;
-use crate::result::{model_of, Trace};
-use crate::run::path_text;
-
-/// A temporary dump directory, removed when dropped.
-pub struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A trace as a dump: the directory it was read from or saved to, or else written once into a
-/// temporary directory (removed when the returned guard is dropped).
-pub fn open_trace(py: Python<'_>, trace: &Trace) -> PyResult<(Dump, Option<Scratch>)> {
-    if let Some(dir) = trace.dir() {
-        return Ok((py.detach(|| Dump::open(&dir)).or_raise(py)?, None));
-    }
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let name = format!("bert-trace-py-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-    let scratch = Scratch(std::env::temp_dir().join(name));
-    trace.write(py, scratch.0.clone(), false, false)?;
-    let dump = Dump::open(&scratch.0).or_raise(py)?;
-    Ok((dump, Some(scratch)))
-}
-
-/// A trace or a dump directory (or .npz), opened as a dump.
-fn open(py: Python<'_>, side: &Bound<'_, PyAny>) -> PyResult<(Dump, Option<Scratch>)> {
-    if let Ok(trace) = side.cast::<Trace>() {
-        return open_trace(py, trace.get());
-    }
-    let path = PathBuf::from(path_text(py, side)?);
-    Ok((py.detach(|| Dump::open(&path)).or_raise(py)?, None))
-}
+use crate::args::path_text;
+use crate::errors::OrRaise;
 
 /// What `bert_trace.diff` returns: `passed`, the per-stage `rows` (dicts, as `bert-trace diff
 /// --json` gives them), `first_divergence` and the whole JSON report; `str()` of it is the
@@ -60,7 +21,36 @@ pub struct DiffReport {
     #[pyo3(get)]
     passed: bool,
     text: String,
+    /// The JSON report, as `bert-trace diff --json` prints it.
     json: String,
+    /// The verdict lines of the report: how many stages pass, and the first failing one.
+    verdict: String,
+}
+
+impl DiffReport {
+    /// The report of the library's diff.
+    pub fn of(report: diff::DiffReport) -> DiffReport {
+        let verdict = verdict(&report.json);
+        DiffReport { passed: report.passed, text: report.text, json: report.json.to_value().to_string(), verdict }
+    }
+}
+
+/// What a notebook shows above the table: the count of stages that pass, and where the first
+/// failure is.
+fn verdict(json: &DiffJson) -> String {
+    let common: Vec<_> = json
+        .stages
+        .iter()
+        .filter(|s| {
+            !matches!(s.report.status, bert_core::diff::Status::OnlyInReference | bert_core::diff::Status::OnlyInTrace)
+        })
+        .collect();
+    let passed = common.iter().filter(|s| s.report.status == bert_core::diff::Status::Pass).count();
+    let mut out = format!("{passed} of {} stages in common pass", common.len());
+    if let Some(first) = &json.first_failure {
+        out += &format!("\nfirst failing stage: {}", first.name);
+    }
+    out
 }
 
 #[pymethods]
@@ -109,62 +99,9 @@ impl DiffReport {
             let max_abs = if stats.is_none() { "-".to_string() } else { stats.get_item("max_abs")?.str()?.to_string() };
             table.push(vec![text("name")?, max_abs, text("status")?]);
         }
-        let verdict = self
-            .text
-            .lines()
-            .filter(|l| l.contains("stages in common pass") || l.starts_with("first failing"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        Ok(format!("<p><b>{}</b></p>\n", html_escape(&verdict)) + &html_table(&["stage", "max|Δ|", "result"], &table))
+        Ok(format!("<p><b>{}</b></p>\n", html_escape(&self.verdict))
+            + &html_table(&["stage", "max|Δ|", "result"], &table))
     }
-}
-
-/// `diff(reference, trace, atol=None, rtol=None, isolate=False, truth=None, model=None)`.
-pub fn diff(
-    py: Python<'_>,
-    reference: &Bound<'_, PyAny>,
-    trace: &Bound<'_, PyAny>,
-    tolerance: ToleranceArgs,
-    isolate: bool,
-    truth: Option<&Bound<'_, PyAny>>,
-    model: Option<&Bound<'_, PyAny>>,
-) -> PyResult<DiffReport> {
-    guarded(py, || {
-        let (reference, _a) = open(py, reference)?;
-        let (trace, _b) = open(py, trace)?;
-        let isolation = if isolate {
-            let model = match model.filter(|m| !m.is_none()) {
-                Some(m) if m.is_instance_of::<Model>() => m.cast::<Model>()?.clone().unbind(),
-                Some(m) => Py::new(py, Model::load(py, Some(PathBuf::from(path_text(py, m)?)))?)?,
-                None => Py::new(py, Model::load(py, None)?)?,
-            };
-            let model = model.get().f32.lock().expect("not poisoned");
-            Some(py.detach(|| Isolation::of(&model, &reference, &trace)).or_raise(py)?)
-        } else {
-            None
-        };
-        let truth = match truth {
-            Some(t) => {
-                let (dump, _c) = open(py, t)?;
-                Some(py.detach(|| against_truth(&reference, &trace, &dump)).or_raise(py)?)
-            }
-            None => None,
-        };
-        compare(py, &reference, &trace, tolerance, isolation.as_ref(), truth.as_deref())
-    })
-}
-
-/// The report of two dumps, as `bert-trace diff` makes it.
-pub fn compare(
-    py: Python<'_>,
-    reference: &Dump,
-    trace: &Dump,
-    tolerance: ToleranceArgs,
-    isolation: Option<&Isolation>,
-    truth: Option<&[bert_core::diff::truth::TruthStage]>,
-) -> PyResult<DiffReport> {
-    let rendered = diff_cmd::render(reference, trace, tolerance, isolation, truth).or_raise(py)?;
-    Ok(DiffReport { passed: rendered.passed, text: rendered.text, json: rendered.json.to_string() })
 }
 
 /// The page of `bert-trace view`, for a notebook: shown in an `<iframe>` of its own (its
@@ -191,7 +128,7 @@ impl Page {
         let path = PathBuf::from(path_text(py, path)?);
         // Every way this can fail is the file's: not ours to replace, or not writable.
         owned_file::write(&path, self.html.as_bytes(), Format::Text, "page")
-            .map_err(|error| crate::errors::raise(py, "FileError", format!("{error:#}")))
+            .map_err(|error| crate::errors::raise(py, "FileError", error.to_string()))
     }
 
     fn __repr__(&self) -> String {
@@ -199,10 +136,10 @@ impl Page {
     }
 }
 
-/// The page of `trace`.
-pub fn page(py: Python<'_>, trace: &Trace) -> PyResult<Page> {
-    let (dump, _scratch) = open_trace(py, trace)?;
-    let model = model_of(trace).map(|m| m.get().f32.lock().expect("not poisoned"));
-    let (html, _) = page_html(&dump, &Names { model: model.as_deref() }, None).or_raise(py)?;
-    Ok(Page { html })
+impl Page {
+    /// The page of `dump`, its tokens named by `model`'s tokenizer when there is one.
+    pub fn of(py: Python<'_>, dump: &Dump, model: Option<&BertModel>) -> PyResult<Page> {
+        let (html, _) = page_html(dump, &Names { model }, None).or_raise(py)?;
+        Ok(Page { html })
+    }
 }

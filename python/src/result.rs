@@ -5,14 +5,14 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
+use bert_commands::render::predictions::mask_predictions;
+use bert_commands::render::table::{html_escape, html_table, num};
 use bert_core::io::dump::manifest::Manifest;
 use bert_core::io::dump::{self, DumpWriter};
 use bert_core::io::tokenizer::MASK;
 use bert_core::pass::summary::Summary;
 use bert_core::pass::{Sink, Tensor, TensorView};
 use bert_core::stage::{self, Stage};
-use bert_trace::predictions::mask_predictions;
-use bert_trace::table::{html_escape, html_table, num};
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
@@ -160,14 +160,36 @@ impl Trace {
         writer.finish().or_raise(py)
     }
 
-    /// Remembers that `dir` holds this trace (a `diff` or `view` then reads it from there).
+    /// Remembers that `dir` holds this trace.
     pub fn remember(&self, dir: PathBuf) {
         *self.dir.lock().expect("not poisoned") = Some(dir);
     }
+
+    /// The trace as a dump that a diff or a page reads, as it is in memory: each array copied
+    /// once into the library's tensors, nothing written anywhere.
+    pub fn as_dump(&self, py: Python<'_>) -> PyResult<bert_core::Dump> {
+        let tensors = self.arrays.iter().map(|array| tensor_of(array.bind(py))).collect::<PyResult<Vec<_>>>()?;
+        let name = self.dir().map_or_else(|| "(trace in memory)".to_string(), |d| d.display().to_string());
+        bert_core::Dump::in_memory(&name, self.manifest.clone(), tensors).or_raise(py)
+    }
+}
+
+/// One array as the library's tensor (a copy).
+fn tensor_of(array: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
+        return Ok(Tensor::F32(a.readonly().as_array().to_owned()));
+    }
+    if let Ok(a) = array.cast::<PyArrayDyn<f64>>() {
+        return Ok(Tensor::F64(a.readonly().as_array().to_owned()));
+    }
+    if let Ok(a) = array.cast::<PyArrayDyn<i64>>() {
+        return Ok(Tensor::I64(a.readonly().as_array().to_owned()));
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err("not a float32, float64 or int64 array"))
 }
 
 /// Hands one array to the writer as the tensor it holds.
-fn emit(writer: &mut DumpWriter, stage: Stage, array: &Bound<'_, PyAny>) -> anyhow::Result<()> {
+fn emit(writer: &mut DumpWriter, stage: Stage, array: &Bound<'_, PyAny>) -> bert_commands::Result<()> {
     if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
         return Ok(writer.emit(stage, TensorView::F32(a.readonly().as_array()))?);
     }
@@ -177,7 +199,7 @@ fn emit(writer: &mut DumpWriter, stage: Stage, array: &Bound<'_, PyAny>) -> anyh
     if let Ok(a) = array.cast::<PyArrayDyn<i64>>() {
         return Ok(writer.emit(stage, TensorView::I64(a.readonly().as_array()))?);
     }
-    anyhow::bail!("{stage}: not a float32, float64 or int64 array")
+    Err(bert_commands::Error::Request(format!("{stage}: not a float32, float64 or int64 array")))
 }
 
 #[pymethods]
@@ -330,7 +352,7 @@ impl Trace {
     /// else is refused unless `force=True`, and a file of someone else's is never replaced.
     #[pyo3(signature = (dir, *, force = false, npz = false))]
     fn save(&self, py: Python<'_>, dir: &Bound<'_, PyAny>, force: bool, npz: bool) -> PyResult<()> {
-        let dir = PathBuf::from(crate::run::path_text(py, dir)?);
+        let dir = PathBuf::from(crate::args::path_text(py, dir)?);
         guarded(py, || {
             self.write(py, dir.clone(), force, npz)?;
             self.remember(dir);
@@ -341,7 +363,11 @@ impl Trace {
     /// The page `bert-trace view` writes for this trace, shown inline in a notebook (it makes no
     /// network request).
     fn view(&self, py: Python<'_>) -> PyResult<crate::report::Page> {
-        guarded(py, || crate::report::page(py, self))
+        guarded(py, || {
+            let dump = self.as_dump(py)?;
+            let model = self.model.as_ref().map(|m| m.get().f32.lock().expect("not poisoned"));
+            crate::report::Page::of(py, &dump, model.as_deref())
+        })
     }
 
     /// The diff against the dump the trace was given as `reference=`, or None.
@@ -381,9 +407,4 @@ impl Trace {
             self.manifest.inputs.texts
         )
     }
-}
-
-/// The model a trace names tokens with, for the page.
-pub fn model_of(trace: &Trace) -> Option<&Py<Model>> {
-    trace.model.as_ref()
 }

@@ -1,161 +1,163 @@
-//! `bert_trace.trace`: the CLI's trace, from Python. The keyword options are the CLI's
-//! (`mask_prob=0.15` is `--mask-prob 0.15`, a list repeats an option) and are read by the CLI's
-//! own parser, so their names, defaults and errors are the CLI's; the checks and the pass are
-//! `bert_trace::trace_cmd`'s. What is new here is only where the stages go: into memory, as
-//! numpy arrays, with the GIL released during the pass.
+//! `bert_trace.trace`: a trace request built from Python's keyword arguments (the command's
+//! options, by the same names and defaults), checked and prepared by the library
+//! (`bert_commands::trace`) as the command's is. What is new here is only where the stages go:
+//! into memory, as numpy arrays, with the GIL released during the pass.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Mutex;
 
+use bert_commands::diff::render as diff_report;
+use bert_commands::trace::{self, Output, Precision, Prepared, Selection, TraceRequest};
+use bert_core::diff::ToleranceOverride;
+use bert_core::experiments::intervention::AblateWith;
 use bert_core::io::dump::manifest::{Manifest, ManifestStage, FORMAT};
 use bert_core::io::memory;
 use bert_core::model::Pass;
-use bert_core::ops::Float;
+use bert_core::ops::{Float, Kernels};
 use bert_core::pass::hook::{Chain, Hook};
 use bert_core::pass::{Sink, Tensor, TensorView};
 use bert_core::stage::Stage;
+use bert_core::words::Opt;
 use bert_core::{BertError, BertModel};
-use bert_trace::cli::{Cli, Precision, ToleranceArgs};
-use bert_trace::trace_cmd::{self, Prepared, Selection};
-use clap::Parser;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyString};
 
+use crate::args::{bad_choice, path, path_text, settings, strings};
 use crate::errors::{raise, OrRaise};
 use crate::hooks::PyHooks;
 use crate::model::Model;
 use crate::result::Trace;
 
-/// The command line the keyword options stand for: `--name value` for each, a flag for True,
-/// nothing for None or False, the option repeated for a list; then `--` and the texts.
-fn command_line(
-    text: &Bound<'_, PyAny>,
-    model: Option<String>,
-    options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Vec<String>> {
-    let mut argv = vec!["bert-trace".to_string()];
-    if let Some(model) = model {
-        argv.extend(["--model".into(), model]);
-    }
-    argv.extend(flags(options)?);
-    argv.push("--".into());
-    if let Ok(one) = text.cast::<PyString>() {
-        argv.push(one.to_string());
-    } else {
-        for item in text.try_iter()? {
-            argv.push(item?.extract::<String>()?);
-        }
-    }
-    Ok(argv)
+/// Every keyword of `trace` (the command's options but the model and the texts).
+pub struct TraceKeywords<'py> {
+    pub file: Option<Bound<'py, PyAny>>,
+    pub pair: Option<Bound<'py, PyAny>>,
+    pub stop_at: Option<String>,
+    pub only: Option<Bound<'py, PyAny>>,
+    pub out: Option<Bound<'py, PyAny>>,
+    pub mask_prob: Option<f64>,
+    pub seed: Option<u64>,
+    pub mlm_target: Option<Bound<'py, PyAny>>,
+    pub nsp_label: Option<Bound<'py, PyAny>>,
+    pub kernels: Option<String>,
+    pub precision: String,
+    pub no_dump: bool,
+    pub npz: bool,
+    pub force: bool,
+    pub truncate: bool,
+    pub head: Option<usize>,
+    pub top_k: usize,
+    pub threads: Option<usize>,
+    pub reference: Option<Bound<'py, PyAny>>,
+    pub ablate: Option<Bound<'py, PyAny>>,
+    pub ablate_with: String,
+    pub patch: Option<Bound<'py, PyAny>>,
+    pub lens: bool,
+    pub backward: bool,
+    pub atol: Option<f64>,
+    pub rtol: Option<f64>,
 }
 
-/// The options as the command's flags (see [`command_line`]).
-pub fn flags(options: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<String>> {
-    let mut argv = Vec::new();
-    for (key, value) in options.into_iter().flat_map(|o| o.iter()) {
-        let flag = format!("--{}", key.extract::<String>()?.replace('_', "-"));
-        if value.is_none() {
-            continue;
-        }
-        if let Ok(on) = value.cast::<pyo3::types::PyBool>() {
-            if on.is_true() {
-                argv.push(flag);
-            }
-            continue;
-        }
-        let items: Vec<Bound<'_, PyAny>> = if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
-            value.try_iter()?.collect::<PyResult<_>>()?
-        } else {
-            vec![value]
+impl TraceKeywords<'_> {
+    /// The library's request of these keywords and `texts`.
+    fn request(&self, py: Python<'_>, texts: Vec<String>, model: Option<PathBuf>) -> PyResult<TraceRequest> {
+        let nsp_labels = match self.nsp_label.as_ref().filter(|v| !v.is_none()) {
+            None => Vec::new(),
+            Some(one) if one.extract::<i64>().is_ok() => vec![one.extract()?],
+            Some(many) => many.try_iter()?.map(|item| item?.extract::<i64>()).collect::<PyResult<_>>()?,
         };
-        for item in items {
-            argv.push(flag.clone());
-            // A path is given as its text, as os.fspath gives it.
-            let text = if item.hasattr("__fspath__")? { path_text(item.py(), &item)? } else { item.str()?.to_string() };
-            argv.push(text);
+        let precision = match self.precision.as_str() {
+            "f32" => Precision::F32,
+            "f64" => Precision::F64,
+            other => return Err(bad_choice(py, Opt("precision"), other, "\"f32\" or \"f64\"")),
+        };
+        let ablate_with = match self.ablate_with.as_str() {
+            "zero" => AblateWith::Zero,
+            "mean" => AblateWith::Mean,
+            other => return Err(bad_choice(py, trace::ABLATE_WITH, other, "\"zero\" or \"mean\"")),
+        };
+        for (option, value) in [(Opt("atol"), self.atol), (Opt("rtol"), self.rtol)] {
+            if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                return Err(crate::errors::to_py(
+                    py,
+                    BertError::OptionValue {
+                        option,
+                        value: format!("{v:?}"),
+                        accepted: "a finite number, 0 or more".into(),
+                    },
+                ));
+            }
         }
+        // Without `out=`, a trace stays in memory; with it, the command's dump is written too.
+        let output = match (path(py, self.out.as_ref())?, self.no_dump) {
+            (Some(out), false) => Output::Dump { out, force: self.force, npz: self.npz },
+            _ => Output::Nowhere,
+        };
+        Ok(TraceRequest {
+            texts,
+            file: path(py, self.file.as_ref())?,
+            model,
+            pair: strings(self.pair.as_ref())?,
+            stop_at: self.stop_at.clone(),
+            only: strings(self.only.as_ref())?,
+            mask_prob: self.mask_prob,
+            seed: self.seed,
+            mlm_targets: strings(self.mlm_target.as_ref())?,
+            nsp_labels,
+            truncate: self.truncate,
+            head: self.head,
+            top_k: self.top_k,
+            ablate: strings(self.ablate.as_ref())?,
+            ablate_with,
+            patch: strings(self.patch.as_ref())?,
+            lens: self.lens,
+            backward: self.backward,
+            precision,
+            settings: settings(py, self.threads, self.kernels.as_deref())?,
+            output,
+            reference: path(py, self.reference.as_ref())?,
+            tolerance: ToleranceOverride { atol: self.atol, rtol: self.rtol },
+            color: false,
+        })
     }
-    Ok(argv)
 }
 
-/// `trace(text, model=None, *, hooks=None, **options)`.
+/// The texts of `text`: a string, or a list of them.
+fn texts_of(text: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if let Ok(one) = text.cast::<PyString>() {
+        return Ok(vec![one.to_string()]);
+    }
+    text.try_iter()?.map(|item| item?.extract::<String>()).collect()
+}
+
+/// `trace(text, model=None, *, hooks=None, **keywords)`.
 pub fn trace(
     py: Python<'_>,
     text: &Bound<'_, PyAny>,
     model: Option<&Bound<'_, PyAny>>,
     hooks: Option<&Bound<'_, PyDict>>,
-    options: Option<&Bound<'_, PyDict>>,
+    keywords: TraceKeywords<'_>,
 ) -> PyResult<Trace> {
-    let model = model.filter(|m| !m.is_none());
-    if let Some(loaded) = model.filter(|m| m.is_instance_of::<Model>()) {
-        return trace_with_model(py, text, loaded.cast::<Model>()?.clone().unbind(), hooks, options, None);
-    }
-    // A directory or a hub id, read as the CLI reads `--model`.
-    let spec = model.map(|m| path_text(py, m)).transpose()?;
-    let args = parse(py, command_line(text, spec, options)?)?;
-    let model = Py::new(py, Model::load(py, args.model.model.clone())?)?;
-    trace_with_model(py, text, model, hooks, options, Some(args))
-}
-
-/// A `str` or an `os.PathLike`, as text.
-pub fn path_text(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<String> {
-    py.import("os")?.call_method1("fspath", (path,))?.extract()
-}
-
-/// The CLI's parser on `argv`: its trace options, or its one-line message as an exception
-/// (TypeError for an option the CLI does not have, as for any unknown keyword).
-fn parse(py: Python<'_>, argv: Vec<String>) -> PyResult<bert_trace::cli::TraceArgs> {
-    Ok(parse_cli(py, argv)?.trace)
-}
-
-/// The CLI's parser on `argv`, its errors as exceptions (see [`parse`]).
-pub fn parse_cli(py: Python<'_>, argv: Vec<String>) -> PyResult<Cli> {
-    match Cli::try_parse_from(argv) {
-        Ok(cli) => Ok(cli),
-        Err(error) => {
-            let message = bert_trace::cli::one_line(&error);
-            match error.kind() {
-                clap::error::ErrorKind::UnknownArgument => Err(pyo3::exceptions::PyTypeError::new_err(message)),
-                _ => Err(raise(py, "InputError", message)),
-            }
-        }
-    }
-}
-
-/// `trace` with a loaded model; `args` when the options are parsed already.
-pub fn trace_with_model(
-    py: Python<'_>,
-    text: &Bound<'_, PyAny>,
-    model: Py<Model>,
-    hooks: Option<&Bound<'_, PyDict>>,
-    options: Option<&Bound<'_, PyDict>>,
-    args: Option<bert_trace::cli::TraceArgs>,
-) -> PyResult<Trace> {
-    let args = match args {
-        Some(args) => args,
-        None => {
-            if options.is_some_and(|o| o.contains("model").unwrap_or(false)) {
-                return Err(raise(py, "InputError", "model= is given twice: as the Model and as an option".into()));
-            }
-            parse(py, command_line(text, None, options)?)?
-        }
+    let model = match model.filter(|m| !m.is_none()) {
+        Some(loaded) if loaded.is_instance_of::<Model>() => loaded.cast::<Model>()?.clone().unbind(),
+        // A directory or a hub id, read as the command reads `--model`.
+        Some(spec) => Py::new(py, Model::load(py, Some(PathBuf::from(path_text(py, spec)?)))?)?,
+        None => Py::new(py, Model::load(py, None)?)?,
     };
-    let (threads, kernels) = trace_cmd::pass_settings(args.threads, args.kernels.as_deref()).or_raise(py)?;
-    let texts = trace_cmd::texts(&args).or_raise(py)?;
-    // Without `out=`, a trace stays in memory; with it, the command's dump is written too.
-    let write_out = match options {
-        Some(o) => o.get_item("out")?.is_some_and(|v| !v.is_none()),
-        None => false,
-    };
+    let request = keywords.request(py, texts_of(text)?, model.get().spec.clone())?;
+    request.check().or_raise(py)?;
+    let (threads, kernels) = request.settings.apply().or_raise(py)?;
+    let texts = request.all_texts().or_raise(py)?;
     let handle = model.get();
-    match args.precision {
+    match request.precision {
         Precision::F32 => {
             let model_lock = std::sync::Arc::clone(&handle.f32);
-            run(py, &args, texts, &model_lock, &model, hooks, (threads, kernels, write_out))
+            run(py, &request, texts, &model_lock, &model, hooks, (threads, kernels))
         }
         Precision::F64 => {
             let model_lock = handle.in_f64(py)?;
-            run(py, &args, texts, &model_lock, &model, hooks, (threads, kernels, write_out))
+            run(py, &request, texts, &model_lock, &model, hooks, (threads, kernels))
         }
     }
 }
@@ -197,17 +199,18 @@ impl Sink for Collect {
 
 fn run<F: Float>(
     py: Python<'_>,
-    args: &bert_trace::cli::TraceArgs,
+    request: &TraceRequest,
     texts: Vec<String>,
     model_lock: &std::sync::Arc<Mutex<BertModel<F>>>,
     handle: &Py<Model>,
     hooks: Option<&Bound<'_, PyDict>>,
-    (threads, kernels, write_out): (usize, bert_core::Kernels, bool),
+    (threads, kernels): (usize, Kernels),
 ) -> PyResult<Trace> {
     let mut model = model_lock.lock().expect("not poisoned");
     model.kernels = kernels;
-    let prepared = trace_cmd::prepare(args, texts, &model).or_raise(py)?;
-    let kept = trace_cmd::kept_bytes(&model, &prepared);
+    let prepared = trace::prepare(request, texts, &model).or_raise(py)?;
+    crate::errors::notes(py, &prepared.notes);
+    let kept = trace::kept_bytes(&model, &prepared);
     memory::check(kept, "to keep the stages as numpy arrays").or_raise(py)?;
     let mut functions = HashMap::new();
     for (name, function) in hooks.into_iter().flat_map(|h| h.iter()) {
@@ -246,7 +249,7 @@ fn run<F: Float>(
             chain.0.push(&mut py_hooks as &mut dyn Hook);
         }
         let hook = (!chain.0.is_empty()).then_some(&mut chain as &mut dyn Hook);
-        let pass = Pass { stop_after: stop, hook, lens: args.lens, backward: args.backward };
+        let pass = Pass { stop_after: stop, hook, lens: request.lens, backward: request.backward };
         model_ref.trace_with(&batch, &mut collect, pass).map(|t| t.stopped_at)
     });
     if let Some(error) = py_hooks.error.take() {
@@ -265,29 +268,29 @@ fn run<F: Float>(
         model: handle.get().name.clone(),
         inputs,
         stages: collect.stages.iter().map(|(stage, t)| entry(stage, t)).collect(),
-        only_stages: (!args.only.is_empty()).then(|| args.only.clone()),
+        only_stages: (!request.only.is_empty()).then(|| request.only.clone()),
         stopped_at: stopped_at.map(|s| s.name()),
         archive: None,
         model_fingerprint: Some(handle.get().fingerprint(&model)),
         interventions: interventions.records(),
-        lens: args.lens,
+        lens: request.lens,
         no_gradient: collect.no_gradient.clone(),
     };
     drop(model);
     let arrays =
         collect.stages.into_iter().map(|(_, tensor)| crate::result::to_numpy(py, tensor)).collect::<PyResult<_>>()?;
     let mut trace = Trace::new(manifest, arrays, Some(handle.clone_ref(py)), None);
-    trace.top_k = args.top_k;
+    trace.top_k = request.top_k;
     // `out=` writes the command's dump, as the command does (without it, nothing is written).
-    if write_out {
-        trace.write(py, args.out.clone(), args.force, args.npz)?;
-        trace.remember(args.out.clone());
+    if let Output::Dump { out, force, npz } = &request.output {
+        trace.write(py, out.clone(), *force, *npz)?;
+        trace.remember(out.clone());
     }
-    if let Some(reference) = &args.reference {
-        let tolerance = ToleranceArgs { atol: args.tolerance.atol, rtol: args.tolerance.rtol };
+    if let Some(reference) = &request.reference {
         let reference = py.detach(|| bert_core::Dump::open(reference)).or_raise(py)?;
-        let (dump, _scratch) = crate::report::open_trace(py, &trace)?;
-        trace.report = Some(Py::new(py, crate::report::compare(py, &reference, &dump, tolerance, None, None)?)?);
+        let dump = trace.as_dump(py)?;
+        let report = diff_report(&reference, &dump, request.tolerance, None, None).or_raise(py)?;
+        trace.report = Some(Py::new(py, crate::report::DiffReport::of(report))?);
     }
     Ok(trace)
 }

@@ -163,26 +163,31 @@ def test_diff_agrees_with_the_cli_on_a_clean_and_a_perturbed_pair(tmp_path):
     assert report.json["first_failure"] == theirs["first_failure"]
 
 
-def as_keywords(line, options):
-    """The CLI's message as Python words it: each of `options` (named by its field, `mlm_target`)
-    that the library names is a keyword there (`--ablate layer0.head9` is `ablate=layer0.head9`)."""
-    for name in options:
-        flag = "--" + name.replace("_", "-")
-        line = re.sub(re.escape(flag) + r" (\S+)", name + r"=\1", line)
+def as_keywords(line, spelled):
+    """The CLI's message as Python words it: each (flag form, keyword form) of `spelled` is how
+    the command and Python name the same option (`--ablate layer0.head9`, `ablate=layer0.head9`)."""
+    for flags, keywords in spelled:
+        assert flags in line, f"the command's message names {flags!r}: {line}"
+        line = line.replace(flags, keywords)
     return line
 
 
 # Each case: the Python call, the CLI arguments of the same request, the exception class, and
 # the options the library names in the message (which Python words as keywords).
 ERRORS = [
-    (lambda tmp: bert_trace.trace("x", mask_prob=0.1), ["--mask-prob", "0.1", "x"], bert_trace.InputError),
+    (lambda tmp: bert_trace.trace("x", mask_prob=0.1), ["--mask-prob", "0.1", "x"], bert_trace.InputError,
+     [("--mask-prob needs --seed", "mask_prob= needs seed=")]),
     (lambda tmp: bert_trace.trace("x", model="/no/such/model"), ["--model", "/no/such/model", "x"], bert_trace.NotFoundError),
     (lambda tmp: bert_trace.trace("x", stop_at="layer9.ffn"), ["--stop-at", "layer9.ffn", "x"], bert_trace.InputError),
-    (lambda tmp: bert_trace.trace("x", mask_prob=2, seed=1), ["--mask-prob", "2", "--seed", "1", "x"], bert_trace.InputError),
+    (lambda tmp: bert_trace.trace("x", mask_prob=2, seed=1), ["--mask-prob", "2", "--seed", "1", "x"], bert_trace.InputError,
+     [("--mask-prob 2.0", "mask_prob=2.0")]),
     (lambda tmp: bert_trace.trace("x", mlm_target="romans"), ["--mlm-target", "romans", "x"], bert_trace.InputError),
-    (lambda tmp: bert_trace.trace("x", backward=True), ["--backward", "x"], bert_trace.InputError),
-    (lambda tmp: bert_trace.trace("x", only="layer7.*"), ["--only", "layer7.*", "x"], bert_trace.InputError),
-    (lambda tmp: bert_trace.trace("x", ablate="layer0.head9"), ["--ablate", "layer0.head9", "x"], bert_trace.InputError, ["ablate"]),
+    (lambda tmp: bert_trace.trace("x", backward=True), ["--backward", "x"], bert_trace.InputError,
+     [("--mlm-target", "mlm_target="), ("--mask-prob", "mask_prob="), ("--nsp-label", "nsp_label=")]),
+    (lambda tmp: bert_trace.trace("x", only="layer7.*"), ["--only", "layer7.*", "x"], bert_trace.InputError,
+     [("--only `layer7.*`", "only=`layer7.*`")]),
+    (lambda tmp: bert_trace.trace("x", ablate="layer0.head9"), ["--ablate", "layer0.head9", "x"], bert_trace.InputError,
+     [("--ablate layer0.head9", "ablate=layer0.head9")]),
     (lambda tmp: bert_trace.trace("x", patch=f"{tmp}/none:layer0.ffn.output"), ["--patch", "{tmp}/none:layer0.ffn.output", "x"], bert_trace.NotFoundError),
     (lambda tmp: bert_trace.trace("x", file=f"{tmp}/none.txt"), ["--file", "{tmp}/none.txt"], bert_trace.NotFoundError),
     (lambda tmp: bert_trace.load(f"{tmp}/none"), ["diff", "{tmp}/none", "{tmp}/none"], bert_trace.NotFoundError),
@@ -202,7 +207,7 @@ def test_each_error_is_the_clis_message_as_an_exception(tmp_path, case):
 
 
 def test_an_unknown_option_is_a_type_error():
-    with pytest.raises(TypeError, match="--bogus"):
+    with pytest.raises(TypeError, match="'bogus'"):
         bert_trace.trace("x", bogus=1)
 
 
@@ -241,7 +246,7 @@ def test_a_hook_changes_the_pass_as_an_ablation_does():
     assert shifted["input.ids"][0, 9] == 207
     with pytest.raises(bert_trace.InputError):
         bert_trace.trace(text, hooks={"input.ids": lambda ids: ids + 10_000})
-    with pytest.raises(bert_trace.InputError, match="no TEXT"):
+    with pytest.raises(bert_trace.InputError, match="no text given: give one, or file= for a file of them"):
         bert_trace.trace([])
 
 
@@ -328,6 +333,34 @@ def test_the_stubs_name_every_option_of_the_command():
     assert keywords(train) == options("train"), sorted(keywords(train) ^ options("train"))
 
 
+def test_the_functions_take_every_option_of_the_command_with_its_default():
+    """`inspect.signature` (what a notebook's completion shows) names each option of
+    `bert-trace --help`, and a default Python spells is the command's default."""
+    import inspect
+    import re
+
+    for function, command in [(bert_trace.trace, ()), (bert_trace.train, ("train",))]:
+        help_text = cli(*command, "--help").stdout
+        defaults = {}
+        # An option's block starts at its flag, alone or before its value's name (a wrapped
+        # line of prose may start with a flag too).
+        for block in re.split(r"\n(?=\s+(?:-\w, )?--[a-z-]+(?: <|\n))", help_text):
+            flag = re.match(r"\s+(?:-\w, )?--([a-z][a-z-]*)(?: <|\n)", block)
+            default = re.search(r"\[default: ([^\],]+)", block)
+            if flag:
+                defaults[flag.group(1).replace("-", "_")] = default.group(1) if default else None
+        defaults.pop("help", None)
+        defaults.pop("version", None)
+        parameters = inspect.signature(function).parameters
+        names = set(parameters) - {"text", "hooks", "on_step"}
+        assert names == set(defaults), f"{function.__name__}: {sorted(names ^ set(defaults))}"
+        for name, parameter in parameters.items():
+            given = parameter.default
+            if given in (None, False, inspect.Parameter.empty) or defaults.get(name) is None:
+                continue
+            assert str(given) == defaults[name], f"{function.__name__}({name}=) defaults to {given!r}, the command to {defaults[name]}"
+
+
 def test_out_writes_the_dump_and_reference_diffs_it(tmp_path):
     t = bert_trace.trace("When in Rome, do as the [MASK] do.", out=tmp_path / "out", reference=ROOT / "golden/tiny/dumps/mask")
     assert (tmp_path / "out" / "manifest.json").is_file()
@@ -351,7 +384,8 @@ def test_train_is_the_commands_run(tmp_path):
     with pytest.raises(bert_trace.InputError) as refused:
         bert_trace.train(ROOT / "walkthrough/texts/romans.txt", steps=0)
     run = cli("train", "--file", "walkthrough/texts/romans.txt", "--steps", "0")
-    assert str(refused.value) == as_keywords(run.stderr.strip().splitlines()[-1].removeprefix("error: "), ["steps"])
+    assert str(refused.value) == as_keywords(run.stderr.strip().splitlines()[-1].removeprefix("error: "),
+                                             [("--steps 0", "steps=0")])
     assert str(refused.value).startswith("steps=0: "), "Python names the keyword it was given"
 
     def interrupt(report):

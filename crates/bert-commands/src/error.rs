@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use bert_core::BertError;
 
-pub use crate::source::HubError;
+pub use crate::source::hub_error::HubError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -339,7 +339,10 @@ pub fn kept_bytes<F: Float>(model: &BertModel<F>, prepared: &Prepared) -> u64 {
 /// Checks `request` against `model` and makes the batch of `texts`: see [`Prepared`].
 pub fn prepare<F: Float>(request: &TraceRequest, texts: Vec<String>, model: &BertModel<F>) -> Result<Prepared> {
     if texts.is_empty() {
-        refuse!("no TEXT given; try: bert-trace \"When in Rome, do as the [MASK] do.\" (or --help)");
+        match &request.file {
+            Some(path) => refuse!("{}: holds no text (every line is blank)", path.display()),
+            None => refuse!("no text given: give one, or {} for a file of them", FILE),
+        }
     }
     let n_heads = model.config.num_attention_heads;
     if let Some(head) = request.head.filter(|&head| head >= n_heads) {

@@ -16,6 +16,10 @@ pub enum BertError {
     #[error("{path}: not a model directory: {problem}")]
     ModelDir { path: PathBuf, problem: String },
 
+    /// A path the caller named that is not there: what it was to be, and what may help.
+    #[error("{path}: {problem}")]
+    NotFound { path: PathBuf, problem: String },
+
     #[error("{path}: {problem}")]
     Config { path: PathBuf, problem: String },
 

@@ -29,6 +29,7 @@ struct Quiet;
 impl Progress for Quiet {
     fn note(&mut self, _: &str) {}
     fn line(&mut self, _: &str) {}
+    fn saved(&mut self, _: &Path, _: usize) {}
     fn step(&mut self, _: &StepLog, _: usize) -> Result<()> {
         Ok(())
     }

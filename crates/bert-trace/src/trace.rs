@@ -10,6 +10,12 @@ use crate::cli::{AblateWithArg, Precision, TraceArgs};
 
 /// Traces; the exit status is 1 when `--reference` finds a failing stage.
 pub fn run(args: &TraceArgs) -> Result<i32> {
+    // Run bare, the command shows how it is used rather than the library's "no text given".
+    if args.texts.is_empty() && args.file.is_none() {
+        anyhow::bail!(bert_commands::Error::Request(
+            "no TEXT given; try: bert-trace \"When in Rome, do as the [MASK] do.\" (or --help)".into()
+        ));
+    }
     let report = trace::trace(&request(args)?)?;
     crate::print(&report.notes, &report.text);
     Ok(if report.passed == Some(false) { 1 } else { 0 })

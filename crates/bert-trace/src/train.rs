@@ -2,6 +2,7 @@
 //! run's lines printed as they come, with a progress bar on a terminal.
 
 use std::io::IsTerminal;
+use std::path::Path;
 
 use anyhow::Result;
 use bert_commands::train::{self, TrainRequest};
@@ -57,6 +58,13 @@ impl Progress for Terminal {
             Some(bar) => bar.println(text),
             None => println!("{text}"),
         }
+    }
+
+    fn saved(&mut self, dir: &Path, step: usize) {
+        self.line(&format!(
+            "saved {} (step {step}): bert-trace --model {0} and transformers' BertForPreTraining.from_pretrained load it",
+            dir.display()
+        ));
     }
 
     fn step(&mut self, log: &StepLog, steps: usize) -> bert_core::Result<()> {

@@ -330,7 +330,7 @@ fn cases() -> Vec<Case> {
             name: "only empty lines in --file",
             run: Run::Args(&["--no-dump", "--file", "{dir}/input.txt"]),
             breaks: |d| std::fs::write(d.join("input.txt"), "\n\n").unwrap(),
-            says: "no TEXT given",
+            says: "{dir}/input.txt: holds no text (every line is blank)",
         },
         // The dumps.
         // The thread count.

@@ -233,13 +233,13 @@ fn masking_messages_say_what_to_do() {
             "a negative probability",
             vec!["--mask-prob", "-0.1", "--seed", "1", "--no-dump", text],
             2,
-            "must be between 0 and 1",
+            "expected greater than 0, at most 1",
         ),
         (
             "a probability over 1",
             vec!["--mask-prob", "1.5", "--seed", "1", "--no-dump", text],
             2,
-            "must be between 0 and 1",
+            "expected greater than 0, at most 1",
         ),
         // 1e-300 is a valid probability: it chooses nothing, so the guarantee masks one token.
         (

@@ -330,16 +330,25 @@ fn imports(text: &str, module: &[String], is_mod_file: bool) -> Vec<Vec<String>>
     found
 }
 
-/// bert-core imports in one direction: no two source files import each other, directly or
-/// through others, and no two of its folders (`model`, `ops`, `load`, ...) do either. A cycle
+/// Every crate imports in one direction: no two source files import each other, directly or
+/// through others, and no two of its folders (`model`, `ops`, `io`, ...) do either. A cycle
 /// means neither can be read without the other; plain data types go in a file of their own.
 #[test]
-fn bert_core_has_no_import_cycles() {
-    let src = root().join("crates/bert-core/src");
+fn no_crate_has_import_cycles() {
+    let mut failures = Vec::new();
+    for crate_src in ["crates/bert-core/src", "crates/bert-commands/src", "crates/bert-trace/src", "python/src"] {
+        failures.extend(import_cycles(&root().join(crate_src)).into_iter().map(|f| format!("{crate_src}: {f}")));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The import graph of the crate whose sources are `src`: file index -> the file indices it
+/// imports (the longest module prefix that is a file), with each file's module.
+fn import_graph(src: &Path) -> (Vec<Vec<String>>, Vec<std::collections::BTreeSet<usize>>) {
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let modules: Vec<Vec<String>> = files.iter().map(|f| module_of(f, &src)).collect();
-    // file index -> the file indices it imports (the longest module prefix that is a file).
+    rust_files(src, &mut files);
+    files.sort();
+    let modules: Vec<Vec<String>> = files.iter().map(|f| module_of(f, src)).collect();
     let mut edges: Vec<std::collections::BTreeSet<usize>> = vec![Default::default(); files.len()];
     for (i, file) in files.iter().enumerate() {
         let text = std::fs::read_to_string(file).unwrap();
@@ -351,10 +360,17 @@ fn bert_core_has_no_import_cycles() {
             }
         }
     }
+    (modules, edges)
+}
+
+/// The cycles of the crate whose sources are `src`, through files and through folders.
+fn import_cycles(src: &Path) -> Vec<String> {
+    let (modules, edges) = import_graph(src);
+    assert!(modules.len() >= 3, "expected the sources of a crate in {}", src.display());
     let name = |i: usize| modules[i].join("::");
     let mut failures = Vec::new();
     // A cycle through files: a path from a file back to itself.
-    for start in 0..files.len() {
+    for start in 0..modules.len() {
         let mut stack = vec![(start, vec![start])];
         let mut seen = std::collections::BTreeSet::new();
         while let Some((at, path)) = stack.pop() {
@@ -390,6 +406,112 @@ fn bert_core_has_no_import_cycles() {
     failures.sort();
     failures.dedup();
     let imports_between = edges.iter().map(|e| e.len()).sum::<usize>();
-    println!("{} files, {imports_between} imports between them, {} between folders", files.len(), folder_edges.len());
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    println!(
+        "{}: {} files, {imports_between} imports between them, {} between folders",
+        src.display(),
+        modules.len(),
+        folder_edges.len()
+    );
+    failures
+}
+
+/// The fast kernels are machinery below the operations: only `ops/` reaches them, so a stage's
+/// formula, a sink or a report never depends on which kernel ran.
+#[test]
+fn only_the_operations_import_the_kernels() {
+    let src = root().join("crates/bert-core/src");
+    let (modules, edges) = import_graph(&src);
+    let is_kernels = |m: &[String]| m.len() >= 2 && m[0] == "ops" && m[1] == "kernels";
+    let mut found = Vec::new();
+    for (i, targets) in edges.iter().enumerate() {
+        for &j in targets {
+            if is_kernels(&modules[j]) && modules[i].first().is_none_or(|f| f != "ops") {
+                found.push(format!("{} imports {}", modules[i].join("::"), modules[j].join("::")));
+            }
+        }
+    }
+    assert!(found.is_empty(), "outside ops/:\n{}", found.join("\n"));
+}
+
+/// The string literals of `code` (outside comments), each with the line it starts on; a literal
+/// may span lines. Character literals are skipped, so that `'"'` opens no string.
+fn string_literals(code: &str) -> Vec<(usize, String)> {
+    let chars: Vec<char> = code.chars().collect();
+    let (mut found, mut line, mut k) = (Vec::new(), 1, 0);
+    while k < chars.len() {
+        match chars[k] {
+            '\n' => line += 1,
+            '/' if chars.get(k + 1) == Some(&'/') => {
+                while k < chars.len() && chars[k] != '\n' {
+                    k += 1;
+                }
+                continue;
+            }
+            '\'' if chars.get(k + 2) == Some(&'\'') => k += 2,
+            '\'' if chars.get(k + 1) == Some(&'\\') && chars.get(k + 3) == Some(&'\'') => k += 3,
+            '"' => {
+                let start = line;
+                let mut literal = String::new();
+                k += 1;
+                while k < chars.len() && chars[k] != '"' {
+                    // A backslash at a line's end joins it to the next, without its indent.
+                    if chars[k] == '\\' && chars.get(k + 1) == Some(&'\n') {
+                        line += 1;
+                        k += 2;
+                        while chars.get(k).is_some_and(|c| c.is_whitespace()) {
+                            line += usize::from(chars[k] == '\n');
+                            k += 1;
+                        }
+                        continue;
+                    }
+                    if chars[k] == '\\' {
+                        literal.push(chars[k]);
+                        k += 1;
+                    }
+                    if chars.get(k) == Some(&'\n') {
+                        line += 1;
+                    }
+                    if let Some(&c) = chars.get(k) {
+                        literal.push(c);
+                    }
+                    k += 1;
+                }
+                found.push((start, literal));
+            }
+            _ => {}
+        }
+        k += 1;
+    }
+    found
+}
+
+/// The library serves the command line and Python alike, so no message of it spells an option
+/// as one of them does (`--mask-prob`): it writes `‹mask_prob›` and each caller renders it
+/// (`bert_core::words`). The binary and the Python package are where flags and keywords live.
+#[test]
+fn the_libraries_name_no_command_line_flag() {
+    let mut found = Vec::new();
+    for dir in ["crates/bert-core/src", "crates/bert-commands/src"] {
+        let mut files = Vec::new();
+        rust_files(&root().join(dir), &mut files);
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            // Tests of the rendering itself spell flags on purpose.
+            let code = text.split("#[cfg(test)]").next().unwrap_or(&text);
+            for (line, literal) in string_literals(code) {
+                let bytes = literal.as_bytes();
+                let flag = (0..bytes.len()).any(|k| {
+                    bytes[k..].starts_with(b"--")
+                        && bytes.get(k + 2).is_some_and(|c| c.is_ascii_lowercase())
+                        && (k == 0 || !bytes[k - 1].is_ascii_alphanumeric())
+                        // The options of our Python scripts are theirs to spell.
+                        && !literal[..k].ends_with(".py ")
+                });
+                if flag {
+                    found.push(format!("{}:{line}: \"{}\"", file.display(), literal.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "a library message spells a command-line flag:\n{}", found.join("\n"));
 }

@@ -300,7 +300,8 @@ fn a_saved_run_reads_back_exactly_and_is_checked() {
     };
     cases.check("a resumed run's rates equal the uninterrupted run's, bit for bit", result, Some(&ran));
     // A state edited into something that contradicts itself is refused, by its file and field.
-    let edits: [(&str, &dyn Fn(&mut serde_json::Value), &str); 4] = [
+    type Edit<'a> = (&'a str, &'a dyn Fn(&mut serde_json::Value), &'a str);
+    let edits: [Edit; 4] = [
         (
             "a negative rate",
             &|s| s["options"]["lr"] = (-1.0).into(),

@@ -5,6 +5,7 @@
 mod cache;
 mod download;
 mod hub;
+pub mod hub_error;
 mod id;
 
 use std::path::{Path, PathBuf};
@@ -18,44 +19,12 @@ use bert_core::BertModel;
 
 pub use self::cache::{process_env, Env, HubCache};
 pub use self::download::DEFAULT_ENDPOINT;
+pub use self::hub_error::{HubError, HubFailure};
 pub use self::id::{is_commit_hash, HubId};
 use crate::error::{Result, Within};
 
 /// The option that names a model.
 pub const MODEL: Opt = Opt("model");
-
-/// Why a model could not come from the hub, as a caller branches on it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HubFailure {
-    /// The hub, the repo, the revision or a file the model needs is not there.
-    NotFound,
-    /// Not in the cache (or the cached snapshot is incomplete), and downloads are forbidden.
-    Offline,
-    /// The model is gated or private.
-    Access,
-    /// The network failed, or what answered is not a hub.
-    Network,
-    /// A download broke off, or does not match its hash, or the repo changed meanwhile.
-    Broken,
-    /// The weights are in a form bert-trace does not read (a pickle, several files).
-    Unsupported,
-}
-
-/// A model the hub could not give, and why.
-#[derive(Clone, Debug, thiserror::Error)]
-#[error("{id}: {problem}")]
-pub struct HubError {
-    /// The model id as given.
-    pub id: String,
-    pub kind: HubFailure,
-    pub problem: String,
-}
-
-impl HubError {
-    pub fn new(id: &HubId, kind: HubFailure, problem: String) -> HubError {
-        HubError { id: id.to_string(), kind, problem }
-    }
-}
 
 /// A loaded model, what manifests call it, and what its loading has to say.
 pub struct Loaded<F: Float = f32> {

@@ -3,6 +3,7 @@
 //! `[B,T,I]` stage of a few hundred thousand columns once aborted on allocation, or became a
 //! PNG of 295 MB).
 
+use super::{HEAD, SEQ, STAGE, SVG};
 use crate::error::Result;
 use crate::refuse;
 
@@ -18,10 +19,11 @@ fn narrower(stage: &str, attention: bool) -> String {
     if attention {
         format!(
             "a [T,T] map of T tokens has T² cells: trace a shorter text, or, where several heads of {stage} are \
-             drawn, draw one with --head N"
+             drawn, draw one with {}",
+            HEAD.with("N")
         )
     } else {
-        "choose a smaller stage with --stage (one sequence is drawn; --seq N chooses it)".to_string()
+        format!("choose a smaller stage with {STAGE} (one sequence is drawn; {} chooses it)", SEQ.with("N"))
     }
 }
 
@@ -43,9 +45,10 @@ pub fn check_pixels(stage: &str, width: u32, height: u32, attention: bool) -> Re
     if pixels > MAX_PIXELS {
         refuse!(
             "{stage}: its PNG would be {width} × {height} px ({:.1} megapixels), more than the {} bert-trace \
-             renders; write --svg instead, or {}",
+             renders; write {} instead, or {}",
             pixels as f64 / 1e6,
             MAX_PIXELS / 1_000_000,
+            SVG.on(),
             narrower(stage, attention)
         );
     }

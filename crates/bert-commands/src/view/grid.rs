@@ -121,8 +121,8 @@ pub fn picture(path: &Path) -> Result<Grid> {
             })
         }
         _ => refuse!(
-            "{}: not the JSON of `bert-trace compare --json`, `ablate --json` or `attribute --json` (its format is \
-             not {COMPARE}, {ABLATE} or {ATTRIBUTE})",
+            "{}: not the JSON report of compare, ablate or attribute (its format is not {COMPARE}, {ABLATE} or \
+             {ATTRIBUTE})",
             path.display()
         ),
     }

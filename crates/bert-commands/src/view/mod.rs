@@ -160,7 +160,7 @@ pub fn page_html(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Re
     Ok((page, left_out))
 }
 
-/// The page's data and, for `stage`, the SVG of its picture, as [`run`] makes them but written
+/// The page's data and, for `stage`, the SVG of its picture, as [`view`] makes them but written
 /// nowhere; `model`'s tokenizer names the tokens. This is the data layer, which the `view` fuzz
 /// target drives with damaged dumps: whatever the dump holds, it returns an error or a drawing.
 pub fn draw(

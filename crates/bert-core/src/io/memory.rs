@@ -29,7 +29,7 @@ pub fn process_limit() -> Option<u64> {
         if unsafe { libc::getrlimit(resource, &mut limit) } != 0 || limit.rlim_cur == libc::RLIM_INFINITY {
             return None;
         }
-        Some((limit.rlim_cur as u64).saturating_sub(field(&status, used)?))
+        Some(limit.rlim_cur.saturating_sub(field(&status, used)?))
     };
     match (left(libc::RLIMIT_AS, "VmSize:"), left(libc::RLIMIT_DATA, "VmData:")) {
         (Some(a), Some(b)) => Some(a.min(b)),

@@ -1,5 +1,6 @@
-//! Reading a checkpoint's files: `config.json` ([`config`]), the safetensors weights
-//! ([`weights`]), the tokenizer ([`tokenize`]), and the care taken with every file a user names
+//! Reading and writing files: a checkpoint's `config.json` ([`config`]), its safetensors weights
+//! ([`weights`]) and tokenizer ([`tokenizer`]), its fingerprint ([`fingerprint`]), the dumps a
+//! pass writes and a diff reads ([`dump`]), and the care taken with every file a user names
 //! ([`files`]) and with memory ([`memory`]). Putting them together into a model is the model's
 //! own business (`model/load.rs`): nothing here knows what a model is.
 

@@ -71,7 +71,8 @@ impl<F: Float> BertModel<F> {
         // A model missing where scripts/fetch_minilm.sh puts MiniLM-L6 is likely not fetched yet.
         let missing = |what: &str| problem(&format!("{what}{}", fetch_hint(dir)));
         if !dir.exists() {
-            return Err(missing("it does not exist"));
+            let problem = format!("not a model directory: it does not exist{}", fetch_hint(dir));
+            return Err(BertError::NotFound { path: dir.into(), problem });
         }
         if !dir.is_dir() {
             return Err(problem("it is a file; give the directory that holds config.json"));
@@ -175,6 +176,15 @@ impl<F: Float> BertModel<F> {
     }
 }
 
+impl<F: Float> BertModel<F> {
+    /// The fingerprint of the checkpoint this model was loaded from (`io/fingerprint.rs`). An f64
+    /// model holds its f32 values widened, so narrowing them back is exact.
+    pub fn fingerprint(&self) -> String {
+        let table = self.embeddings.position_embeddings.view2();
+        crate::io::fingerprint::fingerprint(table.iter().map(|v| v.to_f32().unwrap_or(f32::NAN)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,14 +202,5 @@ mod tests {
         for (dir, hinted) in cases {
             assert_eq!(fetch_hint(Path::new(dir)).contains("scripts/fetch_minilm.sh"), hinted, "{dir}");
         }
-    }
-}
-
-impl<F: Float> BertModel<F> {
-    /// The fingerprint of the checkpoint this model was loaded from (`io/fingerprint.rs`). An f64
-    /// model holds its f32 values widened, so narrowing them back is exact.
-    pub fn fingerprint(&self) -> String {
-        let table = self.embeddings.position_embeddings.view2();
-        crate::io::fingerprint::fingerprint(table.iter().map(|v| v.to_f32().unwrap_or(f32::NAN)))
     }
 }

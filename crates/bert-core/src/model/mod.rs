@@ -260,7 +260,7 @@ impl<F: Float> BertModel<F> {
         let nsp = batch.labels.nsp.is_some() && self.nsp.is_some() && self.pooler.is_some();
         if !mlm && !nsp {
             return Err(BertError::Labels(
-                "a backward pass needs a loss: give --mlm-target, --mask-prob or --nsp-label".into(),
+                "a backward pass needs a loss: give ‹mlm_target›, ‹mask_prob› or ‹nsp_label›".into(),
             ));
         }
         Ok(())

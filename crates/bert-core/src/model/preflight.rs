@@ -27,12 +27,12 @@ impl<F: Float> BertModel<F> {
         };
         let reason = match (find(self.heads(), Objectives::ALL), find(every_head, Objectives::ALL)) {
             (Some(stage), _) if stage.info().part == Part::Lens && stage.layer.is_none_or(|l| l < n_layers) => {
-                "it is computed only for the logit lens (--lens)".into()
+                "it is computed only for the logit lens (‹lens!›)".into()
             }
             (Some(stage), _) if stage.layer.is_some() => {
                 format!("it has {n_layers} layers, layer0 to layer{}", n_layers - 1)
             }
-            (Some(_), _) => "it is computed only with labels (--mask-prob, --mlm-target or --nsp-label)".into(),
+            (Some(_), _) => "it is computed only with labels (‹mask_prob›, ‹mlm_target› or ‹nsp_label›)".into(),
             (None, Some(stage)) => format!("its checkpoint has no {} weights", stage.info().part.weights()),
             (None, None) => {
                 return Err(BertError::UnknownStage { name: name.into(), suggestions: stage::suggestions(name, &plan) })

@@ -44,7 +44,7 @@ pub fn set_mlm_targets(batch: &mut Batch, tokenizer: &BertTokenizer, targets: &[
 pub fn set_nsp_labels(batch: &mut Batch, labels: &[i64]) -> Result<()> {
     let (b, _) = batch.dims();
     if !batch.is_pairs() {
-        return Err(BertError::Labels("a next-sentence label needs sentence pairs (sentence B from --pair)".into()));
+        return Err(BertError::Labels("a next-sentence label needs sentence pairs (sentence B from ‹pair›)".into()));
     }
     if let Some(bad) = labels.iter().find(|&&l| l != 0 && l != 1) {
         return Err(BertError::Labels(format!(

@@ -37,6 +37,8 @@ pub use self::activation::{
 pub use self::cross_entropy::{cross_entropy, cross_entropy_backward, log_softmax_rows};
 pub use self::embedding::{embedding, embedding_backward};
 pub use self::kernels::available as available_kernels;
+/// The sums of a stage table's statistics, which `pass/summary.rs` reaches through here.
+pub(crate) use self::kernels::statistics::{sum_min_max, sum_squared_deviations};
 pub use self::kernels::threads::{
     check as check_threads, max_threads, set_threads, threads, ThreadsError, MATMUL_ENV_VAR, MAX_MATMUL_THREADS,
 };

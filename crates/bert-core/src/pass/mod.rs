@@ -1,7 +1,7 @@
-//! The trace contract: the stage table ([`stage`]), where the forward pass sends each stage (a
-//! [`Sink`] picked by the caller, and the `Tracer` that hands stages to it in execution order
-//! and stops the pass where asked), the manifest that describes a dump ([`manifest`]), and the
-//! four numbers a stage table shows ([`summary`]).
+//! Where the forward pass sends each stage of the stage table ([`crate::stage`]): a [`Sink`]
+//! picked by the caller, and the `Tracer` that hands stages to it in execution order and stops
+//! the pass where asked; the hooks that may replace a stage's value ([`hook`]), and the four
+//! numbers a stage table shows ([`summary`]).
 
 pub mod hook;
 pub mod summary;

@@ -1,13 +1,12 @@
 //! The four numbers a stage table shows for a tensor: min, mean, standard deviation and max, as
 //! numpy's `a.min(), a.mean(), a.std(), a.max()` give them.
 //!
-//! A 512-token trace has about 155 million values, so these are computed the fast way: the sums
-//! in f64 (so that long sums keep their digits), in `LANES` interleaved partial sums that the
-//! compiler keeps in vector registers, in blocks that the threads share. The blocks' partial
-//! results are combined in block order, so the numbers do not depend on the thread count.
+//! A 512-token trace has about 155 million values, so the f32 sums are computed the fast way,
+//! by the kernels below the operations (`ops/kernels/statistics.rs`): in f64, so that long sums
+//! keep their digits, in blocks that the threads share and that are combined in block order, so
+//! that the numbers do not depend on the thread count.
 
-use crate::ops::kernels::simd::{lane_sum, vectorized, LANES};
-use crate::ops::kernels::threads::{self, PARALLEL_MIN_LEN};
+use crate::ops::{sum_min_max, sum_squared_deviations};
 
 /// min, mean, population standard deviation (divided by n, numpy's default) and max.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -17,9 +16,6 @@ pub struct Summary {
     pub std: f64,
     pub max: f64,
 }
-
-/// Values per block: each block's sums are one task for the threads.
-const BLOCK: usize = PARALLEL_MIN_LEN;
 
 impl Summary {
     /// The summary of `values`, in any order (the order of memory serves as well as C order).
@@ -33,15 +29,12 @@ impl Summary {
         if n == 0 {
             return Summary { min: f64::INFINITY, mean: 0.0, std: 0.0, max: f64::NEG_INFINITY };
         }
-        let firsts = per_block(values, sum_min_max);
-        let sum: f64 = firsts.iter().map(|p| p.0).sum();
-        let min = firsts.iter().map(|p| p.1).fold(f32::INFINITY, f32::min);
-        let max = firsts.iter().map(|p| p.2).fold(f32::NEG_INFINITY, f32::max);
+        let (sum, min, max) = sum_min_max(values);
         if sum.is_nan() && values.iter().any(|v| v.is_nan()) {
             return Summary { min: f64::NAN, mean: f64::NAN, std: f64::NAN, max: f64::NAN };
         }
         let mean = sum / n as f64;
-        let squares: f64 = per_block(values, |block| squared_deviations(block, mean)).iter().sum();
+        let squares = sum_squared_deviations(values, mean);
         Summary { min: min as f64, mean, std: (squares / n as f64).sqrt(), max: max as f64 }
     }
 
@@ -82,47 +75,10 @@ impl Summary {
     }
 }
 
-/// `f` of each [`BLOCK`] of `values`, in block order, the blocks shared between the threads.
-fn per_block<R: Copy + Default + Send>(values: &[f32], f: impl Fn(&[f32]) -> R + Sync) -> Vec<R> {
-    let mut results = vec![R::default(); values.len().div_ceil(BLOCK)];
-    threads::for_each_part(&mut results, 1, 1, |first, part| {
-        for (i, result) in part.iter_mut().enumerate() {
-            let start = (first + i) * BLOCK;
-            *result = f(&values[start..values.len().min(start + BLOCK)]);
-        }
-    });
-    results
-}
-
-vectorized! {
-    /// (Σ v in f64, min v, max v) of one block.
-    fn sum_min_max(values: &[f32]) -> (f64, f32, f32) {
-        let mut min = [f32::INFINITY; LANES];
-        let mut max = [f32::NEG_INFINITY; LANES];
-        let chunks = values.chunks_exact(LANES);
-        let tail = chunks.remainder();
-        for chunk in chunks {
-            for i in 0..LANES {
-                min[i] = min[i].min(chunk[i]);
-                max[i] = max[i].max(chunk[i]);
-            }
-        }
-        let min = min.iter().chain(tail).copied().fold(f32::INFINITY, f32::min);
-        let max = max.iter().chain(tail).copied().fold(f32::NEG_INFINITY, f32::max);
-        (lane_sum(values, |v| v as f64), min, max)
-    }
-}
-
-vectorized! {
-    /// Σ (v - mean)² of one block, in f64.
-    fn squared_deviations(values: &[f32], mean: f64) -> f64 {
-        lane_sum(values, |v| (v as f64 - mean) * (v as f64 - mean))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::kernels::threads::PARALLEL_MIN_LEN as BLOCK;
 
     /// The textbook formulas, one value at a time, in f64.
     fn plain(values: &[f32]) -> (f64, f64, f64, f64) {

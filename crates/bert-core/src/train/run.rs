@@ -24,8 +24,10 @@ pub const LOG_EVERY: Opt = Opt("log_every");
 pub trait Progress {
     /// A note, said once (heads made new).
     fn note(&mut self, text: &str);
-    /// A line of the run's report: the header, a loss line, the save.
+    /// A line of the run's report: the header, a loss line.
     fn line(&mut self, text: &str);
+    /// The run saved its model to `dir` at `step`: each caller says how its users load it.
+    fn saved(&mut self, dir: &Path, step: usize);
     /// After every step, with its report; an error stops the run there (Ctrl-C in Python).
     fn step(&mut self, log: &StepLog, steps: usize) -> Result<()>;
 }
@@ -171,7 +173,7 @@ fn steps(
         };
         trainer.step(sink.as_mut())?;
         drop(sink);
-        if step % outputs.log_every == 0 || trainer.finished() {
+        if step.is_multiple_of(outputs.log_every) || trainer.finished() {
             progress.line(&LogLine { log: &trainer.log, every: outputs.log_every, steps }.to_string());
         }
         progress.step(trainer.log.last().expect("a step was taken"), steps)?;
@@ -181,11 +183,7 @@ fn steps(
     }
     if let Some(save) = save {
         save.save(&trainer, files, observer)?;
-        progress.line(&format!(
-            "saved {} (step {}): bert-trace --model {0} and transformers' BertForPreTraining.from_pretrained load it",
-            save.path().display(),
-            trainer.step
-        ));
+        progress.saved(save.path(), trainer.step);
     }
     Ok(trainer)
 }

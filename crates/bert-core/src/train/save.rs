@@ -349,7 +349,6 @@ fn stage(
     };
     let text = serde_json::to_string_pretty(&state).expect("the state always serialises");
     write(STATE, format!("{text}\n").as_bytes())?;
-    drop(write);
     sync_dir(staging)?;
     observed(observer, SavePoint::Staged, staging)?;
     names.retain(|n| n != MARKER);

@@ -40,6 +40,8 @@ pub enum DumpKind {
     Npz,
     /// A `.safetensors` file of named tensors.
     Safetensors,
+    /// A trace held in memory.
+    Memory,
 }
 
 impl DumpKind {
@@ -49,6 +51,7 @@ impl DumpKind {
             DumpKind::NpyDirectory => "directory of .npy files",
             DumpKind::Npz => ".npz archive",
             DumpKind::Safetensors => ".safetensors file",
+            DumpKind::Memory => "trace in memory",
         }
     }
 }
@@ -62,6 +65,9 @@ pub(crate) enum Source {
     /// Each entry's `file` is a tensor of this safetensors file, whose header was read once:
     /// each tensor's type, shape and byte range.
     Safetensors(Arc<Storage>, Arc<TensorIndex>),
+    /// The values are in memory, one tensor per entry, in the manifest's order (a trace that
+    /// was never written, compared or drawn as it is).
+    Memory(Arc<Vec<crate::pass::Tensor>>),
 }
 
 /// Each tensor of a safetensors file by name: its type, its shape and its bytes' range.

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 use ndarray::{Array2, ArrayD, Ix2};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::npy::{self, NpyType};
 use super::plain::{self, DumpKind, Parts, Source};
@@ -25,7 +26,7 @@ use crate::pass::Tensor;
 pub fn read_manifest(path: &Path) -> Result<Manifest> {
     let bad = |problem: String| BertError::Dump { path: path.into(), problem };
     if !path.exists() {
-        return Err(bad("not found; is this a dump directory?".into()));
+        return Err(BertError::NotFound { path: path.into(), problem: "not found; is this a dump directory?".into() });
     }
     let bytes = files::read(path, files::MAX_TABLE)?;
     let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a valid manifest: {e}")))?;
@@ -92,7 +93,7 @@ impl Dump {
     pub fn open(path: &Path) -> Result<Dump> {
         let bad = |problem: &str| BertError::Dump { path: path.into(), problem: problem.into() };
         let metadata = std::fs::metadata(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => bad("not found"),
+            std::io::ErrorKind::NotFound => BertError::NotFound { path: path.into(), problem: "not found".into() },
             _ => BertError::io(path, e),
         })?;
         let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
@@ -152,6 +153,28 @@ impl Dump {
         Ok(Dump { dir: path.into(), manifest, kind, notes: Vec::new(), source, index, batch_added: Default::default() })
     }
 
+    /// A trace held in memory as a dump: `tensors[i]` is the values of `manifest.stages[i]`, of
+    /// the shape and dtype the entry gives (checked). `name` stands for a directory in messages.
+    pub fn in_memory(name: &str, manifest: Manifest, tensors: Vec<Tensor>) -> Result<Dump> {
+        let bad = |problem: String| BertError::Dump { path: name.into(), problem };
+        if tensors.len() != manifest.stages.len() {
+            return Err(bad(format!("{} stages but {} tensors", manifest.stages.len(), tensors.len())));
+        }
+        for (entry, tensor) in manifest.stages.iter().zip(&tensors) {
+            if tensor.shape() != entry.shape.as_slice() || tensor.dtype().numpy_name() != entry.dtype {
+                return Err(bad(format!(
+                    "{} is {} {:?} in memory, the manifest says {} {:?}",
+                    entry.name,
+                    tensor.dtype().numpy_name(),
+                    tensor.shape(),
+                    entry.dtype,
+                    entry.shape
+                )));
+            }
+        }
+        Dump::new(Path::new(name), manifest, DumpKind::Memory, Source::Memory(Arc::new(tensors)))
+    }
+
     /// The dump of a learner's arrays, found by `plain.rs`.
     fn from_parts(path: &Path, parts: Parts) -> Result<Dump> {
         let mut dump = Dump::new(path, parts.manifest, parts.kind, parts.source)?;
@@ -177,7 +200,9 @@ impl Dump {
         match &self.source {
             Source::Files(dir) => dir.join(&entry.file),
             Source::Archive(archive) => PathBuf::from(format!("{}:{}", archive.display(), entry.file)),
-            Source::Safetensors(..) => PathBuf::from(format!("{}:{}", self.dir.display(), entry.file)),
+            Source::Safetensors(..) | Source::Memory(_) => {
+                PathBuf::from(format!("{}:{}", self.dir.display(), entry.file))
+            }
         }
     }
 
@@ -209,6 +234,10 @@ impl Dump {
             }
             Source::Safetensors(storage, index) => {
                 plain::safetensors_tensor(storage, index, &entry.file).map_err(&bad)?
+            }
+            Source::Memory(tensors) => {
+                let at = self.index.get(&entry.name).copied().ok_or_else(|| bad("not a stage of this trace".into()))?;
+                return Ok(tensors[at].clone());
             }
         };
         if !same_dtype(&stored, &entry.dtype) {

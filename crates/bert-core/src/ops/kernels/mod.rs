@@ -1,7 +1,8 @@
 //! The machinery below the operations: a packed matrix product (`gemm.rs`, `pack.rs`, on the
 //! strided matrices of `matrix.rs`), loops
-//! compiled for the widest vector instructions the CPU has (`simd.rs`, `elementwise.rs`), and
-//! the thread pool they share (`threads.rs`).
+//! compiled for the widest vector instructions the CPU has (`simd.rs`, `elementwise.rs`, and the
+//! sums of a stage's statistics in `statistics.rs`), and the thread pool they share
+//! (`threads.rs`).
 //!
 //! Nothing above `ops/` calls into this folder: an operation picks its kernel itself, and falls
 //! back to its reference implementation where there is none (another CPU, another layout). Only
@@ -12,6 +13,7 @@ pub(crate) mod gemm;
 mod matrix;
 mod pack;
 pub(crate) mod simd;
+pub(crate) mod statistics;
 pub(crate) mod threads;
 
 /// The fast kernels this CPU runs, by name (for `--kernels` messages and the kernel tests).

@@ -1,0 +1,51 @@
+//! How Python's arguments become the library's: paths given as `str` or `os.PathLike`, one string
+//! or a list of them, a keyword's choice, and the passes' settings.
+
+use std::path::PathBuf;
+
+use bert_commands::settings::PassSettings;
+use bert_commands::source::process_env;
+use bert_core::ops::Kernels;
+use bert_core::words::Opt;
+use bert_core::BertError;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use crate::errors::OrRaise;
+
+/// A `str` or an `os.PathLike`, as text.
+pub fn path_text(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<String> {
+    py.import("os")?.call_method1("fspath", (path,))?.extract()
+}
+
+/// A list of strings, or one string as a list of one (`pair="B"`).
+pub fn strings(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    match value.filter(|v| !v.is_none()) {
+        None => Ok(Vec::new()),
+        Some(one) if one.is_instance_of::<PyString>() => Ok(vec![one.extract()?]),
+        Some(many) => many.try_iter()?.map(|item| item?.extract::<String>()).collect(),
+    }
+}
+
+/// A path given as `str` or `os.PathLike`.
+pub fn path(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<PathBuf>> {
+    value.filter(|v| !v.is_none()).map(|v| path_text(py, v).map(PathBuf::from)).transpose()
+}
+
+/// A keyword's value that is not one of those it takes.
+pub fn bad_choice(py: Python<'_>, option: Opt, value: &str, accepted: &str) -> PyErr {
+    crate::errors::to_py(py, BertError::OptionValue { option, value: format!("{value:?}"), accepted: accepted.into() })
+}
+
+/// The passes' settings: `threads=` and `kernels=`, else `BERT_TRACE_THREADS` and
+/// `BERT_TRACE_KERNELS`, as the command reads them.
+pub fn settings(py: Python<'_>, threads: Option<usize>, kernels: Option<&str>) -> PyResult<PassSettings> {
+    let kernels = match kernels {
+        Some(name) => Some(
+            Kernels::parse(name)
+                .ok_or_else(|| bad_choice(py, bert_commands::settings::KERNELS, name, "\"fast\" or \"reference\""))?,
+        ),
+        None => None,
+    };
+    PassSettings::from_env(PassSettings { threads, kernels }, &process_env).or_raise(py)
+}
