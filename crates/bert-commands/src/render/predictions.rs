@@ -6,18 +6,16 @@ use std::fmt::Write;
 use bert_core::io::tokenizer::MASK;
 use bert_core::model::Outputs;
 use bert_core::objectives::IGNORE;
-use bert_core::ops::Float;
+use bert_core::ops::{softmax_rows, Float};
 use bert_core::{Batch, BertModel};
 use ndarray::{ArrayView1, ArrayView2, ArrayView3, Axis};
 
 use crate::render::table::{new_table, visible};
 
-/// softmax over one row of logits, in f64.
+/// The probabilities of one row of logits: the library's softmax, in f64 so that the printed
+/// probabilities keep their digits.
 fn softmax(logits: ArrayView1<'_, f32>) -> Vec<f64> {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let exps: Vec<f64> = logits.iter().map(|&v| (v as f64 - max).exp()).collect();
-    let sum: f64 = exps.iter().sum();
-    exps.into_iter().map(|e| e / sum).collect()
+    softmax_rows(logits.mapv(f64::from)).to_vec()
 }
 
 /// The `top_k` most likely tokens at one `[MASK]`.
