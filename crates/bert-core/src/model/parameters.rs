@@ -5,7 +5,7 @@
 use super::BertModel;
 use crate::io::weights::Param;
 use crate::ops::Float;
-use crate::stage::{self, Stage, StageKind::*};
+use crate::stage::{self, ParamKind::*, Stage, StageKind};
 
 /// Where each `param.*` row of the stage table lives in the model: one table, for
 /// [`BertModel::parameter`] (`&`) and `parameter_mut` (`&mut`). `$get` and `$as` are the
@@ -13,6 +13,7 @@ use crate::stage::{self, Stage, StageKind::*};
 macro_rules! parameter_of {
     ($model:expr, $stage:expr, $get:ident, $as:ident $(, $mut:tt)?) => {{
         let model = $model;
+        let StageKind::Param(param) = $stage.kind else { return None };
         let layer = match $stage.layer {
             Some(i) => Some(model.layers.$get(i)?),
             None => None,
@@ -22,38 +23,37 @@ macro_rules! parameter_of {
             None => (None, None),
         };
         let (emb, mlm) = (&$($mut)? model.embeddings, model.mlm.$as());
-        Some(match $stage.kind {
-            ParamWordEmbeddings => &$($mut)? emb.word_embeddings,
-            ParamPositionEmbeddings => &$($mut)? emb.position_embeddings,
-            ParamTokenTypeEmbeddings => &$($mut)? emb.token_type_embeddings,
-            ParamEmbLayerNormWeight => &$($mut)? emb.layer_norm.weight,
-            ParamEmbLayerNormBias => &$($mut)? emb.layer_norm.bias,
-            ParamQueryWeight => &$($mut)? attention?.self_attention.query.weight,
-            ParamQueryBias => &$($mut)? attention?.self_attention.query.bias,
-            ParamKeyWeight => &$($mut)? attention?.self_attention.key.weight,
-            ParamKeyBias => &$($mut)? attention?.self_attention.key.bias,
-            ParamValueWeight => &$($mut)? attention?.self_attention.value.weight,
-            ParamValueBias => &$($mut)? attention?.self_attention.value.bias,
-            ParamAttnOutputWeight => &$($mut)? attention?.output.dense.weight,
-            ParamAttnOutputBias => &$($mut)? attention?.output.dense.bias,
-            ParamAttnLayerNormWeight => &$($mut)? attention?.output.layer_norm.weight,
-            ParamAttnLayerNormBias => &$($mut)? attention?.output.layer_norm.bias,
-            ParamIntermediateWeight => &$($mut)? ffn?.intermediate.weight,
-            ParamIntermediateBias => &$($mut)? ffn?.intermediate.bias,
-            ParamFfnOutputWeight => &$($mut)? ffn?.output.weight,
-            ParamFfnOutputBias => &$($mut)? ffn?.output.bias,
-            ParamFfnLayerNormWeight => &$($mut)? ffn?.layer_norm.weight,
-            ParamFfnLayerNormBias => &$($mut)? ffn?.layer_norm.bias,
-            ParamPoolerWeight => &$($mut)? model.pooler.$as()?.dense.weight,
-            ParamPoolerBias => &$($mut)? model.pooler.$as()?.dense.bias,
-            ParamMlmBias => &$($mut)? mlm?.decoder.bias,
-            ParamMlmTransformWeight => &$($mut)? mlm?.transform.weight,
-            ParamMlmTransformBias => &$($mut)? mlm?.transform.bias,
-            ParamMlmLayerNormWeight => &$($mut)? mlm?.layer_norm.weight,
-            ParamMlmLayerNormBias => &$($mut)? mlm?.layer_norm.bias,
-            ParamNspWeight => &$($mut)? model.nsp.$as()?.dense.weight,
-            ParamNspBias => &$($mut)? model.nsp.$as()?.dense.bias,
-            _ => return None,
+        Some(match param {
+            WordEmbeddings => &$($mut)? emb.word_embeddings,
+            PositionEmbeddings => &$($mut)? emb.position_embeddings,
+            TokenTypeEmbeddings => &$($mut)? emb.token_type_embeddings,
+            EmbLayerNormWeight => &$($mut)? emb.layer_norm.weight,
+            EmbLayerNormBias => &$($mut)? emb.layer_norm.bias,
+            QueryWeight => &$($mut)? attention?.self_attention.query.weight,
+            QueryBias => &$($mut)? attention?.self_attention.query.bias,
+            KeyWeight => &$($mut)? attention?.self_attention.key.weight,
+            KeyBias => &$($mut)? attention?.self_attention.key.bias,
+            ValueWeight => &$($mut)? attention?.self_attention.value.weight,
+            ValueBias => &$($mut)? attention?.self_attention.value.bias,
+            AttnOutputWeight => &$($mut)? attention?.output.dense.weight,
+            AttnOutputBias => &$($mut)? attention?.output.dense.bias,
+            AttnLayerNormWeight => &$($mut)? attention?.output.layer_norm.weight,
+            AttnLayerNormBias => &$($mut)? attention?.output.layer_norm.bias,
+            IntermediateWeight => &$($mut)? ffn?.intermediate.weight,
+            IntermediateBias => &$($mut)? ffn?.intermediate.bias,
+            FfnOutputWeight => &$($mut)? ffn?.output.weight,
+            FfnOutputBias => &$($mut)? ffn?.output.bias,
+            FfnLayerNormWeight => &$($mut)? ffn?.layer_norm.weight,
+            FfnLayerNormBias => &$($mut)? ffn?.layer_norm.bias,
+            PoolerWeight => &$($mut)? model.pooler.$as()?.dense.weight,
+            PoolerBias => &$($mut)? model.pooler.$as()?.dense.bias,
+            MlmBias => &$($mut)? mlm?.decoder.bias,
+            MlmTransformWeight => &$($mut)? mlm?.transform.weight,
+            MlmTransformBias => &$($mut)? mlm?.transform.bias,
+            MlmLayerNormWeight => &$($mut)? mlm?.layer_norm.weight,
+            MlmLayerNormBias => &$($mut)? mlm?.layer_norm.bias,
+            NspWeight => &$($mut)? model.nsp.$as()?.dense.weight,
+            NspBias => &$($mut)? model.nsp.$as()?.dense.bias,
         })
     }};
 }

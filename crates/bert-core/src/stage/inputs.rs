@@ -56,35 +56,6 @@ pub fn inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
         LensEmbeddings => vec![at(EmbLayerNorm)],
         LensLayer => vec![here(FfnLayerNorm)],
         // A parameter is read, not computed.
-        ParamWordEmbeddings
-        | ParamPositionEmbeddings
-        | ParamTokenTypeEmbeddings
-        | ParamEmbLayerNormWeight
-        | ParamEmbLayerNormBias
-        | ParamQueryWeight
-        | ParamQueryBias
-        | ParamKeyWeight
-        | ParamKeyBias
-        | ParamValueWeight
-        | ParamValueBias
-        | ParamAttnOutputWeight
-        | ParamAttnOutputBias
-        | ParamAttnLayerNormWeight
-        | ParamAttnLayerNormBias
-        | ParamIntermediateWeight
-        | ParamIntermediateBias
-        | ParamFfnOutputWeight
-        | ParamFfnOutputBias
-        | ParamFfnLayerNormWeight
-        | ParamFfnLayerNormBias
-        | ParamPoolerWeight
-        | ParamPoolerBias
-        | ParamMlmBias
-        | ParamMlmTransformWeight
-        | ParamMlmTransformBias
-        | ParamMlmLayerNormWeight
-        | ParamMlmLayerNormBias
-        | ParamNspWeight
-        | ParamNspBias => Vec::new(),
+        Param(_) => Vec::new(),
     }
 }

@@ -113,7 +113,7 @@ impl ManifestStage {
             dtype: stage.info().dtype.numpy_name().into(),
             file: stage.file_name(),
             hf: stage.hf(),
-            formula: stage.formula().into(),
+            formula: stage.formula(),
         }
     }
 }
