@@ -2,12 +2,15 @@
 //! for an MLM-only loss and for the MLM + NSP loss of a masked sentence pair, against the
 //! `grad.param.*` of `scripts/dump_reference.py --backward` (golden/tiny/gradients). The same
 //! parameters must have a gradient (none for the pooler and the NSP head under an MLM-only
-//! loss), and each must agree within atol 1e-5 + rtol 1e-4 (float32 on both sides).
+//! loss), and each must agree within atol 1e-5 + rtol 1e-4 (float32 on both sides). And the
+//! order of the stages a backward pass hands its sink, against the stage table's plan of them.
 
 use std::path::{Path, PathBuf};
 
 use bert_core::io::dump::manifest::Inputs;
-use bert_core::{BertModel, Dump};
+use bert_core::model::Pass;
+use bert_core::stage::{Objectives, Stage};
+use bert_core::{BertModel, Dump, Sink, TensorView};
 
 fn golden(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden").join(path)
@@ -86,4 +89,68 @@ fn a_backward_needs_a_loss() {
     let batch = model.encode(&["When in Rome, do as the Romans do.".to_string()], None, false).unwrap();
     let message = model.gradients(&batch).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(message.contains("needs a loss"), "{message}");
+}
+
+/// The names of the stages a pass hands its sink, in the order it hands them.
+#[derive(Default)]
+struct Names(Vec<String>);
+
+impl Sink for Names {
+    fn emit(&mut self, stage: Stage, _: TensorView<'_>) -> bert_core::Result<()> {
+        self.0.push(stage.name());
+        Ok(())
+    }
+}
+
+/// `backward_plan` writes the backward's order down a second time, beside the backward pass that
+/// computes it: the stages a pass with a backward hands its sink must be the plan's, in the
+/// plan's order, for each loss.
+#[test]
+fn the_backward_emits_the_stages_of_its_plan_in_order() {
+    let text = || vec!["When in Rome, do as the [MASK] do.".to_string()];
+    // (the loss, the inputs that ask for it). An NSP-only loss does not reach the MLM head's own
+    // parameters (PyTorch leaves their `.grad` None), so its plan must not list them either.
+    let cases = [
+        ("MLM only", Inputs { texts: text(), mlm_targets: strings(&["romans"]), ..Inputs::default() }),
+        (
+            "NSP only",
+            Inputs {
+                texts: text(),
+                pair: strings(&["The cat sat on the mat."]),
+                nsp_label: Some(vec![1]),
+                ..Inputs::default()
+            },
+        ),
+        (
+            "MLM and NSP",
+            Inputs {
+                texts: vec!["When in Rome, do as the Romans do.".into()],
+                pair: strings(&["The cat sat on the mat."]),
+                mask_prob: Some(0.15),
+                seed: Some(18),
+                nsp_label: Some(vec![1]),
+                ..Inputs::default()
+            },
+        ),
+    ];
+    let model = BertModel::load(&golden("tiny")).unwrap();
+    for (case, inputs) in cases {
+        let batch = model.encode_inputs(&inputs, false).unwrap();
+        let mut sink = Names::default();
+        model.trace_with(&batch, &mut sink, Pass { backward: true, ..Pass::default() }).unwrap();
+        let got = sink.0;
+        let expected: Vec<String> =
+            model.plan(Objectives { backward: true, ..batch.objectives() }).iter().map(Stage::name).collect();
+        assert!(got.iter().any(|name| name.starts_with("grad.")), "{case}: no gradient emitted: {got:?}");
+        if let Some(at) = (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i)) {
+            panic!(
+                "{case}: the pass and its plan part at index {at}: the plan has {:?}, the pass emitted {:?}\n\
+                 expected ({}): {expected:?}\ngot ({}): {got:?}",
+                expected.get(at),
+                got.get(at),
+                expected.len(),
+                got.len()
+            );
+        }
+    }
 }

@@ -126,9 +126,14 @@ pub fn backward_plan(forward: &[Stage], n_layers: usize, heads: HeadSet, objecti
         grads.extend(layer_order.iter().map(|&k| Stage::layer(layer_idx, k).grad()));
     }
     grads.extend([EmbLayerNorm, EmbSum, EmbWord, EmbPosition, EmbTokenType].iter().map(|&k| Stage::new(k).grad()));
-    // The pooler and the NSP head are reached only by the NSP loss.
-    let reached =
-        HeadSet { pooler: heads.pooler && objectives.nsp_labels, nsp: heads.nsp && objectives.nsp_labels, ..heads };
+    // The pooler and the NSP head are reached only by the NSP loss, the MLM head's own parameters
+    // only by the MLM loss (its decoder's weight is the word table, which every loss reaches).
+    let reached = HeadSet {
+        pooler: heads.pooler && objectives.nsp_labels,
+        nsp: heads.nsp && objectives.nsp_labels,
+        mlm: heads.mlm && objectives.mlm_labels,
+        ..heads
+    };
     grads.extend(parameters(n_layers, reached).into_iter().map(Stage::grad));
     grads
 }
