@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 
 use bert_commands::diff;
-use bert_core::diff::isolate::Isolation;
+use bert_core::diff::isolate::{own_errors, Isolation};
 use bert_core::diff::truth::against_truth;
 use bert_core::diff::ToleranceOverride;
+use bert_core::stage::DType;
 use bert_core::Dump;
 use pyo3::prelude::*;
 
@@ -43,8 +44,18 @@ pub fn diff(
                 Some(m) => Py::new(py, Model::load(py, Some(PathBuf::from(path_text(py, m)?)))?)?,
                 None => Py::new(py, Model::load(py, None)?)?,
             };
-            let model = model.get().f32.lock().expect("not poisoned");
-            Some(py.detach(|| Isolation::of(&model, &reference, &trace)).or_raise(py)?)
+            let model = model.get();
+            // Each dump is recomputed in its own precision: an f64 dump with the model in f64.
+            let double = match (reference.float_dtype(), trace.float_dtype()) {
+                (DType::F64, _) | (_, DType::F64) => Some(model.in_f64(py)?),
+                _ => None,
+            };
+            let single = model.f32.lock().expect("not poisoned");
+            let own = |dump: &Dump| match (&double, dump.float_dtype()) {
+                (Some(double), DType::F64) => own_errors(&double.lock().expect("not poisoned"), dump),
+                _ => own_errors(&single, dump),
+            };
+            Some(py.detach(|| Isolation::of(&reference, &trace, own)).or_raise(py)?)
         } else {
             None
         };

@@ -163,6 +163,20 @@ def test_diff_agrees_with_the_cli_on_a_clean_and_a_perturbed_pair(tmp_path):
     assert report.json["first_failure"] == theirs["first_failure"]
 
 
+def test_isolate_recomputes_a_float64_trace_in_float64():
+    """An f64 trace isolated against PyTorch's float64 truth: each side's stages recomputed with
+    the model in f64, so every own error is at f64 rounding, as the command's."""
+    truth = ROOT / "golden/tiny/truth/mask"
+    t = bert_trace.trace("When in Rome, do as the [MASK] do.", precision="f64")
+    report = bert_trace.diff(truth, t, isolate=True, model=ROOT / "golden/tiny")
+    stages = report.json["stages"]
+    owns = [s["own_max_abs"][side] for s in stages for side in ("reference", "trace")]
+    isolated = [own for own in owns if own is not None]
+    assert len(isolated) >= 40, stages
+    assert max(isolated) <= 1e-10
+    assert report.json["culprit"] is None
+
+
 def as_keywords(line, spelled):
     """The CLI's message as Python words it: each (flag form, keyword form) of `spelled` is how
     the command and Python name the same option (`--ablate layer0.head9`, `ablate=layer0.head9`)."""

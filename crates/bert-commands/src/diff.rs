@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use bert_core::diff::isolate::{Isolation, Own, Side};
+use bert_core::diff::isolate::{own_errors, Isolation, Own, Side};
 use bert_core::diff::truth::{against_truth, TruthStage};
 use bert_core::diff::{diff_dumps, FirstFailure, Report, StageReport, Status, ToleranceOverride};
 use bert_core::io::dump::manifest::Record;
 use bert_core::io::dump::Dump;
+use bert_core::stage::DType;
 use serde::Serialize;
 
 use crate::error::Result;
@@ -55,7 +56,7 @@ pub fn diff(request: &DiffRequest) -> Result<DiffReport> {
     let reference = Dump::open(&request.reference)?;
     let trace = Dump::open(&request.trace)?;
     let isolation = match request.isolate {
-        true => Some(Isolation::of(&source::load(request.model.as_deref())?.model, &reference, &trace)?),
+        true => Some(isolate(request.model.as_deref(), &reference, &trace)?),
         false => None,
     };
     let truth = match &request.truth {
@@ -63,6 +64,28 @@ pub fn diff(request: &DiffRequest) -> Result<DiffReport> {
         None => None,
     };
     render(&reference, &trace, request.tolerance, isolation.as_ref(), truth.as_deref())
+}
+
+/// Each dump's stages recomputed with the model in the dump's precision (each precision loaded
+/// once): an f64 trace is then held to f64 rounding.
+fn isolate(model: Option<&std::path::Path>, reference: &Dump, trace: &Dump) -> Result<Isolation> {
+    let (mut single, mut double) = (None, None);
+    Isolation::of(reference, trace, |dump| match dump.float_dtype() {
+        DType::F64 => {
+            let model = match &mut double {
+                Some(model) => model,
+                None => double.insert(source::load_as::<f64>(model)?.model),
+            };
+            Ok(own_errors(model, dump)?)
+        }
+        _ => {
+            let model = match &mut single {
+                Some(model) => model,
+                None => single.insert(source::load(model)?.model),
+            };
+            Ok(own_errors(model, dump)?)
+        }
+    })
 }
 
 /// Appends one line to the report being written.

@@ -213,3 +213,61 @@ fn a_model_of_another_dump_is_refused_and_absent_inputs_are_said() {
     assert_eq!(word["own"]["trace"]["kind"], "not_isolated", "{word}");
     assert!(word["own"]["trace"]["reason"].as_str().unwrap().contains("inputs absent (input.ids)"), "{word}");
 }
+
+/// float64 dumps are recomputed with the model in float64: PyTorch's float64 truth and
+/// bert-trace's `--precision f64` trace of the same input both isolate to f64 rounding (every own
+/// error at most 1e-10, every computed stage isolated), and a change of 1e-8 in one stage, far
+/// below any f32 tolerance, is then blamed on that stage.
+#[test]
+fn float64_dumps_isolate_at_f64_rounding() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (model, truth) in [
+        (root().join("golden/tiny"), root().join("golden/tiny/truth/mask")),
+        (minilm(), root().join("golden/minilm/truth/single")),
+    ] {
+        let out = tmp.path().join(truth.file_name().unwrap());
+        let mut args = vec![
+            "--model".to_string(),
+            model.display().to_string(),
+            "--precision".into(),
+            "f64".into(),
+            "--out".into(),
+            out.display().to_string(),
+        ];
+        args.extend(args_of(&truth));
+        let traced = bert_trace(&args);
+        assert!(traced.status.success(), "{}: {}", truth.display(), String::from_utf8_lossy(&traced.stderr));
+        let (code, report, stderr) = isolate(&truth, &out, &model);
+        let (largest, failed) = own_summary(&report);
+        let stages = report["stages"].as_array().unwrap();
+        let isolated = |side: &str| stages.iter().filter(|s| s["own_max_abs"][side].is_number()).count();
+        let not_isolated: Vec<String> = stages
+            .iter()
+            .filter(|s| !s["name"].as_str().unwrap().starts_with("input."))
+            .filter(|s| !s["own_max_abs"]["trace"].is_number())
+            .map(|s| format!("{}: {}", s["name"], s["own"]["trace"]))
+            .collect();
+        println!(
+            "{}: exit {code:?}, largest own error {largest:.2e}, isolated {} + {}",
+            truth.display(),
+            isolated("reference"),
+            isolated("trace")
+        );
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(failed.is_empty() && largest <= 1e-10, "own errors failing {failed:?}, largest {largest:e}");
+        assert!(not_isolated.is_empty(), "stages not isolated: {not_isolated:?}");
+        assert!(isolated("reference") >= 20 && isolated("trace") >= 20, "{report}");
+
+        // One stage of the f64 trace moved by 1e-8: the culprit, on the trace's side.
+        let ffn = out.join("layer0.ffn.output.npy");
+        let mut values = ArrayD::<f64>::read_npy(std::fs::File::open(&ffn).unwrap()).unwrap();
+        values[[0, 3, 5]] += 1e-8;
+        values.write_npy(std::fs::File::create(&ffn).unwrap()).unwrap();
+        // The diff itself still passes (1e-8 is within every stage's tolerance against the
+        // reference); isolation is what sees it.
+        let (code, report, stderr) = isolate(&truth, &out, &model);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert_eq!(report["culprit"], "layer0.ffn.output", "{report}");
+        assert_eq!(report["culprit_side"], "trace", "{report}");
+    }
+}

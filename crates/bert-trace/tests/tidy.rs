@@ -187,6 +187,30 @@ fn the_model_files_are_bert_and_nothing_else() {
     assert!(found.is_empty(), "machinery in the model files:\n{}", found.join("\n"));
 }
 
+/// The operations of a formula: isolation must reach every one of them through the model's own
+/// stage functions, never write one itself.
+const FORMULA: &[&str] =
+    &[".exp(", "::exp", "tanh", "sqrt", "softmax", "matmul", "powf", ".dot(", "sum_axis", "cross_entropy", "erf"];
+
+#[test]
+fn isolation_has_no_formula_of_its_own() {
+    let file = root().join("crates/bert-core/src/diff/isolate.rs");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut found = Vec::new();
+    for (line_idx, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("//") {
+            continue;
+        }
+        for needle in FORMULA {
+            if line.contains(needle) {
+                found.push(format!("{}:{}: `{needle}`: {}", file.display(), line_idx + 1, line.trim()));
+            }
+        }
+    }
+    assert!(text.contains("fn recompute"), "{} no longer recomputes stages: update this test", file.display());
+    assert!(found.is_empty(), "a formula written in the isolation file:\n{}", found.join("\n"));
+}
+
 /// `text` with every run of whitespace made one space.
 fn normalised(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")

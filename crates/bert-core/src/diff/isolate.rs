@@ -7,18 +7,18 @@
 //! The recomputation is one line per stage, calling the same modules and operations as the
 //! forward pass; the forward pass itself is not an interpreter of the table.
 
-use ndarray::{Array2, ArrayD, Axis, Ix2, Ix3, Ix4};
+use ndarray::{Array, Array2, Array3, ArrayD, Ix2, Ix3, Ix4, IxDyn};
 use serde::Serialize;
 
-use crate::diff::{compare_tensors, default_tolerance, StageReport};
+use crate::diff::{compare_tensors, default_tolerance, StageReport, Tolerance};
 use crate::error::{BertError, Result};
 use crate::io::dump::Dump;
-use crate::model::BertModel;
+use crate::model::{additive_mask, attention, embeddings, losses, pooler, sentence_pooling, BertModel};
 use crate::objectives::IGNORE;
-use crate::ops;
+use crate::ops::{self, Float};
 use crate::pass::Tensor;
 use crate::stage::inputs::inputs;
-use crate::stage::{self, Part, Stage, StageKind::*};
+use crate::stage::{self, DType, Part, Stage, StageKind::*};
 
 /// A stage's own error on one side of a diff.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -62,14 +62,19 @@ pub struct Isolation {
 }
 
 impl Isolation {
-    /// Isolates every stage of both dumps with `model`, which must be both dumps' model.
-    /// The two dumps must be of the same input, when both say which (their `input.ids`): a
-    /// stage recomputed from another input's values would blame the inputs on the stages.
-    pub fn of(model: &BertModel, reference: &Dump, trace: &Dump) -> Result<Isolation> {
+    /// Isolates every stage of both dumps, each with the own errors `own` gives (in practice
+    /// [`own_errors`] with the dumps' model, in the dump's precision). The two dumps must be of
+    /// the same input, when both say which (their `input.ids`): a stage recomputed from another
+    /// input's values would blame the inputs on the stages.
+    pub fn of<E: From<BertError>>(
+        reference: &Dump,
+        trace: &Dump,
+        mut own: impl FnMut(&Dump) -> std::result::Result<Vec<(String, Own)>, E>,
+    ) -> std::result::Result<Isolation, E> {
         if reference.entry("input.ids").is_some() && trace.entry("input.ids").is_some() {
             crate::io::dump::same_input(reference, trace)?;
         }
-        let (reference, trace) = (own_errors(model, reference)?, own_errors(model, trace)?);
+        let (reference, trace) = (own(reference)?, own(trace)?);
         let mut failed: Vec<(&str, Side)> = reference
             .iter()
             .filter(|(_, own)| own.failed())
@@ -93,8 +98,10 @@ impl Isolation {
 
 /// Every stage of `dump` (those in the stage table that are computed, not inputs) with its
 /// own error, in the dump's order. First checks that `model` is the dump's model: it must give
-/// the dump's word embeddings from the dump's ids.
-pub fn own_errors(model: &BertModel, dump: &Dump) -> Result<Vec<(String, Own)>> {
+/// the dump's word embeddings from the dump's ids. `model` should be in the dump's precision
+/// ([`Dump::float_dtype`]): an f64 dump is then held to f64 rounding
+/// ([`isolation_tolerance`]).
+pub fn own_errors<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<Vec<(String, Own)>> {
     check_model(model, dump)?;
     let n_layers = model.config.num_hidden_layers;
     let mask = dump.attention_mask()?;
@@ -109,8 +116,8 @@ pub fn own_errors(model: &BertModel, dump: &Dump) -> Result<Vec<(String, Own)>> 
         let own = match recompute_from(model, dump, stage, n_layers)? {
             Ok(recomputed) => {
                 let value = dump.read(entry)?;
-                let report =
-                    compare_tensors(&entry.name, &value, &recomputed, default_tolerance(stage.kind), mask.as_ref());
+                let tolerance = isolation_tolerance(stage.kind, value.dtype());
+                let report = compare_tensors(&entry.name, &value, &recomputed, tolerance, mask.as_ref());
                 own_of(&report)
             }
             Err(reason) => Own::NotIsolated { reason },
@@ -118,6 +125,16 @@ pub fn own_errors(model: &BertModel, dump: &Dump) -> Result<Vec<(String, Own)>> 
         owns.push((entry.name.clone(), own));
     }
     Ok(owns)
+}
+
+/// The tolerance of a stage's own error: its kind's for an f32 dump; for an f64 dump, 1e-10
+/// absolute and relative, far above f64 rounding (about 1e-16 relative per operation) and far
+/// below any real mistake.
+pub fn isolation_tolerance(kind: crate::stage::StageKind, dtype: DType) -> Tolerance {
+    match dtype {
+        DType::F64 => Tolerance { atol: 1e-10, rtol: 1e-10 },
+        _ => default_tolerance(kind),
+    }
 }
 
 fn own_of(report: &StageReport) -> Own {
@@ -136,7 +153,7 @@ fn own_of(report: &StageReport) -> Own {
 /// Refuses a model that does not give the dump's embeddings from the dump's ids: every own
 /// error would then be the model's difference, not the dump's. A dump without its ids or its
 /// word embeddings cannot be checked, and is not refused.
-fn check_model(model: &BertModel, dump: &Dump) -> Result<()> {
+fn check_model<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<()> {
     let stage = Stage::new(EmbWord);
     let Some(entry) = dump.entry(&stage.name()) else { return Ok(()) };
     let mismatch = |detail: String| BertError::Dump {
@@ -168,8 +185,8 @@ fn check_model(model: &BertModel, dump: &Dump) -> Result<()> {
 
 /// `stage` recomputed from the dump's values of its inputs: Ok(Err(reason)) when it cannot be
 /// (an input absent, or not of a shape the operation takes).
-fn recompute_from(
-    model: &BertModel,
+fn recompute_from<F: Float>(
+    model: &BertModel<F>,
     dump: &Dump,
     stage: Stage,
     n_layers: usize,
@@ -193,141 +210,134 @@ fn recompute_from(
     Ok(ops::with_kernels(model.kernels, || recompute(model, stage, &values)))
 }
 
-fn f32_of<D: ndarray::Dimension>(
+/// A float input as an array of the model's float type and of dimension `D`.
+fn float_of<F: Float, D: ndarray::Dimension>(
     value: &Option<Tensor>,
     what: &str,
-) -> std::result::Result<ndarray::Array<f32, D>, String> {
+) -> std::result::Result<ndarray::Array<F, D>, String> {
     let tensor = value.as_ref().ok_or_else(|| format!("{what} absent"))?;
     let shape = tensor.shape().to_vec();
     tensor
-        .to_f32()
+        .to_float::<F>()
         .ok_or_else(|| format!("{what} holds integers"))?
         .into_dimensionality::<D>()
         .map_err(|_| format!("{what} is {shape:?}"))
 }
 
-fn ids_of(value: &Option<Tensor>, what: &str) -> std::result::Result<Array2<i64>, String> {
+/// An integer input (ids, labels, a mask) of dimension `D`.
+fn ints_of<D: ndarray::Dimension>(value: &Option<Tensor>, what: &str) -> std::result::Result<Array<i64, D>, String> {
     let tensor = value.as_ref().ok_or_else(|| format!("{what} absent"))?;
     let shape = tensor.shape().to_vec();
     tensor
         .to_f64()
         .mapv(|v| v as i64)
-        .into_dimensionality::<Ix2>()
-        .map_err(|_| format!("{what} is {shape:?}, not [B,T]"))
+        .into_dimensionality::<D>()
+        .map_err(|_| format!("{what} is {shape:?}, not of {} axes", D::NDIM.unwrap_or(0)))
 }
 
-/// One stage from its inputs (in the order of `stage/inputs.rs`), as the forward pass computes
-/// it, one line per stage.
-fn recompute(model: &BertModel, stage: Stage, x: &[Option<Tensor>]) -> std::result::Result<Tensor, String> {
+/// One stage from its inputs (in the order of `stage/inputs.rs`), by the function of `model/`
+/// that the forward pass calls for it; this file only checks the operands' shapes and ranges.
+fn recompute<F: Float>(
+    model: &BertModel<F>,
+    stage: Stage,
+    x: &[Option<Tensor>],
+) -> std::result::Result<Tensor, String> {
     let layer = || model.layers.get(stage.layer.unwrap_or(0)).ok_or("a layer the model does not have".to_string());
-    let head = |present: bool, what: &str| if present { Ok(()) } else { Err(format!("the model has no {what}")) };
-    let table_rows = |table: ndarray::ArrayView2<'_, f32>, ids: &Array2<i64>| {
-        if ids.iter().all(|&id| id >= 0 && (id as usize) < table.nrows()) {
-            Ok(ops::embedding(table, ids.view()))
+    let h = model.config.hidden_size;
+    let within = |table: &[usize], ids: &Array2<i64>| {
+        if ids.iter().all(|&id| id >= 0 && (id as usize) < table[0]) {
+            Ok(())
         } else {
-            Err(format!("an id outside the table of {} rows", table.nrows()))
+            Err(format!("an id outside the table of {} rows", table[0]))
         }
     };
-    let out: ArrayD<f32> = match stage.kind {
+    let embeddings = &model.embeddings;
+    let out: ArrayD<F> = match stage.kind {
         Param(_) => return Err("a parameter is read, not computed by the forward pass".into()),
-        EmbWord => table_rows(model.embeddings.word_embeddings.view2(), &ids_of(&x[0], "input.ids")?)?.into_dyn(),
+        EmbWord => {
+            let ids = ints_of::<Ix2>(&x[0], "input.ids")?;
+            within(embeddings.word_embeddings.shape(), &ids)?;
+            embeddings.word(ids.view()).into_dyn()
+        }
         EmbPosition => {
-            let ids = ids_of(&x[0], "input.ids")?;
-            let positions = Array2::from_shape_fn(ids.dim(), |(_, i)| i as i64);
-            table_rows(model.embeddings.position_embeddings.view2(), &positions)?.into_dyn()
+            let ids = ints_of::<Ix2>(&x[0], "input.ids")?;
+            if ids.dim().1 > embeddings.position_embeddings.shape()[0] {
+                return Err(format!("more positions than the table's {}", embeddings.position_embeddings.shape()[0]));
+            }
+            embeddings.position(ids.dim()).into_dyn()
         }
         EmbTokenType => {
-            table_rows(model.embeddings.token_type_embeddings.view2(), &ids_of(&x[0], "input.token_type_ids")?)?
-                .into_dyn()
+            let ids = ints_of::<Ix2>(&x[0], "input.token_type_ids")?;
+            within(embeddings.token_type_embeddings.shape(), &ids)?;
+            embeddings.token_type(ids.view()).into_dyn()
         }
         EmbSum => {
-            let (w, t, p) =
-                (f32_of::<Ix3>(&x[0], "word")?, f32_of::<Ix3>(&x[1], "token_type")?, f32_of::<Ix3>(&x[2], "position")?);
+            let (w, t, p) = (
+                float_of::<F, Ix3>(&x[0], "word")?,
+                float_of::<F, Ix3>(&x[1], "token_type")?,
+                float_of::<F, Ix3>(&x[2], "position")?,
+            );
             same(&[w.shape(), t.shape(), p.shape()])?;
-            (w + &t + &p).into_dyn()
+            embeddings::sum(w, &t, &p).into_dyn()
         }
-        EmbLayerNorm => model.embeddings.layer_norm.forward(hidden(&x[0], "sum", model)?).into_dyn(),
+        EmbLayerNorm => embeddings.layer_norm.forward(wide::<F>(&x[0], "sum", h)?).into_dyn(),
         AttnQuery | AttnKey | AttnValue => {
-            let attention = &layer()?.attention.self_attention;
-            let linear = match stage.kind {
-                AttnQuery => &attention.query,
-                AttnKey => &attention.key,
-                _ => &attention.value,
-            };
-            let input = f32_of::<Ix3>(&x[0], "the layer's input")?;
-            width(input.shape(), model.config.hidden_size)?;
-            ops::split_heads(linear.forward(&input), attention.n_heads).into_dyn()
+            let input = wide::<F>(&x[0], "the layer's input", h)?;
+            layer()?.attention.self_attention.project(stage.kind, &input).into_dyn()
         }
         AttnScores => {
-            let (q, k) = (f32_of::<Ix4>(&x[0], "query")?, f32_of::<Ix4>(&x[1], "key")?);
+            let (q, k) = (float_of::<F, Ix4>(&x[0], "query")?, float_of::<F, Ix4>(&x[1], "key")?);
             same(&[q.shape(), k.shape()])?;
-            let hs = q.dim().3;
-            let scale = (hs as f64).powf(-0.5) as f32;
-            let mut scores = ops::scaled_matmul(q.view(), ops::transpose(k.view()), scale);
-            let mask = ids_of(&x[2], "input.attention_mask")?;
+            let mask = ints_of::<Ix2>(&x[2], "input.attention_mask")?;
             let (b, _, t, _) = q.dim();
             if mask.dim() != (b, t) {
                 return Err(format!("input.attention_mask is {:?}, the scores [{b}, _, {t}, {t}]", mask.shape()));
             }
-            if mask.iter().any(|&m| m == 0) {
-                let additive = mask.mapv(|m| if m == 0 { f32::MIN } else { 0.0 }).into_shape_with_order((b, 1, 1, t));
-                scores += &additive.map_err(|e| e.to_string())?;
-            }
-            scores.into_dyn()
+            attention::scores(q.view(), k.view(), additive_mask::<F>(&mask).as_ref()).into_dyn()
         }
-        AttnProbs => ops::softmax_rows(f32_of::<Ix4>(&x[0], "scores")?).into_dyn(),
+        AttnProbs => attention::probs(float_of::<F, Ix4>(&x[0], "scores")?).into_dyn(),
         AttnContext => {
-            let (p, v) = (f32_of::<Ix4>(&x[0], "probs")?, f32_of::<Ix4>(&x[1], "value")?);
+            let (p, v) = (float_of::<F, Ix4>(&x[0], "probs")?, float_of::<F, Ix4>(&x[1], "value")?);
             if p.dim().3 != v.dim().2 || p.dim().0 != v.dim().0 || p.dim().1 != v.dim().1 {
                 return Err(format!("probs {:?} and value {:?} do not multiply", p.shape(), v.shape()));
             }
-            ops::merge_heads(ops::matmul(p.view(), v.view())).into_dyn()
+            attention::context(p.view(), v.view()).into_dyn()
         }
-        AttnOutput => {
-            let context = f32_of::<Ix3>(&x[0], "context")?;
-            width(context.shape(), model.config.hidden_size)?;
-            layer()?.attention.output.dense.forward(&context).into_dyn()
-        }
+        AttnOutput => layer()?.attention.output.dense.forward(&wide::<F>(&x[0], "context", h)?).into_dyn(),
         AttnResidual | FfnResidual => {
-            let (output, input) = (f32_of::<Ix3>(&x[0], "output")?, f32_of::<Ix3>(&x[1], "the block's input")?);
+            let (output, input) =
+                (float_of::<F, Ix3>(&x[0], "output")?, float_of::<F, Ix3>(&x[1], "the block's input")?);
             same(&[output.shape(), input.shape()])?;
-            (output + &input).into_dyn()
+            attention::residual(output, &input).into_dyn()
         }
-        AttnLayerNorm => layer()?.attention.output.layer_norm.forward(hidden(&x[0], "residual", model)?).into_dyn(),
+        AttnLayerNorm => layer()?.attention.output.layer_norm.forward(wide::<F>(&x[0], "residual", h)?).into_dyn(),
         FfnIntermediate => {
-            let input = f32_of::<Ix3>(&x[0], "attention.layernorm")?;
-            width(input.shape(), model.config.hidden_size)?;
-            layer()?.feed_forward.intermediate.forward(&input).into_dyn()
+            layer()?.feed_forward.intermediate.forward(&wide::<F>(&x[0], "attention.layernorm", h)?).into_dyn()
         }
-        FfnActivation => layer()?.feed_forward.activation.forward(f32_of::<Ix3>(&x[0], "intermediate")?).into_dyn(),
+        FfnActivation => {
+            layer()?.feed_forward.activation.forward(float_of::<F, Ix3>(&x[0], "intermediate")?).into_dyn()
+        }
         FfnOutput => {
-            let input = f32_of::<Ix3>(&x[0], "activation")?;
-            width(input.shape(), model.config.intermediate_size)?;
+            let input = wide::<F>(&x[0], "activation", model.config.intermediate_size)?;
             layer()?.feed_forward.output.forward(&input).into_dyn()
         }
-        FfnLayerNorm => layer()?.feed_forward.layer_norm.forward(hidden(&x[0], "residual", model)?).into_dyn(),
+        FfnLayerNorm => layer()?.feed_forward.layer_norm.forward(wide::<F>(&x[0], "residual", h)?).into_dyn(),
         PoolerDense => {
             let pooler = model.pooler.as_ref().ok_or("the model has no pooler")?;
-            let hidden = f32_of::<Ix3>(&x[0], "the last hidden state")?;
-            width(hidden.shape(), model.config.hidden_size)?;
+            let hidden = wide::<F>(&x[0], "the last hidden state", h)?;
             if hidden.dim().1 == 0 {
                 return Err("no tokens".into());
             }
-            pooler.dense.forward(&hidden.index_axis(Axis(1), 0)).into_dyn()
+            pooler.dense_of(&hidden).into_dyn()
         }
-        PoolerOutput => f32_of::<ndarray::IxDyn>(&x[0], "pooler.dense")?.mapv_into(f32::tanh),
+        PoolerOutput => pooler::output(float_of::<F, Ix2>(&x[0], "pooler.dense")?).into_dyn(),
         LensEmbeddings | LensLayer => {
-            // The whole MLM head, on a layer's output instead of the last one.
             let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
-            let input = f32_of::<Ix3>(&x[0], "its input")?;
-            width(input.shape(), model.config.hidden_size)?;
-            let normed = mlm.layer_norm.forward(mlm.activation.forward(mlm.transform.forward(&input)));
-            mlm.decoder.forward(&normed).into_dyn()
+            mlm.logits_of(&wide::<F>(&x[0], "its input", h)?).into_dyn()
         }
         MlmTransform | MlmActivation | MlmLayerNorm | MlmLogits => {
             let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
-            let input = f32_of::<Ix3>(&x[0], "its input")?;
-            width(input.shape(), model.config.hidden_size)?;
+            let input = wide::<F>(&x[0], "its input", h)?;
             match stage.kind {
                 MlmTransform => mlm.transform.forward(&input).into_dyn(),
                 MlmActivation => mlm.activation.forward(input).into_dyn(),
@@ -336,8 +346,8 @@ fn recompute(model: &BertModel, stage: Stage, x: &[Option<Tensor>]) -> std::resu
             }
         }
         MlmLosses | NspLosses => {
-            let logits = f32_of::<ndarray::IxDyn>(&x[0], "logits")?;
-            let labels = x[1].as_ref().ok_or("labels absent")?.to_f64().mapv(|v| v as i64);
+            let logits = float_of::<F, IxDyn>(&x[0], "logits")?;
+            let labels = ints_of::<IxDyn>(&x[1], "labels")?;
             if logits.ndim() != labels.ndim() + 1 || logits.shape()[..labels.ndim()] != labels.shape()[..] {
                 return Err(format!("logits {:?} and labels {:?} do not go together", logits.shape(), labels.shape()));
             }
@@ -345,46 +355,29 @@ fn recompute(model: &BertModel, stage: Stage, x: &[Option<Tensor>]) -> std::resu
             if labels.iter().any(|&l| l != IGNORE && (l < 0 || l as usize >= classes)) {
                 return Err(format!("a label outside the {classes} classes"));
             }
-            let rows = logits.len() / classes.max(1);
-            let flat = logits
-                .as_standard_layout()
-                .into_owned()
-                .into_shape_with_order((rows, classes))
-                .map_err(|e| e.to_string())?;
-            let flat_labels =
-                labels.as_standard_layout().into_owned().into_shape_with_order(rows).map_err(|e| e.to_string())?;
-            let losses = ops::cross_entropy(flat.view(), flat_labels.view(), IGNORE).mapv(|l| l as f32);
-            losses.into_shape_with_order(labels.shape()).map_err(|e| e.to_string())?
+            losses::losses(logits.view(), labels.view())
         }
         MlmLoss | NspLoss => {
-            let losses = f32_of::<ndarray::IxDyn>(&x[0], "losses")?;
-            let labels = x[1].as_ref().ok_or("labels absent")?.to_f64();
-            let labelled = labels.iter().filter(|&&l| l as i64 != IGNORE).count();
-            let sum: f64 = losses.iter().map(|&v| v as f64).sum();
-            ndarray::arr0((sum / labelled as f64) as f32).into_dyn()
+            let per_label = float_of::<F, IxDyn>(&x[0], "losses")?;
+            let labels = ints_of::<IxDyn>(&x[1], "labels")?;
+            same(&[per_label.shape(), labels.shape()])?;
+            ndarray::arr0(losses::mean(per_label.view(), labels.view())).into_dyn()
         }
         Loss => {
-            let part =
-                |value: &Option<Tensor>| value.as_ref().and_then(|t| t.to_f32()).and_then(|a| a.iter().next().copied());
-            ndarray::arr0(part(&x[0]).unwrap_or(0.0) + part(&x[1]).unwrap_or(0.0)).into_dyn()
+            let part = |value: &Option<Tensor>| value.as_ref().and_then(|t| t.to_float::<F>()?.iter().next().copied());
+            ndarray::arr0(losses::total(part(&x[0]), part(&x[1]))).into_dyn()
         }
         NspLogits | ClassifierLogits => {
-            let pooled = f32_of::<Ix2>(&x[0], "pooler.output")?;
-            width(pooled.shape(), model.config.hidden_size)?;
-            match stage.kind {
-                NspLogits => {
-                    head(model.nsp.is_some(), "NSP head")?;
-                    model.nsp.as_ref().map(|h| h.dense.forward(&pooled)).unwrap_or_default().into_dyn()
-                }
-                _ => {
-                    head(model.classifier.is_some(), "classifier")?;
-                    model.classifier.as_ref().map(|h| h.dense.forward(&pooled)).unwrap_or_default().into_dyn()
-                }
-            }
+            let pooled = wide_of::<F, Ix2>(&x[0], "pooler.output", h)?;
+            let dense = match stage.kind {
+                NspLogits => &model.nsp.as_ref().ok_or("the model has no NSP head")?.dense,
+                _ => &model.classifier.as_ref().ok_or("the model has no classifier")?.dense,
+            };
+            dense.forward(&pooled).into_dyn()
         }
         SentencePooled => {
-            let hidden = f32_of::<Ix3>(&x[0], "the last hidden state")?;
-            let mask = ids_of(&x[1], "input.attention_mask")?.mapv(|m| if m != 0 { 1.0f32 } else { 0.0 });
+            let hidden = float_of::<F, Ix3>(&x[0], "the last hidden state")?;
+            let mask = ints_of::<Ix2>(&x[1], "input.attention_mask")?;
             if mask.dim() != (hidden.dim().0, hidden.dim().1) {
                 return Err(format!(
                     "input.attention_mask {:?} and the hidden state {:?}",
@@ -392,23 +385,31 @@ fn recompute(model: &BertModel, stage: Stage, x: &[Option<Tensor>]) -> std::resu
                     hidden.shape()
                 ));
             }
-            let mask = mask.insert_axis(Axis(2));
-            let sums = (&hidden * &mask).sum_axis(Axis(1));
-            let counts = mask.sum_axis(Axis(1)).mapv(|n| n.max(1e-9));
-            (sums / &counts).into_dyn()
+            sentence_pooling::mean_pool(&hidden, &mask).into_dyn()
         }
         InputOriginalIds | InputIds | InputTokenTypeIds | InputAttentionMask | InputLabels | InputNextSentenceLabel => {
             return Err("an input, which nothing computes".into())
         }
     };
-    Ok(Tensor::F32(out))
+    Ok(Tensor::of_float(out))
 }
 
-/// A `[B,T,H]` input of the model's hidden size.
-fn hidden(value: &Option<Tensor>, what: &str, model: &BertModel) -> std::result::Result<ndarray::Array3<f32>, String> {
-    let input = f32_of::<Ix3>(value, what)?;
-    width(input.shape(), model.config.hidden_size)?;
-    Ok(input)
+/// A `[B,T,width]` input: the last axis must be the `width` the model's weights take.
+fn wide<F: Float>(value: &Option<Tensor>, what: &str, width: usize) -> std::result::Result<Array3<F>, String> {
+    wide_of::<F, Ix3>(value, what, width)
+}
+
+/// An input of dimension `D` whose last axis is the `width` the model's weights take.
+fn wide_of<F: Float, D: ndarray::Dimension>(
+    value: &Option<Tensor>,
+    what: &str,
+    width: usize,
+) -> std::result::Result<Array<F, D>, String> {
+    let input = float_of::<F, D>(value, what)?;
+    match input.shape().last() {
+        Some(&w) if w == width => Ok(input),
+        _ => Err(format!("its input is {:?}, the model's weights take a last axis of {width}", input.shape())),
+    }
 }
 
 /// Refuses operands of different shapes (which ndarray would broadcast or refuse with a panic).
@@ -417,13 +418,5 @@ fn same(shapes: &[&[usize]]) -> std::result::Result<(), String> {
         Ok(())
     } else {
         Err(format!("its inputs' shapes differ: {shapes:?}"))
-    }
-}
-
-/// Refuses an input whose last axis is not the `width` the model's weights take.
-fn width(shape: &[usize], width: usize) -> std::result::Result<(), String> {
-    match shape.last() {
-        Some(&w) if w == width => Ok(()),
-        _ => Err(format!("its input is {shape:?}, the model's weights take a last axis of {width}")),
     }
 }

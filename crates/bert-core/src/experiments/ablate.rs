@@ -69,7 +69,7 @@ impl<F: Float> BertModel<F> {
     }
 
     fn scan(&self, batch: &Batch, position: (usize, usize), target: (&str, u32), with: AblateWith) -> Result<HeadScan> {
-        let mask = additive_mask::<F>(batch);
+        let mask = additive_mask::<F>(&batch.attention_mask);
         let mut discard = Discard;
         let mut plain = Tracer::new(&mut discard, None, None);
         plain.set_attention_mask(&batch.attention_mask);

@@ -89,7 +89,7 @@ impl<F: Float> BertModel<F> {
         let mut tracer = Tracer::new(&mut discard, None, None);
         let hidden = ops::with_kernels(self.kernels, || {
             let embedded = self.embeddings.forward(batch, &mut tracer)?;
-            self.layers_from(0, embedded, additive_mask::<F>(batch).as_ref(), &mut tracer)
+            self.layers_from(0, embedded, additive_mask::<F>(&batch.attention_mask).as_ref(), &mut tracer)
         })
         .map_err(failed)?;
         Ok(self.readout(&hidden, position)?.log_prob(target))

@@ -1,7 +1,7 @@
 //! `BertAttention`: multi-head self-attention, then the output projection, the residual and
 //! LayerNorm (BERT normalises after adding the residual: post-norm).
 
-use ndarray::{Array3, Array4};
+use ndarray::{Array3, Array4, ArrayView4};
 
 use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
@@ -11,7 +11,7 @@ use crate::io::config::BertConfig;
 use crate::io::weights::WeightStore;
 use crate::ops::{self, Float};
 use crate::pass::{Halt, Tracer};
-use crate::stage::{Stage, StageKind::*};
+use crate::stage::{Stage, StageKind, StageKind::*};
 
 /// `attention.self`: the query, key and value projections, `[H]` -> `[H]` each.
 pub struct BertSelfAttention<F: Float = f32> {
@@ -31,6 +31,23 @@ pub struct BertSelfOutput<F: Float = f32> {
 pub struct BertAttention<F: Float = f32> {
     pub self_attention: BertSelfAttention<F>,
     pub output: BertSelfOutput<F>,
+}
+
+impl<F: Float> BertSelfAttention<F> {
+    /// The dense layer of `attention.query`, `.key` or `.value` (any other kind: the value's).
+    pub fn projection(&self, kind: StageKind) -> &Linear<F> {
+        match kind {
+            AttnQuery => &self.query,
+            AttnKey => &self.key,
+            _ => &self.value,
+        }
+    }
+
+    /// `attention.query`, `.key` or `.value`: `[B,T,H]` -> `[B,nh,T,hs]`, every token's
+    /// projection, each head with its own hs features.
+    pub fn project(&self, kind: StageKind, x: &Array3<F>) -> Array4<F> {
+        ops::split_heads(self.projection(kind).forward(x), self.n_heads)
+    }
 }
 
 impl<F: Float> BertAttention<F> {
@@ -69,39 +86,22 @@ impl<F: Float> BertAttention<F> {
     ) -> Result<Array3<F>, Halt> {
         let stage = |kind| Stage::layer(layer_idx, kind);
         let self_attn = &self.self_attention;
-        let (nh, hs) = (self_attn.n_heads, x.dim().2 / self_attn.n_heads);
-
-        // [B,T,H] -> [B,nh,T,hs]: every token's query, key and value, each head with its own hs features.
-        let mut q = ops::split_heads(self_attn.query.forward(x), nh);
+        let mut q = self_attn.project(AttnQuery, x);
         tracer.float(stage(AttnQuery), &mut q)?;
-        let mut k = ops::split_heads(self_attn.key.forward(x), nh);
+        let mut k = self_attn.project(AttnKey, x);
         tracer.float(stage(AttnKey), &mut k)?;
-        let mut v = ops::split_heads(self_attn.value.forward(x), nh);
+        let mut v = self_attn.project(AttnValue, x);
         tracer.float(stage(AttnValue), &mut v)?;
-
-        // [B,nh,T,hs] · [B,nh,hs,T] -> [B,nh,T,T]: every query against every key, scaled by
-        // 1/√hs, which keeps the dot products of hs-long vectors near unit variance so that
-        // softmax does not saturate. HF's `self.scaling = hs ** -0.5`, computed in f64 as Python does.
-        let scale = F::of((hs as f64).powf(-0.5));
-        let mut scores = ops::scaled_matmul(q.view(), ops::transpose(k.view()), scale);
-        // + [B,1,1,T], broadcast over heads and queries: padding keys get f32::MIN.
-        if let Some(additive_mask) = additive_mask {
-            scores += additive_mask;
-        }
+        let mut scores = scores(q.view(), k.view(), additive_mask);
         tracer.float(stage(AttnScores), &mut scores)?;
-        // [B,nh,T,T]: each query's row becomes a distribution over the keys.
-        let mut probs = ops::softmax_rows(scores);
+        let mut probs = probs(scores);
         tracer.float(stage(AttnProbs), &mut probs)?;
-
-        // [B,nh,T,T] · [B,nh,T,hs] -> [B,nh,T,hs] -> [B,T,H]: each head's weighted sum of the
-        // values, the heads then side by side again.
-        let mut context = ops::merge_heads(ops::matmul(probs.view(), v.view()));
+        let mut context = context(probs.view(), v.view());
         tracer.float(stage(AttnContext), &mut context)?;
-
         // [B,T,H]: the output projection mixes the heads; then the residual and LayerNorm.
         let mut output = self.output.dense.forward(&context);
         tracer.float(stage(AttnOutput), &mut output)?;
-        let mut residual = output + x;
+        let mut residual = residual(output, x);
         tracer.float(stage(AttnResidual), &mut residual)?;
         let mut hidden = self.output.layer_norm.forward(residual);
         tracer.float(stage(AttnLayerNorm), &mut hidden)?;
@@ -150,7 +150,7 @@ impl<F: Float> BertAttention<F> {
         let mut d_scores = ops::softmax_rows_backward(probs, d_probs.view());
         tracer.float(at(AttnScores).grad(), &mut d_scores)?;
         // scores = q · kᵀ · hs^-0.5 (+ the mask, a constant).
-        let scale = F::of((hs as f64).powf(-0.5));
+        let scale = scale(hs);
         let (q, k) = (record.four(at(AttnQuery)), record.four(at(AttnKey)));
         let (mut d_q, d_k_t) = ops::scaled_matmul_backward(q, ops::transpose(k), d_scores.view(), scale);
         let mut d_k = d_k_t.permuted_axes([0, 1, 3, 2]);
@@ -166,4 +166,41 @@ impl<F: Float> BertAttention<F> {
         }
         Ok(d_x)
     }
+}
+
+/// `attention.scores`: `[B,nh,T,hs]` · `[B,nh,hs,T]` -> `[B,nh,T,T]`, every query against every
+/// key, scaled by 1/√hs, which keeps the dot products of hs-long vectors near unit variance so
+/// that softmax does not saturate (HF's `self.scaling = hs ** -0.5`, computed in f64 as Python
+/// does). `additive_mask` `[B,1,1,T]`, broadcast over heads and queries, gives padding keys the
+/// most negative float; None when no token is padding (HF then adds nothing).
+pub fn scores<F: Float>(q: ArrayView4<'_, F>, k: ArrayView4<'_, F>, additive_mask: Option<&Array4<F>>) -> Array4<F> {
+    let scale = scale(q.dim().3);
+    let mut scores = ops::scaled_matmul(q, ops::transpose(k), scale);
+    // + [B,1,1,T], broadcast over heads and queries: padding keys get f32::MIN.
+    if let Some(additive_mask) = additive_mask {
+        scores += additive_mask;
+    }
+    scores
+}
+
+/// 1/√hs, the scale of the scores, in f64 then rounded to F (Python computes `hs ** -0.5` in f64).
+pub fn scale<F: Float>(hs: usize) -> F {
+    F::of((hs as f64).powf(-0.5))
+}
+
+/// `attention.probs`: `[B,nh,T,T]`, each query's row of scores made a distribution over the keys.
+pub fn probs<F: Float>(scores: Array4<F>) -> Array4<F> {
+    ops::softmax_rows(scores)
+}
+
+/// `attention.context`: `[B,nh,T,T]` · `[B,nh,T,hs]` -> `[B,nh,T,hs]` -> `[B,T,H]`, each head's
+/// weighted sum of the values, the heads then side by side again.
+pub fn context<F: Float>(probs: ArrayView4<'_, F>, v: ArrayView4<'_, F>) -> Array3<F> {
+    ops::merge_heads(ops::matmul(probs, v))
+}
+
+/// `attention.residual` and `ffn.residual`: `[B,T,H]`, a block's output with its input added
+/// back, which LayerNorm then normalises (post-norm).
+pub fn residual<F: Float>(output: Array3<F>, input: &Array3<F>) -> Array3<F> {
+    output + input
 }

@@ -1,6 +1,6 @@
 //! `BertEmbeddings`: word + token type + position embeddings, then LayerNorm.
 
-use ndarray::{Array2, Array3};
+use ndarray::{Array2, Array3, ArrayView2};
 
 use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
@@ -38,24 +38,34 @@ impl<F: Float> BertEmbeddings<F> {
 
     /// `[B,T]` ids -> `[B,T,H]` hidden states.
     pub(crate) fn forward(&self, batch: &Batch, tracer: &mut Tracer) -> Result<Array3<F>, Halt> {
-        let (b, t) = batch.dims();
-        // [B,T] -> [B,T,H]: row input.ids[b,t] of the word table.
-        let mut word = ops::embedding(self.word_embeddings.view2(), batch.ids.view());
+        let mut word = self.word(batch.ids.view());
         tracer.float(Stage::new(EmbWord), &mut word)?;
-        // [B,T] -> [B,T,H]: every sequence counts its positions from 0, padding included.
-        let positions = Array2::from_shape_fn((b, t), |(_, i)| i as i64);
-        let mut position = ops::embedding(self.position_embeddings.view2(), positions.view());
+        let mut position = self.position(batch.dims());
         tracer.float(Stage::new(EmbPosition), &mut position)?;
-        // [B,T] -> [B,T,H]: sentence A's row for type 0, sentence B's for type 1.
-        let mut token_type = ops::embedding(self.token_type_embeddings.view2(), batch.token_type_ids.view());
+        let mut token_type = self.token_type(batch.token_type_ids.view());
         tracer.float(Stage::new(EmbTokenType), &mut token_type)?;
-        // HF adds in this order, (word + token_type) + position; f32 addition is not
-        // associative, so the order is kept.
-        let mut sum = word + &token_type + &position;
+        let mut sum = sum(word, &token_type, &position);
         tracer.float(Stage::new(EmbSum), &mut sum)?;
         let mut hidden = self.layer_norm.forward(sum);
         tracer.float(Stage::new(EmbLayerNorm), &mut hidden)?;
         Ok(hidden)
+    }
+
+    /// `embeddings.word`: `[B,T]` ids -> `[B,T,H]`, row `ids[b,t]` of the word table.
+    pub fn word(&self, ids: ArrayView2<'_, i64>) -> Array3<F> {
+        ops::embedding(self.word_embeddings.view2(), ids)
+    }
+
+    /// `embeddings.position`: `(B,T)` -> `[B,T,H]`; every sequence counts its positions from 0,
+    /// padding included.
+    pub fn position(&self, (b, t): (usize, usize)) -> Array3<F> {
+        ops::embedding(self.position_embeddings.view2(), positions(b, t).view())
+    }
+
+    /// `embeddings.token_type`: `[B,T]` -> `[B,T,H]`, sentence A's row for type 0, sentence B's
+    /// for type 1.
+    pub fn token_type(&self, token_type_ids: ArrayView2<'_, i64>) -> Array3<F> {
+        ops::embedding(self.token_type_embeddings.view2(), token_type_ids)
     }
 
     /// The backward: `[B,T,H]` d loss / d embeddings.layernorm -> the three tables' gradients
@@ -91,11 +101,10 @@ impl<F: Float> BertEmbeddings<F> {
         }
         grads.add("bert.embeddings.word_embeddings.weight", d_word.into_dyn());
         let (b, t) = batch.dims();
-        let positions = Array2::from_shape_fn((b, t), |(_, i)| i as i64);
         let rows = self.position_embeddings.shape()[0];
         grads.add(
             "bert.embeddings.position_embeddings.weight",
-            ops::embedding_backward(positions.view(), d_position.view(), rows).into_dyn(),
+            ops::embedding_backward(positions(b, t).view(), d_position.view(), rows).into_dyn(),
         );
         let rows = self.token_type_embeddings.shape()[0];
         grads.add(
@@ -104,4 +113,15 @@ impl<F: Float> BertEmbeddings<F> {
         );
         Ok(())
     }
+}
+
+/// `embeddings.sum`: `[B,T,H]` three times -> `[B,T,H]`. HF adds in this order,
+/// (word + token_type) + position; f32 addition is not associative, so the order is kept.
+pub fn sum<F: Float>(word: Array3<F>, token_type: &Array3<F>, position: &Array3<F>) -> Array3<F> {
+    word + token_type + position
+}
+
+/// `[B,T]`: the position of every token, 0, 1, ... in each sequence.
+fn positions(b: usize, t: usize) -> Array2<i64> {
+    Array2::from_shape_fn((b, t), |(_, i)| i as i64)
 }

@@ -4,6 +4,7 @@
 use ndarray::Array3;
 
 use super::activation::Activation;
+use super::attention::residual;
 use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
@@ -49,7 +50,7 @@ impl<F: Float> FeedForward<F> {
         let mut output = self.output.forward(&activation);
         tracer.float(stage(FfnOutput), &mut output)?;
         // [B,T,H]: add the block's input back (the residual), then LayerNorm (post-norm).
-        let mut residual = output + x;
+        let mut residual = residual(output, x);
         tracer.float(stage(FfnResidual), &mut residual)?;
         let mut hidden = self.layer_norm.forward(residual);
         tracer.float(stage(FfnLayerNorm), &mut hidden)?;

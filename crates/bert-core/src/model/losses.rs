@@ -6,7 +6,7 @@
 //! -100): averaging over all B·T positions, a classic mistake, would make the loss depend on how
 //! many tokens were not masked.
 
-use ndarray::{arr0, Array1, Array2, Array3, ArrayView2, ArrayView3};
+use ndarray::{arr0, Array1, Array2, Array3, ArrayD, ArrayView2, ArrayView3, ArrayViewD, Ix1, Ix2};
 
 use crate::objectives::IGNORE;
 use crate::ops::{self, Float};
@@ -15,16 +15,11 @@ use crate::stage::{Stage, StageKind::*};
 
 /// `[B,T,V]` logits, `[B,T]` labels -> `mlm.losses` `[B,T]` and `mlm.loss` `[]`, which it returns.
 pub(crate) fn mlm_loss<F: Float>(logits: &Array3<F>, labels: &Array2<i64>, tracer: &mut Tracer) -> Result<F, Halt> {
-    let (b, t, v) = logits.dim();
-    // [B·T,V] rows against [B·T] labels: -log softmax(logits)[label], 0 where the label is -100.
-    let rows = logits.view().into_shape_with_order((b * t, v)).expect("[B,T,V] is contiguous");
-    let flat_labels = labels.view().into_shape_with_order(b * t).expect("[B,T] is contiguous");
-    let losses = ops::cross_entropy(rows, flat_labels, IGNORE);
-    let mut per_position = losses.mapv(F::of).into_shape_with_order((b, t)).expect("B·T losses");
+    let mut per_position = losses(logits.view().into_dyn(), labels.view().into_dyn())
+        .into_dimensionality::<Ix2>()
+        .expect("[B,T] labels, [B,T] losses");
     tracer.float(Stage::new(MlmLosses), &mut per_position)?;
-    // The mean over the labelled positions only: the sum divided by the count of labels not -100.
-    let labelled = labels.iter().filter(|&&label| label != IGNORE).count();
-    let mut loss = arr0(F::of(sum(per_position.iter()) / labelled as f64));
+    let mut loss = arr0(mean(per_position.view().into_dyn(), labels.view().into_dyn()));
     tracer.float(Stage::new(MlmLoss), &mut loss)?;
     Ok(loss[()])
 }
@@ -32,11 +27,12 @@ pub(crate) fn mlm_loss<F: Float>(logits: &Array3<F>, labels: &Array2<i64>, trace
 /// `[B,2]` logits, `[B]` labels -> `nsp.losses` `[B]` and `nsp.loss` `[]`, which it returns.
 pub(crate) fn nsp_loss<F: Float>(logits: &Array2<F>, labels: &Array1<i64>, tracer: &mut Tracer) -> Result<F, Halt> {
     // [B]: -log p(is next) for label 0, -log p(random) for label 1.
-    let mut losses = ops::cross_entropy(logits.view(), labels.view(), IGNORE).mapv(F::of);
-    tracer.float(Stage::new(NspLosses), &mut losses)?;
+    let mut per_pair = losses(logits.view().into_dyn(), labels.view().into_dyn())
+        .into_dimensionality::<Ix1>()
+        .expect("[B] labels, [B] losses");
+    tracer.float(Stage::new(NspLosses), &mut per_pair)?;
     // The mean over the labelled pairs, as for the MLM loss (today every pair has a label).
-    let labelled = labels.iter().filter(|&&label| label != IGNORE).count();
-    let mut loss = arr0(F::of(sum(losses.iter()) / labelled as f64));
+    let mut loss = arr0(mean(per_pair.view().into_dyn(), labels.view().into_dyn()));
     tracer.float(Stage::new(NspLoss), &mut loss)?;
     Ok(loss[()])
 }
@@ -44,9 +40,35 @@ pub(crate) fn nsp_loss<F: Float>(logits: &Array2<F>, labels: &Array1<i64>, trace
 /// `loss` `[]`: the sum of the losses computed. With both, it is `BertForPreTraining`'s `loss`;
 /// with MLM labels only, it is the MLM loss, as `BertForMaskedLM` returns it.
 pub(crate) fn total_loss<F: Float>(mlm: Option<F>, nsp: Option<F>, tracer: &mut Tracer) -> Result<F, Halt> {
-    let mut loss = arr0(mlm.unwrap_or(F::zero()) + nsp.unwrap_or(F::zero()));
+    let mut loss = arr0(total(mlm, nsp));
     tracer.float(Stage::new(Loss), &mut loss)?;
     Ok(loss[()])
+}
+
+/// `mlm.losses`, `nsp.losses`: `[..,C]` logits and `[..]` labels -> `[..]`, -log softmax(logits)[label]
+/// at every position, 0 where the label is -100. The labels must be classes of the last axis
+/// or -100.
+pub fn losses<F: Float>(logits: ArrayViewD<'_, F>, labels: ArrayViewD<'_, i64>) -> ArrayD<F> {
+    let classes = *logits.shape().last().expect("logits have a class axis");
+    // Every position one row, against its label.
+    let rows = logits.as_standard_layout().into_owned().into_shape_with_order((labels.len(), classes));
+    let flat_labels = labels.as_standard_layout().into_owned().into_shape_with_order(labels.len());
+    let losses = ops::cross_entropy(rows.expect("a row per label").view(), flat_labels.expect("labels").view(), IGNORE);
+    losses.mapv(F::of).into_shape_with_order(labels.raw_dim()).expect("a loss per label")
+}
+
+/// `mlm.loss`, `nsp.loss`: the mean of the losses over the labelled positions only: their sum
+/// (in f64, so that the f32 losses of many positions keep their digits) divided by the count of
+/// labels not -100.
+pub fn mean<F: Float>(losses: ArrayViewD<'_, F>, labels: ArrayViewD<'_, i64>) -> F {
+    let labelled = labels.iter().filter(|&&label| label != IGNORE).count();
+    let sum: f64 = losses.iter().map(|&v| v.to_f64().unwrap_or(f64::NAN)).sum();
+    F::of(sum / labelled as f64)
+}
+
+/// `loss`: the sum of whichever of the MLM and NSP losses were computed.
+pub fn total<F: Float>(mlm: Option<F>, nsp: Option<F>) -> F {
+    mlm.unwrap_or(F::zero()) + nsp.unwrap_or(F::zero())
 }
 
 /// The backward of [`mlm_loss`]: `[B,T,V]` logits and `[B,T]` labels -> d mlm.loss / d logits
@@ -71,9 +93,4 @@ pub(crate) fn mean_backward<F: Float, D: ndarray::Dimension>(labels: &ndarray::A
 pub(crate) fn nsp_loss_backward<F: Float>(logits: ArrayView2<'_, F>, labels: &Array1<i64>) -> Array2<F> {
     let labelled = labels.iter().filter(|&&label| label != IGNORE).count();
     ops::cross_entropy_backward(logits, labels.view(), IGNORE, 1.0 / labelled as f64)
-}
-
-/// The sum of `values`, in f64: the f32 losses of many positions keep their digits that way.
-fn sum<'a, F: Float>(values: impl Iterator<Item = &'a F>) -> f64 {
-    values.map(|&v| v.to_f64().unwrap_or(f64::NAN)).sum()
 }

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::io::config::BertConfig;
 use crate::io::weights::{Param, WeightStore};
 use crate::ops::{self, Float};
-use crate::pass::{Halt, Tracer};
+use crate::pass::{Discard, Halt, Tracer};
 use crate::stage::{Stage, StageKind::*};
 
 /// `cls.predictions`
@@ -64,6 +64,14 @@ impl<F: Float> MlmHead<F> {
         let mut logits = self.decoder.forward(&normed);
         tracer.float(Stage::new(MlmLogits), &mut logits)?;
         Ok(logits)
+    }
+
+    /// `lens.*`: `[B,T,H]` -> `[B,T,V]`, the whole head on any hidden state, its stages untraced.
+    pub fn logits_of(&self, hidden: &Array3<F>) -> Array3<F> {
+        match self.forward(hidden, &mut Tracer::new(&mut Discard, None, None)) {
+            Ok(logits) => logits,
+            Err(_) => unreachable!("a pass that traces nothing neither stops nor fails"),
+        }
     }
 
     /// `[B,T,V]` d loss / d logits -> `[B,T,H]` d loss / d the last hidden state, in reverse.

@@ -58,7 +58,7 @@ use crate::io::config::BertConfig;
 use crate::io::tokenizer::{Batch, BertTokenizer};
 use crate::ops::{self, Float, Kernels};
 use crate::pass::hook::Hook;
-use crate::pass::{Discard, Halt, Sink, Tee, Tracer};
+use crate::pass::{Halt, Sink, Tee, Tracer};
 use crate::stage::{self, Dims, HeadSet, Objectives, Stage, StageKind::*};
 
 /// A loaded checkpoint: the encoder, whichever heads its weights have, and its tokenizer. `F`
@@ -164,10 +164,10 @@ pub struct Traced<F: Float = f32> {
 /// `[B,1,1,T]`: HF's extended attention mask, 0 for a real key and the most negative float
 /// for padding, added to every head's scores for every query. None without padding: HF then
 /// adds nothing.
-pub(crate) fn additive_mask<F: Float>(batch: &Batch) -> Option<Array4<F>> {
-    batch.attention_mask.iter().any(|&m| m == 0).then(|| {
-        let (b, t) = batch.dims();
-        let additive = batch.attention_mask.mapv(|m| if m == 0 { F::min_value() } else { F::zero() });
+pub fn additive_mask<F: Float>(attention_mask: &Array2<i64>) -> Option<Array4<F>> {
+    attention_mask.iter().any(|&m| m == 0).then(|| {
+        let (b, t) = attention_mask.dim();
+        let additive = attention_mask.mapv(|m| if m == 0 { F::min_value() } else { F::zero() });
         additive.into_shape_with_order((b, 1, 1, t)).expect("B·T values")
     })
 }
@@ -285,7 +285,7 @@ impl<F: Float> BertModel<F> {
         tracer.set_attention_mask(&inputs.attention_mask);
         *used = Some(inputs.clone());
         let batch = &inputs;
-        let additive_mask = additive_mask(batch);
+        let additive_mask = additive_mask(&batch.attention_mask);
 
         let mut hidden = self.embeddings.forward(batch, tracer)?;
         // The lens reads each layer's output after the pass, so it keeps them: [B,T,H] each.
@@ -338,7 +338,7 @@ impl<F: Float> BertModel<F> {
     /// own stages are not traced again; its logits are, once per layer.
     fn trace_lens(&self, mlm: &MlmHead<F>, layer_outputs: Vec<Array3<F>>, tracer: &mut Tracer) -> Result<(), Halt> {
         for (idx, hidden) in layer_outputs.into_iter().enumerate() {
-            let mut logits = mlm.forward(&hidden, &mut Tracer::new(&mut Discard, None, None))?;
+            let mut logits = mlm.logits_of(&hidden);
             let stage = match idx {
                 0 => Stage::new(LensEmbeddings),
                 _ => Stage::layer(idx - 1, LensLayer),

@@ -27,13 +27,17 @@ impl<F: Float> BertPooler<F> {
 
     /// `[B,T,H]` -> `[B,H]`
     pub(crate) fn forward(&self, hidden: &Array3<F>, tracer: &mut Tracer) -> Result<Array2<F>, Halt> {
-        // [B,T,H] -> [B,H]: position 0 of every sequence, which is always [CLS].
-        let cls = hidden.index_axis(Axis(1), 0);
-        let mut dense = self.dense.forward(&cls);
+        let mut dense = self.dense_of(hidden);
         tracer.float(Stage::new(PoolerDense), &mut dense)?;
-        let mut pooled = dense.mapv_into(F::tanh);
+        let mut pooled = output(dense);
         tracer.float(Stage::new(PoolerOutput), &mut pooled)?;
         Ok(pooled)
+    }
+
+    /// `pooler.dense`: `[B,T,H]` -> `[B,H]`, the dense layer on position 0 of every sequence,
+    /// which is always [CLS].
+    pub fn dense_of(&self, hidden: &Array3<F>) -> Array2<F> {
+        self.dense.forward(&hidden.index_axis(Axis(1), 0))
     }
 
     /// `[B,H]` d loss / d pooler.output -> `[B,H]` d loss / d the last hidden state at `[CLS]`.
@@ -52,4 +56,9 @@ impl<F: Float> BertPooler<F> {
         tracer.float(Stage::new(PoolerDense).grad(), &mut d_dense)?;
         Ok(self.dense.backward(&hidden.index_axis(Axis(1), 0), &d_dense, "bert.pooler.dense", grads))
     }
+}
+
+/// `pooler.output`: `[B,H]`, tanh of the dense layer's output.
+pub fn output<F: Float>(dense: Array2<F>) -> Array2<F> {
+    dense.mapv_into(F::tanh)
 }

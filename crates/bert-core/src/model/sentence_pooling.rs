@@ -102,16 +102,22 @@ impl SentencePooling {
         mask: &Array2<i64>,
         tracer: &mut Tracer,
     ) -> Result<Array2<F>, Halt> {
-        // [B,T] -> [B,T,1]: 1 for a real token and 0 for padding, broadcast over H below.
-        let mask = mask.mapv(|m| F::of(m as f64)).insert_axis(Axis(2));
-        // [B,T,H] -> [B,H]: the real tokens' hidden states summed over T ...
-        let sums = (hidden * &mask).sum_axis(Axis(1));
-        // ... over [B,1]: how many real tokens each sequence has.
-        let counts = mask.sum_axis(Axis(1)).mapv(|n| n.max(F::of(1e-9)));
-        let mut pooled = sums / &counts;
+        let mut pooled = mean_pool(hidden, mask);
         tracer.float(Stage::new(StageKind::SentencePooled), &mut pooled)?;
         Ok(pooled)
     }
+}
+
+/// `sentence.pooled`: `[B,T,H]`, `[B,T]` -> `[B,H]`, the mean of the hidden states of the
+/// tokens whose attention mask is 1.
+pub fn mean_pool<F: Float>(hidden: &Array3<F>, mask: &Array2<i64>) -> Array2<F> {
+    // [B,T] -> [B,T,1]: 1 for a real token and 0 for padding, broadcast over H below.
+    let mask = mask.mapv(|m| F::of(m as f64)).insert_axis(Axis(2));
+    // [B,T,H] -> [B,H]: the real tokens' hidden states summed over T ...
+    let sums = (hidden * &mask).sum_axis(Axis(1));
+    // ... over [B,1]: how many real tokens each sequence has.
+    let counts = mask.sum_axis(Axis(1)).mapv(|n| n.max(F::of(1e-9)));
+    sums / &counts
 }
 
 /// The pooling module's directory inside `dir`: from `modules.json` when there is one, else

@@ -93,6 +93,24 @@ impl Tensor {
         }
     }
 
+    /// The values of a float tensor as `F` (an f64 value rounded to f32 when `F` is f32): None
+    /// for an integer tensor.
+    pub fn to_float<F: Float>(&self) -> Option<ArrayD<F>> {
+        match self {
+            Tensor::F32(a) => Some(a.mapv(|v| F::of(f64::from(v)))),
+            Tensor::F64(a) => Some(a.mapv(F::of)),
+            Tensor::I64(_) => None,
+        }
+    }
+
+    /// A float tensor of either float type.
+    pub fn of_float<F: Float>(values: ArrayD<F>) -> Tensor {
+        match F::either(values.view()) {
+            EitherFloat::F32(view) => Tensor::F32(view.to_owned()),
+            EitherFloat::F64(view) => Tensor::F64(view.to_owned()),
+        }
+    }
+
     /// The values of an integer tensor: None for a float tensor.
     pub fn to_i64(&self) -> Option<ArrayD<i64>> {
         match self {

@@ -21,6 +21,7 @@ use crate::error::{BertError, Result};
 use crate::io::dump::manifest::{Manifest, ManifestStage, FORMAT_MAJOR, FORMAT_PREFIX};
 use crate::io::files;
 use crate::pass::Tensor;
+use crate::stage::DType;
 
 /// Reads and checks a `manifest.json`.
 pub fn read_manifest(path: &Path) -> Result<Manifest> {
@@ -123,6 +124,17 @@ impl Dump {
             None => Source::Files(path.into()),
         };
         Dump::new(path, manifest, DumpKind::Manifest, source)
+    }
+
+    /// The float type of the dump's stages: float64 when any stage is (a `--precision f64`
+    /// trace, or a truth dump), else float32.
+    pub fn float_dtype(&self) -> DType {
+        let f64 = self.manifest.stages.iter().any(|stage| DType::from_numpy_name(&stage.dtype) == Some(DType::F64));
+        if f64 {
+            DType::F64
+        } else {
+            DType::F32
+        }
     }
 
     /// The dump of `manifest`'s stages, in their files in `dir` (or the archive the manifest
