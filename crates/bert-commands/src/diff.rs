@@ -307,6 +307,50 @@ fn print_interventions(out: &mut String, reference: &Dump, trace: &Dump) {
     }
 }
 
+/// Whether only one of the two dumps has `stage`.
+fn one_sided(stage: &StageReport) -> bool {
+    matches!(stage.status, Status::OnlyInReference | Status::OnlyInTrace)
+}
+
+/// The names of the stages of `status`, in the report's order, shortened: the shortest prefix
+/// (at a `.`) under which the report has two stages or more, all of `status`, written once as
+/// `prefix.*` (`layer0.*`, `grad.param.bert.encoder.*`).
+fn grouped(report: &Report, status: &Status) -> Vec<String> {
+    let whole_under = |prefix: &str| {
+        let under: Vec<&StageReport> = report.stages.iter().filter(|s| s.name.starts_with(prefix)).collect();
+        under.len() > 1 && under.iter().all(|s| s.status == *status)
+    };
+    let mut names: Vec<String> = Vec::new();
+    for stage in report.stages.iter().filter(|s| s.status == *status) {
+        let mut prefixes = stage.name.match_indices('.').map(|(at, _)| &stage.name[..=at]);
+        let whole = prefixes.find(|prefix| whole_under(prefix)).map(|prefix| format!("{prefix}*"));
+        let name = whole.unwrap_or_else(|| stage.name.clone());
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// `words` joined by ", " in lines of at most about 100 characters, each after the first
+/// indented by two spaces.
+fn wrapped(words: &[String]) -> String {
+    let mut lines = vec![String::new()];
+    for (idx, word) in words.iter().enumerate() {
+        let piece = if idx + 1 < words.len() { format!("{word},") } else { word.clone() };
+        let line = lines.last_mut().expect("one line");
+        if !line.trim().is_empty() && line.len() + 1 + piece.len() > 100 {
+            lines.push(format!("  {piece}"));
+        } else {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(&piece);
+        }
+    }
+    lines.join("\n")
+}
+
 fn print_report(out: &mut String, reference: &Dump, trace: &Dump, report: &Report, isolation: Option<&Isolation>) {
     say!(
         out,
@@ -330,7 +374,8 @@ fn print_report(out: &mut String, reference: &Dump, trace: &Dump, report: &Repor
         header.extend(["own error (ref)", "own error (trace)"]);
     }
     let mut table = new_table(&header, &[2, 3, 4, 5, 7]);
-    for stage in &report.stages {
+    // The stages one dump lacks are listed after the table, by name, not as rows of dashes.
+    for stage in report.stages.iter().filter(|s| !one_sided(s)) {
         let mut cells = row(stage);
         if let Some(isolation) = isolation {
             cells.push(own_cell(isolation.own(&stage.name, Side::Reference)));
@@ -339,6 +384,13 @@ fn print_report(out: &mut String, reference: &Dump, trace: &Dump, report: &Repor
         table.add_row(cells);
     }
     say!(out, "{table}");
+    for (status, side) in [(Status::OnlyInReference, "reference"), (Status::OnlyInTrace, "trace")] {
+        let names = grouped(report, &status);
+        if !names.is_empty() {
+            let count = report.stages.iter().filter(|s| s.status == status).count();
+            say!(out, "only in the {side} (not judged), {count} stages:\n  {}", wrapped(&names));
+        }
+    }
     let padded: Vec<&StageReport> = report.stages.iter().filter(|s| s.padded_rows.is_some()).collect();
     if !padded.is_empty() {
         let worst = padded

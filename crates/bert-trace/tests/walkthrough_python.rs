@@ -6,99 +6,43 @@
 //! Each chapter starts from an empty dump directory: the dumps it names (`dumps/NN-...`) are
 //! removed before its commands run, so that no chapter reads a dump an earlier run left. A
 //! command must end as its block says: with status 0, or with the status of the `? N` line
-//! below it (trycmd's notation, which `docs.rs` checks too).
+//! below it (the notation `docs.rs` checks too).
 //!
 //! Each python block runs in a fresh interpreter after the chapter's earlier python blocks, so
 //! variables carry over as they would in a notebook. The interpreter is `$BERT_TRACE_PYTHON`
 //! (the README's test command points it at a venv with numpy) or `python3`; without numpy the
 //! test fails rather than skipping.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// One fenced block: its info string and its text.
-struct Block {
-    lang: String,
-    text: String,
-    line: usize,
-}
-
-fn blocks(markdown: &str) -> Vec<Block> {
-    let mut blocks = Vec::new();
-    let mut current: Option<Block> = None;
-    for (idx, line) in markdown.lines().enumerate() {
-        match (&mut current, line.strip_prefix("```")) {
-            (None, Some(info)) => {
-                current = Some(Block { lang: info.trim().to_string(), text: String::new(), line: idx + 1 })
-            }
-            (Some(_), Some(rest)) if rest.trim().is_empty() => blocks.push(current.take().expect("open")),
-            (Some(block), _) => {
-                block.text.push_str(line);
-                block.text.push('\n');
-            }
-            (None, None) => {}
-        }
-    }
-    blocks
-}
+use common::console::{blocks, clear_dumps, run, steps, Block};
 
 fn python() -> String {
     std::env::var("BERT_TRACE_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
-/// Runs the `$ ` commands of a console block for their files (trycmd checks their output);
-/// returns one line per command whose exit status is not the one the block gives.
+/// Runs the commands of a console block for the files they write (`docs.rs` checks what they
+/// print); returns one line per command whose exit status is not the one the block gives.
 fn run_console(block: &Block, dir: &Path, chapter: &Path) -> Vec<String> {
-    let lines: Vec<&str> = block.text.lines().collect();
     let mut failures = Vec::new();
-    for (idx, line) in lines.iter().enumerate() {
-        let Some(command) = line.strip_prefix("$ ") else { continue };
-        let expected = match lines.get(idx + 1).and_then(|l| l.strip_prefix("? ")) {
-            Some("failed") => None,
-            Some(code) => Some(code.trim().parse::<i32>().expect("`? N` gives a number")),
-            None => Some(0),
-        };
-        let shell_command = match command.strip_prefix("bert-trace") {
-            Some(rest) => format!("'{}'{rest}", env!("CARGO_BIN_EXE_bert-trace")),
-            None => command.to_string(),
-        };
-        let output = Command::new("sh")
-            .arg("-c")
-            .arg(&shell_command)
-            .current_dir(dir)
-            // As in docs.rs: hub ids resolve against an empty cache, never the network.
-            .env("HF_HUB_OFFLINE", "1")
-            .env("HF_HUB_CACHE", "dumps/hf-cache")
-            .output()
-            .unwrap_or_else(|e| panic!("{}:{}: cannot run `{command}`: {e}", chapter.display(), block.line));
-        let code = output.status.code();
-        let as_expected = match expected {
-            Some(want) => code == Some(want),
-            None => code != Some(0),
-        };
-        if !as_expected {
+    for step in steps(block) {
+        let ran = run(&step, dir);
+        if ran.status != Some(step.status) {
             failures.push(format!(
-                "{}:{}: `{command}` exited {code:?}, the block says {}:\n{}",
+                "{}:{}: `{}` exited {:?}, the block says {}:\n{}",
                 chapter.display(),
-                block.line,
-                expected.map_or("a failure".to_string(), |c| c.to_string()),
-                String::from_utf8_lossy(&output.stderr)
+                step.line,
+                step.command,
+                ran.status,
+                step.status,
+                ran.output
             ));
         }
     }
     failures
-}
-
-/// The dump directories a chapter names (`dumps/NN-name`), removed before it runs.
-fn clear_dumps(markdown: &str, dir: &Path) {
-    let mut rest = markdown;
-    while let Some(at) = rest.find("dumps/") {
-        rest = &rest[at + "dumps/".len()..];
-        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '-' || *c == '_').collect();
-        if !name.is_empty() && name != "hf-cache" {
-            let _ = std::fs::remove_dir_all(dir.join("dumps").join(&name));
-        }
-    }
 }
 
 fn check_chapter(chapter: &Path) -> Vec<String> {
@@ -180,7 +124,7 @@ fn walkthrough_python_blocks() {
 }
 
 /// The README's python blocks (the Python package's section) run like the walkthrough's, from
-/// this crate's directory, where trycmd runs the README's commands.
+/// this crate's directory, where `docs.rs` runs the README's commands.
 #[test]
 fn readme_python_blocks() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));

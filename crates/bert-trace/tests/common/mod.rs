@@ -2,6 +2,8 @@
 //! what a run did, judged as one clear line or not), named batteries of cases, snapshots of
 //! directories, and writing a `.npy` header as numpy does.
 
+pub mod console;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
