@@ -21,6 +21,7 @@ pub mod compare;
 pub mod diff;
 pub mod error;
 pub mod experiment;
+pub mod explain;
 pub mod inspect;
 pub mod lens;
 pub mod owned_file;

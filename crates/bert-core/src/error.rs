@@ -89,6 +89,11 @@ pub enum BertError {
     Interrupted,
 
     /// An intervention (an ablation, a patch) that cannot be applied to this model or run.
+    /// An element `explain` cannot explain: a target that does not parse, an index out of
+    /// range, a stage or operand the dump lacks, a model that is not the dump's.
+    #[error("{target}: {problem}")]
+    Explain { target: String, problem: String },
+
     #[error("{spec}: {problem}")]
     Intervention { spec: String, problem: String },
 

@@ -47,11 +47,13 @@
 pub mod diff;
 pub mod error;
 pub mod experiments;
+pub mod explain;
 pub mod io;
 pub mod model;
 pub mod objectives;
 pub mod ops;
 pub mod pass;
+pub mod recompute;
 pub mod stage;
 pub mod train;
 pub mod words;

@@ -49,6 +49,10 @@ pub enum Command {
     Lens(LensArgs),
     /// Occlusion: hide each input token in turn and show how the prediction of a [MASK] changes
     Attribute(AttributeArgs),
+    /// Why is this number what it is: one element of a dump's stage, its formula with the real
+    /// operands, the value recomputed from them by the stage's own function, and every element it
+    /// reads
+    Explain(ExplainArgs),
     /// Pretrain BERT on a text file: BERT's masking and the MLM loss (plus NSP for a file of
     /// sentence pairs), AdamW as PyTorch computes it, a linear warm-up and decay; save a
     /// checkpoint transformers loads, and dump any step's every tensor
@@ -266,6 +270,23 @@ pub struct DiffArgs {
     /// The model both dumps were made with (for --isolate)
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The dump: a directory written by bert-trace or scripts/dump_reference.py, or its trace.npz
+    pub dump: PathBuf,
+    /// The element: STAGE[INDEX], e.g. 'layer0.attention.probs[0,0,3,5]'; `:` on one axis for a
+    /// whole row ('layer0.attention.probs[0,0,3,:]')
+    #[arg(value_name = "STAGE[INDEX]")]
+    pub target: String,
+    /// Print the explanation as JSON (an array of objects for a row)
+    #[arg(long)]
+    pub json: bool,
+    /// The model the dump was made with. Default: the one its manifest names, as a directory next
+    /// to the dump, then here, then as a hub id (the built-in tiny model is never assumed)
+    #[arg(long, value_name = "DIR|ID")]
+    pub model: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

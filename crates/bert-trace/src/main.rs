@@ -9,6 +9,7 @@ mod cli;
 mod color;
 mod compare;
 mod diff;
+mod explain;
 mod inspect;
 mod lens;
 mod settings;
@@ -53,6 +54,7 @@ fn main() -> ExitCode {
         Some(Command::Ablate(args)) => ablate::run(args),
         Some(Command::Lens(args)) => lens::run(args),
         Some(Command::Attribute(args)) => attribute::run(args),
+        Some(Command::Explain(args)) => explain::run(args),
         Some(Command::Train(args)) => train::run(args),
     });
     match result {

@@ -187,14 +187,14 @@ fn the_model_files_are_bert_and_nothing_else() {
     assert!(found.is_empty(), "machinery in the model files:\n{}", found.join("\n"));
 }
 
-/// The operations of a formula: isolation must reach every one of them through the model's own
-/// stage functions, never write one itself.
+/// The operations of a formula: recomputing a stage (for isolation and explain) must reach every
+/// one of them through the model's own stage functions, never write one itself.
 const FORMULA: &[&str] =
     &[".exp(", "::exp", "tanh", "sqrt", "softmax", "matmul", "powf", ".dot(", "sum_axis", "cross_entropy", "erf"];
 
 #[test]
-fn isolation_has_no_formula_of_its_own() {
-    let file = root().join("crates/bert-core/src/diff/isolate.rs");
+fn recomputation_has_no_formula_of_its_own() {
+    let file = root().join("crates/bert-core/src/recompute.rs");
     let text = std::fs::read_to_string(&file).unwrap();
     let mut found = Vec::new();
     for (line_idx, line) in text.lines().enumerate() {
@@ -208,7 +208,7 @@ fn isolation_has_no_formula_of_its_own() {
         }
     }
     assert!(text.contains("fn recompute"), "{} no longer recomputes stages: update this test", file.display());
-    assert!(found.is_empty(), "a formula written in the isolation file:\n{}", found.join("\n"));
+    assert!(found.is_empty(), "a formula written in the recomputation file:\n{}", found.join("\n"));
 }
 
 /// `text` with every run of whitespace made one space.

@@ -1,0 +1,143 @@
+//! `explain`: why one element of a dump's stage is what it is (`bert_core::explain`), with the
+//! dump's own model, as text or JSON.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use bert_core::explain::{self, Explanation, Target};
+use bert_core::io::dump::Dump;
+use bert_core::stage::DType;
+
+use crate::error::Result;
+use crate::source::{self, EMBEDDED_NAME, MODEL};
+
+/// One element (or row) of one dump to explain.
+#[derive(Clone, Debug)]
+pub struct ExplainRequest {
+    pub dump: PathBuf,
+    /// `STAGE[INDEX]`, `:` on one axis for a whole row.
+    pub target: String,
+    /// The dump's model; None: the model its manifest names.
+    pub model: Option<PathBuf>,
+}
+
+/// The explanations, as the command prints them (`text`) and as `--json` gives them.
+#[derive(Clone, Debug)]
+pub struct ExplainReport {
+    pub text: String,
+    pub explanations: Vec<Explanation>,
+    /// Whether the target named a whole row (`:`): then the JSON is an array.
+    pub row: bool,
+}
+
+impl ExplainReport {
+    /// The JSON: one object, or an array of them for a row. Written straight from the values
+    /// (not through `serde_json::Value`, which would widen an f32 to the f64 digits of it).
+    pub fn to_json(&self) -> String {
+        let json = match self.row {
+            true => serde_json::to_string_pretty(&self.explanations),
+            false => serde_json::to_string_pretty(&self.explanations[0]),
+        };
+        json.expect("an explanation is JSON")
+    }
+}
+
+/// Explains what `request` names.
+pub fn explain(request: &ExplainRequest) -> Result<ExplainReport> {
+    let target = Target::parse(&request.target)?;
+    let dump = Dump::open(&request.dump)?;
+    let spec = model_of(&dump, request.model.as_deref())?;
+    let explanations = match dump.float_dtype() {
+        DType::F64 => explain::explain(&source::load_as::<f64>(Some(&spec))?.model, &dump, &target)?,
+        _ => explain::explain(&source::load(Some(&spec))?.model, &dump, &target)?,
+    };
+    let mut text = String::new();
+    for explanation in &explanations {
+        render(&mut text, explanation);
+    }
+    Ok(ExplainReport { text, row: target.index.contains(&explain::Axis::All), explanations })
+}
+
+/// The model to explain `dump` with: `model` when given, else the one its manifest names, as a
+/// directory next to the dump, then here, then as a hub id. The tiny model built into bert-trace
+/// is never assumed: a dump made with it needs its directory given.
+fn model_of(dump: &Dump, model: Option<&Path>) -> Result<PathBuf> {
+    if let Some(model) = model {
+        return Ok(model.to_path_buf());
+    }
+    let named = dump.manifest.model.trim();
+    let refuse = |problem: String| crate::Error::Request(format!("{}: {problem}", dump.dir.display()));
+    if named.is_empty() {
+        return Err(refuse(format!("its manifest names no model: give the model it was made with, with {MODEL}")));
+    }
+    let beside = dump.dir.join(named);
+    if beside.is_dir() {
+        return Ok(beside);
+    }
+    if Path::new(named).is_dir() {
+        return Ok(PathBuf::from(named));
+    }
+    if named == EMBEDDED_NAME {
+        return Err(refuse(format!(
+            "it was made with the tiny model built into bert-trace ({EMBEDDED_NAME}), which is not a directory here \
+             or next to the dump: give that directory with {MODEL}"
+        )));
+    }
+    Ok(PathBuf::from(named))
+}
+
+/// One explanation as text: the value, the formula, the recomputation and what it reads.
+fn render(out: &mut String, e: &Explanation) {
+    let index: Vec<String> = e.index.iter().map(ToString::to_string).collect();
+    let _ = writeln!(out, "{}[{}] = {} ({})", e.stage, index.join(","), e.value, e.dtype);
+    let _ = writeln!(out, "  formula:    {}", e.formula);
+    if !e.steps.is_empty() {
+        let steps: Vec<String> = e.steps.iter().map(|s| format!("{} {}", s.name, s.value)).collect();
+        let _ = writeln!(out, "  steps:      {}", steps.join(", "));
+    }
+    for (idx, term) in e.terms.iter().enumerate() {
+        let (a, b) = (&e.inputs[term.inputs[0]], &e.inputs[term.inputs[1]]);
+        let _ = writeln!(
+            out,
+            "  {:<11} {}{:?} · {}{:?} = {} · {} = {}",
+            if idx == 0 { "largest:" } else { "" },
+            a.stage,
+            a.index,
+            b.stage,
+            b.index,
+            a.value,
+            b.value,
+            term.value
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  recomputed: {} by the stage's own function from the dump's operands (own error {:.3e})",
+        e.recomputed,
+        e.own_error()
+    );
+    let _ = writeln!(out, "  reads:      {}", reads(e));
+}
+
+/// The operands an explanation lists, by stage: each element when there are few, else their
+/// count and the first and last index.
+fn reads(e: &Explanation) -> String {
+    let mut groups: Vec<(&str, Vec<&bert_core::explain::Operand>)> = Vec::new();
+    for input in &e.inputs {
+        match groups.iter_mut().find(|(stage, _)| *stage == input.stage) {
+            Some((_, list)) => list.push(input),
+            None => groups.push((&input.stage, vec![input])),
+        }
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(stage, list)| match list.as_slice() {
+            [one] => format!("{stage}{:?} = {}", one.index, one.value),
+            [first, .., last] => {
+                format!("{stage} {} elements, {:?} to {:?}", list.len(), first.index, last.index)
+            }
+            [] => String::new(),
+        })
+        .collect();
+    parts.join("; ")
+}

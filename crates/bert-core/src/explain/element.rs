@@ -1,0 +1,470 @@
+//! One element of each kind of stage, explained: the operands it reads (from the table of what
+//! each stage reads, `stage/inputs.rs`, and the model's parameters), the named quantities of its
+//! formula, and the largest terms of its sums. The arithmetic shown here is in f64; the value the
+//! stage really has is the model's own function's (`recompute.rs`).
+
+use std::collections::HashMap;
+
+use ndarray::{arr1, IxDyn};
+
+use super::{Number, Operand};
+use crate::io::dump::Dump;
+use crate::model::{pooler, BertModel};
+use crate::objectives::IGNORE;
+use crate::ops::Float;
+use crate::pass::Tensor;
+use crate::stage::inputs::inputs;
+use crate::stage::{DType, ParamKind, Stage, StageKind, StageKind::*};
+
+/// The names of the intermediate quantities, one table for every kind: what `steps` may hold.
+pub const STEPS: &[&str] = &[
+    "bias",
+    "sum",
+    "dot",
+    "scale",
+    "mask",
+    "max",
+    "sum_exp",
+    "log_sum_exp",
+    "logit",
+    "mean",
+    "variance",
+    "eps",
+    "x_hat",
+    "count",
+    "input",
+];
+
+/// How many of a sum's largest terms are listed.
+const TERMS: usize = 5;
+
+/// The dump's stages and the model's parameters, read once each.
+pub struct Operands<'a, F: Float> {
+    model: &'a BertModel<F>,
+    dump: &'a Dump,
+    read: HashMap<String, Tensor>,
+}
+
+impl<'a, F: Float> Operands<'a, F> {
+    pub fn new(model: &'a BertModel<F>, dump: &'a Dump) -> Operands<'a, F> {
+        Operands { model, dump, read: HashMap::new() }
+    }
+
+    fn tensor(&mut self, stage: Stage) -> Result<&Tensor, String> {
+        let name = stage.name();
+        if !self.read.contains_key(&name) {
+            let entry = self.dump.entry(&name).ok_or_else(|| {
+                format!("the dump has no {name}, which this element reads (was it left out with ‹only›?)")
+            })?;
+            let tensor = self.dump.read(entry).map_err(|e| e.to_string())?;
+            self.read.insert(name.clone(), tensor);
+        }
+        Ok(&self.read[&name])
+    }
+}
+
+/// What an element's explanation is made of, before the value and its recomputation.
+#[derive(Default)]
+pub struct Parts {
+    pub formula: String,
+    pub inputs: Vec<Operand>,
+    pub steps: Vec<(&'static str, f64)>,
+    pub terms: Vec<([usize; 2], f64)>,
+    /// The stage's dtype, in which the formula's numbers are written.
+    dtype: Option<DType>,
+}
+
+impl Parts {
+    /// Reads `stage` at `index` from the dump, lists it as an input and returns it in f64.
+    fn read<F: Float>(&mut self, ops: &mut Operands<'_, F>, stage: Stage, index: &[usize]) -> Result<f64, String> {
+        let tensor = ops.tensor(stage)?;
+        let shape = tensor.shape().to_vec();
+        if index.len() != shape.len() || index.iter().zip(&shape).any(|(i, n)| i >= n) {
+            return Err(format!("{} is {shape:?}, which has no element {index:?}", stage.name()));
+        }
+        let value = match tensor {
+            Tensor::F32(a) => Number::F32(a[IxDyn(index)]),
+            Tensor::F64(a) => Number::F64(a[IxDyn(index)]),
+            Tensor::I64(a) => Number::I64(a[IxDyn(index)]),
+        };
+        self.inputs.push(Operand { stage: stage.name(), index: index.to_vec(), value });
+        Ok(value.to_f64())
+    }
+
+    /// `read` of every element along the last axis of `stage` at `prefix`: a row.
+    fn row<F: Float>(&mut self, ops: &mut Operands<'_, F>, stage: Stage, prefix: &[usize]) -> Result<Vec<f64>, String> {
+        let width = *ops.tensor(stage)?.shape().last().ok_or_else(|| format!("{} is a scalar", stage.name()))?;
+        (0..width).map(|i| self.read(ops, stage, &[prefix, &[i]].concat())).collect()
+    }
+
+    /// Reads the parameter `kind` (of the stage's layer) at `index`, listed as `param.<name>`.
+    fn param<F: Float>(
+        &mut self,
+        ops: &Operands<'_, F>,
+        kind: ParamKind,
+        layer: Option<usize>,
+        index: &[usize],
+    ) -> Result<f64, String> {
+        let stage = match (kind.per_layer(), layer) {
+            (true, Some(l)) => Stage::layer(l, Param(kind)),
+            _ => Stage::new(Param(kind)),
+        };
+        let param = ops.model.parameter(stage).ok_or_else(|| format!("the model has no {}", stage.name()))?;
+        let values = param.as_slice();
+        let shape = param.shape();
+        if index.len() != shape.len() || index.iter().zip(shape).any(|(i, n)| i >= n) {
+            return Err(format!("{} is {shape:?}, which has no element {index:?}", stage.name()));
+        }
+        let flat = index.iter().zip(shape).fold(0, |acc, (i, n)| acc * n + i);
+        let value = values[flat].to_f64().unwrap_or(f64::NAN);
+        self.inputs.push(Operand { stage: stage.name(), index: index.to_vec(), value: self.number(value) });
+        Ok(value)
+    }
+
+    /// The same for a parameter the stage table does not name (the classifier's), by its
+    /// transformers name and values.
+    fn named_param<F: Float>(&mut self, name: &str, values: &[F], width: usize, index: &[usize]) -> f64 {
+        let flat = index.iter().fold(0, |acc, i| acc * width + i);
+        let value = values[flat].to_f64().unwrap_or(f64::NAN);
+        self.inputs.push(Operand { stage: format!("param.{name}"), index: index.to_vec(), value: self.number(value) });
+        value
+    }
+
+    fn number(&self, value: f64) -> Number {
+        Number::of(self.dtype.unwrap_or(DType::F64), value)
+    }
+
+    /// A number of the formula, in the stage's dtype.
+    fn n(&self, value: f64) -> String {
+        self.number(value).to_string()
+    }
+
+    fn step(&mut self, name: &'static str, value: f64) -> f64 {
+        debug_assert!(STEPS.contains(&name), "{name} is not in the table of steps");
+        self.steps.push((name, value));
+        value
+    }
+
+    /// Σ a[i]·b[i], with the largest products as terms; `a` and `b` are the inputs from
+    /// `first_a` and `first_b` on.
+    fn dot(&mut self, a: &[f64], b: &[f64], first_a: usize, first_b: usize) -> f64 {
+        let products: Vec<f64> = a.iter().zip(b).map(|(x, y)| x * y).collect();
+        let mut order: Vec<usize> = (0..products.len()).collect();
+        order.sort_by(|&i, &j| products[j].abs().total_cmp(&products[i].abs()));
+        self.terms = order.iter().take(TERMS).map(|&i| ([first_a + i, first_b + i], products[i])).collect();
+        products.iter().sum()
+    }
+}
+
+/// The parameters of a dense stage: its weight and bias.
+fn dense_params(kind: StageKind) -> Option<(ParamKind, ParamKind)> {
+    use ParamKind::*;
+    Some(match kind {
+        AttnQuery => (QueryWeight, QueryBias),
+        AttnKey => (KeyWeight, KeyBias),
+        AttnValue => (ValueWeight, ValueBias),
+        AttnOutput => (AttnOutputWeight, AttnOutputBias),
+        FfnIntermediate => (IntermediateWeight, IntermediateBias),
+        FfnOutput => (FfnOutputWeight, FfnOutputBias),
+        MlmTransform => (MlmTransformWeight, MlmTransformBias),
+        PoolerDense => (PoolerWeight, PoolerBias),
+        NspLogits => (NspWeight, NspBias),
+        MlmLogits => (WordEmbeddings, MlmBias),
+        _ => return None,
+    })
+}
+
+/// The scale and shift of a LayerNorm stage.
+fn layer_norm_params(kind: StageKind) -> Option<(ParamKind, ParamKind)> {
+    use ParamKind::*;
+    Some(match kind {
+        EmbLayerNorm => (EmbLayerNormWeight, EmbLayerNormBias),
+        AttnLayerNorm => (AttnLayerNormWeight, AttnLayerNormBias),
+        FfnLayerNorm => (FfnLayerNormWeight, FfnLayerNormBias),
+        MlmLayerNorm => (MlmLayerNormWeight, MlmLayerNormBias),
+        _ => return None,
+    })
+}
+
+/// The element `index` of `stage`, explained from the dump's operands; why not, when it cannot be.
+pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize]) -> Result<Parts, String> {
+    if stage.is_grad() {
+        return Err("gradients are not explained yet: explain a forward stage".into());
+    }
+    let dtype = ops.tensor(stage)?.dtype();
+    let mut p = Parts { dtype: Some(dtype), ..Parts::default() };
+    let config = &ops.model.config;
+    let reads = inputs(stage, config.num_hidden_layers);
+    let layer = stage.layer;
+    let name = stage.name();
+    match stage.kind {
+        InputOriginalIds | InputIds | InputTokenTypeIds | InputAttentionMask | InputLabels | InputNextSentenceLabel => {
+            return Err(format!("{name} is an input of the pass: given, not computed"));
+        }
+        Param(_) => return Err(format!("{name} is a parameter: read from the checkpoint, not computed")),
+        EmbWord | EmbTokenType => {
+            let (b, t, h) = (index[0], index[1], index[2]);
+            let id = p.read(ops, reads[0], &[b, t])?;
+            let table = if stage.kind == EmbWord { ParamKind::WordEmbeddings } else { ParamKind::TokenTypeEmbeddings };
+            let value = p.param(ops, table, None, &[id as usize, h])?;
+            p.formula = format!("{}[{}={}, {h}] = {}", p.inputs[1].stage, reads[0].name(), id, p.n(value));
+        }
+        EmbPosition => {
+            let (t, h) = (index[1], index[2]);
+            let value = p.param(ops, ParamKind::PositionEmbeddings, None, &[t, h])?;
+            p.formula = format!("{}[position {t}, {h}] = {}", p.inputs[0].stage, p.n(value));
+        }
+        EmbSum | AttnResidual | FfnResidual => {
+            let values: Vec<f64> = reads.iter().map(|&s| p.read(ops, s, index)).collect::<Result<_, _>>()?;
+            let sum = values.iter().sum::<f64>();
+            let names: Vec<String> = reads.iter().map(|s| s.name()).collect();
+            let shown: Vec<String> = values.iter().map(|&v| p.n(v)).collect();
+            let (names, shown) = match stage.kind {
+                // HF's order: (word + token_type) + position.
+                EmbSum => (
+                    format!("({} + {}) + {}", names[0], names[1], names[2]),
+                    format!("({} + {}) + {}", shown[0], shown[1], shown[2]),
+                ),
+                _ => (names.join(" + "), shown.join(" + ")),
+            };
+            p.formula = format!("{names} = {shown} = {}", p.n(sum));
+        }
+        EmbLayerNorm | AttnLayerNorm | FfnLayerNorm | MlmLayerNorm => {
+            let (row_at, h) = index.split_at(index.len() - 1);
+            let h = h[0];
+            let x = p.row(ops, reads[0], row_at)?;
+            let (weight, bias) = layer_norm_params(stage.kind).expect("a LayerNorm stage");
+            let (gamma, beta) = (p.param(ops, weight, layer, &[h])?, p.param(ops, bias, layer, &[h])?);
+            let n = x.len() as f64;
+            let mean = p.step("mean", x.iter().sum::<f64>() / n);
+            let variance = p.step("variance", x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n);
+            let eps = p.step("eps", config.layer_norm_eps);
+            let x_hat = p.step("x_hat", (x[h] - mean) / (variance + eps).sqrt());
+            p.formula = format!(
+                "(x[{h}] - mean) / √(variance + eps) · γ[{h}] + β[{h}] = ({} - {}) / √({} + {}) · {} + {} = {} \
+                 (x: {} over its {} features; mean and variance in f64)",
+                p.n(x[h]),
+                p.n(mean),
+                p.n(variance),
+                p.n(eps),
+                p.n(gamma),
+                p.n(beta),
+                p.n(x_hat * gamma + beta),
+                reads[0].name(),
+                x.len()
+            );
+        }
+        AttnQuery | AttnKey | AttnValue | AttnOutput | FfnIntermediate | FfnOutput | MlmTransform | MlmLogits
+        | PoolerDense | NspLogits => {
+            // The row of the input and the output feature this element is.
+            let (row_at, out) = match stage.kind {
+                AttnQuery | AttnKey | AttnValue => {
+                    let hs = config.hidden_size / config.num_attention_heads;
+                    (vec![index[0], index[2]], index[1] * hs + index[3])
+                }
+                PoolerDense => (vec![index[0], 0], index[1]),
+                _ => (index[..index.len() - 1].to_vec(), index[index.len() - 1]),
+            };
+            let x = p.row(ops, reads[0], &row_at)?;
+            let (weight, bias) = dense_params(stage.kind).expect("a dense stage");
+            let w: Vec<f64> = (0..x.len()).map(|i| p.param(ops, weight, layer, &[out, i])).collect::<Result<_, _>>()?;
+            let b = p.param(ops, bias, layer, &[out])?;
+            p.step("bias", b);
+            let sum = p.dot(&x, &w, 0, x.len());
+            p.step("sum", sum);
+            p.formula = format!(
+                "bias[{out}] + Σ_i x[i] · W[{out}, i] = {} + {} = {} (x: {} at {row_at:?}, {} inputs; the sum in f64)",
+                p.n(b),
+                p.n(sum),
+                p.n(b + sum),
+                reads[0].name(),
+                x.len()
+            );
+        }
+        ClassifierLogits => {
+            let classifier = ops.model.classifier.as_ref().ok_or("the model has no classifier")?;
+            let out = index[1];
+            let x = p.row(ops, reads[0], &[index[0]])?;
+            let width = x.len();
+            let w: Vec<f64> = (0..width)
+                .map(|i| p.named_param("classifier.weight", classifier.dense.weight.as_slice(), width, &[out, i]))
+                .collect();
+            let b = p.named_param("classifier.bias", classifier.dense.bias.as_slice(), 1, &[out]);
+            p.step("bias", b);
+            let sum = p.dot(&x, &w, 0, width);
+            p.step("sum", sum);
+            p.formula = format!(
+                "bias[{out}] + Σ_i pooler.output[i] · W[{out}, i] = {} + {} = {} (the sum in f64)",
+                p.n(b),
+                p.n(sum),
+                p.n(b + sum)
+            );
+        }
+        FfnActivation | MlmActivation => {
+            let x = p.read(ops, reads[0], index)?;
+            p.step("input", x);
+            let activation = config.activation();
+            let y = activation.forward(arr1(&[x]))[0];
+            p.formula = format!("{}({}) = {} (in f64)", config.hidden_act, p.n(x), p.n(y));
+        }
+        PoolerOutput => {
+            let x = p.read(ops, reads[0], index)?;
+            p.step("input", x);
+            let y = pooler::output(ndarray::arr2(&[[x]]))[[0, 0]];
+            p.formula = format!("tanh({}) = {} (in f64)", p.n(x), p.n(y));
+        }
+        AttnScores => {
+            let (b, head, i, j) = (index[0], index[1], index[2], index[3]);
+            let q = p.row(ops, reads[0], &[b, head, i])?;
+            let k = p.row(ops, reads[1], &[b, head, j])?;
+            let hs = q.len();
+            let mask_value = p.read(ops, reads[2], &[b, j])?;
+            let dot = p.dot(&q, &k, 0, hs);
+            p.step("dot", dot);
+            let scale = p.step("scale", (hs as f64).powf(-0.5));
+            // The additive mask exists only when some key of the batch is padding.
+            let padded = ops.tensor(reads[2])?.to_f64().iter().any(|&m| m == 0.0);
+            let mask = if padded && mask_value == 0.0 { F::min_value().to_f64().unwrap_or(f64::MIN) } else { 0.0 };
+            p.step("mask", mask);
+            p.formula = format!(
+                "Σ_d q[{i}, d] · k[{j}, d] · scale + mask = {} · {} + {} = {} (head {head}; {}; the dot in f64)",
+                p.n(dot),
+                p.n(scale),
+                p.n(mask),
+                p.n(dot * scale + mask),
+                match (padded, mask_value == 0.0) {
+                    (false, _) => "no key of the batch is padding: no mask added".to_string(),
+                    (true, true) => format!("key {j} is padding"),
+                    (true, false) => format!("key {j} is a real token"),
+                }
+            );
+        }
+        AttnProbs => {
+            let (row_at, j) = index.split_at(3);
+            let j = j[0];
+            let scores = p.row(ops, reads[0], row_at)?;
+            let max = p.step("max", scores.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+            let sum_exp = p.step("sum_exp", scores.iter().map(|s| (s - max).exp()).sum());
+            p.formula = format!(
+                "exp(scores[{j}] - max) / Σ_k exp(scores[k] - max) = exp({} - {}) / {} = {} (the row of {} scores; in f64)",
+                p.n(scores[j]),
+                p.n(max),
+                p.n(sum_exp),
+                p.n((scores[j] - max).exp() / sum_exp),
+                scores.len()
+            );
+        }
+        AttnContext => {
+            let (b, t, h) = (index[0], index[1], index[2]);
+            let hs = config.hidden_size / config.num_attention_heads;
+            let (head, d) = (h / hs, h % hs);
+            let probs = p.row(ops, reads[0], &[b, head, t])?;
+            let first_v = p.inputs.len();
+            let v: Vec<f64> =
+                (0..probs.len()).map(|j| p.read(ops, reads[1], &[b, head, j, d])).collect::<Result<_, _>>()?;
+            let sum = p.dot(&probs, &v, 0, first_v);
+            p.step("sum", sum);
+            p.formula = format!(
+                "Σ_j probs[{t}, j] · value[j, {d}] = {} (head {head}, feature {d} of its {hs}; the sum in f64)",
+                p.n(sum)
+            );
+        }
+        MlmLosses | NspLosses => {
+            let logits = p.row(ops, reads[0], index)?;
+            let label = p.read(ops, reads[1], index)?;
+            if label as i64 == IGNORE {
+                p.formula = format!("{}{index:?} is -100: not a labelled position, so 0", reads[1].name());
+            } else {
+                let label = label as usize;
+                if label >= logits.len() {
+                    return Err(format!("label {label} is outside the {} classes", logits.len()));
+                }
+                let max = p.step("max", logits.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+                let sum_exp = p.step("sum_exp", logits.iter().map(|l| (l - max).exp()).sum());
+                let log_sum_exp = p.step("log_sum_exp", max + sum_exp.ln());
+                let logit = p.step("logit", logits[label]);
+                p.formula = format!(
+                    "-log softmax(logits)[{label}] = log Σ_k exp(logits[k]) - logits[{label}] = {} - {} = {} \
+                     (over {} classes; in f64)",
+                    p.n(log_sum_exp),
+                    p.n(logit),
+                    p.n(log_sum_exp - logit),
+                    logits.len()
+                );
+            }
+        }
+        MlmLoss | NspLoss => {
+            let shape = ops.tensor(reads[0])?.shape().to_vec();
+            let mut sum = 0.0;
+            let mut count = 0usize;
+            for at in all_indices(&shape) {
+                let loss = p.read(ops, reads[0], &at)?;
+                let label = p.read(ops, reads[1], &at)?;
+                if label as i64 != IGNORE {
+                    sum += loss;
+                    count += 1;
+                }
+            }
+            p.step("sum", sum);
+            p.step("count", count as f64);
+            p.formula = format!(
+                "Σ {} / the labelled positions = {} / {count} = {} (the sum in f64)",
+                reads[0].name(),
+                p.n(sum),
+                p.n(sum / count as f64)
+            );
+        }
+        Loss => {
+            let mut terms = Vec::new();
+            let mut sum = 0.0;
+            for &part in &reads {
+                if ops.tensor(part).is_ok() {
+                    let value = p.read(ops, part, &[])?;
+                    terms.push((part.name(), value));
+                    sum += value;
+                }
+            }
+            let names: Vec<String> = terms.iter().map(|(n, _)| n.clone()).collect();
+            let shown: Vec<String> = terms.iter().map(|&(_, v)| p.n(v)).collect();
+            p.formula = format!("{} = {} = {}", names.join(" + "), shown.join(" + "), p.n(sum));
+        }
+        SentencePooled => {
+            let (b, h) = (index[0], index[1]);
+            let t = ops.tensor(reads[1])?.shape()[1];
+            let mut sum = 0.0;
+            let mut count = 0.0;
+            for t in 0..t {
+                let mask = p.read(ops, reads[1], &[b, t])?;
+                let x = p.read(ops, reads[0], &[b, t, h])?;
+                sum += mask * x;
+                count += mask;
+            }
+            p.step("sum", sum);
+            p.step("count", count);
+            p.formula = format!(
+                "Σ_t mask[t] · hidden[t, {h}] / max(Σ_t mask[t], 1e-9) = {} / {} = {} (in f64)",
+                p.n(sum),
+                p.n(count),
+                p.n(sum / count.max(1e-9))
+            );
+        }
+        LensEmbeddings | LensLayer => {
+            let (row_at, word) = index.split_at(2);
+            p.row(ops, reads[0], row_at)?;
+            let token = ops.model.tokenizer.id_to_token(word[0] as u32).unwrap_or_default();
+            p.formula = format!(
+                "the MLM head (transform, activation, LayerNorm, decoder) on {}{row_at:?}, at word {} ({token})",
+                reads[0].name(),
+                word[0]
+            );
+        }
+    }
+    Ok(p)
+}
+
+/// Every index of an array of `shape`, in row-major order.
+fn all_indices(shape: &[usize]) -> Vec<Vec<usize>> {
+    shape.iter().fold(vec![Vec::new()], |prefixes, &n| {
+        prefixes.into_iter().flat_map(|prefix| (0..n).map(move |i| [prefix.clone(), vec![i]].concat())).collect()
+    })
+}
