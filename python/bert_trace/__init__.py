@@ -11,7 +11,20 @@ The work is done by the same Rust code as the `bert-trace` command (the extensio
 
 from collections.abc import Mapping as _Mapping
 
-from ._bert_trace import DiffReport, Model, Page, Trace, __version__, diff, load, stages, trace, train
+from ._bert_trace import (
+    DiffReport,
+    Explanation,
+    Model,
+    Page,
+    Trace,
+    __version__,
+    diff,
+    explain,
+    load,
+    stages,
+    trace,
+    train,
+)
 from .errors import Error, FileError, InputError, NotFoundError
 
 # A trace is a read-only mapping from stage name to array: say so to isinstance().
@@ -20,6 +33,7 @@ _Mapping.register(Trace)
 __all__ = [
     "DiffReport",
     "Error",
+    "Explanation",
     "FileError",
     "InputError",
     "Model",
@@ -28,6 +42,7 @@ __all__ = [
     "Trace",
     "__version__",
     "diff",
+    "explain",
     "load",
     "stages",
     "trace",

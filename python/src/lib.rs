@@ -17,6 +17,7 @@
 mod args;
 mod diff_dumps;
 mod errors;
+mod explanation;
 mod hooks;
 mod model;
 mod pretraining;
@@ -168,6 +169,21 @@ fn diff(
     diff_dumps::diff(py, reference, trace, ToleranceOverride { atol, rtol }, isolate, truth, model)
 }
 
+/// Why one element of a dump's stage is what it is (`bert-trace explain`): `index` is a tuple
+/// of ints from 0, with `slice(None)` for a whole axis (then a list of explanations); `model`
+/// is the dump's model, by default the one its manifest names (never the built-in one).
+#[pyfunction]
+#[pyo3(signature = (dump, stage, index, *, model = None))]
+fn explain(
+    py: Python<'_>,
+    dump: &Bound<'_, PyAny>,
+    stage: &str,
+    index: &Bound<'_, PyAny>,
+    model: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    explanation::explain_dump(py, dump, stage, index, model)
+}
+
 /// Every stage name of the stage table, in execution order, with its shape, Hugging Face
 /// equivalent and formula (`bert-trace stages`), for the tiny model's layout with every head.
 #[pyfunction]
@@ -265,6 +281,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
+    m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(stages, m)?)?;
     m.add_function(wrap_pyfunction!(train, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
@@ -272,6 +289,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Trace>()?;
     m.add_class::<report::DiffReport>()?;
     m.add_class::<report::Page>()?;
+    m.add_class::<explanation::Explanation>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -263,6 +263,34 @@ impl Trace {
         Ok(py.import("json")?.call_method1("loads", (text,))?.unbind())
     }
 
+    /// Why one element of a stage is what it is: `stage` and `index`, a tuple of ints from 0
+    /// with `slice(None)` for a whole axis (then a list, one per element). The formula with its
+    /// operands, the value recomputed by the stage's own function, and every element it reads;
+    /// `model=` when the trace has none (one read with `load`).
+    #[pyo3(signature = (stage, index, *, model = None))]
+    fn explain(
+        &self,
+        py: Python<'_>,
+        stage: &str,
+        index: &Bound<'_, PyAny>,
+        model: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let model = match (model.filter(|m| !m.is_none()), &self.model) {
+            (Some(m), _) if m.is_instance_of::<Model>() => m.cast::<Model>()?.clone().unbind(),
+            (Some(m), _) => Py::new(py, Model::load(py, Some(PathBuf::from(crate::args::path_text(py, m)?)))?)?,
+            (None, Some(model)) => model.clone_ref(py),
+            (None, None) => {
+                return Err(raise(
+                    py,
+                    "InputError",
+                    "this trace has no model: give the one it was made with, model=".into(),
+                ))
+            }
+        };
+        let dump = self.as_dump(py)?;
+        crate::explanation::explain_trace(py, dump, model.get(), stage, index)
+    }
+
     /// The `k` most likely tokens at every `[MASK]`, from `mlm.logits`: a list of
     /// `{"sequence", "position", "top": [{"token", "id", "probability"}]}`. `k` defaults to the
     /// trace's `top_k` (5).

@@ -407,3 +407,36 @@ def test_train_is_the_commands_run(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         bert_trace.train(ROOT / "walkthrough/texts/romans.txt", steps=50, on_step=interrupt)
+
+
+def test_explain_gives_the_commands_explanation_from_a_trace_and_a_dump(tmp_path):
+    """`Trace.explain` on a trace in memory and `bert_trace.explain` on the golden dump: the
+    fields of `bert-trace explain --json`, the same numbers, a row as a list."""
+    t = bert_trace.trace("When in Rome, do as the [MASK] do.")
+    e = t.explain("layer0.attention.probs", (0, 0, 3, 5))
+    assert e.value == float(t["layer0.attention.probs"][0, 0, 3, 5])
+    assert e.recomputed == e.value and e.dtype == "float32"
+    assert [i["stage"] for i in e.inputs] == ["layer0.attention.scores"] * 13
+    assert [s["name"] for s in e.steps] == ["max", "sum_exp"]
+    assert "exp(" in e.formula and "<table>" in e._repr_html_()
+    row = t.explain("layer0.attention.probs", (0, 0, 3, slice(None)))
+    assert len(row) == 13 and abs(sum(r.value for r in row) - 1.0) < 1e-5
+    golden = ROOT / "golden/tiny/dumps/mask"
+    theirs = bert_trace.explain(golden, "embeddings.layernorm", (0, 2, 5), model=ROOT / "golden/tiny")
+    run = subprocess.run(
+        [BIN, "explain", str(golden), "embeddings.layernorm[0,2,5]", "--model", str(ROOT / "golden/tiny"), "--json"],
+        capture_output=True, text=True, check=True,
+    )
+    cli = json.loads(run.stdout)
+    # The JSON writes each float32 as its shortest decimal; Python holds the float32's exact value.
+    f32 = np.float32
+    assert f32(theirs.value) == f32(cli["value"]) and f32(theirs.recomputed) == f32(cli["recomputed"])
+    assert [(i["stage"], i["index"], f32(i["value"])) for i in theirs.inputs] == [
+        (i["stage"], i["index"], f32(i["value"])) for i in cli["inputs"]
+    ]
+    assert [(s["name"], f32(s["value"])) for s in theirs.steps] == [(s["name"], f32(s["value"])) for s in cli["steps"]]
+    assert theirs.formula == cli["formula"]
+    with pytest.raises(bert_trace.InputError, match="out of range"):
+        t.explain("layer0.attention.probs", (0, 0, 3, 13))
+    with pytest.raises(bert_trace.InputError, match="tuple of ints from 0"):
+        t.explain("layer0.attention.probs", (0, 0, 3, -1))

@@ -51,10 +51,7 @@ pub fn explain(request: &ExplainRequest) -> Result<ExplainReport> {
         DType::F64 => explain::explain(&source::load_as::<f64>(Some(&spec))?.model, &dump, &target)?,
         _ => explain::explain(&source::load(Some(&spec))?.model, &dump, &target)?,
     };
-    let mut text = String::new();
-    for explanation in &explanations {
-        render(&mut text, explanation);
-    }
+    let text: String = explanations.iter().map(text).collect();
     Ok(ExplainReport { text, row: target.index.contains(&explain::Axis::All), explanations })
 }
 
@@ -87,6 +84,12 @@ fn model_of(dump: &Dump, model: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// One explanation as text: the value, the formula, the recomputation and what it reads.
+pub fn text(e: &Explanation) -> String {
+    let mut out = String::new();
+    render(&mut out, e);
+    out
+}
+
 fn render(out: &mut String, e: &Explanation) {
     let index: Vec<String> = e.index.iter().map(ToString::to_string).collect();
     let _ = writeln!(out, "{}[{}] = {} ({})", e.stage, index.join(","), e.value, e.dtype);
@@ -121,7 +124,7 @@ fn render(out: &mut String, e: &Explanation) {
 
 /// The operands an explanation lists, by stage: each element when there are few, else their
 /// count and the first and last index.
-fn reads(e: &Explanation) -> String {
+pub fn reads(e: &Explanation) -> String {
     let mut groups: Vec<(&str, Vec<&bert_core::explain::Operand>)> = Vec::new();
     for input in &e.inputs {
         match groups.iter_mut().find(|(stage, _)| *stage == input.stage) {
