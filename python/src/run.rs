@@ -118,6 +118,7 @@ impl TraceKeywords<'_> {
             output,
             reference: path(py, self.reference.as_ref())?,
             tolerance: ToleranceOverride { atol: self.atol, rtol: self.rtol },
+            explain: None,
             color: false,
         })
     }

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use bert_core::diff::ToleranceOverride;
 use bert_core::experiments::intervention::{AblateWith, Interventions};
-use bert_core::io::dump::manifest::Inputs;
+use bert_core::explain::Target;
+use bert_core::io::dump::manifest::{Inputs, Manifest, ManifestStage, FORMAT};
 use bert_core::io::dump::{self, Dump, DumpWriter};
 use bert_core::io::files;
 use bert_core::model::Pass;
@@ -103,6 +104,8 @@ pub struct TraceRequest {
     pub output: Output,
     pub reference: Option<PathBuf>,
     pub tolerance: ToleranceOverride,
+    /// `STAGE[INDEX]` to explain after the pass (`bert_core::explain`).
+    pub explain: Option<String>,
     /// Whether the report draws an attention stage it stopped at as a coloured heatmap.
     pub color: bool,
 }
@@ -133,6 +136,7 @@ impl Default for TraceRequest {
             output: Output::Dump { out: PathBuf::from("trace"), force: false, npz: false },
             reference: None,
             tolerance: ToleranceOverride::default(),
+            explain: None,
             color: false,
         }
     }
@@ -174,6 +178,9 @@ impl TraceRequest {
         }
         if self.ablate_with != AblateWith::Zero && self.ablate.is_empty() {
             return needs(ABLATE_WITH, bert_core::experiments::intervention::ABLATE);
+        }
+        if let Some(target) = &self.explain {
+            Target::parse(target)?;
         }
         if let (Output::Nowhere, Some(_)) = (&self.output, &self.reference) {
             return Err(Error::Request(format!(
@@ -220,6 +227,7 @@ fn run_in<F: Float>(
 ) -> Result<TraceReport> {
     let loaded = source::load_as::<F>(request.model.as_deref())?;
     let mut report = TraceReport { notes: loaded.notes, ..TraceReport::default() };
+    let name = loaded.name;
     let mut model = loaded.model;
     // The default goes without saying; anything else is said, so that no one compares a run on
     // the reference operations believing it ran on the fast kernels.
@@ -228,6 +236,7 @@ fn run_in<F: Float>(
     }
     model.kernels = kernels;
     let Prepared { inputs, batch, stop, only, mut interventions, notes, .. } = prepare(request, texts, &model)?;
+    let explained = request.explain.as_deref().map(Target::parse).transpose()?.map(|target| (target, inputs.clone()));
     report.notes.extend(notes);
     let reference = request.reference.as_deref().map(Dump::open).transpose()?;
     if let (Some(reference), Output::Dump { out, .. }) = (&reference, &request.output) {
@@ -242,7 +251,7 @@ fn run_in<F: Float>(
                 "kernels": kernels.name(),
             });
             let options = dump::Options { force: *force, npz: *npz, ..dump::Options::default() };
-            let mut writer = DumpWriter::create(out, producer, loaded.name, inputs, options)?;
+            let mut writer = DumpWriter::create(out, producer, name.clone(), inputs, options)?;
             writer.set_stopped_at(stop);
             writer.set_model_fingerprint(model.fingerprint());
             writer.set_interventions(interventions.records());
@@ -256,6 +265,9 @@ fn run_in<F: Float>(
         }
     };
     let mut recorder = Recorder::new(sink.as_mut(), stop);
+    if explained.is_some() {
+        recorder = recorder.keeping_all();
+    }
     let hook = (!interventions.is_empty()).then_some(&mut interventions as &mut dyn Hook);
     let pass = Pass { stop_after: stop, hook, lens: request.lens, backward: request.backward };
     let traced = model.trace_with(&batch, &mut recorder, pass)?;
@@ -287,6 +299,10 @@ fn run_in<F: Float>(
     *text += &predictions::report(&model, used, &outputs, request.top_k);
     *text += &predictions::losses(&model, used, &outputs);
     let written = recorder.rows.iter().filter(|r| only.keeps(&r.stage)).count();
+    let explanation = match (explained, recorder.all.take()) {
+        (Some((target, inputs)), Some(all)) => Some(explain_pass(&model, &name, inputs, all, &target)?),
+        _ => None,
+    };
     drop(recorder);
     if let Output::Dump { out, npz, .. } = &request.output {
         let what = if *npz { "trace.npz and manifest.json" } else { "manifest.json" };
@@ -302,7 +318,45 @@ fn run_in<F: Float>(
             report.passed = Some(diff.passed);
         }
     }
+    if let Some(explanation) = explanation {
+        report.text += &format!("\n{explanation}");
+    }
     Ok(report)
+}
+
+/// `target` explained on the pass's stages, kept in memory (nothing is written for it).
+fn explain_pass<F: Float>(
+    model: &BertModel<F>,
+    name: &str,
+    inputs: Inputs,
+    stages: Vec<(Stage, Tensor)>,
+    target: &Target,
+) -> Result<String> {
+    let entries = stages
+        .iter()
+        .map(|(stage, tensor)| {
+            let mut entry = ManifestStage::new(stage, tensor.shape().to_vec());
+            entry.dtype = tensor.dtype().numpy_name().into();
+            entry
+        })
+        .collect();
+    let manifest = Manifest {
+        format: FORMAT.into(),
+        producer: serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION")}),
+        model: name.to_string(),
+        inputs,
+        stages: entries,
+        only_stages: None,
+        stopped_at: None,
+        archive: None,
+        model_fingerprint: Some(model.fingerprint()),
+        interventions: Vec::new(),
+        lens: false,
+        no_gradient: Vec::new(),
+    };
+    let dump = Dump::in_memory("this pass", manifest, stages.into_iter().map(|(_, t)| t).collect())?;
+    let explanations = bert_core::explain::explain(model, &dump, target)?;
+    Ok(explanations.iter().map(crate::explain::text).collect())
 }
 
 /// A trace ready to run: the batch the model reads and what the pass does with it, every

@@ -83,6 +83,11 @@ pub struct TraceArgs {
     #[command(flatten)]
     pub model: ModelArgs,
 
+    /// Explain one element after the pass: STAGE[INDEX], as `bert-trace explain` does for a dump
+    /// (e.g. 'layer0.attention.probs[0,0,3,5]'; `:` on one axis for a whole row)
+    #[arg(long, value_name = "STAGE[INDEX]")]
+    pub explain: Option<String>,
+
     /// Sentence B, for sentence pairs; give it once per TEXT
     #[arg(long, value_name = "TEXT")]
     pub pair: Vec<String>,

@@ -56,6 +56,7 @@ pub fn request(args: &TraceArgs) -> Result<TraceRequest> {
         },
         reference: args.reference.clone(),
         tolerance: ToleranceOverride { atol: args.tolerance.atol, rtol: args.tolerance.rtol },
+        explain: args.explain.clone(),
         color: args.color.enabled(),
     })
 }

@@ -221,3 +221,20 @@ fn the_model_comes_from_the_manifest_never_the_built_in_one() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("give that directory with --model") && stderr.lines().count() == 1, "{stderr}");
 }
+
+/// `bert-trace --explain 'STAGE[INDEX]' TEXT` explains on the fresh pass what `explain` explains
+/// on the dump of the same pass, word for word.
+#[test]
+fn a_fresh_pass_is_explained_as_its_dump() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("pass").display().to_string();
+    let target = "layer1.ffn.layernorm[0,9,4]";
+    let text = "When in Rome, do as the [MASK] do.";
+    let traced = bert_trace(&["--model", "golden/tiny", "--out", &out, "--explain", target, text]);
+    assert!(traced.status.success(), "{}", String::from_utf8_lossy(&traced.stderr));
+    let explained = bert_trace(&["explain", &out, target, "--model", "golden/tiny"]);
+    assert!(explained.status.success(), "{}", String::from_utf8_lossy(&explained.stderr));
+    let (traced, explained) = (String::from_utf8_lossy(&traced.stdout), String::from_utf8_lossy(&explained.stdout));
+    assert!(explained.starts_with("layer1.ffn.layernorm[0,9,4] = "), "{explained}");
+    assert!(traced.ends_with(explained.as_ref()), "the pass printed:\n{traced}\nexplain printed:\n{explained}");
+}

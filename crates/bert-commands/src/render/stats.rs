@@ -21,12 +21,19 @@ pub struct Recorder<'a> {
     keep: Option<Stage>,
     pub rows: Vec<StageStats>,
     pub kept: Option<Tensor>,
+    /// Every stage, in order, when asked for ([`Recorder::keeping_all`]): what `explain` reads.
+    pub all: Option<Vec<(Stage, Tensor)>>,
 }
 
 impl<'a> Recorder<'a> {
     /// Records into `rows`, passes stages on to `inner`, and keeps a copy of `keep`.
     pub fn new(inner: &'a mut dyn Sink, keep: Option<Stage>) -> Recorder<'a> {
-        Recorder { inner, keep, rows: Vec::new(), kept: None }
+        Recorder { inner, keep, rows: Vec::new(), kept: None, all: None }
+    }
+
+    /// The same recorder, also keeping a copy of every stage.
+    pub fn keeping_all(self) -> Recorder<'a> {
+        Recorder { all: Some(Vec::new()), ..self }
     }
 }
 
@@ -51,6 +58,9 @@ impl Sink for Recorder<'_> {
         self.rows.push(StageStats { stage, shape: tensor.shape().to_vec(), min, mean, std, max });
         if self.keep == Some(stage) {
             self.kept = Some(tensor.to_owned());
+        }
+        if let Some(all) = &mut self.all {
+            all.push((stage, tensor.to_owned()));
         }
         if self.inner.wants(&stage) {
             self.inner.emit(stage, tensor)?;
