@@ -76,8 +76,8 @@ fn model_of(dump: &Dump, model: Option<&Path>) -> Result<PathBuf> {
     }
     if named == EMBEDDED_NAME {
         return Err(refuse(format!(
-            "it was made with the tiny model built into bert-trace ({EMBEDDED_NAME}), which is not a directory here \
-             or next to the dump: give that directory with {MODEL}"
+            "its manifest names the model {EMBEDDED_NAME}, which is not a directory here or next to the dump (the \
+             tiny model built into bert-trace is never assumed): give that directory with {MODEL}"
         )));
     }
     Ok(PathBuf::from(named))

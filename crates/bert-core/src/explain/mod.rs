@@ -51,8 +51,13 @@ impl Number {
 
 impl std::fmt::Display for Number {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Rust prints a float as the shortest decimal that parses back to the same value.
-        match self {
+        // Rust prints a float as the shortest decimal that parses back to the same value; very
+        // large and very small ones (the mask's most negative float, LayerNorm's eps) with an
+        // exponent, which reads back the same.
+        let exponent = |v: f64| v != 0.0 && (v.abs() >= 1e16 || v.abs() < 1e-5);
+        match *self {
+            Number::F32(v) if exponent(f64::from(v)) => write!(f, "{v:e}"),
+            Number::F64(v) if exponent(v) => write!(f, "{v:e}"),
             Number::F32(v) => write!(f, "{v}"),
             Number::F64(v) => write!(f, "{v}"),
             Number::I64(v) => write!(f, "{v}"),
