@@ -3,15 +3,16 @@
 //! (`diff/isolate.rs`) and `explain` share. This file only reads the operands and checks their
 //! shapes and ranges; every formula is in `model/`.
 
-use ndarray::{Array, Array2, Array3, ArrayD, Ix2, Ix3, Ix4, IxDyn};
+use ndarray::{Array, Array2, Array3, ArrayD, Axis, Ix1, Ix2, Ix3, Ix4, IxDyn};
 
 use crate::error::Result;
 use crate::io::dump::Dump;
-use crate::model::{additive_mask, attention, embeddings, losses, pooler, sentence_pooling, BertModel};
+use crate::model::gradients::Grads;
+use crate::model::{additive_mask, attention, backward, embeddings, losses, pooler, sentence_pooling, BertModel};
 use crate::objectives::IGNORE;
 use crate::ops::{self, Float};
 use crate::pass::Tensor;
-use crate::stage::inputs::inputs;
+use crate::stage::inputs::{alternatives_from, inputs};
 use crate::stage::{Stage, StageKind::*};
 
 /// `stage` recomputed from the dump's values of its inputs: Ok(Err(reason)) when it cannot be
@@ -30,15 +31,243 @@ pub fn recompute_from<F: Float>(
             None => values.push(None),
         }
     }
-    // `loss` sums whichever losses the dump has; every other stage needs all its inputs.
-    let absent: Vec<String> = needed.iter().zip(&values).filter(|(_, v)| v.is_none()).map(|(s, _)| s.name()).collect();
-    if stage.kind == Loss && absent.len() < needed.len() {
-        return Ok(ops::with_kernels(model.kernels, || recompute(model, stage, &values)));
+    // Every input is needed, but of alternatives (the losses `loss` sums, the heads the last
+    // hidden state's gradient adds) one is enough.
+    let absent = |range: std::ops::Range<usize>| -> Vec<String> {
+        range.filter(|&i| values[i].is_none()).map(|i| needed[i].name()).collect()
+    };
+    let split = alternatives_from(stage, n_layers).unwrap_or(needed.len()).min(needed.len());
+    let (required, alternatives) = (absent(0..split), absent(split..needed.len()));
+    if !required.is_empty() || (split < needed.len() && alternatives.len() == needed.len() - split) {
+        let mut missing = required;
+        missing.extend(alternatives);
+        return Ok(Err(format!("inputs absent ({})", missing.join(", "))));
     }
-    if !absent.is_empty() {
-        return Ok(Err(format!("inputs absent ({})", absent.join(", "))));
+    Ok(ops::with_kernels(model.kernels, || match stage.is_grad() {
+        true => recompute_grad(model, stage, &values),
+        false => recompute(model, stage, &values),
+    }))
+}
+
+/// A gradient `grad.<stage>` from its inputs (in the order of `stage/inputs.rs`: the forward
+/// values its rule reads, then the gradients after it), by the backward functions of `model/`
+/// that the backward pass calls; parameters' gradients found on the way are thrown away.
+fn recompute_grad<F: Float>(
+    model: &BertModel<F>,
+    stage: Stage,
+    x: &[Option<Tensor>],
+) -> std::result::Result<Tensor, String> {
+    let mut scratch = Grads::new();
+    let layer = || model.layers.get(stage.layer.unwrap_or(0)).ok_or("a layer the model does not have".to_string());
+    let h = model.config.hidden_size;
+    let prefix = |kind: &str| format!("bert.encoder.layer.{}.{kind}", stage.layer.unwrap_or(0));
+    let scalar = |value: &Option<Tensor>, what: &str| -> std::result::Result<F, String> {
+        let value = float_of::<F, IxDyn>(value, what)?;
+        value.iter().next().copied().filter(|_| value.len() == 1).ok_or(format!("{what} is not one number"))
+    };
+    let n_layers = model.config.num_hidden_layers;
+    let out: ArrayD<F> = match stage.kind {
+        Param(_) => return Err("a parameter's gradient sums over every token: not recomputed alone".into()),
+        Loss => ndarray::arr0(F::one()).into_dyn(),
+        MlmLoss | NspLoss => ndarray::arr0(scalar(&x[0], "grad.loss")?).into_dyn(),
+        MlmLosses | NspLosses => {
+            let labels = ints_of::<IxDyn>(&x[0], "labels")?;
+            losses::mean_backward::<F, IxDyn>(&labels) * scalar(&x[1], "the loss's gradient")?
+        }
+        MlmLogits => {
+            let (logits, labels) = (float_of::<F, Ix3>(&x[0], "mlm.logits")?, ints_of::<Ix2>(&x[1], "input.labels")?);
+            labels_fit(&labels.view().into_dyn(), &logits.view().into_dyn())?;
+            losses::mlm_loss_backward(logits.view(), &labels).into_dyn()
+        }
+        NspLogits => {
+            let (logits, labels) =
+                (float_of::<F, Ix2>(&x[0], "nsp.logits")?, ints_of::<Ix1>(&x[1], "input.next_sentence_label")?);
+            labels_fit(&labels.view().into_dyn(), &logits.view().into_dyn())?;
+            losses::nsp_loss_backward(logits.view(), &labels).into_dyn()
+        }
+        MlmLayerNorm => {
+            let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
+            let normed = wide::<F>(&x[0], "mlm.layernorm", h)?;
+            let d_logits = float_of::<F, Ix3>(&x[1], "grad.mlm.logits")?;
+            let (b, t, _) = normed.dim();
+            if d_logits.dim() != (b, t, mlm.decoder.out_features()) {
+                return Err(format!("grad.mlm.logits is {:?}, mlm.layernorm {:?}", d_logits.shape(), normed.shape()));
+            }
+            mlm.decoder_backward(normed.view(), &d_logits, &mut scratch).into_dyn()
+        }
+        MlmActivation | MlmTransform => {
+            let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
+            let (value, d_out) = (wide::<F>(&x[0], "its value", h)?, wide::<F>(&x[1], "the gradient after it", h)?);
+            same(&[value.shape(), d_out.shape()])?;
+            match stage.kind {
+                MlmActivation => mlm.layer_norm.backward(value.view(), d_out.view(), "mlm", &mut scratch).into_dyn(),
+                _ => mlm.activation.backward(value.view(), d_out.view()).into_dyn(),
+            }
+        }
+        PoolerOutput => {
+            let nsp = model.nsp.as_ref().ok_or("the model has no NSP head")?;
+            let pooled = wide_of::<F, Ix2>(&x[0], "pooler.output", h)?;
+            let d_logits = float_of::<F, Ix2>(&x[1], "grad.nsp.logits")?;
+            if d_logits.dim() != (pooled.dim().0, nsp.dense.out_features()) {
+                return Err(format!("grad.nsp.logits is {:?}", d_logits.shape()));
+            }
+            nsp.dense.backward(&pooled, &d_logits, "nsp", &mut scratch).into_dyn()
+        }
+        PoolerDense => {
+            let (pooled, d_pooled) =
+                (float_of::<F, Ix2>(&x[0], "pooler.output")?, float_of::<F, Ix2>(&x[1], "grad.pooler.output")?);
+            same(&[pooled.shape(), d_pooled.shape()])?;
+            pooler::output_backward(pooled.view(), d_pooled.view()).into_dyn()
+        }
+        FfnLayerNorm | EmbLayerNorm if alternatives_from(stage, n_layers).is_some() => {
+            // The last hidden state: the heads' shares.
+            let hidden = wide::<F>(&x[0], "the last hidden state", h)?;
+            let from_mlm = match &x[1] {
+                Some(_) => {
+                    let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
+                    let d_transform = wide::<F>(&x[1], "grad.mlm.transform", h)?;
+                    same(&[hidden.shape(), d_transform.shape()])?;
+                    Some(mlm.transform.backward(&hidden, &d_transform, "mlm", &mut scratch))
+                }
+                None => None,
+            };
+            let from_cls = match &x[2] {
+                Some(_) => {
+                    let pooler = model.pooler.as_ref().ok_or("the model has no pooler")?;
+                    let d_dense = wide_of::<F, Ix2>(&x[2], "grad.pooler.dense", h)?;
+                    if d_dense.dim().0 != hidden.dim().0 || hidden.dim().1 == 0 {
+                        return Err(format!("grad.pooler.dense is {:?}", d_dense.shape()));
+                    }
+                    Some(pooler.dense.backward(&hidden.index_axis(Axis(1), 0), &d_dense, "pooler", &mut scratch))
+                }
+                None => None,
+            };
+            backward::hidden_backward(hidden.raw_dim(), from_mlm, from_cls).into_dyn()
+        }
+        FfnLayerNorm | EmbLayerNorm => {
+            // A layer's input, from the next layer's attention block.
+            let next = match stage.kind {
+                EmbLayerNorm => 0,
+                _ => stage.layer.unwrap_or(0) + 1,
+            };
+            let attention = &model.layers.get(next).ok_or("a layer the model does not have")?.attention;
+            let x_in = wide::<F>(&x[0], "the layer's input", h)?;
+            let d_residual = wide::<F>(&x[1], "grad.attention.residual", h)?;
+            let heads = |i: usize, what: &str| float_of::<F, Ix4>(&x[i], what);
+            let d_projections =
+                [heads(2, "grad.attention.query")?, heads(3, "grad.attention.key")?, heads(4, "grad.attention.value")?];
+            same(&[x_in.shape(), d_residual.shape()])?;
+            let merged = x_in.dim().0 * x_in.dim().1 * h;
+            if d_projections.iter().any(|d| d.len() != merged) {
+                return Err("the projections' gradients are not of the layer's input's size".into());
+            }
+            attention.self_attention.input_backward(&x_in, d_residual, d_projections, "next", &mut scratch).into_dyn()
+        }
+        FfnResidual | AttnResidual | EmbSum => {
+            let (value, d_out) = (wide::<F>(&x[0], "its value", h)?, wide::<F>(&x[1], "the gradient after it", h)?);
+            same(&[value.shape(), d_out.shape()])?;
+            let layer_norm = match stage.kind {
+                FfnResidual => &layer()?.feed_forward.layer_norm,
+                AttnResidual => &layer()?.attention.output.layer_norm,
+                _ => &model.embeddings.layer_norm,
+            };
+            layer_norm.backward(value.view(), d_out.view(), "layer_norm", &mut scratch).into_dyn()
+        }
+        // The gradient of a sum's term is the sum's.
+        FfnOutput | AttnOutput | EmbWord | EmbPosition | EmbTokenType => {
+            float_of::<F, IxDyn>(&x[0], "the sum's gradient")?
+        }
+        FfnActivation | AttnContext => {
+            let value = float_of::<F, Ix3>(&x[0], "its value")?;
+            let d_out = wide::<F>(&x[1], "the gradient after it", h)?;
+            let dense = match stage.kind {
+                FfnActivation => &layer()?.feed_forward.output,
+                _ => &layer()?.attention.output.dense,
+            };
+            width(value.shape(), dense.weight.shape()[1])?;
+            if value.dim().0 != d_out.dim().0 || value.dim().1 != d_out.dim().1 {
+                return Err(format!("its value {:?} and its gradient {:?}", value.shape(), d_out.shape()));
+            }
+            dense.backward(&value, &d_out, "dense", &mut scratch).into_dyn()
+        }
+        FfnIntermediate => {
+            let (value, d_out) =
+                (float_of::<F, Ix3>(&x[0], "its value")?, float_of::<F, Ix3>(&x[1], "the gradient after it")?);
+            same(&[value.shape(), d_out.shape()])?;
+            layer()?.feed_forward.activation.backward(value.view(), d_out.view()).into_dyn()
+        }
+        AttnLayerNorm => {
+            let value = wide::<F>(&x[0], "attention.layernorm", h)?;
+            let (d_residual, d_intermediate) =
+                (wide::<F>(&x[1], "grad.ffn.residual", h)?, float_of::<F, Ix3>(&x[2], "grad.ffn.intermediate")?);
+            same(&[value.shape(), d_residual.shape()])?;
+            let feed_forward = &layer()?.feed_forward;
+            width(d_intermediate.shape(), feed_forward.intermediate.out_features())?;
+            feed_forward.input_backward(&value, &d_intermediate, &d_residual, &prefix("ffn"), &mut scratch).into_dyn()
+        }
+        AttnProbs | AttnValue => {
+            let (probs, v) = (float_of::<F, Ix4>(&x[0], "probs")?, float_of::<F, Ix4>(&x[1], "value")?);
+            let d_context = wide::<F>(&x[2], "grad.attention.context", h)?;
+            if probs.dim().3 != v.dim().2 || d_context.dim().1 != probs.dim().2 || v.dim().1 * v.dim().3 != h {
+                return Err(format!(
+                    "probs {:?}, value {:?} and grad.attention.context {:?}",
+                    probs.shape(),
+                    v.shape(),
+                    d_context.shape()
+                ));
+            }
+            let (d_probs, d_v) = attention::context_backward(probs.view(), v.view(), d_context);
+            match stage.kind {
+                AttnProbs => d_probs.into_dyn(),
+                _ => d_v.into_dyn(),
+            }
+        }
+        AttnScores => {
+            let (probs, d_probs) =
+                (float_of::<F, Ix4>(&x[0], "probs")?, float_of::<F, Ix4>(&x[1], "grad.attention.probs")?);
+            same(&[probs.shape(), d_probs.shape()])?;
+            attention::probs_backward(probs.view(), d_probs.view()).into_dyn()
+        }
+        AttnQuery | AttnKey => {
+            let (q, k) = (float_of::<F, Ix4>(&x[0], "query")?, float_of::<F, Ix4>(&x[1], "key")?);
+            let d_scores = float_of::<F, Ix4>(&x[2], "grad.attention.scores")?;
+            same(&[q.shape(), k.shape()])?;
+            let (b, nh, t, _) = q.dim();
+            if d_scores.dim() != (b, nh, t, t) {
+                return Err(format!("grad.attention.scores is {:?}, the query {:?}", d_scores.shape(), q.shape()));
+            }
+            let (d_q, d_k) = attention::scores_backward(q.view(), k.view(), d_scores.view());
+            match stage.kind {
+                AttnQuery => d_q.into_dyn(),
+                _ => d_k.into_dyn(),
+            }
+        }
+        _ => return Err("this stage has no gradient".into()),
+    };
+    Ok(Tensor::of_float(out))
+}
+
+/// Refuses labels that are not one per row of the logits, or outside their classes.
+fn labels_fit<F: Float>(
+    labels: &ndarray::ArrayViewD<'_, i64>,
+    logits: &ndarray::ArrayViewD<'_, F>,
+) -> std::result::Result<(), String> {
+    if logits.ndim() != labels.ndim() + 1 || logits.shape()[..labels.ndim()] != labels.shape()[..] {
+        return Err(format!("logits {:?} and labels {:?} do not go together", logits.shape(), labels.shape()));
     }
-    Ok(ops::with_kernels(model.kernels, || recompute(model, stage, &values)))
+    let classes = *logits.shape().last().unwrap_or(&0);
+    if labels.iter().any(|&l| l != IGNORE && (l < 0 || l as usize >= classes)) {
+        return Err(format!("a label outside the {classes} classes"));
+    }
+    Ok(())
+}
+
+/// Refuses an input whose last axis is not `width`.
+fn width(shape: &[usize], width: usize) -> std::result::Result<(), String> {
+    match shape.last() {
+        Some(&w) if w == width => Ok(()),
+        _ => Err(format!("its input is {shape:?}, the model's weights take a last axis of {width}")),
+    }
 }
 
 /// A float input as an array of the model's float type and of dimension `D`.

@@ -271,3 +271,65 @@ fn float64_dumps_isolate_at_f64_rounding() {
         assert_eq!(report["culprit_side"], "trace", "{report}");
     }
 }
+
+/// Gradient stages are isolated through the backward functions: PyTorch's autograd dumps and
+/// bert-trace's own `--backward` traces of the same input isolate with every gradient's own
+/// error within its tolerance and no culprit, in f32, and at f64 rounding in f64; a gradient
+/// changed in the middle of the backward is the culprit, on its side.
+#[test]
+fn gradients_isolate_through_the_backward_functions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tiny = root().join("golden/tiny");
+    for case in ["mlm_target", "pair_nsp"] {
+        let golden = root().join("golden/tiny/gradients").join(case);
+        for precision in ["f32", "f64"] {
+            let out = tmp.path().join(format!("{case}-{precision}"));
+            let mut args = vec![
+                "--model".to_string(),
+                tiny.display().to_string(),
+                "--backward".into(),
+                "--precision".into(),
+                precision.into(),
+                "--out".into(),
+                out.display().to_string(),
+            ];
+            args.extend(args_of(&golden));
+            let traced = bert_trace(&args);
+            assert!(traced.status.success(), "{case}: {}", String::from_utf8_lossy(&traced.stderr));
+            // f32: PyTorch's gradients against ours; f64: our f64 trace on both sides.
+            let reference = if precision == "f32" { golden.clone() } else { out.clone() };
+            let (code, report, stderr) = isolate(&reference, &out, &tiny);
+            let (largest, failed) = own_summary(&report);
+            let grads: Vec<&serde_json::Value> = report["stages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| {
+                    s["name"].as_str().unwrap().starts_with("grad.") && !s["name"].as_str().unwrap().contains("param.")
+                })
+                .collect();
+            let isolated = grads.iter().filter(|s| s["own_max_abs"]["trace"].is_number()).count();
+            let grad_largest = grads.iter().filter_map(|s| s["own_max_abs"]["trace"].as_f64()).fold(0.0, f64::max);
+            println!(
+                "{case} {precision}: {isolated} of {} gradients isolated, largest own error {grad_largest:.2e}",
+                grads.len()
+            );
+            assert_eq!(code, Some(0), "{stderr}");
+            assert!(failed.is_empty() && report["culprit"].is_null(), "{case} {precision}: failing {failed:?}");
+            assert_eq!(isolated, grads.len(), "{case} {precision}: every gradient but the parameters' is isolated");
+            assert!(isolated >= 35, "{case}: {isolated} gradients");
+            if precision == "f64" {
+                assert!(largest <= 1e-10, "{case}: largest own error {largest:e}");
+            }
+        }
+        // One gradient in the middle of the backward changed: it is the culprit.
+        let out = tmp.path().join(format!("{case}-f32"));
+        let file = out.join("grad.layer0.attention.scores.npy");
+        let mut values = ArrayD::<f32>::read_npy(std::fs::File::open(&file).unwrap()).unwrap();
+        values[[0, 1, 3, 5]] += 1e-3;
+        values.write_npy(std::fs::File::create(&file).unwrap()).unwrap();
+        let (_, report, stderr) = isolate(&golden, &out, &tiny);
+        assert_eq!(report["culprit"], "grad.layer0.attention.scores", "{case}: {stderr}");
+        assert_eq!(report["culprit_side"], "trace", "{case}");
+    }
+}

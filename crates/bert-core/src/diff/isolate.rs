@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use crate::diff::{compare_tensors, default_tolerance, StageReport, Tolerance};
+use crate::diff::{compare_tensors, default_tolerance, stage_tolerance, StageReport, Tolerance};
 use crate::error::{BertError, Result};
 use crate::io::dump::Dump;
 use crate::model::BertModel;
@@ -105,15 +105,15 @@ pub fn own_errors<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<Vec<(St
     let mut owns = Vec::new();
     for entry in &dump.manifest.stages {
         let Some(stage) = stage::parse(&entry.name) else { continue };
-        // The inputs are given, not computed; gradients and parameters are not recomputed from
-        // a dump's forward stages (a gradient reads the whole backward after it).
-        if stage.info().part == Part::Input || stage.info().part == Part::Param || stage.is_grad() {
+        // The inputs and the parameters are given, not computed; a gradient is recomputed from
+        // the forward values and the gradients after it, as the backward computes it.
+        if !stage.is_grad() && (stage.info().part == Part::Input || stage.info().part == Part::Param) {
             continue;
         }
         let own = match recompute_from(model, dump, stage, n_layers)? {
             Ok(recomputed) => {
                 let value = dump.read(entry)?;
-                let tolerance = isolation_tolerance(stage.kind, value.dtype());
+                let tolerance = isolation_tolerance(stage, value.dtype());
                 let report = compare_tensors(&entry.name, &value, &recomputed, tolerance, mask.as_ref());
                 own_of(&report)
             }
@@ -124,13 +124,13 @@ pub fn own_errors<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<Vec<(St
     Ok(owns)
 }
 
-/// The tolerance of a stage's own error: its kind's for an f32 dump; for an f64 dump, 1e-10
+/// The tolerance of a stage's own error: its own (a value's kind's, or a gradient's) for an f32 dump; for an f64 dump, 1e-10
 /// absolute and relative, far above f64 rounding (about 1e-16 relative per operation) and far
 /// below any real mistake.
-pub fn isolation_tolerance(kind: crate::stage::StageKind, dtype: DType) -> Tolerance {
+pub fn isolation_tolerance(stage: Stage, dtype: DType) -> Tolerance {
     match dtype {
         DType::F64 => Tolerance { atol: 1e-10, rtol: 1e-10 },
-        _ => default_tolerance(kind),
+        _ => stage_tolerance(stage),
     }
 }
 

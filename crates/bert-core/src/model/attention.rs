@@ -122,8 +122,6 @@ impl<F: Float> BertAttention<F> {
         let at = |kind| Stage::layer(layer_idx, kind);
         let prefix = format!("bert.encoder.layer.{layer_idx}.attention");
         let self_attn = &self.self_attention;
-        let nh = self_attn.n_heads;
-        let hs = x.dim().2 / nh;
 
         // hidden = LayerNorm(residual); residual = output + x, so both get d residual.
         let d_residual = self.output.layer_norm.backward(
@@ -134,38 +132,78 @@ impl<F: Float> BertAttention<F> {
         );
         let mut d_residual = d_residual;
         tracer.float(at(AttnResidual).grad(), &mut d_residual)?;
-        let (mut d_x, mut d_output) = (d_residual.clone(), d_residual);
+        let (d_x, mut d_output) = (d_residual.clone(), d_residual);
         tracer.float(at(AttnOutput).grad(), &mut d_output)?;
         // output = context · Woᵀ + bo
         let context = record.three(at(AttnContext));
         let mut d_context = self.output.dense.backward(&context, &d_output, &format!("{prefix}.output.dense"), grads);
         tracer.float(at(AttnContext).grad(), &mut d_context)?;
-        // [B,T,H] -> [B,nh,T,hs]: merging the heads is undone by splitting the gradient.
-        let d_heads = ops::split_heads(d_context, nh);
-        // context = probs · v, for each head.
         let (probs, v) = (record.four(at(AttnProbs)), record.four(at(AttnValue)));
-        let (mut d_probs, mut d_v) = ops::scaled_matmul_backward(probs, v, d_heads.view(), F::one());
+        let (mut d_probs, mut d_v) = context_backward(probs, v, d_context);
         tracer.float(at(AttnProbs).grad(), &mut d_probs)?;
-        // probs = softmax(scores); a padded key has probability 0, so its score gets no gradient.
-        let mut d_scores = ops::softmax_rows_backward(probs, d_probs.view());
+        let mut d_scores = probs_backward(probs, d_probs.view());
         tracer.float(at(AttnScores).grad(), &mut d_scores)?;
-        // scores = q · kᵀ · hs^-0.5 (+ the mask, a constant).
-        let scale = scale(hs);
         let (q, k) = (record.four(at(AttnQuery)), record.four(at(AttnKey)));
-        let (mut d_q, d_k_t) = ops::scaled_matmul_backward(q, ops::transpose(k), d_scores.view(), scale);
-        let mut d_k = d_k_t.permuted_axes([0, 1, 3, 2]);
+        let (mut d_q, mut d_k) = scores_backward(q, k, d_scores.view());
         tracer.float(at(AttnValue).grad(), &mut d_v)?;
         tracer.float(at(AttnKey).grad(), &mut d_k)?;
         tracer.float(at(AttnQuery).grad(), &mut d_q)?;
+        Ok(self_attn.input_backward(x, d_x, [d_q, d_k, d_v], &prefix, grads))
+    }
+}
+
+impl<F: Float> BertSelfAttention<F> {
+    /// d loss / d the layer's input `x` `[B,T,H]`: the residual's share `d_residual` plus each
+    /// projection's, from d query, d key and d value `[B,nh,T,hs]` (in that order); the
+    /// projections' parameter gradients are added to `grads` under `prefix`.
+    pub(crate) fn input_backward(
+        &self,
+        x: &Array3<F>,
+        d_residual: Array3<F>,
+        d_projections: [Array4<F>; 3],
+        prefix: &str,
+        grads: &mut Grads<F>,
+    ) -> Array3<F> {
+        let mut d_x = d_residual;
         // Each projection of x: its heads merged back, then the dense layer's backward.
-        let projections =
-            [(&self_attn.query, d_q, "query"), (&self_attn.key, d_k, "key"), (&self_attn.value, d_v, "value")];
+        let [d_q, d_k, d_v] = d_projections;
+        let projections = [(&self.query, d_q, "query"), (&self.key, d_k, "key"), (&self.value, d_v, "value")];
         for (linear, d_proj, name) in projections {
             let d_proj = ops::merge_heads(d_proj);
             d_x += &linear.backward(x, &d_proj, &format!("{prefix}.self.{name}"), grads);
         }
-        Ok(d_x)
+        d_x
     }
+}
+
+/// The backward of [`context`]: `[B,T,H]` d context -> d probs `[B,nh,T,T]` and d value
+/// `[B,nh,T,hs]`.
+pub fn context_backward<F: Float>(
+    probs: ArrayView4<'_, F>,
+    v: ArrayView4<'_, F>,
+    d_context: Array3<F>,
+) -> (Array4<F>, Array4<F>) {
+    // [B,T,H] -> [B,nh,T,hs]: merging the heads is undone by splitting the gradient.
+    let d_heads = ops::split_heads(d_context, probs.dim().1);
+    // context = probs · v, for each head.
+    ops::scaled_matmul_backward(probs, v, d_heads.view(), F::one())
+}
+
+/// The backward of [`probs`]: d probs -> d scores `[B,nh,T,T]`, softmax's. A padded key has
+/// probability 0, so its score gets no gradient.
+pub fn probs_backward<F: Float>(probs: ArrayView4<'_, F>, d_probs: ArrayView4<'_, F>) -> Array4<F> {
+    ops::softmax_rows_backward(probs, d_probs)
+}
+
+/// The backward of [`scores`]: d scores -> d query and d key `[B,nh,T,hs]`; scores = q · kᵀ ·
+/// hs^-0.5 (+ the mask, a constant).
+pub fn scores_backward<F: Float>(
+    q: ArrayView4<'_, F>,
+    k: ArrayView4<'_, F>,
+    d_scores: ArrayView4<'_, F>,
+) -> (Array4<F>, Array4<F>) {
+    let (d_q, d_k_t) = ops::scaled_matmul_backward(q, ops::transpose(k), d_scores, scale(q.dim().3));
+    (d_q, d_k_t.permuted_axes([0, 1, 3, 2]))
 }
 
 /// `attention.scores`: `[B,nh,T,hs]` · `[B,nh,hs,T]` -> `[B,nh,T,T]`, every query against every

@@ -34,24 +34,21 @@ impl<F: Float> BertModel<F> {
         let last_hidden = record.three(last).to_owned();
         // d loss / d loss = 1; loss = mlm.loss + nsp.loss passes it to each.
         tracer.float(Stage::new(Loss).grad(), &mut arr0(F::one()))?;
-        // [B,T,H]: d loss / d the last hidden state, from each head the loss uses.
-        let mut d_hidden = Array3::<F>::zeros(last_hidden.raw_dim());
+        let (mut from_mlm, mut from_cls) = (None, None);
         if let (Some(labels), Some(mlm)) = (mlm_labels, &self.mlm) {
             tracer.float(Stage::new(MlmLoss).grad(), &mut arr0(F::one()))?;
             tracer.float(Stage::new(MlmLosses).grad(), &mut losses::mean_backward::<F, _>(labels))?;
             let d_logits = losses::mlm_loss_backward(record.three(Stage::new(MlmLogits)), labels);
-            d_hidden += &mlm.backward(&last_hidden, record, &d_logits, &mut grads, tracer)?;
+            from_mlm = Some(mlm.backward(&last_hidden, record, &d_logits, &mut grads, tracer)?);
         }
         if let (Some(labels), Some(nsp), Some(pooler)) = (nsp_labels, &self.nsp, &self.pooler) {
             tracer.float(Stage::new(NspLoss).grad(), &mut arr0(F::one()))?;
             tracer.float(Stage::new(NspLosses).grad(), &mut losses::mean_backward::<F, _>(labels))?;
             let d_logits = losses::nsp_loss_backward(record.two(Stage::new(NspLogits)), labels);
             let d_pooled = nsp.backward(record, &d_logits, &mut grads, tracer)?;
-            let d_cls = pooler.backward(&last_hidden, record, &d_pooled, &mut grads, tracer)?;
-            // Only [CLS], position 0, feeds the pooler.
-            let mut at_cls = d_hidden.slice_mut(s![.., 0, ..]);
-            at_cls += &d_cls;
+            from_cls = Some(pooler.backward(&last_hidden, record, &d_pooled, &mut grads, tracer)?);
         }
+        let mut d_hidden = hidden_backward(last_hidden.raw_dim(), from_mlm, from_cls);
         for (layer_idx, layer) in self.layers.iter().enumerate().rev() {
             let input =
                 if layer_idx == 0 { Stage::new(EmbLayerNorm) } else { Stage::layer(layer_idx - 1, FfnLayerNorm) };
@@ -78,4 +75,20 @@ impl<F: Float> BertModel<F> {
         tracer.unreached(&unreached)?;
         Ok(())
     }
+}
+
+/// `[B,T,H]` d loss / d the last hidden state, from each head the loss uses: the MLM head's share
+/// `from_mlm` at every token, and the pooler's `from_cls` `[B,H]` at `[CLS]`, position 0, the only
+/// token that feeds the pooler.
+pub(crate) fn hidden_backward<F: Float>(
+    dim: ndarray::Ix3,
+    from_mlm: Option<Array3<F>>,
+    from_cls: Option<ndarray::Array2<F>>,
+) -> Array3<F> {
+    let mut d_hidden = from_mlm.unwrap_or_else(|| Array3::zeros(dim));
+    if let Some(d_cls) = from_cls {
+        let mut at_cls = d_hidden.slice_mut(s![.., 0, ..]);
+        at_cls += &d_cls;
+    }
+    d_hidden
 }

@@ -84,8 +84,21 @@ impl<F: Float> FeedForward<F> {
         // activation = act(intermediate)
         let mut d_intermediate = self.activation.backward(at(FfnIntermediate), d_activation.view());
         tracer.float(stage(FfnIntermediate).grad(), &mut d_intermediate)?;
+        Ok(self.input_backward(x, &d_intermediate, &d_residual, &prefix, grads))
+    }
+
+    /// d loss / d the block's input `x` (attention.layernorm) `[B,T,H]`, from d intermediate and
+    /// d residual; the intermediate layer's parameter gradients are added to `grads` under `prefix`.
+    pub(crate) fn input_backward(
+        &self,
+        x: &Array3<F>,
+        d_intermediate: &Array3<F>,
+        d_residual: &Array3<F>,
+        prefix: &str,
+        grads: &mut Grads<F>,
+    ) -> Array3<F> {
         // intermediate = x · W1ᵀ + b1, plus the residual's share.
-        let d_x = self.intermediate.backward(x, &d_intermediate, &format!("{prefix}.intermediate.dense"), grads);
-        Ok(d_x + &d_residual)
+        let d_x = self.intermediate.backward(x, d_intermediate, &format!("{prefix}.intermediate.dense"), grads);
+        d_x + d_residual
     }
 }

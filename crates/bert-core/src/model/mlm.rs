@@ -2,7 +2,7 @@
 //! the decoder back to vocabulary logits. The decoder's weight is the word embedding table (tied),
 //! so checkpoints usually do not store it; only its bias is its own.
 
-use ndarray::Array3;
+use ndarray::{Array3, ArrayView3};
 
 use super::activation::Activation;
 use super::gradients::{Grads, Record};
@@ -86,17 +86,7 @@ impl<F: Float> MlmHead<F> {
         let mut d_logits = d_logits.clone();
         tracer.float(Stage::new(MlmLogits).grad(), &mut d_logits)?;
         let at = |kind| record.three(Stage::new(kind));
-        // logits = layernorm · Eᵀ + bias: the decoder's weight is the word embeddings', so its
-        // gradient is added into theirs; its bias is `cls.predictions.bias`.
-        let (b, t, v) = d_logits.dim();
-        let h = hidden.dim().2;
-        let normed =
-            at(MlmLayerNorm).as_standard_layout().into_owned().into_shape_with_order((b * t, h)).expect("rows");
-        let d_rows = d_logits.view().into_shape_with_order((b * t, v)).expect("rows");
-        let (d_normed, d_table, d_bias) = ops::linear_backward(normed.view(), self.decoder.weight.view2(), d_rows);
-        grads.add("bert.embeddings.word_embeddings.weight", d_table.into_dyn());
-        grads.add("cls.predictions.bias", d_bias.into_dyn());
-        let mut d_normed = d_normed.into_shape_with_order((b, t, h)).expect("[B,T,H]");
+        let mut d_normed = self.decoder_backward(at(MlmLayerNorm), &d_logits, grads);
         tracer.float(Stage::new(MlmLayerNorm).grad(), &mut d_normed)?;
         // normed = LayerNorm(activation), activation = act(transform), transform = hidden · Wtᵀ + bt.
         let mut d_activation =
@@ -105,5 +95,25 @@ impl<F: Float> MlmHead<F> {
         let mut d_transform = self.activation.backward(at(MlmTransform), d_activation.view());
         tracer.float(Stage::new(MlmTransform).grad(), &mut d_transform)?;
         Ok(self.transform.backward(hidden, &d_transform, "cls.predictions.transform.dense", grads))
+    }
+
+    /// The decoder's backward: `[B,T,V]` d logits -> `[B,T,H]` d mlm.layernorm, from the
+    /// layernorm's output `normed`; the table's and the bias's gradients are added to `grads`.
+    pub(crate) fn decoder_backward(
+        &self,
+        normed: ArrayView3<'_, F>,
+        d_logits: &Array3<F>,
+        grads: &mut Grads<F>,
+    ) -> Array3<F> {
+        // logits = layernorm · Eᵀ + bias: the decoder's weight is the word embeddings', so its
+        // gradient is added into theirs; its bias is `cls.predictions.bias`.
+        let (b, t, v) = d_logits.dim();
+        let h = normed.dim().2;
+        let normed = normed.as_standard_layout().into_owned().into_shape_with_order((b * t, h)).expect("rows");
+        let d_rows = d_logits.view().into_shape_with_order((b * t, v)).expect("rows");
+        let (d_normed, d_table, d_bias) = ops::linear_backward(normed.view(), self.decoder.weight.view2(), d_rows);
+        grads.add("bert.embeddings.word_embeddings.weight", d_table.into_dyn());
+        grads.add("cls.predictions.bias", d_bias.into_dyn());
+        d_normed.into_shape_with_order((b, t, h)).expect("[B,T,H]")
     }
 }

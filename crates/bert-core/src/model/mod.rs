@@ -21,7 +21,7 @@
 
 pub mod activation;
 pub mod attention;
-mod backward;
+pub(crate) mod backward;
 pub mod classifier;
 pub mod embeddings;
 mod encode;

@@ -3,7 +3,7 @@
 //! Only the NSP and classification heads read it; the MLM head and sentence embeddings
 //! (mean pooling) do not.
 
-use ndarray::{Array2, Array3, Axis};
+use ndarray::{Array2, Array3, ArrayView2, Axis};
 
 use super::gradients::{Grads, Record};
 use super::linear::Linear;
@@ -51,8 +51,7 @@ impl<F: Float> BertPooler<F> {
     ) -> Result<Array2<F>, Halt> {
         let mut d_pooled = d_pooled.clone();
         tracer.float(Stage::new(PoolerOutput).grad(), &mut d_pooled)?;
-        // tanh' = 1 - tanh², from the output.
-        let mut d_dense = ops::tanh_backward(record.two(Stage::new(PoolerOutput)), d_pooled.view());
+        let mut d_dense = output_backward(record.two(Stage::new(PoolerOutput)), d_pooled.view());
         tracer.float(Stage::new(PoolerDense).grad(), &mut d_dense)?;
         Ok(self.dense.backward(&hidden.index_axis(Axis(1), 0), &d_dense, "bert.pooler.dense", grads))
     }
@@ -61,4 +60,10 @@ impl<F: Float> BertPooler<F> {
 /// `pooler.output`: `[B,H]`, tanh of the dense layer's output.
 pub fn output<F: Float>(dense: Array2<F>) -> Array2<F> {
     dense.mapv_into(F::tanh)
+}
+
+/// The backward of [`output`]: d pooler.output -> d pooler.dense `[B,H]`; tanh' = 1 - tanh²,
+/// from the output.
+pub fn output_backward<F: Float>(pooled: ArrayView2<'_, F>, d_pooled: ArrayView2<'_, F>) -> Array2<F> {
+    ops::tanh_backward(pooled, d_pooled)
 }

@@ -1,8 +1,8 @@
 //! What each stage is computed from, by stage name: the one table that isolation
-//! (`crate::diff::isolate`) reads to recompute a stage from a dump's own values of its inputs. The
-//! forward pass does not read it (it stays the plain code of `model/`); a test holds the two
-//! together by isolating bert-trace's own dumps of every golden, where every stage's own error
-//! must be at rounding level.
+//! (`crate::diff::isolate`) and `explain` read to recompute a stage from a dump's own values of
+//! its inputs, a gradient (`grad.<stage>`) as well as a value. The forward and backward passes do
+//! not read it (they stay the plain code of `model/`); a test holds them together by isolating
+//! bert-trace's own dumps of every golden, where every stage's own error must be at rounding level.
 
 use crate::stage::{Stage, StageKind::*};
 
@@ -10,6 +10,9 @@ use crate::stage::{Stage, StageKind::*};
 /// `n_layers` layers. Empty for the inputs, which nothing computes. `loss` reads whichever of
 /// `mlm.loss` and `nsp.loss` a dump has; it is listed with both.
 pub fn inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
+    if stage.is_grad() {
+        return grad_inputs(stage, n_layers);
+    }
     let at = |kind| Stage::new(kind);
     let here = |kind| Stage::layer(stage.layer.unwrap_or(0), kind);
     // A layer's input: the embeddings for layer 0, the previous layer's output after that.
@@ -57,5 +60,70 @@ pub fn inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
         LensLayer => vec![here(FfnLayerNorm)],
         // A parameter is read, not computed.
         Param(_) => Vec::new(),
+    }
+}
+
+/// The stages a gradient `grad.<stage>` is computed from by the backward pass, in the order its
+/// recomputation takes them: the forward values the rule reads, then the gradients after it.
+/// Empty for `grad.loss` (1) and for the parameters' gradients, which sum over every token and
+/// are not recomputed alone.
+fn grad_inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
+    let at = |kind| Stage::new(kind);
+    let grad = |kind| Stage::new(kind).grad();
+    let here = |kind| Stage::layer(stage.layer.unwrap_or(0), kind);
+    let d_here = |kind| here(kind).grad();
+    let last_hidden = if n_layers == 0 { Stage::new(EmbLayerNorm) } else { Stage::layer(n_layers - 1, FfnLayerNorm) };
+    // A layer's input (embeddings.layernorm or layer i-1's output) gets its gradient from the
+    // layer after it: the attention block's residual and its three projections.
+    let next_layer = |next: usize| {
+        let there = |kind| Stage::layer(next, kind).grad();
+        vec![there(AttnResidual), there(AttnQuery), there(AttnKey), there(AttnValue)]
+    };
+    let value = Stage { of: super::Of::Value, ..stage };
+    match stage.kind {
+        Loss | Param(_) => Vec::new(),
+        MlmLoss | NspLoss => vec![grad(Loss)],
+        MlmLosses => vec![at(InputLabels), grad(MlmLoss)],
+        NspLosses => vec![at(InputNextSentenceLabel), grad(NspLoss)],
+        MlmLogits => vec![at(MlmLogits), at(InputLabels)],
+        NspLogits => vec![at(NspLogits), at(InputNextSentenceLabel)],
+        MlmLayerNorm => vec![at(MlmLayerNorm), grad(MlmLogits)],
+        MlmActivation => vec![at(MlmActivation), grad(MlmLayerNorm)],
+        MlmTransform => vec![at(MlmTransform), grad(MlmActivation)],
+        PoolerOutput => vec![at(PoolerOutput), grad(NspLogits)],
+        PoolerDense => vec![at(PoolerOutput), grad(PoolerOutput)],
+        // The last hidden state: from the heads.
+        FfnLayerNorm | EmbLayerNorm if value == last_hidden => {
+            vec![last_hidden, grad(MlmTransform), grad(PoolerDense)]
+        }
+        FfnLayerNorm => [vec![value], next_layer(stage.layer.unwrap_or(0) + 1)].concat(),
+        EmbLayerNorm => [vec![value], next_layer(0)].concat(),
+        FfnResidual => vec![here(FfnResidual), d_here(FfnLayerNorm)],
+        FfnOutput => vec![d_here(FfnResidual)],
+        FfnActivation => vec![here(FfnActivation), d_here(FfnOutput)],
+        FfnIntermediate => vec![here(FfnIntermediate), d_here(FfnActivation)],
+        AttnLayerNorm => vec![here(AttnLayerNorm), d_here(FfnResidual), d_here(FfnIntermediate)],
+        AttnResidual => vec![here(AttnResidual), d_here(AttnLayerNorm)],
+        AttnOutput => vec![d_here(AttnResidual)],
+        AttnContext => vec![here(AttnContext), d_here(AttnOutput)],
+        AttnProbs | AttnValue => vec![here(AttnProbs), here(AttnValue), d_here(AttnContext)],
+        AttnScores => vec![here(AttnProbs), d_here(AttnProbs)],
+        AttnQuery | AttnKey => vec![here(AttnQuery), here(AttnKey), d_here(AttnScores)],
+        EmbSum => vec![at(EmbSum), grad(EmbLayerNorm)],
+        EmbWord | EmbPosition | EmbTokenType => vec![grad(EmbSum)],
+        // No other stage has a gradient.
+        _ => Vec::new(),
+    }
+}
+
+/// Where `stage`'s inputs (as [`inputs`] lists them) start to be alternatives, of which a dump
+/// needs only one or more: `loss` sums whichever of the two losses there are, and the last hidden
+/// state's gradient adds whichever heads the loss used. None: every input is needed.
+pub fn alternatives_from(stage: Stage, n_layers: usize) -> Option<usize> {
+    let last_hidden = if n_layers == 0 { Stage::new(EmbLayerNorm) } else { Stage::layer(n_layers - 1, FfnLayerNorm) };
+    match stage.kind {
+        Loss if !stage.is_grad() => Some(0),
+        FfnLayerNorm | EmbLayerNorm if stage.is_grad() && stage.layer == last_hidden.layer => Some(1),
+        _ => None,
     }
 }
