@@ -1,5 +1,5 @@
-//! `bert-trace explain DUMP 'STAGE[INDEX]'`: for an element of every forward stage of PyTorch's
-//! goldens (tiny models and MiniLM, float32 and float64), the JSON's value is the dump's, the
+//! `bert-trace explain DUMP 'STAGE[INDEX]'`: for an element of every stage of PyTorch's goldens,
+//! forward and gradient (tiny models and MiniLM, float32 and float64), the JSON's value is the dump's, the
 //! recomputed value is within the stage's tolerance of it, and `explain_check.py` recomputes the
 //! element in numpy from the JSON alone and checks every listed input against the files. Bad
 //! input is one line and exit 2.
@@ -28,7 +28,7 @@ fn targets(dump: &Path, layers: Option<&[&str]>) -> Vec<String> {
     let mut targets = Vec::new();
     for stage in manifest["stages"].as_array().unwrap() {
         let name = stage["name"].as_str().unwrap();
-        let computed = !name.starts_with("input.") && !name.starts_with("grad.") && !name.starts_with("param.");
+        let computed = !name.starts_with("input.") && !name.starts_with("param.") && !name.starts_with("grad.param.");
         let wanted = layers.is_none_or(|l| !name.starts_with("layer") || l.iter().any(|p| name.starts_with(p)));
         if !computed || !wanted {
             continue;
@@ -37,11 +37,18 @@ fn targets(dump: &Path, layers: Option<&[&str]>) -> Vec<String> {
             stage["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
         let at: Vec<String> = shape.iter().map(|&n| (n * 2 / 3).to_string()).collect();
         targets.push(format!("{name}[{}]", at.join(",")));
-        if name == "mlm.losses" {
+        if ["mlm.losses", "grad.mlm.losses", "grad.mlm.logits"].contains(&name) {
             let labels: ndarray::ArrayD<i64> =
                 ndarray_npy::ReadNpyExt::read_npy(std::fs::File::open(dump.join("input.labels.npy")).unwrap()).unwrap();
-            if let Some((index, _)) = labels.indexed_iter().find(|(_, &l)| l != -100) {
-                targets.push(format!("mlm.losses[{},{}]", index[0], index[1]));
+            if let Some((index, &label)) = labels.indexed_iter().find(|(_, &l)| l != -100) {
+                match name {
+                    // The label's logit and another: -(1 - p) / count and p / count.
+                    "grad.mlm.logits" => {
+                        targets.push(format!("{name}[{},{},{label}]", index[0], index[1]));
+                        targets.push(format!("{name}[{},{},{}]", index[0], index[1], (label + 1) % 5));
+                    }
+                    _ => targets.push(format!("{name}[{},{}]", index[0], index[1])),
+                }
             }
         }
     }
@@ -100,10 +107,12 @@ fn check(dump: &Path, model: &Path, layers: Option<&[&str]>, dir: &Path) -> Vec<
 }
 
 #[test]
-fn every_forward_stage_kind_is_explained_from_its_operands() {
+fn every_stage_kind_is_explained_from_its_operands() {
     let tmp = tempfile::tempdir().unwrap();
     let tiny = root().join("golden/tiny");
-    let cases: [(PathBuf, PathBuf, Option<&[&str]>); 6] = [
+    let cases: [(PathBuf, PathBuf, Option<&[&str]>); 8] = [
+        (root().join("golden/tiny/gradients/mlm_target"), tiny.clone(), None),
+        (root().join("golden/tiny/gradients/pair_nsp"), tiny.clone(), None),
         (root().join("golden/tiny/dumps/mlm_target"), tiny.clone(), None),
         (root().join("golden/tiny/dumps/batch_masked"), tiny.clone(), None),
         (root().join("golden/tiny/dumps/pair_nsp"), tiny.clone(), None),

@@ -52,10 +52,102 @@ def gelu(x):
     return 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
 
 
+def gelu_derivative(x):
+    act = config["hidden_act"]
+    if act == "gelu":
+        return 0.5 * (1 + math.erf(x / math.sqrt(2))) + x * math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    if act == "relu":
+        return 1.0 if x > 0 else 0.0
+    c = math.sqrt(2 / math.pi)
+    inner = c * (x + 0.044715 * x**3)
+    t = math.tanh(inner)
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)
+
+
+def pairs_sum(values):
+    """Σ a·b over consecutive (a, b) pairs."""
+    return sum(a * b for a, b in zip(values[0::2], values[1::2]))
+
+
+def grouped_dot(inputs):
+    """Σ over each run of a stage followed by a run of another of the same length: their dot."""
+    runs = []
+    for i in inputs:
+        if runs and runs[-1][0] == i["stage"]:
+            runs[-1][1].append(i["value"])
+        else:
+            runs.append((i["stage"], [i["value"]]))
+    assert len(runs) % 2 == 0, [r[0] for r in runs]
+    return sum(float(np.dot(a[1], b[1])) for a, b in zip(runs[0::2], runs[1::2]))
+
+
+def recompute_grad(e, kind):
+    """A gradient's element from its inputs alone, by the backward rule of its kind."""
+    x = [i["value"] for i in e["inputs"]]
+    index = e["index"]
+    hs = config["hidden_size"] // config["num_attention_heads"]
+    if kind == "loss":
+        assert not x
+        return 1.0
+    if kind in ("mlm.loss", "nsp.loss", "ffn.output", "attention.output", "embeddings.word",
+                "embeddings.position", "embeddings.token_type"):
+        assert len(x) == 1
+        return x[0]
+    if kind in ("mlm.losses", "nsp.losses"):
+        labels = {tuple(i["index"]): i["value"] for i in e["inputs"][:-1]}
+        count = sum(1 for v in labels.values() if v != -100)
+        return 0.0 if labels[tuple(index)] == -100 else x[-1] / count
+    if kind in ("mlm.logits", "nsp.logits"):
+        logits = [i["value"] for i in e["inputs"] if i["stage"].endswith("logits")]
+        labels = {tuple(i["index"]): i["value"] for i in e["inputs"] if not i["stage"].endswith("logits")}
+        label = labels[tuple(index[:-1])]
+        if label == -100:
+            return 0.0
+        count = sum(1 for v in labels.values() if v != -100)
+        row = np.array(logits)
+        p = np.exp(row - row.max()) / np.exp(row - row.max()).sum()
+        return (p[index[-1]] - (1.0 if index[-1] == label else 0.0)) / count
+    if kind in ("mlm.layernorm", "pooler.output", "ffn.activation", "attention.context", "attention.probs",
+                "attention.value"):
+        return grouped_dot(e["inputs"])
+    if kind in ("mlm.activation", "ffn.residual", "attention.residual", "embeddings.sum"):
+        n = len(x) // 3
+        row, d, gamma = np.array(x[:n]), np.array(x[n:2 * n]), np.array(x[2 * n:])
+        i = index[-1]
+        mean = row.mean()
+        rstd = 1 / math.sqrt(((row - mean) ** 2).mean() + config["layer_norm_eps"])
+        x_hat = (row - mean) * rstd
+        g = d * gamma
+        return rstd * (g[i] - g.mean() - x_hat[i] * (g * x_hat).mean())
+    if kind in ("mlm.transform", "ffn.intermediate"):
+        assert len(x) == 2
+        return x[1] * gelu_derivative(x[0])
+    if kind == "pooler.dense":
+        assert len(x) == 2
+        return x[1] * (1 - x[0] * x[0])
+    if kind in ("ffn.layernorm", "embeddings.layernorm"):
+        if e["inputs"][0]["stage"].endswith("attention.residual"):
+            # A layer's input: the next layer's residual, then (d, W) pairs of its projections.
+            return x[0] + pairs_sum(x[1:])
+        return grouped_dot(e["inputs"])
+    if kind == "attention.layernorm":
+        return x[0] + grouped_dot(e["inputs"][1:])
+    if kind == "attention.scores":
+        n = len(x) // 2
+        p, d = np.array(x[:n]), np.array(x[n:])
+        j = index[-1]
+        return p[j] * (d[j] - (p * d).sum())
+    if kind in ("attention.query", "attention.key"):
+        return hs ** -0.5 * grouped_dot(e["inputs"])
+    return None
+
+
 def recompute(e):
     """The element from its inputs and steps alone, by its stage's kind."""
     name = e["stage"]
     kind = stage_kind(name)
+    if name.startswith("grad."):
+        return recompute_grad(e, kind[len("grad."):])
     x = [i["value"] for i in e["inputs"]]
     steps = {s["name"]: s["value"] for s in e["steps"]}
     if kind in ("embeddings.word", "embeddings.token_type"):
@@ -138,7 +230,11 @@ for path in sys.argv[3:]:
             continue
         kinds.add(stage_kind(e["stage"]))
         # The f64 sum of the listed inputs against the value: the stage's own rounding, at most.
-        tol = (1e-9 if dtype == np.float64 else 2e-5) * max(1.0, abs(e["value"]))
+        if e["stage"].startswith("grad."):
+            # Gradients are small: relative to the value, with a floor far below any of them.
+            tol = (1e-9 if dtype == np.float64 else 1e-4) * abs(e["value"]) + 1e-9
+        else:
+            tol = (1e-9 if dtype == np.float64 else 2e-5) * max(1.0, abs(e["value"]))
         if not abs(mine - e["value"]) <= tol:
             failures.append(f"{where}: recomputed from the JSON alone {mine}, value {e['value']}")
         checked += 1

@@ -27,12 +27,18 @@ pub const STEPS: &[&str] = &[
     "sum_exp",
     "log_sum_exp",
     "logit",
+    "p",
     "mean",
     "variance",
     "eps",
+    "rstd",
     "x_hat",
+    "g_mean",
+    "gx_mean",
     "count",
     "input",
+    "derivative",
+    "residual",
 ];
 
 /// How many of a sum's largest terms are listed.
@@ -40,7 +46,7 @@ const TERMS: usize = 5;
 
 /// The dump's stages and the model's parameters, read once each.
 pub struct Operands<'a, F: Float> {
-    model: &'a BertModel<F>,
+    pub(super) model: &'a BertModel<F>,
     dump: &'a Dump,
     read: HashMap<String, Tensor>,
 }
@@ -50,7 +56,7 @@ impl<'a, F: Float> Operands<'a, F> {
         Operands { model, dump, read: HashMap::new() }
     }
 
-    fn tensor(&mut self, stage: Stage) -> Result<&Tensor, String> {
+    pub(super) fn tensor(&mut self, stage: Stage) -> Result<&Tensor, String> {
         let name = stage.name();
         if !self.read.contains_key(&name) {
             let entry = self.dump.entry(&name).ok_or_else(|| {
@@ -71,12 +77,22 @@ pub struct Parts {
     pub steps: Vec<(&'static str, f64)>,
     pub terms: Vec<([usize; 2], f64)>,
     /// The stage's dtype, in which the formula's numbers are written.
-    dtype: Option<DType>,
+    pub(super) dtype: Option<DType>,
 }
 
 impl Parts {
+    /// The parts of an explanation of an element of `stage`, whose numbers are written in its dtype.
+    pub fn of<F: Float>(ops: &mut Operands<'_, F>, stage: Stage) -> Result<Parts, String> {
+        Ok(Parts { dtype: Some(ops.tensor(stage)?.dtype()), ..Parts::default() })
+    }
+
     /// Reads `stage` at `index` from the dump, lists it as an input and returns it in f64.
-    fn read<F: Float>(&mut self, ops: &mut Operands<'_, F>, stage: Stage, index: &[usize]) -> Result<f64, String> {
+    pub(super) fn read<F: Float>(
+        &mut self,
+        ops: &mut Operands<'_, F>,
+        stage: Stage,
+        index: &[usize],
+    ) -> Result<f64, String> {
         let tensor = ops.tensor(stage)?;
         let shape = tensor.shape().to_vec();
         if index.len() != shape.len() || index.iter().zip(&shape).any(|(i, n)| i >= n) {
@@ -92,13 +108,18 @@ impl Parts {
     }
 
     /// `read` of every element along the last axis of `stage` at `prefix`: a row.
-    fn row<F: Float>(&mut self, ops: &mut Operands<'_, F>, stage: Stage, prefix: &[usize]) -> Result<Vec<f64>, String> {
+    pub(super) fn row<F: Float>(
+        &mut self,
+        ops: &mut Operands<'_, F>,
+        stage: Stage,
+        prefix: &[usize],
+    ) -> Result<Vec<f64>, String> {
         let width = *ops.tensor(stage)?.shape().last().ok_or_else(|| format!("{} is a scalar", stage.name()))?;
         (0..width).map(|i| self.read(ops, stage, &[prefix, &[i]].concat())).collect()
     }
 
     /// Reads the parameter `kind` (of the stage's layer) at `index`, listed as `param.<name>`.
-    fn param<F: Float>(
+    pub(super) fn param<F: Float>(
         &mut self,
         ops: &Operands<'_, F>,
         kind: ParamKind,
@@ -135,11 +156,11 @@ impl Parts {
     }
 
     /// A number of the formula, in the stage's dtype.
-    fn n(&self, value: f64) -> String {
+    pub(super) fn n(&self, value: f64) -> String {
         self.number(value).to_string()
     }
 
-    fn step(&mut self, name: &'static str, value: f64) -> f64 {
+    pub(super) fn step(&mut self, name: &'static str, value: f64) -> f64 {
         debug_assert!(STEPS.contains(&name), "{name} is not in the table of steps");
         self.steps.push((name, value));
         value
@@ -147,7 +168,7 @@ impl Parts {
 
     /// Σ a[i]·b[i], with the largest products as terms; `a` and `b` are the inputs from
     /// `first_a` and `first_b` on.
-    fn dot(&mut self, a: &[f64], b: &[f64], first_a: usize, first_b: usize) -> f64 {
+    pub(super) fn dot(&mut self, a: &[f64], b: &[f64], first_a: usize, first_b: usize) -> f64 {
         let products: Vec<f64> = a.iter().zip(b).map(|(x, y)| x * y).collect();
         let mut order: Vec<usize> = (0..products.len()).collect();
         order.sort_by(|&i, &j| products[j].abs().total_cmp(&products[i].abs()));
@@ -186,13 +207,10 @@ fn layer_norm_params(kind: StageKind) -> Option<(ParamKind, ParamKind)> {
     })
 }
 
-/// The element `index` of `stage`, explained from the dump's operands; why not, when it cannot be.
+/// The element `index` of the forward stage `stage`, explained from the dump's operands; why not,
+/// when it cannot be.
 pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize]) -> Result<Parts, String> {
-    if stage.is_grad() {
-        return Err("gradients are not explained yet: explain a forward stage".into());
-    }
-    let dtype = ops.tensor(stage)?.dtype();
-    let mut p = Parts { dtype: Some(dtype), ..Parts::default() };
+    let mut p = Parts::of(ops, stage)?;
     let config = &ops.model.config;
     let reads = inputs(stage, config.num_hidden_layers);
     let layer = stage.layer;

@@ -7,6 +7,7 @@
 //! f64 and shown in the stage's dtype.
 
 mod element;
+mod gradient;
 mod target;
 
 use serde::{Serialize, Serializer};
@@ -152,7 +153,7 @@ pub fn explain<F: Float>(model: &BertModel<F>, dump: &Dump, target: &Target) -> 
     let dtype = value.dtype();
     let mut operands = element::Operands::new(model, dump);
     // Fails before anything is recomputed for a stage that is not computed or not yet explained.
-    element::explain(&mut operands, stage, &indices[0]).map_err(bad)?;
+    explain_element(&mut operands, stage, &indices[0]).map_err(bad)?;
     let recomputed = match recompute_from(model, dump, stage, model.config.num_hidden_layers)? {
         Ok(recomputed) => recomputed,
         Err(reason) => return Err(bad(format!("cannot be recomputed from the dump: {reason}"))),
@@ -160,7 +161,7 @@ pub fn explain<F: Float>(model: &BertModel<F>, dump: &Dump, target: &Target) -> 
     indices
         .into_iter()
         .map(|index| {
-            let parts = element::explain(&mut operands, stage, &index).map_err(bad)?;
+            let parts = explain_element(&mut operands, stage, &index).map_err(bad)?;
             Ok(Explanation {
                 stage: target.stage.clone(),
                 value: at(&value, &index),
@@ -178,6 +179,20 @@ pub fn explain<F: Float>(model: &BertModel<F>, dump: &Dump, target: &Target) -> 
             })
         })
         .collect()
+}
+
+/// The element `index` of `stage`, a value or a gradient, explained from the dump's operands.
+fn explain_element<F: Float>(
+    operands: &mut element::Operands<'_, F>,
+    stage: stage::Stage,
+    index: &[usize],
+) -> std::result::Result<element::Parts, String> {
+    if !stage.is_grad() {
+        return element::explain(operands, stage, index);
+    }
+    let mut parts = element::Parts::of(operands, stage)?;
+    gradient::explain(operands, &mut parts, stage, index)?;
+    Ok(parts)
 }
 
 /// The element of `tensor` at `index`, as its dtype holds it.

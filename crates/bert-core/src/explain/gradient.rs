@@ -1,0 +1,323 @@
+//! One element of each kind of gradient, explained: the chain rule's terms with their values,
+//! read from the forward values and the gradients after it that the backward reads (the table of
+//! `stage/inputs.rs`). The arithmetic shown is in f64; the value the gradient really has is the
+//! backward function's (`recompute.rs`).
+
+use ndarray::{arr1, arr2};
+
+use super::element::{Operands, Parts};
+use crate::model::pooler;
+use crate::objectives::IGNORE;
+use crate::ops::Float;
+use crate::stage::inputs::inputs;
+use crate::stage::{ParamKind, Stage, StageKind::*};
+
+/// The element `index` of the gradient `stage`, explained into `p`; why not, when it cannot be.
+pub fn explain<F: Float>(
+    ops: &mut Operands<'_, F>,
+    p: &mut Parts,
+    stage: Stage,
+    index: &[usize],
+) -> Result<(), String> {
+    let config = &ops.model.config;
+    let (h, nh) = (config.hidden_size, config.num_attention_heads);
+    let hs = h / nh;
+    let reads = inputs(stage, config.num_hidden_layers);
+    let layer = stage.layer;
+    let name = stage.name();
+    let last = index.len().saturating_sub(1);
+    match stage.kind {
+        Param(_) => return Err(format!("{name} sums over every token: a parameter's gradient is not explained")),
+        Loss => p.formula = "d loss / d loss = 1".into(),
+        // A term of a sum gets the sum's gradient.
+        MlmLoss | NspLoss | FfnOutput | AttnOutput | EmbWord | EmbPosition | EmbTokenType => {
+            let value = p.read(ops, reads[0], index)?;
+            p.formula =
+                format!("{name} = {} (a term of a sum gets the sum's gradient) = {}", reads[0].name(), p.n(value));
+        }
+        MlmLosses | NspLosses => {
+            let labels = labelled(p, ops, reads[0])?;
+            let label = peek(ops, reads[0], index)?;
+            let g = p.read(ops, reads[1], &[])?;
+            let count = p.step("count", labels as f64);
+            p.formula = match label as i64 == IGNORE {
+                true => format!("{}{index:?} is -100: not in the mean, so 0", reads[0].name()),
+                false => format!("d loss / d its mean · 1 / count = {} / {} = {}", p.n(g), p.n(count), p.n(g / count)),
+            };
+        }
+        MlmLogits | NspLogits => {
+            let (row_at, v) = index.split_at(last);
+            let v = v[0];
+            let logits = p.row(ops, reads[0], row_at)?;
+            let count = labelled(p, ops, reads[1])?;
+            let label = peek(ops, reads[1], row_at)?;
+            let count = p.step("count", count as f64);
+            if label as i64 == IGNORE {
+                p.formula = format!("{}{row_at:?} is -100: this position is not in the loss, so 0", reads[1].name());
+            } else {
+                let max = p.step("max", logits.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+                let sum_exp = p.step("sum_exp", logits.iter().map(|l| (l - max).exp()).sum());
+                let prob = p.step("p", (logits[v] - max).exp() / sum_exp);
+                let onehot = if v == label as usize { 1.0 } else { 0.0 };
+                p.formula = format!(
+                    "(softmax(logits)[{v}] - [{v} is the label {label}]) / count = ({} - {onehot}) / {} = {} (in f64)",
+                    p.n(prob),
+                    p.n(count),
+                    p.n((prob - onehot) / count)
+                );
+            }
+        }
+        // A dense layer's input: Σ_o d out[o] · W[o, i].
+        MlmLayerNorm | PoolerOutput | FfnActivation | AttnContext => {
+            let (row_at, i) = index.split_at(last);
+            let i = i[0];
+            let (weight, d_out) = match stage.kind {
+                MlmLayerNorm => (ParamKind::WordEmbeddings, reads[1]),
+                PoolerOutput => (ParamKind::NspWeight, reads[1]),
+                FfnActivation => (ParamKind::FfnOutputWeight, reads[1]),
+                _ => (ParamKind::AttnOutputWeight, reads[1]),
+            };
+            let sum = dense_input(p, ops, d_out, row_at, weight, layer, i)?;
+            p.formula = format!(
+                "Σ_o {}[o] · W[o, {i}] = {} (the layer's weight {}; the sum in f64)",
+                d_out.name(),
+                p.n(sum),
+                p.inputs.last().map(|w| w.stage.clone()).unwrap_or_default()
+            );
+        }
+        // A LayerNorm's input.
+        MlmActivation | FfnResidual | AttnResidual | EmbSum => {
+            let (row_at, i) = index.split_at(last);
+            let i = i[0];
+            let gamma = match stage.kind {
+                MlmActivation => ParamKind::MlmLayerNormWeight,
+                FfnResidual => ParamKind::FfnLayerNormWeight,
+                AttnResidual => ParamKind::AttnLayerNormWeight,
+                _ => ParamKind::EmbLayerNormWeight,
+            };
+            let x = p.row(ops, reads[0], row_at)?;
+            let d_out = p.row(ops, reads[1], row_at)?;
+            let gamma: Vec<f64> = (0..x.len()).map(|j| p.param(ops, gamma, layer, &[j])).collect::<Result<_, _>>()?;
+            let n = x.len() as f64;
+            let mean = p.step("mean", x.iter().sum::<f64>() / n);
+            p.step("variance", x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n);
+            let variance = p.steps.last().map(|s| s.1).unwrap_or_default();
+            p.step("eps", config.layer_norm_eps);
+            let rstd = p.step("rstd", 1.0 / (variance + config.layer_norm_eps).sqrt());
+            let x_hat: Vec<f64> = x.iter().map(|v| (v - mean) * rstd).collect();
+            p.step("x_hat", x_hat[i]);
+            let g: Vec<f64> = d_out.iter().zip(&gamma).map(|(d, g)| d * g).collect();
+            let g_mean = p.step("g_mean", g.iter().sum::<f64>() / n);
+            let gx_mean = p.step("gx_mean", g.iter().zip(&x_hat).map(|(g, x)| g * x).sum::<f64>() / n);
+            let value = rstd * (g[i] - g_mean - x_hat[i] * gx_mean);
+            p.formula = format!(
+                "rstd · (g[{i}] - mean(g) - x̂[{i}] · mean(g ⊙ x̂)), g = d out ⊙ γ = {} · ({} - {} - {} · {}) = {} \
+                 (x: {}, d out: {}; in f64)",
+                p.n(rstd),
+                p.n(g[i]),
+                p.n(g_mean),
+                p.n(x_hat[i]),
+                p.n(gx_mean),
+                p.n(value),
+                reads[0].name(),
+                reads[1].name()
+            );
+        }
+        // An activation's input: d out · act'(x), the derivative by the backward's own function.
+        MlmTransform | FfnIntermediate => {
+            let x = p.read(ops, reads[0], index)?;
+            let d_out = p.read(ops, reads[1], index)?;
+            p.step("input", x);
+            let derivative =
+                p.step("derivative", config.activation().backward(arr1(&[x]).view(), arr1(&[1.0]).view())[0]);
+            p.formula = format!(
+                "d out · {}'(x) = {} · {} = {} (in f64)",
+                config.hidden_act,
+                p.n(d_out),
+                p.n(derivative),
+                p.n(d_out * derivative)
+            );
+        }
+        PoolerDense => {
+            let y = p.read(ops, reads[0], index)?;
+            let d_out = p.read(ops, reads[1], index)?;
+            let derivative =
+                p.step("derivative", pooler::output_backward(arr2(&[[y]]).view(), arr2(&[[1.0]]).view())[[0, 0]]);
+            p.formula = format!(
+                "d pooler.output · (1 - tanh²) = {} · (1 - {}²) = {} (in f64)",
+                p.n(d_out),
+                p.n(y),
+                p.n(d_out * derivative)
+            );
+        }
+        FfnLayerNorm | EmbLayerNorm if reads.len() == 3 => {
+            // The last hidden state: the MLM head's transform at every token, the pooler at [CLS].
+            let (b, t, i) = (index[0], index[1], index[2]);
+            let mut total = 0.0;
+            let mut parts = Vec::new();
+            if ops.tensor(reads[1]).is_ok() {
+                let sum = dense_input(p, ops, reads[1], &[b, t], ParamKind::MlmTransformWeight, None, i)?;
+                parts.push(format!("Σ_o {}[o] · W[o, {i}] = {}", reads[1].name(), p.n(sum)));
+                total += sum;
+            }
+            if t == 0 && ops.tensor(reads[2]).is_ok() {
+                let sum = dense_input(p, ops, reads[2], &[b], ParamKind::PoolerWeight, None, i)?;
+                parts.push(format!("Σ_o {}[o] · W[o, {i}] = {}", reads[2].name(), p.n(sum)));
+                total += sum;
+            }
+            p.step("sum", total);
+            p.formula = format!("{} = {} (the heads' shares; sums in f64)", parts.join(" + "), p.n(total));
+        }
+        FfnLayerNorm | EmbLayerNorm => {
+            // A layer's input: the next layer's residual and its three projections.
+            let (b, t, i) = (index[0], index[1], index[2]);
+            let next = reads[1].layer.unwrap_or(0);
+            let residual = p.read(ops, reads[1], index)?;
+            p.step("residual", residual);
+            let mut total = residual;
+            let mut sums = Vec::new();
+            for (d_proj, weight) in [
+                (reads[2], ParamKind::QueryWeight),
+                (reads[3], ParamKind::KeyWeight),
+                (reads[4], ParamKind::ValueWeight),
+            ] {
+                let mut sum = 0.0;
+                for o in 0..h {
+                    let d = p.read(ops, d_proj, &[b, o / hs, t, o % hs])?;
+                    sum += d * p.param(ops, weight, Some(next), &[o, i])?;
+                }
+                sums.push(p.n(sum));
+                total += sum;
+            }
+            p.step("sum", total);
+            p.formula = format!(
+                "d residual + Σ_o (d query[o] · Wq[o, {i}] + d key[o] · Wk[o, {i}] + d value[o] · Wv[o, {i}]) = {} + {} + {} + {} = {} \
+                 (layer {next}'s attention; sums in f64)",
+                p.n(residual),
+                sums[0],
+                sums[1],
+                sums[2],
+                p.n(total)
+            );
+        }
+        AttnLayerNorm => {
+            let (row_at, i) = index.split_at(last);
+            let residual = p.read(ops, reads[1], index)?;
+            p.step("residual", residual);
+            let sum = dense_input(p, ops, reads[2], row_at, ParamKind::IntermediateWeight, layer, i[0])?;
+            p.formula = format!(
+                "d ffn.residual + Σ_o d ffn.intermediate[o] · W1[o, {}] = {} + {} = {} (the sum in f64)",
+                i[0],
+                p.n(residual),
+                p.n(sum),
+                p.n(residual + sum)
+            );
+        }
+        AttnProbs => {
+            let (b, n, i, j) = (index[0], index[1], index[2], index[3]);
+            let first_d = p.inputs.len();
+            let d_context: Vec<f64> =
+                (0..hs).map(|d| p.read(ops, reads[2], &[b, i, n * hs + d])).collect::<Result<_, _>>()?;
+            let first_v = p.inputs.len();
+            let v: Vec<f64> = (0..hs).map(|d| p.read(ops, reads[1], &[b, n, j, d])).collect::<Result<_, _>>()?;
+            let sum = p.dot(&d_context, &v, first_d, first_v);
+            p.step("sum", sum);
+            p.formula = format!("Σ_d d context[{i}, head {n}, d] · value[{j}, d] = {} (the sum in f64)", p.n(sum));
+        }
+        AttnValue => {
+            let (b, n, j, d) = (index[0], index[1], index[2], index[3]);
+            let t = ops.tensor(reads[0])?.shape()[2];
+            let first_p = p.inputs.len();
+            let probs: Vec<f64> = (0..t).map(|i| p.read(ops, reads[0], &[b, n, i, j])).collect::<Result<_, _>>()?;
+            let first_d = p.inputs.len();
+            let d_context: Vec<f64> =
+                (0..t).map(|i| p.read(ops, reads[2], &[b, i, n * hs + d])).collect::<Result<_, _>>()?;
+            let sum = p.dot(&probs, &d_context, first_p, first_d);
+            p.step("sum", sum);
+            p.formula = format!("Σ_i probs[i, {j}] · d context[i, head {n}, {d}] = {} (the sum in f64)", p.n(sum));
+        }
+        AttnScores => {
+            let (row_at, j) = index.split_at(3);
+            let j = j[0];
+            let probs = p.row(ops, reads[0], row_at)?;
+            let first_d = p.inputs.len();
+            let d_probs = p.row(ops, reads[1], row_at)?;
+            let dot = p.dot(&probs, &d_probs, 0, first_d);
+            p.step("dot", dot);
+            p.formula = format!(
+                "p[{j}] · (d p[{j}] - Σ_k p[k] · d p[k]) = {} · ({} - {}) = {} (in f64)",
+                p.n(probs[j]),
+                p.n(d_probs[j]),
+                p.n(dot),
+                p.n(probs[j] * (d_probs[j] - dot))
+            );
+        }
+        AttnQuery | AttnKey => {
+            let (b, n, at, d) = (index[0], index[1], index[2], index[3]);
+            let t = ops.tensor(reads[2])?.shape()[3];
+            // d query[i] = scale · Σ_j d scores[i, j] · key[j]; d key[j] = scale · Σ_i d scores[i, j] · query[i].
+            let (other, scores_at): (_, Box<dyn Fn(usize) -> [usize; 4]>) = match stage.kind {
+                AttnQuery => (reads[1], Box::new(move |k| [b, n, at, k])),
+                _ => (reads[0], Box::new(move |k| [b, n, k, at])),
+            };
+            let first_s = p.inputs.len();
+            let d_scores: Vec<f64> = (0..t).map(|k| p.read(ops, reads[2], &scores_at(k))).collect::<Result<_, _>>()?;
+            let first_o = p.inputs.len();
+            let rows: Vec<f64> = (0..t).map(|k| p.read(ops, other, &[b, n, k, d])).collect::<Result<_, _>>()?;
+            let sum = p.dot(&d_scores, &rows, first_s, first_o);
+            p.step("sum", sum);
+            let scale = p.step("scale", (hs as f64).powf(-0.5));
+            p.formula = format!(
+                "scale · Σ_k d scores · {}[k, {d}] = {} · {} = {} (head {n}; the sum in f64)",
+                other.name(),
+                p.n(scale),
+                p.n(sum),
+                p.n(scale * sum)
+            );
+        }
+        _ => return Err(format!("{name} is not a gradient the backward computes")),
+    }
+    Ok(())
+}
+
+/// Σ_o d_out[row_at, o] · W[o, i]: a dense layer's input's share, its products as terms.
+fn dense_input<F: Float>(
+    p: &mut Parts,
+    ops: &mut Operands<'_, F>,
+    d_out: Stage,
+    row_at: &[usize],
+    weight: ParamKind,
+    layer: Option<usize>,
+    i: usize,
+) -> Result<f64, String> {
+    let first_d = p.inputs.len();
+    let d = p.row(ops, d_out, row_at)?;
+    let first_w = p.inputs.len();
+    let w: Vec<f64> = (0..d.len()).map(|o| p.param(ops, weight, layer, &[o, i])).collect::<Result<_, _>>()?;
+    Ok(p.dot(&d, &w, first_d, first_w))
+}
+
+/// How many positions of `labels` are labelled (not -100), every label listed as an input.
+fn labelled<F: Float>(p: &mut Parts, ops: &mut Operands<'_, F>, labels: Stage) -> Result<usize, String> {
+    let shape = ops.tensor(labels)?.shape().to_vec();
+    let mut count = 0;
+    let total: usize = shape.iter().product();
+    for flat in 0..total {
+        let mut index = vec![0; shape.len()];
+        let mut rest = flat;
+        for (axis, &n) in shape.iter().enumerate().rev() {
+            index[axis] = rest % n;
+            rest /= n;
+        }
+        if p.read(ops, labels, &index)? as i64 != IGNORE {
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
+/// The value of `stage` at `index`, not listed as an input (it already is, among others).
+fn peek<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize]) -> Result<f64, String> {
+    let values = ops.tensor(stage)?.to_f64();
+    values.get(ndarray::IxDyn(index)).copied().ok_or_else(|| format!("{} has no element {index:?}", stage.name()))
+}
