@@ -29,6 +29,7 @@ pub mod render;
 pub mod settings;
 pub mod source;
 pub mod stages;
+pub mod step;
 pub mod trace;
 pub mod train;
 pub mod view;

@@ -53,6 +53,10 @@ pub enum Command {
     /// operands, the value recomputed from them by the stage's own function, and every element it
     /// reads
     Explain(ExplainArgs),
+    /// Step through one forward pass like a debugger: next, back, goto, show, explain, set, ablate,
+    /// patch, continue (type help). On a terminal with line editing; otherwise the commands are
+    /// read from standard input, --script or -c, and a bad one ends the run (exit 2)
+    Step(StepArgs),
     /// Pretrain BERT on a text file: BERT's masking and the MLM loss (plus NSP for a file of
     /// sentence pairs), AdamW as PyTorch computes it, a linear warm-up and decay; save a
     /// checkpoint transformers loads, and dump any step's every tensor
@@ -292,6 +296,27 @@ pub struct ExplainArgs {
     /// to the dump, then here, then as a hub id (the built-in tiny model is never assumed)
     #[arg(long, value_name = "DIR|ID")]
     pub model: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct StepArgs {
+    /// The text to step through; several texts make a padded batch
+    #[arg(value_name = "TEXT")]
+    pub texts: Vec<String>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Sentence B of a pair, for each text
+    #[arg(long, value_name = "TEXT")]
+    pub pair: Vec<String>,
+    /// The word each [MASK] is to be predicted as (gives the MLM loss)
+    #[arg(long, value_name = "WORD")]
+    pub mlm_target: Vec<String>,
+    /// The commands, separated by `;` (e.g. -c 'next 3; show; quit')
+    #[arg(short = 'c', value_name = "COMMANDS", conflicts_with = "script")]
+    pub commands: Option<String>,
+    /// Read the commands from FILE, one per line
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -14,6 +14,7 @@ mod inspect;
 mod lens;
 mod settings;
 mod stages;
+mod step;
 mod trace;
 mod train;
 mod view;
@@ -55,6 +56,7 @@ fn main() -> ExitCode {
         Some(Command::Lens(args)) => lens::run(args),
         Some(Command::Attribute(args)) => attribute::run(args),
         Some(Command::Explain(args)) => explain::run(args),
+        Some(Command::Step(args)) => step::run(args),
         Some(Command::Train(args)) => train::run(args),
     });
     match result {
@@ -77,6 +79,11 @@ fn argument_error(error: clap::Error) -> ExitCode {
     }
     eprintln!("error: {} (see bert-trace --help)", cli::one_line(&error));
     ExitCode::from(2)
+}
+
+/// `text` with the library's option words spelled as flags.
+pub fn flags(text: &str) -> String {
+    render(text, Dialect::Flags)
 }
 
 /// Prints a report: its notes on stderr, its text on stdout, options spelled as flags.

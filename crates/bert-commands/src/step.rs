@@ -1,0 +1,441 @@
+//! `step`: one forward pass walked through stage by stage, like a debugger. The session holds a
+//! cursor on the pass's stages and the changes made (`set`, `ablate`, `patch`); each command is
+//! one line, answered with text. Every answer comes from running the model's own pass up to the
+//! cursor with the changes as hooks, so what follows a change is recomputed, never guessed.
+
+use std::fmt::Write;
+
+use bert_core::experiments::intervention::{AblateWith, Interventions};
+use bert_core::explain::{self, Axis, Target};
+use bert_core::io::dump::manifest::{Manifest, ManifestStage, FORMAT};
+use bert_core::model::Pass;
+use bert_core::pass::hook::{Chain, Hook, TensorViewMut};
+use bert_core::pass::summary::Summary;
+use bert_core::pass::{Memory, Tensor};
+use bert_core::stage::{self, Stage};
+use bert_core::{Batch, BertModel};
+use ndarray::ArrayView2;
+
+use crate::error::{Error, Result};
+use crate::render::preview::preview;
+use crate::render::table::num;
+use crate::trace::{self, TraceRequest};
+use crate::{render, source};
+
+/// The commands, as `help` lists them.
+pub const HELP: &str = "\
+next [N]             run to the next stage (or N stages on): its name, shape, statistics, formula, values
+back                 one stage back (changes made at later stages are dropped)
+goto STAGE           to STAGE, forward or back (changes made after it are dropped)
+show [INDEX]         the stage's values, or a part: integers and numpy's a:b on any axis ([0,0,3,:])
+head H               which head `next` and `show` show of an attention stage
+explain INDEX        why one element of the stage is what it is ([0,0,3,5])
+set INDEX VALUE      change one element of the stage; every stage after it is recomputed
+ablate LAYER.HEAD    zero a head's output from here on (layer0.head3), as --ablate does
+patch DUMP:STAGE     take a stage from another dump, as --patch does
+continue             run to the end and print the predictions and losses
+help                 this list
+quit                 end (so does the end of the input)";
+
+/// Every command word, for completion.
+pub const COMMANDS: &[&str] =
+    &["next", "back", "goto", "show", "head", "explain", "set", "ablate", "patch", "continue", "help", "quit"];
+
+/// What a session is started from: a trace request (texts, model, labels, interventions).
+pub struct StepRequest {
+    pub trace: TraceRequest,
+}
+
+/// One change the session makes to the pass, and the stage (its position in the plan) it was
+/// made at: going back before that drops it.
+#[derive(Clone, Debug)]
+enum Change {
+    Set { stage: Stage, index: Vec<usize>, value: f64 },
+    Ablate(String),
+    Patch(String),
+}
+
+/// One `set`: the element of a stage it changes, as a hook.
+struct Sets<'a>(&'a [(Stage, Vec<usize>, f64)]);
+
+impl Hook for Sets<'_> {
+    fn wants(&self, stage: &Stage) -> bool {
+        self.0.iter().any(|(s, _, _)| s == stage)
+    }
+
+    fn apply(&mut self, stage: Stage, tensor: TensorViewMut<'_>, _: ArrayView2<'_, i64>) -> bert_core::Result<()> {
+        let mut tensor = tensor;
+        for (_, index, value) in self.0.iter().filter(|(s, _, _)| *s == stage) {
+            let at = ndarray::IxDyn(index);
+            match &mut tensor {
+                TensorViewMut::F32(a) => a[at] = *value as f32,
+                TensorViewMut::F64(a) => a[at] = *value,
+                TensorViewMut::I64(a) => a[at] = *value as i64,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An answer: the text to print, and whether the session is over.
+pub struct Reply {
+    pub text: String,
+    pub done: bool,
+}
+
+/// A pass being stepped through.
+pub struct StepSession {
+    model: BertModel,
+    name: String,
+    batch: Batch,
+    inputs: bert_core::io::dump::manifest::Inputs,
+    plan: Vec<Stage>,
+    /// The stage the cursor is on (its position in `plan`); None before the first.
+    cursor: Option<usize>,
+    head: usize,
+    changes: Vec<(usize, Change)>,
+    top_k: usize,
+    /// The pass up to the cursor, with the changes: every stage computed.
+    stages: Vec<(Stage, Tensor)>,
+    pub notes: Vec<String>,
+}
+
+impl StepSession {
+    /// Loads the model and prepares the pass `request` asks for, before the first stage.
+    pub fn start(request: &StepRequest) -> Result<StepSession> {
+        let request = &request.trace;
+        request.check()?;
+        let texts = request.all_texts()?;
+        let loaded = source::load(request.model.as_deref())?;
+        let model = loaded.model;
+        let prepared = trace::prepare(request, texts, &model)?;
+        let plan = model.plan(prepared.objectives);
+        let mut changes = Vec::new();
+        for spec in &request.ablate {
+            changes.push((0, Change::Ablate(spec.clone())));
+        }
+        for spec in &request.patch {
+            changes.push((0, Change::Patch(spec.clone())));
+        }
+        let mut notes = loaded.notes;
+        notes.extend(prepared.notes);
+        Ok(StepSession {
+            model,
+            name: loaded.name,
+            batch: prepared.batch,
+            inputs: prepared.inputs,
+            plan,
+            cursor: None,
+            head: 0,
+            changes,
+            top_k: request.top_k,
+            stages: Vec::new(),
+            notes,
+        })
+    }
+
+    /// The stage names of the pass, in order, for completion.
+    pub fn stage_names(&self) -> Vec<String> {
+        self.plan.iter().map(Stage::name).collect()
+    }
+
+    /// Runs one command line; a bad command is an error, and the session goes on.
+    pub fn run(&mut self, line: &str) -> Result<Reply> {
+        let line = line.trim();
+        let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        let rest = rest.trim();
+        let reply = |text: String| Ok(Reply { text, done: false });
+        match word {
+            "" => reply(String::new()),
+            "help" | "?" => reply(format!("{HELP}\n")),
+            "quit" | "exit" => Ok(Reply { text: String::new(), done: true }),
+            "next" | "n" => {
+                let steps = match rest {
+                    "" => 1,
+                    n => n
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| bad(&format!("next {n}: expected a count of stages, 1 or more")))?,
+                };
+                let at = self.cursor.map_or(steps - 1, |c| c + steps);
+                if at >= self.plan.len() {
+                    return Err(bad(&format!(
+                        "next {steps}: the pass has {} stages; `continue` runs to the end",
+                        self.plan.len()
+                    )));
+                }
+                self.move_to(at)?;
+                reply(self.describe())
+            }
+            "back" | "b" => match self.cursor {
+                None | Some(0) => Err(bad("back: already before the first stage")),
+                Some(c) => {
+                    self.move_to(c - 1)?;
+                    reply(self.describe())
+                }
+            },
+            "goto" | "g" => {
+                let at = self.plan.iter().position(|s| s.name() == rest).ok_or_else(|| {
+                    let suggestions = stage::suggestions(rest, &self.plan);
+                    bad(&format!("goto {rest}: no such stage in this pass{}", hint(&suggestions)))
+                })?;
+                self.move_to(at)?;
+                reply(self.describe())
+            }
+            "show" | "s" => {
+                let (stage, tensor) = self.current()?;
+                match rest {
+                    "" => reply(format!("{stage} {:?}:\n{}\n", tensor.shape(), preview(tensor))),
+                    part => reply(show(stage, tensor, part)?),
+                }
+            }
+            "head" => {
+                let heads = self.model.config.num_attention_heads;
+                self.head = rest
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&h| h < heads)
+                    .ok_or_else(|| bad(&format!("head {rest}: expected a head from 0 to {}", heads - 1)))?;
+                reply(format!("head {}\n", self.head))
+            }
+            "explain" | "e" => {
+                let (stage, _) = self.current()?;
+                let target = Target::parse(&format!("{stage}{rest}"))?;
+                reply(self.explain(&target)?)
+            }
+            "set" => {
+                let (index_text, value_text) = rest
+                    .rsplit_once(char::is_whitespace)
+                    .ok_or_else(|| bad("set: expected INDEX VALUE, e.g. set [0,3,5] 0.5"))?;
+                let value: f64 = value_text
+                    .parse()
+                    .ok()
+                    .filter(|v: &f64| v.is_finite())
+                    .ok_or_else(|| bad(&format!("set: `{value_text}` is not a finite number")))?;
+                let (stage, tensor) = self.current()?;
+                let stage = *stage;
+                if !tensor.is_float() && value.fract() != 0.0 {
+                    return Err(bad(&format!("set: {stage} holds integers, `{value_text}` is not one")));
+                }
+                let target = Target::parse(&format!("{stage}{}", index_text.trim()))?;
+                if target.index.contains(&Axis::All) {
+                    return Err(bad("set: give one element, without `:`"));
+                }
+                let index = target.indices(tensor.shape()).map_err(|e| bad(&format!("set: {e}")))?.remove(0);
+                let cursor = self.cursor.expect("a current stage");
+                self.changes.push((cursor, Change::Set { stage, index: index.clone(), value }));
+                self.move_to(cursor)?;
+                reply(format!("set {stage}{index:?} to {value}; the stages after it are recomputed\n"))
+            }
+            "ablate" | "patch" => {
+                let cursor = self.cursor.unwrap_or(0);
+                let change =
+                    if word == "ablate" { Change::Ablate(rest.to_string()) } else { Change::Patch(rest.to_string()) };
+                self.changes.push((cursor, change));
+                if let Err(error) = self.interventions() {
+                    self.changes.pop();
+                    return Err(error);
+                }
+                if let Some(c) = self.cursor {
+                    self.move_to(c)?;
+                }
+                reply(format!("{word} {rest}: from here on\n"))
+            }
+            "continue" | "c" => {
+                let outputs = self.run_pass(None)?;
+                let mut text = render::predictions::report(&self.model, &self.batch, &outputs, self.top_k);
+                text += &render::predictions::losses(&self.model, &self.batch, &outputs);
+                Ok(Reply { text, done: true })
+            }
+            other => Err(bad(&format!("unknown command `{other}`: type help for the commands"))),
+        }
+    }
+
+    /// The interventions the `ablate` and `patch` changes make.
+    fn interventions(&self) -> Result<Interventions> {
+        let (mut ablate, mut patch) = (Vec::new(), Vec::new());
+        for (_, change) in &self.changes {
+            match change {
+                Change::Ablate(spec) => ablate.push(spec.clone()),
+                Change::Patch(spec) => patch.push(spec.clone()),
+                Change::Set { .. } => {}
+            }
+        }
+        Ok(Interventions::load(&self.model, &ablate, AblateWith::Zero, &patch)?)
+    }
+
+    /// Runs the pass with the changes, up to `stop` (to the end without), keeping every stage.
+    fn run_pass(&mut self, stop: Option<Stage>) -> Result<bert_core::model::Outputs> {
+        let mut interventions = self.interventions()?;
+        let sets: Vec<(Stage, Vec<usize>, f64)> = self
+            .changes
+            .iter()
+            .filter_map(|(_, c)| match c {
+                Change::Set { stage, index, value } => Some((*stage, index.clone(), *value)),
+                _ => None,
+            })
+            .collect();
+        let mut sets = Sets(&sets);
+        let mut chain = Chain(vec![&mut interventions as &mut dyn Hook, &mut sets as &mut dyn Hook]);
+        let mut memory = Memory::default();
+        let pass = Pass { stop_after: stop, hook: Some(&mut chain), ..Pass::default() };
+        let traced = self.model.trace_with(&self.batch, &mut memory, pass)?;
+        self.stages = memory.stages;
+        Ok(traced.outputs)
+    }
+
+    /// Puts the cursor on stage `at` of the plan, dropping the changes made after it.
+    fn move_to(&mut self, at: usize) -> Result<()> {
+        self.changes.retain(|(made, _)| *made <= at);
+        self.run_pass(Some(self.plan[at]))?;
+        self.cursor = Some(at);
+        Ok(())
+    }
+
+    /// The stage under the cursor and its values.
+    fn current(&self) -> Result<(&Stage, &Tensor)> {
+        let at = self.cursor.ok_or_else(|| bad("before the first stage: type next"))?;
+        let stage = &self.plan[at];
+        let tensor = self
+            .stages
+            .iter()
+            .find(|(s, _)| s == stage)
+            .map(|(_, t)| t)
+            .ok_or_else(|| bad(&format!("{stage} was not computed")))?;
+        Ok((stage, tensor))
+    }
+
+    /// The stage under the cursor: its name, shape, statistics, formula and values.
+    fn describe(&self) -> String {
+        let Ok((stage, tensor)) = self.current() else { return String::new() };
+        let values = tensor.to_f64();
+        let summary = Summary::of_f64(values.as_slice().unwrap_or(&[]));
+        let mut text = format!(
+            "[{}/{}] {stage} {:?}  min {}  mean {}  std {}  max {}\n  formula: {}\n",
+            self.cursor.unwrap_or(0) + 1,
+            self.plan.len(),
+            tensor.shape(),
+            num(summary.min),
+            num(summary.mean),
+            num(summary.std),
+            num(summary.max),
+            stage.formula()
+        );
+        let attention = tensor.shape().len() == 4 && tensor.shape()[1] == self.model.config.num_attention_heads;
+        let shown = match attention {
+            true => show(stage, tensor, &format!("[0,{}]", self.head)).unwrap_or_default(),
+            false => format!("{}\n", preview(tensor)),
+        };
+        text += &shown;
+        text
+    }
+
+    /// `explain` on the stages computed so far, in memory.
+    fn explain(&self, target: &Target) -> Result<String> {
+        let entries = self
+            .stages
+            .iter()
+            .map(|(stage, tensor)| {
+                let mut entry = ManifestStage::new(stage, tensor.shape().to_vec());
+                entry.dtype = tensor.dtype().numpy_name().into();
+                entry
+            })
+            .collect();
+        let manifest = Manifest {
+            format: FORMAT.into(),
+            producer: serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION")}),
+            model: self.name.clone(),
+            inputs: self.inputs.clone(),
+            stages: entries,
+            only_stages: None,
+            stopped_at: None,
+            archive: None,
+            model_fingerprint: Some(self.model.fingerprint()),
+            interventions: Vec::new(),
+            lens: false,
+            no_gradient: Vec::new(),
+        };
+        let tensors = self.stages.iter().map(|(_, t)| t.clone()).collect();
+        let dump = bert_core::Dump::in_memory("this pass", manifest, tensors)?;
+        let explanations = explain::explain(&self.model, &dump, target)?;
+        Ok(explanations.iter().map(crate::explain::text).collect())
+    }
+}
+
+/// `show [a:b,...]`: the part of `tensor` a numpy index names, one row per line.
+fn show(stage: &Stage, tensor: &Tensor, part: &str) -> Result<String> {
+    let inner = part
+        .trim()
+        .strip_prefix('[')
+        .and_then(|p| p.strip_suffix(']'))
+        .ok_or_else(|| bad(&format!("show {part}: expected [i,j,...], with numpy's a:b on any axis")))?;
+    let shape = tensor.shape();
+    let axes: Vec<&str> = inner.split(',').map(str::trim).collect();
+    if axes.len() > shape.len() {
+        return Err(bad(&format!("show {part}: {stage} has {} axes", shape.len())));
+    }
+    let mut ranges = Vec::new();
+    for (axis, text) in axes.iter().enumerate() {
+        let n = shape[axis];
+        let number = |t: &str, default: usize| -> Result<usize> {
+            match t.trim() {
+                "" => Ok(default),
+                t => t.parse::<usize>().map_err(|_| bad(&format!("show {part}: `{t}` is not an index from 0"))),
+            }
+        };
+        let range = match text.split_once(':') {
+            Some((a, b)) => number(a, 0)?..number(b, n)?.min(n),
+            None => {
+                let i = number(text, 0)?;
+                i..i + 1
+            }
+        };
+        if range.start >= n || range.is_empty() {
+            return Err(bad(&format!("show {part}: axis {axis} of {stage} has {n} entries")));
+        }
+        ranges.push(range);
+    }
+    ranges.extend(shape[axes.len()..].iter().map(|&n| 0..n));
+    let values = tensor.to_f64();
+    let mut text = String::new();
+    let rows: usize = ranges[..ranges.len() - 1].iter().map(|r| r.len()).product();
+    if rows * ranges[ranges.len() - 1].len() > 4096 {
+        return Err(bad(&format!("show {part}: more than 4096 values; narrow it")));
+    }
+    let mut index: Vec<usize> = ranges.iter().map(|r| r.start).collect();
+    let last = ranges.len() - 1;
+    'rows: loop {
+        let cells: Vec<String> = ranges[last]
+            .clone()
+            .map(|i| {
+                index[last] = i;
+                num(values[ndarray::IxDyn(&index)])
+            })
+            .collect();
+        let _ = writeln!(text, "{:?}  {}", &index[..last], cells.join("  "));
+        // The next row: the last axis but one that can move on, the axes after it back to start.
+        for axis in (0..last).rev() {
+            if index[axis] + 1 < ranges[axis].end {
+                index[axis] += 1;
+                for later in axis + 1..last {
+                    index[later] = ranges[later].start;
+                }
+                continue 'rows;
+            }
+        }
+        break;
+    }
+    Ok(text)
+}
+
+fn bad(message: &str) -> Error {
+    Error::Request(message.to_string())
+}
+
+fn hint(suggestions: &[String]) -> String {
+    match suggestions.is_empty() {
+        true => String::new(),
+        false => format!(" (did you mean {}?)", suggestions.join(", ")),
+    }
+}

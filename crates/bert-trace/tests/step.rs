@@ -1,0 +1,141 @@
+//! `bert-trace step`, scripted through standard input and `-c`: the stages come in execution
+//! order, `back` and `goto` land on the values of a fresh pass, a `set` is the matching
+//! `--patch`, and a bad command is one line and exit 2.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{bert_trace, one_line, root, run};
+use ndarray::ArrayD;
+use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+
+const TEXT: &str = "When in Rome, do as the [MASK] do.";
+
+/// `bert-trace step` on the tiny model with `commands` on standard input: its exit status and output.
+fn step(commands: &str) -> (Option<i32>, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bert-trace"))
+        .args(["step", "--model", "golden/tiny", "--mlm-target", "romans", TEXT])
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(commands.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// A fresh pass of the same input, dumped.
+fn fresh(dir: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--model", "golden/tiny", "--mlm-target", "romans", "--out", dir.to_str().unwrap()];
+    args.extend(extra);
+    args.push(TEXT);
+    let traced = bert_trace(&args);
+    assert!(traced.status.success(), "{}", String::from_utf8_lossy(&traced.stderr));
+    serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
+}
+
+/// The value `explain` gives in a step's output, on the line `STAGE[INDEX] = VALUE (float32)`.
+fn explained(output: &str, target: &str) -> f32 {
+    let line = output.lines().find(|l| l.starts_with(&format!("{target} = "))).unwrap_or_else(|| panic!("{output}"));
+    line[target.len() + 3..].split(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_stages_come_in_execution_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = fresh(&tmp.path().join("pass"), &[]);
+    let expected: Vec<&str> =
+        manifest["stages"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let (code, stdout, stderr) = step(&"next\n".repeat(expected.len()));
+    assert_eq!(code, Some(0), "{stderr}");
+    // Each `next` prints `[K/N] STAGE SHAPE ...`, K counting from 1.
+    let got: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| {
+            let (counter, rest) = l.strip_prefix('[')?.split_once("] ")?;
+            let (k, n) = counter.split_once('/')?;
+            (k.parse::<usize>().is_ok() && n.parse::<usize>().is_ok()).then(|| rest.split(' ').next().unwrap())
+        })
+        .collect();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn back_and_goto_land_on_a_fresh_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pass");
+    fresh(&dir, &[]);
+    let probs = ArrayD::<f32>::read_npy(std::fs::File::open(dir.join("layer1.attention.probs.npy")).unwrap()).unwrap();
+    let scores =
+        ArrayD::<f32>::read_npy(std::fs::File::open(dir.join("layer1.attention.scores.npy")).unwrap()).unwrap();
+    let commands = "goto layer1.ffn.output\ngoto layer1.attention.probs\nexplain [0,2,9,4]\nback\nexplain [0,2,9,4]\n";
+    let (code, stdout, stderr) = step(commands);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(explained(&stdout, "layer1.attention.probs[0,2,9,4]"), probs[[0, 2, 9, 4]]);
+    assert_eq!(explained(&stdout, "layer1.attention.scores[0,2,9,4]"), scores[[0, 2, 9, 4]]);
+}
+
+/// `set` at a stage gives the pass `--patch` gives with a dump whose stage has that one value
+/// changed: the same predictions and losses; and going back before it drops it.
+#[test]
+fn a_set_is_the_matching_patch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pass");
+    fresh(&dir, &[]);
+    let file = dir.join("layer1.ffn.layernorm.npy");
+    let mut values = ArrayD::<f32>::read_npy(std::fs::File::open(&file).unwrap()).unwrap();
+    values[[0, 9, 3]] = 50.0;
+    values.write_npy(std::fs::File::create(&file).unwrap()).unwrap();
+    let patch = format!("{}:layer1.ffn.layernorm", dir.display());
+    let patched =
+        bert_trace(&["--model", "golden/tiny", "--mlm-target", "romans", "--no-dump", "--patch", &patch, TEXT]);
+    assert!(patched.status.success(), "{}", String::from_utf8_lossy(&patched.stderr));
+    let patched = String::from_utf8_lossy(&patched.stdout).into_owned();
+    let (code, stepped, stderr) = step("goto layer1.ffn.layernorm\nset [0,9,3] 50\ncontinue\n");
+    assert_eq!(code, Some(0), "{stderr}");
+    // Everything from the predictions on: the same text.
+    let tail = |text: &str| text[text.find("[MASK] at position").unwrap_or_else(|| panic!("{text}"))..].to_string();
+    let tail_of = |text: &str| tail(text).split("\nwrote").next().unwrap().trim_end().to_string();
+    assert_eq!(tail_of(&stepped), tail_of(&patched));
+    // A set dropped by going back before it: the plain pass's predictions.
+    let plain = bert_trace(&["--model", "golden/tiny", "--mlm-target", "romans", "--no-dump", TEXT]);
+    let plain = String::from_utf8_lossy(&plain.stdout).into_owned();
+    let (_, undone, _) = step("goto layer1.ffn.layernorm\nset [0,9,3] 50\ngoto layer1.ffn.residual\ncontinue\n");
+    assert_eq!(tail_of(&undone), tail_of(&plain));
+    assert_ne!(tail_of(&plain), tail_of(&patched), "the set changes the prediction");
+}
+
+#[test]
+fn a_bad_command_is_one_line_and_exit_2() {
+    let cases = [
+        ("an unknown command", "next; bogus", "unknown command `bogus`"),
+        ("a stage the pass lacks", "goto layer7.attention.probs", "no such stage"),
+        ("an index out of range", "goto layer0.attention.probs; set [0,0,3,13] 1", "out of range"),
+        ("not a number", "goto layer0.attention.probs; set [0,0,3,1] many", "not a finite number"),
+        ("before the first stage", "show", "before the first stage"),
+        ("past the end", "next 99", "the pass has 47 stages"),
+        ("a head out of range", "head 4", "from 0 to 3"),
+        ("a slice out of range", "goto embeddings.word; show [0,20:30]", "has 13 entries"),
+    ];
+    let mut failures = Vec::new();
+    for (what, commands, needle) in cases {
+        let args: Vec<String> = ["step", "--model", "golden/tiny", "--mlm-target", "romans", TEXT, "-c", commands]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let ran = run(&args);
+        if let Err(problem) = one_line(&ran, needle) {
+            failures.push(format!("{what}: {problem}: {}", ran.stderr.trim()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
