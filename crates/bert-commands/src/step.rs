@@ -31,8 +31,8 @@ show [INDEX]         the stage's values, or a part: integers and numpy's a:b on 
 head H               which head `next` and `show` show of an attention stage
 explain INDEX        why one element of the stage is what it is ([0,0,3,5])
 set INDEX VALUE      change one element of the stage; every stage after it is recomputed
-ablate LAYER.HEAD    zero a head's output from here on (layer0.head3), as --ablate does
-patch DUMP:STAGE     take a stage from another dump, as --patch does
+ablate LAYER.HEAD    zero a head's output from here on (layer0.head3), as ‹ablate› does
+patch DUMP:STAGE     take a stage from another dump, as ‹patch› does
 continue             run to the end and print the predictions and losses
 help                 this list
 quit                 end (so does the end of the input)";
