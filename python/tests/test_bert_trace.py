@@ -322,6 +322,10 @@ def test_the_notebook_html_renders_offline(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+# Options of the command whose Python form is a method of the trace it returns, not a keyword.
+AS_METHODS = {"explain": "explain"}
+
+
 def test_the_stubs_name_every_option_of_the_command():
     import ast
     import re
@@ -342,6 +346,7 @@ def test_the_stubs_name_every_option_of_the_command():
     for node in traces:
         # Model.trace's model is the Model itself.
         want = options() - ({"--model"} if node.args.args[0].arg == "self" else set())
+        want -= {"--" + option for option in AS_METHODS}
         assert keywords(node) == want, f"the stub and `bert-trace --help` differ in {sorted(keywords(node) ^ want)}"
     (train,) = [n for n in functions if n.name == "train"]
     assert keywords(train) == options("train"), sorted(keywords(train) ^ options("train"))
@@ -365,6 +370,10 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                 defaults[flag.group(1).replace("-", "_")] = default.group(1) if default else None
         defaults.pop("help", None)
         defaults.pop("version", None)
+        if function is bert_trace.trace:
+            for option, method in AS_METHODS.items():
+                assert callable(getattr(bert_trace.Trace, method)), f"--{option} is Trace.{method} in Python"
+                defaults.pop(option)
         parameters = inspect.signature(function).parameters
         names = set(parameters) - {"text", "hooks", "on_step"}
         assert names == set(defaults), f"{function.__name__}: {sorted(names ^ set(defaults))}"

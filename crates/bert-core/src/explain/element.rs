@@ -166,7 +166,7 @@ impl Parts {
         value
     }
 
-    /// Σ a[i]·b[i], with the largest products as terms; `a` and `b` are the inputs from
+    /// Σ `a[i]·b[i]`, with the largest products as terms; `a` and `b` are the inputs from
     /// `first_a` and `first_b` on.
     pub(super) fn dot(&mut self, a: &[f64], b: &[f64], first_a: usize, first_b: usize) -> f64 {
         let products: Vec<f64> = a.iter().zip(b).map(|(x, y)| x * y).collect();

@@ -85,7 +85,7 @@ pub struct Operand {
     pub value: Number,
 }
 
-/// A named intermediate quantity of a formula (`dot`, `max`, `mean`, ...: [`element::STEPS`]).
+/// A named intermediate quantity of a formula (`dot`, `max`, `mean`, ...: one table, `element::STEPS`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Step {
     pub name: &'static str,

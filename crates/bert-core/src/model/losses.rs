@@ -45,7 +45,7 @@ pub(crate) fn total_loss<F: Float>(mlm: Option<F>, nsp: Option<F>, tracer: &mut 
     Ok(loss[()])
 }
 
-/// `mlm.losses`, `nsp.losses`: `[..,C]` logits and `[..]` labels -> `[..]`, -log softmax(logits)[label]
+/// `mlm.losses`, `nsp.losses`: `[..,C]` logits and `[..]` labels -> `[..]`, `-log softmax(logits)[label]`
 /// at every position, 0 where the label is -100. The labels must be classes of the last axis
 /// or -100.
 pub fn losses<F: Float>(logits: ArrayViewD<'_, F>, labels: ArrayViewD<'_, i64>) -> ArrayD<F> {

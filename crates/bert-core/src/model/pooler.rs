@@ -35,7 +35,7 @@ impl<F: Float> BertPooler<F> {
     }
 
     /// `pooler.dense`: `[B,T,H]` -> `[B,H]`, the dense layer on position 0 of every sequence,
-    /// which is always [CLS].
+    /// which is always `[CLS]`.
     pub fn dense_of(&self, hidden: &Array3<F>) -> Array2<F> {
         self.dense.forward(&hidden.index_axis(Axis(1), 0))
     }
