@@ -7,7 +7,6 @@ use std::fmt::Write;
 
 use bert_core::experiments::intervention::{AblateWith, Interventions};
 use bert_core::explain::{self, Axis, Target};
-use bert_core::io::dump::manifest::{Manifest, ManifestStage, FORMAT};
 use bert_core::model::Pass;
 use bert_core::pass::hook::{Chain, Hook, TensorViewMut};
 use bert_core::pass::summary::Summary;
@@ -333,31 +332,14 @@ impl StepSession {
 
     /// `explain` on the stages computed so far, in memory.
     fn explain(&self, target: &Target) -> Result<String> {
-        let entries = self
-            .stages
-            .iter()
-            .map(|(stage, tensor)| {
-                let mut entry = ManifestStage::new(stage, tensor.shape().to_vec());
-                entry.dtype = tensor.dtype().numpy_name().into();
-                entry
-            })
-            .collect();
-        let manifest = Manifest {
-            format: FORMAT.into(),
-            producer: serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION")}),
-            model: self.name.clone(),
-            inputs: self.inputs.clone(),
-            stages: entries,
-            only_stages: None,
-            stopped_at: None,
-            archive: None,
-            model_fingerprint: Some(self.model.fingerprint()),
-            interventions: Vec::new(),
-            lens: false,
-            no_gradient: Vec::new(),
-        };
-        let tensors = self.stages.iter().map(|(_, t)| t.clone()).collect();
-        let dump = bert_core::Dump::in_memory("this pass", manifest, tensors)?;
+        let stages = self.stages.clone();
+        let dump = bert_core::Dump::of_pass(
+            "this pass",
+            self.name.clone(),
+            self.model.fingerprint(),
+            self.inputs.clone(),
+            stages,
+        )?;
         let explanations = explain::explain(&self.model, &dump, target)?;
         Ok(explanations.iter().map(crate::explain::text).collect())
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use bert_core::diff::ToleranceOverride;
 use bert_core::experiments::intervention::{AblateWith, Interventions};
 use bert_core::explain::Target;
-use bert_core::io::dump::manifest::{Inputs, Manifest, ManifestStage, FORMAT};
+use bert_core::io::dump::manifest::Inputs;
 use bert_core::io::dump::{self, Dump, DumpWriter};
 use bert_core::io::files;
 use bert_core::model::Pass;
@@ -332,29 +332,7 @@ fn explain_pass<F: Float>(
     stages: Vec<(Stage, Tensor)>,
     target: &Target,
 ) -> Result<String> {
-    let entries = stages
-        .iter()
-        .map(|(stage, tensor)| {
-            let mut entry = ManifestStage::new(stage, tensor.shape().to_vec());
-            entry.dtype = tensor.dtype().numpy_name().into();
-            entry
-        })
-        .collect();
-    let manifest = Manifest {
-        format: FORMAT.into(),
-        producer: serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION")}),
-        model: name.to_string(),
-        inputs,
-        stages: entries,
-        only_stages: None,
-        stopped_at: None,
-        archive: None,
-        model_fingerprint: Some(model.fingerprint()),
-        interventions: Vec::new(),
-        lens: false,
-        no_gradient: Vec::new(),
-    };
-    let dump = Dump::in_memory("this pass", manifest, stages.into_iter().map(|(_, t)| t).collect())?;
+    let dump = Dump::of_pass("this pass", name.to_string(), model.fingerprint(), inputs, stages)?;
     let explanations = bert_core::explain::explain(model, &dump, target)?;
     Ok(explanations.iter().map(crate::explain::text).collect())
 }

@@ -137,6 +137,40 @@ impl Dump {
         }
     }
 
+    /// The stages of a pass kept in memory, as a dump of `model` (what its manifest names it)
+    /// with `inputs`: for `explain` on a pass nothing was written for.
+    pub fn of_pass(
+        name: &str,
+        model: String,
+        fingerprint: String,
+        inputs: crate::io::dump::manifest::Inputs,
+        stages: Vec<(crate::stage::Stage, Tensor)>,
+    ) -> Result<Dump> {
+        let entries = stages
+            .iter()
+            .map(|(stage, tensor)| {
+                let mut entry = ManifestStage::new(stage, tensor.shape().to_vec());
+                entry.dtype = tensor.dtype().numpy_name().into();
+                entry
+            })
+            .collect();
+        let manifest = Manifest {
+            format: crate::io::dump::manifest::FORMAT.into(),
+            producer: serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION")}),
+            model,
+            inputs,
+            stages: entries,
+            only_stages: None,
+            stopped_at: None,
+            archive: None,
+            model_fingerprint: Some(fingerprint),
+            interventions: Vec::new(),
+            lens: false,
+            no_gradient: Vec::new(),
+        };
+        Dump::in_memory(name, manifest, stages.into_iter().map(|(_, tensor)| tensor).collect())
+    }
+
     /// The dump of `manifest`'s stages, in their files in `dir` (or the archive the manifest
     /// names there): for tools that check a manifest they made or read on their own.
     pub fn with_manifest(dir: &Path, manifest: Manifest) -> Result<Dump> {
