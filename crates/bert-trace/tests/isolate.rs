@@ -333,3 +333,23 @@ fn gradients_isolate_through_the_backward_functions() {
         assert_eq!(report["culprit_side"], "trace", "{case}");
     }
 }
+
+/// A dump made with interventions: the stages they changed are not blamed (their value is the
+/// intervention's, not their inputs' function), they are said to be changed, and so are the
+/// gradients that read theirs; everything else isolates, with no culprit.
+#[test]
+fn an_intervened_dump_blames_no_intervention() {
+    let dump = root().join("golden/tiny/gradients/intervened");
+    let (code, report, stderr) = isolate(&dump, &dump, &root().join("golden/tiny"));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(report["culprit"].is_null(), "{}", report["culprit"]);
+    let reason = |name: &str| {
+        let stage = report["stages"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap();
+        stage["own"]["reference"]["reason"].as_str().unwrap_or_default().to_string()
+    };
+    assert!(reason("layer0.attention.context").starts_with("changed by an intervention (ablate layer0.head2"));
+    assert!(reason("layer0.attention.output").starts_with("changed by an intervention (patch layer0.attention.output"));
+    assert!(reason("grad.layer1.attention.probs").starts_with("reads the gradient of layer1.attention.context"));
+    let (_, failed) = own_summary(&report);
+    assert!(failed.is_empty(), "{failed:?}");
+}

@@ -11,10 +11,12 @@ use serde::Serialize;
 
 use crate::diff::{compare_tensors, default_tolerance, stage_tolerance, StageReport, Tolerance};
 use crate::error::{BertError, Result};
+use crate::io::dump::manifest::Record;
 use crate::io::dump::Dump;
 use crate::model::BertModel;
 use crate::ops::Float;
 use crate::recompute::recompute_from;
+use crate::stage::inputs::inputs;
 use crate::stage::{self, DType, Part, Stage, StageKind::*};
 
 /// A stage's own error on one side of a diff.
@@ -102,12 +104,17 @@ pub fn own_errors<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<Vec<(St
     check_model(model, dump)?;
     let n_layers = model.config.num_hidden_layers;
     let mask = dump.attention_mask()?;
+    let intervened = intervened(dump);
     let mut owns = Vec::new();
     for entry in &dump.manifest.stages {
         let Some(stage) = stage::parse(&entry.name) else { continue };
         // The inputs and the parameters are given, not computed; a gradient is recomputed from
         // the forward values and the gradients after it, as the backward computes it.
         if !stage.is_grad() && (stage.info().part == Part::Input || stage.info().part == Part::Param) {
+            continue;
+        }
+        if let Some(reason) = changed_by_intervention(stage, &intervened, n_layers) {
+            owns.push((entry.name.clone(), Own::NotIsolated { reason }));
             continue;
         }
         let own = match recompute_from(model, dump, stage, n_layers)? {
@@ -132,6 +139,38 @@ pub fn isolation_tolerance(stage: Stage, dtype: DType) -> Tolerance {
         DType::F64 => Tolerance { atol: 1e-10, rtol: 1e-10 },
         _ => stage_tolerance(stage),
     }
+}
+
+/// The stages the dump's interventions changed, each with the intervention: an ablation changes
+/// its layer's `attention.context`, a patch the stage it names.
+pub(crate) fn intervened(dump: &Dump) -> Vec<(Stage, String)> {
+    dump.manifest
+        .interventions
+        .iter()
+        .filter_map(|record| {
+            let stage = match record {
+                Record::Ablate { ablate, .. } => {
+                    let layer = ablate.strip_prefix("layer")?.split('.').next()?.parse().ok()?;
+                    Stage::layer(layer, AttnContext)
+                }
+                Record::Patch { patch, .. } => stage::parse(patch)?,
+            };
+            Some((stage, record.to_string()))
+        })
+        .collect()
+}
+
+/// Why `stage` cannot be isolated in a dump with these interventions, if it cannot: its value is
+/// the intervention's, not its inputs' function; or, for a gradient, it reads the gradient of a
+/// changed stage, which the intervention's backward changed on its way.
+pub(crate) fn changed_by_intervention(stage: Stage, intervened: &[(Stage, String)], n_layers: usize) -> Option<String> {
+    let (changed, record) = intervened.iter().find(|(changed, _)| {
+        *changed == stage || (stage.is_grad() && inputs(stage, n_layers).contains(&changed.grad()))
+    })?;
+    Some(match *changed == stage {
+        true => format!("changed by an intervention ({record})"),
+        false => format!("reads the gradient of {changed}, which an intervention changed ({record})"),
+    })
 }
 
 fn own_of(report: &StageReport) -> Own {

@@ -13,7 +13,7 @@ mod target;
 use serde::{Serialize, Serializer};
 
 pub use self::target::{Axis, Target};
-use crate::diff::isolate::check_model;
+use crate::diff::isolate::{changed_by_intervention, check_model, intervened};
 use crate::error::{BertError, Result};
 use crate::io::dump::Dump;
 use crate::model::BertModel;
@@ -158,10 +158,15 @@ pub fn explain<F: Float>(model: &BertModel<F>, dump: &Dump, target: &Target) -> 
         Ok(recomputed) => recomputed,
         Err(reason) => return Err(bad(format!("cannot be recomputed from the dump: {reason}"))),
     };
+    // A stage an intervention changed holds the intervention's value, not its formula's.
+    let changed = changed_by_intervention(stage, &intervened(dump), model.config.num_hidden_layers);
     indices
         .into_iter()
         .map(|index| {
-            let parts = explain_element(&mut operands, stage, &index).map_err(bad)?;
+            let mut parts = explain_element(&mut operands, stage, &index).map_err(bad)?;
+            if let Some(reason) = &changed {
+                parts.formula += &format!("; this stage is not its formula's: {reason}");
+            }
             Ok(Explanation {
                 stage: target.stage.clone(),
                 value: at(&value, &index),
