@@ -303,6 +303,9 @@ pub struct StepArgs {
     /// The text to step through; several texts make a padded batch
     #[arg(value_name = "TEXT")]
     pub texts: Vec<String>,
+    /// Read more texts from FILE, one per line (UTF-8; empty lines are skipped)
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
     #[command(flatten)]
     pub model: ModelArgs,
     /// Sentence B of a pair, for each text

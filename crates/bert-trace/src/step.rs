@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, IsTerminal};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use bert_commands::step::{StepRequest, StepSession, COMMANDS};
 use bert_commands::trace::{Output, TraceRequest};
 use rustyline::completion::{Completer, Pair};
@@ -21,6 +21,7 @@ pub fn run(args: &StepArgs) -> Result<i32> {
     let request = StepRequest {
         trace: TraceRequest {
             texts: args.texts.clone(),
+            file: args.file.clone(),
             model: args.model.model.clone(),
             pair: args.pair.clone(),
             mlm_targets: args.mlm_target.clone(),
@@ -28,17 +29,27 @@ pub fn run(args: &StepArgs) -> Result<i32> {
             ..TraceRequest::default()
         },
     };
+    // The script is read before the model is loaded: a bad one is refused first.
+    let script: Option<Vec<String>> = match (&args.commands, &args.script) {
+        (Some(commands), _) => Some(commands.split(';').map(str::to_string).collect()),
+        (None, Some(path)) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => anyhow::anyhow!("--script {}: not found", path.display()),
+                    _ => anyhow::anyhow!("--script {}: {e}", path.display()),
+                })?
+                .lines()
+                .map(str::to_string)
+                .collect(),
+        ),
+        (None, None) => None,
+    };
     let mut session = StepSession::start(&request)?;
     crate::print(&session.notes, "");
-    let lines: Vec<String> = match (&args.commands, &args.script) {
-        (Some(commands), _) => commands.split(';').map(str::to_string).collect(),
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .with_context(|| format!("--script {}", path.display()))?
-            .lines()
-            .map(str::to_string)
-            .collect(),
-        (None, None) if std::io::stdin().is_terminal() => return interactive(&mut session),
-        (None, None) => std::io::stdin().lock().lines().collect::<std::io::Result<_>>()?,
+    let lines: Vec<String> = match script {
+        Some(lines) => lines,
+        None if std::io::stdin().is_terminal() => return interactive(&mut session),
+        None => std::io::stdin().lock().lines().collect::<std::io::Result<_>>()?,
     };
     for line in lines {
         let reply = session.run(&line)?;

@@ -137,5 +137,9 @@ fn a_bad_command_is_one_line_and_exit_2() {
             failures.push(format!("{what}: {problem}: {}", ran.stderr.trim()));
         }
     }
+    let script = ["step", "--model", "golden/tiny", TEXT, "--script", "no/such/file"].map(String::from);
+    if let Err(problem) = one_line(&run(&script), "--script no/such/file: not found") {
+        failures.push(format!("a script that is not there: {problem}"));
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
