@@ -5,28 +5,18 @@
 //! Every case starts from a copy of golden/tiny (or of one of its dumps) and breaks one thing.
 //! A last test makes a write fail partway through a trace, which no broken file can do.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 
 use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::WriteNpyExt;
 use serde_json::Value;
 
+use common::{copy_dir, root};
+
 const TEXT: &str = "When in Rome, do as the [MASK] do.";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
-        }
-    }
-}
 
 /// Rewrites the safetensors file in `dir` after `change` edits its JSON header.
 fn edit_header(dir: &Path, change: impl Fn(&mut serde_json::Map<String, Value>)) {
@@ -498,7 +488,6 @@ fn every_bad_input_gets_one_line_and_status_2() {
 /// ignores it, so that a longer write fails with an error it reports instead of killing it.
 #[cfg(unix)]
 fn trace_with_file_limit(out: &Path, threads: usize, max_file_bytes: Option<u64>) -> std::process::Output {
-    use std::os::unix::process::CommandExt;
     let mut command = Command::new(env!("CARGO_BIN_EXE_bert-trace"));
     command.env("BERT_TRACE_THREADS", threads.to_string());
     command.args([
@@ -509,17 +498,7 @@ fn trace_with_file_limit(out: &Path, threads: usize, max_file_bytes: Option<u64>
         TEXT,
     ]);
     if let Some(limit) = max_file_bytes {
-        // SAFETY: between fork and exec this calls only setrlimit, which is async-signal-safe, and
-        // allocates nothing.
-        unsafe {
-            command.pre_exec(move || {
-                let rlimit = libc::rlimit { rlim_cur: limit as libc::rlim_t, rlim_max: limit as libc::rlim_t };
-                if libc::setrlimit(libc::RLIMIT_FSIZE, &rlimit) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        common::limit(&mut command, common::Limit::FileSize, limit);
     }
     command.output().unwrap()
 }

@@ -484,23 +484,12 @@ fn write_tiny_variant(
 /// Runs a trace of golden/tiny into `out` with every file it writes limited to `limit` bytes
 /// (`RLIMIT_FSIZE`); SIGXFSZ is not touched, so the binary must deal with it.
 fn trace_with_file_limit(out: &Path, npz: bool, limit: u64) -> Ran {
-    use std::os::unix::process::CommandExt;
     let mut command = Command::new(env!("CARGO_BIN_EXE_bert-trace"));
     command.current_dir(root()).arg("--out").arg(out).arg(TEXT);
     if npz {
         command.arg("--npz");
     }
-    // SAFETY: between fork and exec this calls only setrlimit, which is async-signal-safe, and
-    // allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            let rlimit = libc::rlimit { rlim_cur: limit as libc::rlim_t, rlim_max: limit as libc::rlim_t };
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &rlimit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    common::limit(&mut command, common::Limit::FileSize, limit);
     let start = Instant::now();
     let output = command.output().unwrap();
     Ran {

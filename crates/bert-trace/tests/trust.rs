@@ -339,7 +339,6 @@ fn a_saved_run_reads_back_exactly_and_is_checked() {
 /// that was in the directory whole, and resumable.
 #[test]
 fn a_failed_save_keeps_the_checkpoint_that_was_there() {
-    use std::os::unix::process::CommandExt;
     let tmp = tempfile::tempdir().unwrap();
     let save = tmp.path().join("run");
     let first = train(&strings(&["--file", ROMANS, "--steps", "2", "--save", &path(&save)]));
@@ -354,16 +353,7 @@ fn a_failed_save_keeps_the_checkpoint_that_was_there() {
         command.current_dir(root()).env("HF_HUB_OFFLINE", "1");
         command.args(["train", "--model", "golden/tiny", "--file", ROMANS, "--steps", "3", "--seed", "5", "--save"]);
         command.arg(&save);
-        // SAFETY: between fork and exec this calls only setrlimit, which is async-signal-safe.
-        unsafe {
-            command.pre_exec(move || {
-                let rlimit = libc::rlimit { rlim_cur: limit as libc::rlim_t, rlim_max: limit as libc::rlim_t };
-                if libc::setrlimit(libc::RLIMIT_FSIZE, &rlimit) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        common::limit(&mut command, common::Limit::FileSize, limit);
         let output = command.output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "limit {limit}: {stderr}");
@@ -595,7 +585,6 @@ fn zip_of(name: &str, method: u16, data: &[u8], size: u32, crc: u32) -> Vec<u8> 
 
 #[test]
 fn an_npz_is_read_within_what_bert_trace_reads_and_what_the_process_may_hold() {
-    use std::os::unix::process::CommandExt;
     let mut cases = Cases::default();
     let tmp = tempfile::tempdir().unwrap();
     // A member stored as bzip2 (method 12), which bert-trace does not read.
@@ -642,16 +631,7 @@ fn an_npz_is_read_within_what_bert_trace_reads_and_what_the_process_may_hold() {
     std::fs::write(&big, zip_of("embeddings.sum.npy", 8, &stream, size, crc.sum())).unwrap();
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_bert-trace"));
     command.current_dir(root()).args(["diff", &path(&big), &path(&big)]);
-    // SAFETY: between fork and exec this calls only setrlimit, which is async-signal-safe.
-    unsafe {
-        command.pre_exec(|| {
-            let limit = 3_000_000_000 as libc::rlim_t;
-            match libc::setrlimit(libc::RLIMIT_AS, &libc::rlimit { rlim_cur: limit, rlim_max: limit }) {
-                0 => Ok(()),
-                _ => Err(std::io::Error::last_os_error()),
-            }
-        });
-    }
+    common::limit(&mut command, common::Limit::AddressSpace, 3_000_000_000);
     let output = command.output().unwrap();
     let ran = Ran {
         code: output.status.code(),

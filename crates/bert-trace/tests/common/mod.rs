@@ -227,3 +227,36 @@ pub fn poison_tensor(path: &Path, name: &str) {
     }
     std::fs::write(path, bytes).unwrap();
 }
+
+/// A resource limit a test runs bert-trace under.
+#[allow(dead_code)]
+#[derive(Clone, Copy)]
+pub enum Limit {
+    /// Every file the process writes (`RLIMIT_FSIZE`). `SIGXFSZ` is left as it is: bert-trace
+    /// itself ignores it, so that a longer write fails with an error it reports.
+    FileSize,
+    /// The process's address space (`RLIMIT_AS`).
+    AddressSpace,
+}
+
+/// Runs `command`'s process under `limit` of `bytes`.
+#[allow(dead_code)]
+#[cfg(unix)]
+pub fn limit(command: &mut Command, limit: Limit, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    let resource = match limit {
+        Limit::FileSize => libc::RLIMIT_FSIZE,
+        Limit::AddressSpace => libc::RLIMIT_AS,
+    };
+    // SAFETY: between fork and exec this calls only setrlimit, which is async-signal-safe, and
+    // allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            let rlimit = libc::rlimit { rlim_cur: bytes as libc::rlim_t, rlim_max: bytes as libc::rlim_t };
+            if libc::setrlimit(resource, &rlimit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
