@@ -31,6 +31,7 @@ use bert_commands::settings::PassSettings;
 use bert_commands::source::process_env;
 use bert_core::diff::ToleranceOverride;
 use bert_core::stage;
+use bert_core::train::TrainSettings;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -239,7 +240,7 @@ fn train<'py>(
     threads: Option<usize>,
     kernels: Option<String>,
 ) -> PyResult<Py<PyAny>> {
-    let keywords = pretraining::TrainKeywords {
+    let settings = TrainSettings {
         steps,
         lr,
         warmup_steps,
@@ -251,14 +252,9 @@ fn train<'py>(
         betas,
         eps,
         weight_decay,
-        save,
-        save_every,
-        resume,
-        dump_step,
-        log_every,
-        threads,
-        kernels,
     };
+    let keywords =
+        pretraining::TrainKeywords { settings, save, save_every, resume, dump_step, log_every, threads, kernels };
     guarded(py, || pretraining::train(py, file, model, on_step, keywords))
 }
 

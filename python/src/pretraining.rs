@@ -57,17 +57,8 @@ impl Progress for ToPython {
 
 /// Every keyword of `train`.
 pub struct TrainKeywords<'py> {
-    pub steps: Option<usize>,
-    pub lr: Option<f64>,
-    pub warmup_steps: Option<usize>,
-    pub batch_size: Option<usize>,
-    pub max_len: Option<usize>,
-    pub mask_prob: Option<f64>,
-    pub nsp_negatives: Option<f64>,
-    pub seed: Option<u64>,
-    pub betas: Option<(f64, f64)>,
-    pub eps: Option<f64>,
-    pub weight_decay: Option<f64>,
+    /// The keywords that decide the run's numbers, as the library takes them.
+    pub settings: TrainSettings,
     pub save: Option<Bound<'py, PyAny>>,
     pub save_every: Option<usize>,
     pub resume: Option<Bound<'py, PyAny>>,
@@ -99,19 +90,7 @@ pub fn train(
     let request = TrainRequest {
         file: path(py, file)?,
         model: path(py, model)?,
-        settings: TrainSettings {
-            steps: k.steps,
-            lr: k.lr,
-            warmup_steps: k.warmup_steps,
-            batch_size: k.batch_size,
-            max_len: k.max_len,
-            mask_prob: k.mask_prob,
-            nsp_negatives: k.nsp_negatives,
-            seed: k.seed,
-            betas: k.betas,
-            eps: k.eps,
-            weight_decay: k.weight_decay,
-        },
+        settings: k.settings,
         save: path(py, k.save.as_ref())?,
         save_every: k.save_every,
         resume: path(py, k.resume.as_ref())?,
