@@ -16,6 +16,11 @@ fn golden(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden").join(path)
 }
 
+/// The inputs `dump_reference.py` was given for the autograd dump `case`, from its manifest.
+fn golden_inputs(case: &str) -> Inputs {
+    Dump::open(&golden("tiny/gradients").join(case)).unwrap().manifest.inputs
+}
+
 fn strings(list: &[&str]) -> Option<Vec<String>> {
     Some(list.iter().map(|s| s.to_string()).collect())
 }
@@ -52,28 +57,7 @@ fn check<F: bert_core::ops::Float>(model: &BertModel<F>, case: &str, inputs: Inp
 
 #[test]
 fn every_parameter_gradient_matches_autograd() {
-    // (case, the inputs dump_reference.py was given)
-    let cases = [
-        (
-            "mlm_target",
-            Inputs {
-                texts: vec!["When in Rome, do as the [MASK] do.".into()],
-                mlm_targets: strings(&["romans"]),
-                ..Inputs::default()
-            },
-        ),
-        (
-            "pair_nsp",
-            Inputs {
-                texts: vec!["When in Rome, do as the Romans do.".into()],
-                pair: strings(&["The cat sat on the mat."]),
-                mask_prob: Some(0.15),
-                seed: Some(18),
-                nsp_label: Some(vec![1]),
-                ..Inputs::default()
-            },
-        ),
-    ];
+    let cases = ["mlm_target", "pair_nsp"].map(|case| (case, golden_inputs(case)));
     let f32_model = BertModel::load(&golden("tiny")).unwrap();
     let f64_model = BertModel::<f64>::load_as(&golden("tiny")).unwrap();
     for (case, inputs) in cases {
@@ -121,17 +105,7 @@ fn the_backward_emits_the_stages_of_its_plan_in_order() {
                 ..Inputs::default()
             },
         ),
-        (
-            "MLM and NSP",
-            Inputs {
-                texts: vec!["When in Rome, do as the Romans do.".into()],
-                pair: strings(&["The cat sat on the mat."]),
-                mask_prob: Some(0.15),
-                seed: Some(18),
-                nsp_label: Some(vec![1]),
-                ..Inputs::default()
-            },
-        ),
+        ("MLM and NSP", golden_inputs("pair_nsp")),
     ];
     let model = BertModel::load(&golden("tiny")).unwrap();
     for (case, inputs) in cases {
