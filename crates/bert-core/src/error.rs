@@ -118,7 +118,7 @@ pub enum BertError {
 
 fn hint(suggestions: &[String]) -> String {
     if suggestions.is_empty() {
-        " (run `bert-trace stages` for the list)".to_string()
+        " (‹@stages› lists them)".to_string()
     } else {
         format!("; did you mean {}?", suggestions.join(", "))
     }

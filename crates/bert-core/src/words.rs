@@ -11,6 +11,7 @@
 //! | `‹max_len›` | `--max-len` | `max_len=` |
 //! | `‹max_len=0›` | `--max-len 0` | `max_len=0` |
 //! | `‹truncate!›` (a switch turned on) | `--truncate` | `truncate=True` |
+//! | `‹@stages›` (a command that says more) | `` `bert-trace stages` `` | `` `bert_trace.stages()` `` |
 //!
 //! Unrendered, a message still reads well (`‹lr=-1›: ...`), which is how a Rust caller of the
 //! library sees it.
@@ -61,16 +62,28 @@ pub fn render(text: &str, dialect: Dialect) -> String {
     while let Some(start) = rest.find('‹') {
         out.push_str(&rest[..start]);
         let after = &rest[start + '‹'.len_utf8()..];
-        let Some(end) = after.find('›').filter(|&end| is_option(&after[..end])) else {
+        let Some(end) = after.find('›').filter(|&end| is_option(&after[..end]) || is_command(&after[..end])) else {
             out.push('‹');
             rest = after;
             continue;
         };
-        out.push_str(&spell(&after[..end], dialect));
+        match after[..end].strip_prefix('@') {
+            // A command the caller runs: `bert-trace stages`, or Python's `bert_trace.stages()`.
+            Some(command) => out.push_str(&match dialect {
+                Dialect::Flags => format!("`bert-trace {command}`"),
+                Dialect::Keywords => format!("`bert_trace.{command}()`"),
+            }),
+            None => out.push_str(&spell(&after[..end], dialect)),
+        }
         rest = &after[end + '›'.len_utf8()..];
     }
     out.push_str(rest);
     out
+}
+
+/// Whether `inner` names a command, `@stages`: a word a caller runs to learn more.
+fn is_command(inner: &str) -> bool {
+    inner.strip_prefix('@').is_some_and(|name| !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase()))
 }
 
 /// Whether `inner` (what stands between the guillemets) names an option: a lowercase field
@@ -101,11 +114,12 @@ mod tests {
     #[test]
     fn each_dialect_spells_options_its_own_way() {
         let max_len = Opt("max_len");
-        let text = format!("{}: give {} or {}", max_len.with(0), Opt("mask_prob"), Opt("truncate").on());
+        let text =
+            format!("{}: give {} or {} (see ‹@stages›)", max_len.with(0), Opt("mask_prob"), Opt("truncate").on());
         // (dialect, expected)
         let cases = [
-            (Dialect::Flags, "--max-len 0: give --mask-prob or --truncate"),
-            (Dialect::Keywords, "max_len=0: give mask_prob= or truncate=True"),
+            (Dialect::Flags, "--max-len 0: give --mask-prob or --truncate (see `bert-trace stages`)"),
+            (Dialect::Keywords, "max_len=0: give mask_prob= or truncate=True (see `bert_trace.stages()`)"),
         ];
         for (dialect, want) in cases {
             assert_eq!(render(&text, dialect), want, "{dialect:?}");
@@ -114,7 +128,7 @@ mod tests {
 
     #[test]
     fn text_that_only_looks_like_an_option_is_kept() {
-        for text in ["‹Not An Option›", "a ‹ alone", "‹lr", "‹›", "‹lr?›"] {
+        for text in ["‹Not An Option›", "a ‹ alone", "‹lr", "‹›", "‹lr?›", "‹@›", "‹@Stages›"] {
             assert_eq!(render(text, Dialect::Flags), text);
         }
     }

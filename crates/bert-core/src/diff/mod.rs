@@ -404,7 +404,7 @@ impl Notes {
         });
         let hint = stage::suggestions(name, known);
         let hint = if hint.is_empty() {
-            " (`bert-trace stages` lists the names)".to_string()
+            " (‹@stages› lists the names)".to_string()
         } else {
             format!("; did you mean {}?", hint.join(", "))
         };

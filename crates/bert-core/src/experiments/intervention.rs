@@ -191,8 +191,7 @@ impl Patch {
             }
             None => (target, None),
         };
-        let stage =
-            stage::parse(name).ok_or_else(|| bad(format!("`{name}` is not a stage (see `bert-trace stages`)")))?;
+        let stage = stage::parse(name).ok_or_else(|| bad(format!("`{name}` is not a stage (see ‹@stages›)")))?;
         if stage.info().part == stage::Part::Lens {
             return Err(bad("the lens's stages are read after the pass: patching one changes nothing".into()));
         }
