@@ -449,3 +449,26 @@ def test_explain_gives_the_commands_explanation_from_a_trace_and_a_dump(tmp_path
         t.explain("layer0.attention.probs", (0, 0, 3, 13))
     with pytest.raises(bert_trace.InputError, match="tuple of ints from 0"):
         t.explain("layer0.attention.probs", (0, 0, 3, -1))
+
+
+def test_a_stalled_download_is_an_error_not_the_end_of_the_interpreter(tmp_path, monkeypatch):
+    """A hub that accepts the connection and never answers: the download gives up after
+    HF_HUB_DOWNLOAD_TIMEOUT with an exception, and Python (a notebook's kernel) goes on."""
+    import socket
+    import threading
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held = []
+    threading.Thread(target=lambda: held.append(server.accept()), daemon=True).start()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "1")
+    started = time.monotonic()
+    with pytest.raises(bert_trace.Error, match="timed out"):
+        bert_trace.Model("org/silent")
+    assert time.monotonic() - started < 10
+    assert bert_trace.trace("still here")["input.ids"].shape[0] == 1

@@ -20,7 +20,7 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -87,11 +87,35 @@ impl Downloader {
     /// when the repo has no such file (HTTP 404).
     pub fn fetch(&self, id: &HubId, file: &str) -> Result<Option<PathBuf>> {
         let url = self.url(id, file);
-        let watch = Watch::start(format!("{id}: {file} from {}", self.endpoint), self.timeout);
+        let watch = Watch::start();
         let bar = (self.progress && std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .then(indicatif::ProgressBar::no_length);
-        let result = self.repo(id).download_with_progress(file, Watched { watch: &watch, bar });
-        watch.stop();
+        // The download runs on a thread of its own, and this one waits for it while data comes:
+        // a download that stalls is given up with an error the caller reports (a notebook's
+        // kernel lives on), its thread left to end with its connection.
+        let (repo, name, watched) = (self.repo(id), file.to_string(), Watched { watch: watch.clone(), bar });
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = send.send(repo.download_with_progress(&name, watched));
+        });
+        let result = loop {
+            match receive.recv_timeout(Duration::from_millis(50).min(self.timeout)) {
+                Ok(result) => break result,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if watch.quiet() <= self.timeout => continue,
+                // Nothing of the user's is being written: the output directory is touched only
+                // after the model is loaded, and a partial download is kept for the next run.
+                _ => return Err(HubError::new(
+                    id,
+                    HubFailure::Network,
+                    format!(
+                        "{file} from {}: timed out: no data for {:.1} s (set HF_HUB_DOWNLOAD_TIMEOUT to wait longer)",
+                        self.endpoint,
+                        self.timeout.as_secs_f64()
+                    ),
+                )
+                .into()),
+            }
+        };
         match result {
             Ok(path) => {
                 self.verify(id, file, &path)?;
@@ -204,55 +228,37 @@ impl Downloader {
     }
 }
 
-/// The time of a download's last sign of life, and the thread that ends the run when it is
-/// older than the timeout.
+/// The time of a download's last sign of life, shared by the thread that downloads and the one
+/// that waits for it.
+#[derive(Clone)]
 struct Watch {
     start: Instant,
     /// Milliseconds from `start` to the last byte (or to the start).
     last: Arc<AtomicU64>,
-    done: Arc<AtomicBool>,
 }
 
 impl Watch {
-    fn start(what: String, timeout: Duration) -> Watch {
-        let start = Instant::now();
-        let (last, done) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
-        let (seen, finished) = (Arc::clone(&last), Arc::clone(&done));
-        std::thread::spawn(move || {
-            while !finished.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(50).min(timeout));
-                let quiet = start.elapsed().saturating_sub(Duration::from_millis(seen.load(Ordering::Acquire)));
-                if quiet > timeout && !finished.load(Ordering::Acquire) {
-                    // Nothing of the user's is being written: the output directory is touched
-                    // only after the model is loaded, and a partial download is kept for the
-                    // next run to resume.
-                    eprintln!(
-                        "error: {what}: timed out: no data for {:.1} s (set HF_HUB_DOWNLOAD_TIMEOUT to wait longer)",
-                        timeout.as_secs_f64()
-                    );
-                    std::process::exit(2);
-                }
-            }
-        });
-        Watch { start, last, done }
+    fn start() -> Watch {
+        Watch { start: Instant::now(), last: Arc::new(AtomicU64::new(0)) }
     }
 
     fn alive(&self) {
         self.last.store(self.start.elapsed().as_millis() as u64, Ordering::Release);
     }
 
-    fn stop(&self) {
-        self.done.store(true, Ordering::Release);
+    /// How long since the last sign of life.
+    fn quiet(&self) -> Duration {
+        self.start.elapsed().saturating_sub(Duration::from_millis(self.last.load(Ordering::Acquire)))
     }
 }
 
 /// hf-hub's progress callbacks, which mark the download alive and draw the bar.
-struct Watched<'a> {
-    watch: &'a Watch,
+struct Watched {
+    watch: Watch,
     bar: Option<indicatif::ProgressBar>,
 }
 
-impl Progress for Watched<'_> {
+impl Progress for Watched {
     fn init(&mut self, size: usize, filename: &str) {
         self.watch.alive();
         if let Some(bar) = &mut self.bar {
