@@ -74,6 +74,16 @@ impl Downloader {
         Ok(Downloader { api, endpoint, cache: cache.clone(), progress, timeout })
     }
 
+    /// A download of `file` that has sent nothing for longer than the timeout.
+    fn stalled(&self, id: &HubId, file: &str) -> crate::Error {
+        let seconds = self.timeout.as_secs_f64();
+        let problem = format!(
+            "{file} from {}: timed out: no data for {seconds:.1} s (set HF_HUB_DOWNLOAD_TIMEOUT to wait longer)",
+            self.endpoint
+        );
+        HubError::new(id, HubFailure::Network, problem).into()
+    }
+
     /// The URL a file is downloaded from.
     pub fn url(&self, id: &HubId, file: &str) -> String {
         self.repo(id).url(file)
@@ -104,16 +114,7 @@ impl Downloader {
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) if watch.quiet() <= self.timeout => continue,
                 // Nothing of the user's is being written: the output directory is touched only
                 // after the model is loaded, and a partial download is kept for the next run.
-                _ => return Err(HubError::new(
-                    id,
-                    HubFailure::Network,
-                    format!(
-                        "{file} from {}: timed out: no data for {:.1} s (set HF_HUB_DOWNLOAD_TIMEOUT to wait longer)",
-                        self.endpoint,
-                        self.timeout.as_secs_f64()
-                    ),
-                )
-                .into()),
+                _ => return Err(self.stalled(id, file)),
             }
         };
         match result {
