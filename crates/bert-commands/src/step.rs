@@ -214,6 +214,9 @@ impl StepSession {
                     .ok_or_else(|| bad(&format!("set: `{value_text}` is not a finite number")))?;
                 let (stage, tensor) = self.current()?;
                 let stage = *stage;
+                if matches!(tensor, Tensor::F32(_)) && !(value as f32).is_finite() {
+                    return Err(bad(&format!("set: {value_text} is outside the range of {stage}'s float32")));
+                }
                 if !tensor.is_float() && value.fract() != 0.0 {
                     return Err(bad(&format!("set: {stage} holds integers, `{value_text}` is not one")));
                 }

@@ -121,6 +121,7 @@ fn a_bad_command_is_one_line_and_exit_2() {
         ("a stage the pass lacks", "goto layer7.attention.probs", "no such stage"),
         ("an index out of range", "goto layer0.attention.probs; set [0,0,3,13] 1", "out of range"),
         ("not a number", "goto layer0.attention.probs; set [0,0,3,1] many", "not a finite number"),
+        ("beyond float32", "goto layer0.attention.scores; set [0,0,1,1] 1e39", "outside the range"),
         ("before the first stage", "show", "before the first stage"),
         ("past the end", "next 99", "the pass has 47 stages"),
         ("a head out of range", "head 4", "from 0 to 3"),
