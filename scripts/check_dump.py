@@ -67,7 +67,7 @@ def relu(x):
 
 ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_new, "relu": relu}
 IGNORE = -100
-INPUT_KEYS = {"texts", "pair", "tokens", "mask_prob", "seed", "mlm_targets", "nsp_label", "labels_from"}
+INPUT_KEYS = {"texts", "pair", "tokens", "mask_prob", "seed", "mlm_targets", "nsp_label", "label", "labels_from"}
 
 
 def layer_norm(x, w, b, eps):
@@ -78,7 +78,7 @@ def layer_norm(x, w, b, eps):
 
 def contract_order(cfg: dict, heads: set[str]) -> list[str]:
     names = ["input.original_ids", "input.ids", "input.token_type_ids", "input.attention_mask",
-             "input.labels", "input.next_sentence_label", "embeddings.word", "embeddings.position", "embeddings.token_type",
+             "input.labels", "input.next_sentence_label", "input.class_labels", "embeddings.word", "embeddings.position", "embeddings.token_type",
              "embeddings.sum", "embeddings.layernorm"]
     for i in range(cfg["num_hidden_layers"]):
         names += [f"layer{i}.attention.{s}" for s in
@@ -90,9 +90,9 @@ def contract_order(cfg: dict, heads: set[str]) -> list[str]:
         names += ["mlm.transform", "mlm.activation", "mlm.layernorm", "mlm.logits", "mlm.losses", "mlm.loss"]
     if "nsp" in heads:
         names += ["nsp.logits", "nsp.losses", "nsp.loss"]
-    names += ["loss"]
     if "classifier" in heads:
-        names += ["classifier.logits"]
+        names += ["classifier.logits", "classifier.losses", "classifier.loss"]
+    names += ["loss"]
     if "sentence" in heads:
         names += ["sentence.pooled"]
     return names
@@ -345,7 +345,8 @@ def log_softmax(x):
 
 
 def losses(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """mlm.losses, mlm.loss, nsp.losses, nsp.loss and loss in float64 from the dump's logits and labels."""
+    """mlm.losses, mlm.loss, nsp.losses, nsp.loss, classifier.losses, classifier.loss and loss in
+    float64 from the dump's logits and labels."""
     out = {}
     parts = []
     if "input.labels" in arrays and "mlm.logits" in arrays:
@@ -362,6 +363,12 @@ def losses(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out["nsp.losses"] = -lp[np.arange(len(nsl)), nsl]
         out["nsp.loss"] = np.array(out["nsp.losses"].mean())
         parts.append(out["nsp.loss"])
+    if "input.class_labels" in arrays and "classifier.logits" in arrays:
+        classes = arrays["input.class_labels"]
+        lp = log_softmax(arrays["classifier.logits"].astype(np.float64))  # (B, C)
+        out["classifier.losses"] = -lp[np.arange(len(classes)), classes]
+        out["classifier.loss"] = np.array(out["classifier.losses"].mean())
+        parts.append(out["classifier.loss"])
     if parts:
         out["loss"] = np.array(sum(parts))
     return out
@@ -411,7 +418,8 @@ def check(model_dir: str, dump: str) -> bool:
     ids, types, mask = arrays["input.ids"], arrays["input.token_type_ids"], arrays["input.attention_mask"]
     B, T = ids.shape
     shapes = {"input.original_ids": [B, T], "input.labels": [B, T], "input.next_sentence_label": [B],
-              "mlm.losses": [B, T], "mlm.loss": [], "nsp.losses": [B], "nsp.loss": [], "loss": []}
+              "mlm.losses": [B, T], "mlm.loss": [], "nsp.losses": [B], "nsp.loss": [], "loss": [],
+              "input.class_labels": [B], "classifier.losses": [B], "classifier.loss": []}
     for name, shape in shapes.items():
         assert name not in arrays or list(arrays[name].shape) == shape, (name, arrays[name].shape, shape)
 
@@ -426,10 +434,13 @@ def check(model_dir: str, dump: str) -> bool:
     if "labels_from" not in inputs:
         assert ("input.labels" in arrays) <= ("mask_prob" in inputs or "mlm_targets" in inputs)
         assert ("input.next_sentence_label" in arrays) <= ("nsp_label" in inputs)
+    assert ("input.class_labels" in arrays) == ("label" in inputs), "label and input.class_labels go together"
     if complete:
         has_mlm, has_nsp = "input.labels" in arrays, "input.next_sentence_label" in arrays
+        has_class = "input.class_labels" in arrays
         for name, want in [("mlm.losses", has_mlm), ("mlm.loss", has_mlm), ("nsp.losses", has_nsp),
-                           ("nsp.loss", has_nsp), ("loss", has_mlm or has_nsp)]:
+                           ("nsp.loss", has_nsp), ("classifier.losses", has_class), ("classifier.loss", has_class),
+                           ("loss", has_mlm or has_nsp or has_class)]:
             assert (name in arrays) == want, f"{name}: {'missing' if want else 'unexpected'}"
 
     ref = forward(w, cfg, ids, types, mask, ACTIVATIONS[hidden_act])
@@ -470,6 +481,11 @@ def check(model_dir: str, dump: str) -> bool:
             print(f"  NOT OK {'input.next_sentence_label':28s} values other than 0 and 1")
         ref["input.next_sentence_label"] = np.array(inputs["nsp_label"], dtype=np.int64) \
             if "nsp_label" in inputs else nsl
+    if "input.class_labels" in arrays:
+        # The manifest's labels, by name in config.json's id2label or by index, one or one per text.
+        by_name = {name: int(index) for index, name in cfg.get("id2label", {}).items()}
+        given = [by_name[label] if label in by_name else int(label) for label in inputs["label"]]
+        ref["input.class_labels"] = np.array(given * (B if len(given) == 1 else 1), dtype=np.int64)
     ref.update(losses(arrays))
 
     for name, got in arrays.items():

@@ -5,7 +5,7 @@ Usage:
 
     python scripts/dump_reference.py --model DIR --out OUT [--model-name NAME]
         [--pair TEXT_B ...] [--only-stages GLOB[,GLOB...]]
-        [--mask-prob P --seed N] [--mlm-target WORD ...] [--nsp-label 0|1 ...]
+        [--mask-prob P --seed N] [--mlm-target WORD ...] [--nsp-label 0|1 ...] [--label NAME ...]
         [--labels-from DUMP] [--dtype float32|float64] TEXT [TEXT ...]
 
 DIR is any Hugging Face BERT checkpoint directory (config.json, model.safetensors,
@@ -411,6 +411,7 @@ class Labels:
     ids: torch.Tensor | None = None  # (B, T), the ids the model sees (None: the tokenizer's)
     labels: torch.Tensor | None = None  # (B, T), -100 where nothing is predicted
     next_sentence_label: torch.Tensor | None = None  # (B,)
+    class_labels: torch.Tensor | None = None  # (B,), a classifier's classes (--label)
     record: dict | None = None  # the manifest "inputs" keys these came from
 
     def pair_required(self) -> bool:
@@ -545,8 +546,9 @@ def labels_from_dump(tok, inputs: dict[str, torch.Tensor], path: str) -> Labels:
     )
 
 
-def make_labels(tok, inputs: dict[str, torch.Tensor], args) -> Labels:
-    """The labels asked for by --mask-prob/--seed, --mlm-target and --nsp-label (or --labels-from)."""
+def make_labels(tok, inputs: dict[str, torch.Tensor], args, cfg) -> Labels:
+    """The labels asked for by --mask-prob/--seed, --mlm-target, --nsp-label and --label (or
+    --labels-from)."""
     if args.labels_from is not None:
         return labels_from_dump(tok, inputs, args.labels_from)
     ids, mask = inputs["input_ids"], inputs["attention_mask"]
@@ -581,11 +583,27 @@ def make_labels(tok, inputs: dict[str, torch.Tensor], args) -> Labels:
         nsl = args.nsp_label * B if len(args.nsp_label) == 1 else list(args.nsp_label)
         out.next_sentence_label = torch.tensor(nsl, dtype=torch.int64)
         out.record["nsp_label"] = nsl
+    if args.label:
+        out.class_labels = torch.tensor([class_id(cfg, label) for label in args.label] * (B if len(args.label) == 1 else 1),
+                                        dtype=torch.int64)
+        out.record["label"] = list(args.label)
     return out
 
 
-def require_heads(model: nn.Module, model_dir: str, mlm: bool, nsp: bool) -> None:
+def class_id(cfg, label: str) -> int:
+    """A --label as the classifier's class: its name in config.json's id2label, or its index."""
+    by_name = {name: int(index) for index, name in cfg.id2label.items()}
+    if label in by_name:
+        return by_name[label]
+    if label.isdigit() and int(label) < cfg.num_labels:
+        return int(label)
+    sys.exit(f"error: --label {label!r} is not one of the classifier's labels: {', '.join(cfg.id2label.values())}")
+
+
+def require_heads(model: nn.Module, model_dir: str, mlm: bool, nsp: bool, classes: bool = False) -> None:
     """One-line errors for labels the model has no head for."""
+    if classes and not hasattr(model, "classifier"):
+        sys.exit(f"error: --label needs a classifier, but {model_dir} has no classifier.* weights")
     heads = getattr(model, "cls", None)
     if mlm and getattr(heads, "predictions", None) is None:
         sys.exit(f"error: MLM labels need an MLM head, but {model_dir} has no cls.predictions.* weights")
@@ -649,6 +667,9 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
     if labels.next_sentence_label is not None:
         keep("input.next_sentence_label", labels.next_sentence_label, "next_sentence_label",
              "0 = sentence B follows A, 1 = B is random")
+    if labels.class_labels is not None:
+        keep("input.class_labels", labels.class_labels, "labels (BertForSequenceClassification)",
+             "each sequence's class, its index in id2label")
     losses: list[torch.Tensor] = []
 
     # ---- Embeddings (BertEmbeddings.forward) --------------------------------------
@@ -780,12 +801,25 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
                  "-log_softmax(nsp.logits)[input.next_sentence_label]")
             keep("nsp.loss", nsp_loss, "next_sentence_loss", "mean of nsp.losses")
             losses.append(nsp_loss)
-    if losses:
-        total = losses[0] + losses[1] if len(losses) == 2 else losses[0]
-        keep("loss", total, "loss", "mlm.loss + nsp.loss" if len(losses) == 2 else
-             ("mlm.loss" if labels.labels is not None else "nsp.loss"))
     if hasattr(model, "classifier"):
-        keep("classifier.logits", model.classifier(pooled), "logits", "classifier(pooler.output)")
+        class_logits = model.classifier(pooled)  # (B, C); dropout is the identity
+        keep("classifier.logits", class_logits, "logits", "classifier(pooler.output)")
+        if labels.class_labels is not None:
+            # BertForSequenceClassification's single-label loss: num_labels > 1 and integer labels.
+            per_seq = nn.functional.cross_entropy(class_logits, labels.class_labels, reduction="none")  # (B,)
+            class_loss = per_seq.mean()  # ()
+            keep("classifier.losses", per_seq, "CrossEntropyLoss(reduction='none')(logits, labels)",
+                 "-log_softmax(classifier.logits)[input.class_labels]")
+            keep("classifier.loss", class_loss, "loss (BertForSequenceClassification)", "mean of classifier.losses")
+            losses.append(class_loss)
+    if losses:
+        total = losses[0]
+        for part in losses[1:]:
+            total = total + part
+        names = [name for name, on in (("mlm.loss", labels.labels is not None),
+                                        ("nsp.loss", labels.next_sentence_label is not None),
+                                        ("classifier.loss", labels.class_labels is not None)) if on]
+        keep("loss", total, "loss", " + ".join(names))
 
     # ---- sentence-transformers mean pooling (1_Pooling) --------------------------------
     if sentence_pooling:
@@ -811,7 +845,8 @@ def expected_shape(name: str, B: int, T: int, cfg) -> list[int]:
     if name.startswith("lens."):
         return [B, T, V]
     scalars_and_vectors = {"input.next_sentence_label": [B], "mlm.losses": [B, T], "mlm.loss": [],
-                           "nsp.losses": [B], "nsp.loss": [], "loss": []}
+                           "nsp.losses": [B], "nsp.loss": [], "loss": [], "input.class_labels": [B],
+                           "classifier.losses": [B], "classifier.loss": []}
     if name in scalars_and_vectors:
         return scalars_and_vectors[name]
     table = {
@@ -922,6 +957,12 @@ def check_losses(model: nn.Module, model_dir: str, inputs: dict[str, torch.Tenso
         with iv.hooked(head.bert):
             checks.append(("nsp.loss", head(**inputs, labels=nsl, return_dict=True).loss,
                            "BertForNextSentencePrediction(labels=).loss"))
+    classes = labels.class_labels
+    if classes is not None:
+        assert type(model) is transformers.BertForSequenceClassification, type(model)
+        with iv.hooked(model.bert):
+            checks.append(("classifier.loss", model(**inputs, labels=classes, return_dict=True).loss,
+                           "BertForSequenceClassification(labels=).loss"))
     if mlm is not None and nsl is not None:
         assert type(model) is transformers.BertForPreTraining, type(model)
         with iv.hooked(model.bert):
@@ -958,18 +999,23 @@ def gradient_stages(model: nn.Module, inputs: dict[str, torch.Tensor], stages: l
 
     The parameters' gradients are checked against a second backward, through transformers' own
     forward call (BertForPreTraining's logits and the same losses)."""
-    if labels.labels is None and labels.next_sentence_label is None:
-        sys.exit("error: --backward needs a loss: give --mlm-target, --mask-prob or --nsp-label")
+    if labels.labels is None and labels.next_sentence_label is None and labels.class_labels is None:
+        sys.exit("error: --backward needs a loss: give --mlm-target, --mask-prob, --nsp-label or --label")
     # The reference: autograd through transformers' own forward call.
     model.zero_grad(set_to_none=True)
     with torch.enable_grad(), iv.hooked(model.bert):
-        out = model(**inputs, return_dict=True)
-        loss = torch.zeros((), dtype=out.prediction_logits.dtype)
-        if labels.labels is not None:
+        if labels.class_labels is not None:
+            # BertForSequenceClassification computes its own loss from its labels.
+            out = model(**inputs, labels=labels.class_labels, return_dict=True)
+            loss = out.loss
+        else:
+            out = model(**inputs, return_dict=True)
+            loss = torch.zeros((), dtype=out.prediction_logits.dtype)
+        if labels.labels is not None and labels.class_labels is None:
             V = out.prediction_logits.shape[-1]
             loss = loss + nn.functional.cross_entropy(out.prediction_logits.reshape(-1, V), labels.labels.reshape(-1),
                                                       ignore_index=IGNORE)
-        if labels.next_sentence_label is not None:
+        if labels.next_sentence_label is not None and labels.class_labels is None:
             loss = loss + nn.functional.cross_entropy(out.seq_relationship_logits, labels.next_sentence_label)
         loss.backward()
     reference = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
@@ -1296,6 +1342,8 @@ def main() -> int:
                     help="the word to predict at a [MASK] typed in the texts, one per [MASK] in order")
     ap.add_argument("--nsp-label", action="append", type=int, choices=[0, 1], metavar="0|1",
                     help="NSP label (0 = B follows A, 1 = B is random): once, or once per TEXT; needs --pair")
+    ap.add_argument("--label", action="append", metavar="NAME",
+                    help="a classifier's class (its name in id2label, or its index): once, or once per TEXT")
     ap.add_argument("--labels-from", metavar="DUMP",
                     help="take input.ids and the labels from this dump instead of masking here")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
@@ -1328,9 +1376,12 @@ def main() -> int:
             ap.error("--nsp-label needs sentence pairs (--pair)")
         if len(args.nsp_label) not in (1, len(args.texts)):
             ap.error(f"got {len(args.nsp_label)} --nsp-label for {len(args.texts)} TEXT: give one, or one per TEXT")
+    if args.label is not None and len(args.label) not in (1, len(args.texts)):
+        ap.error(f"got {len(args.label)} --label for {len(args.texts)} TEXT: give one, or one per TEXT")
     if args.labels_from is not None:
         others = [flag for flag, value in [("--mask-prob", args.mask_prob), ("--seed", args.seed),
-                                           ("--mlm-target", args.mlm_target), ("--nsp-label", args.nsp_label)]
+                                           ("--mlm-target", args.mlm_target), ("--nsp-label", args.nsp_label),
+                                           ("--label", args.label)]
                   if value is not None]
         if others:
             ap.error(f"--labels-from takes the labels from the dump: it excludes {', '.join(others)}")
@@ -1345,9 +1396,11 @@ def main() -> int:
     if T > model.config.max_position_embeddings:
         sys.exit(f"error: {T} tokens but max_position_embeddings is {model.config.max_position_embeddings}")
     # The heads first (before any masking is drawn), then again for labels read from a dump.
-    require_heads(model, args.model, bool(args.mlm_target) or args.mask_prob is not None, bool(args.nsp_label))
-    labels = make_labels(tok, inputs, args)
-    require_heads(model, args.model, labels.labels is not None, labels.next_sentence_label is not None)
+    require_heads(model, args.model, bool(args.mlm_target) or args.mask_prob is not None, bool(args.nsp_label),
+                  bool(args.label))
+    labels = make_labels(tok, inputs, args, model.config)
+    require_heads(model, args.model, labels.labels is not None, labels.next_sentence_label is not None,
+                  labels.class_labels is not None)
     if labels.pair_required() and args.pair is None:
         sys.exit(f"error: --labels-from {args.labels_from} has NSP labels, which need sentence pairs (--pair)")
     if labels.ids is not None:
@@ -1398,8 +1451,9 @@ def main() -> int:
             "pair": list(args.pair) if args.pair else None,
             # The token strings of input.ids as the model sees them (after masking, [PAD] included).
             "tokens": [tok.convert_ids_to_tokens(row) for row in inputs["input_ids"].tolist()],
-            # Only the keys that were set, in this order: mask_prob, seed, mlm_targets, nsp_label, labels_from.
-            **{k: labels.record[k] for k in ("mask_prob", "seed", "mlm_targets", "nsp_label", "labels_from")
+            # Only the keys that were set, in this order: mask_prob, seed, mlm_targets, nsp_label, label,
+            # labels_from.
+            **{k: labels.record[k] for k in ("mask_prob", "seed", "mlm_targets", "nsp_label", "label", "labels_from")
                if k in labels.record},
         },
         # A subset is recorded, so that a reader (and the Rust golden test) can tell a

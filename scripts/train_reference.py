@@ -1,9 +1,17 @@
 #!/usr/bin/env python3
-"""Train the same model in PyTorch on the same batches as a `bert-trace train` run, for the
-reference the Rust tests compare that run against (llm.c's test_gpt2, for BERT).
+"""Train the same model in PyTorch on the same batches as a `bert-trace train` or
+`bert-trace finetune` run, for the reference the Rust tests compare that run against (llm.c's
+test_gpt2, for BERT).
 
     bert-trace train --model MODEL --file F --steps N ... --save RUN --dump-step 1-N
+    bert-trace finetune --model MODEL --file F.tsv --steps N ... --save RUN --dump-step 1-N
     python scripts/train_reference.py --run RUN --out OUT
+
+A fine-tuning run (its config.json says BertForSequenceClassification) is trained as
+transformers' BertForSequenceClassification (single-label: cross-entropy on the classifier's
+logits and input.class_labels), with the run's --max-grad-norm (torch.nn.utils.clip_grad_norm_
+before each step) and --no-decay (a second parameter group with weight decay 0 for the names
+that contain one of its parts) when it used them.
 
 For every step K the batch comes from RUN/step-K/ (input.ids, input.token_type_ids,
 input.attention_mask, input.labels and input.next_sentence_label: the masks and the NSP
@@ -72,10 +80,13 @@ def main() -> int:
     steps = options["steps"]
     config = transformers.BertConfig.from_pretrained(args.run)
     config._attn_implementation = "eager"
-    model = transformers.BertForPreTraining(config)
+    classifier = config.architectures == ["BertForSequenceClassification"]
+    cls = transformers.BertForSequenceClassification if classifier else transformers.BertForPreTraining
+    model = cls(config)
     model.eval()
     named = dict(model.named_parameters())
-    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight, "decoder not tied"
+    if not classifier:
+        assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight, "decoder not tied"
 
     # The starting point: step 1's param.* from bert-trace.
     manifest1, arrays1 = read_step(args.run, 1)
@@ -92,14 +103,21 @@ def main() -> int:
         for name, p in named.items():
             if any(name.startswith(head + ".") for head in state["fresh_heads"]):
                 continue
-            alias = next(a for a in (name, name.removeprefix("bert.")) if a in stored)
+            alias = next((a for a in (name, name.removeprefix("bert.")) if a in stored), None)
+            assert alias is not None, f"param.{name}: {source} has no such tensor, and the run did not make it new"
             assert np.array_equal(stored[alias], p.detach().numpy()), f"param.{name} is not {source}'s"
     else:
         sys.exit(f"error: step-1's model {source!r} is not a directory with model.safetensors (run from the repository root)")
 
     b = options["adamw"]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=options["lr"], betas=(b["beta1"], b["beta2"]),
+    # BERT's recipe: no weight decay for the parameters whose names contain one of no_decay's parts.
+    no_decay = options.get("no_decay", [])
+    decayed = [p for n, p in named.items() if not any(part in n for part in no_decay)]
+    undecayed = [p for n, p in named.items() if any(part in n for part in no_decay)]
+    groups = [{"params": decayed}] + ([{"params": undecayed, "weight_decay": 0.0}] if undecayed else [])
+    optimizer = torch.optim.AdamW(groups, lr=options["lr"], betas=(b["beta1"], b["beta2"]),
                                   eps=b["eps"], weight_decay=b["weight_decay"], foreach=False, fused=False)
+    max_grad_norm = options.get("max_grad_norm")
     schedule = transformers.get_linear_schedule_with_warmup(optimizer, options["warmup_steps"], steps)
     ce = torch.nn.CrossEntropyLoss()
     rows = []
@@ -109,26 +127,37 @@ def main() -> int:
         ids = torch.from_numpy(arrays["input.ids"])
         inputs = dict(input_ids=ids, token_type_ids=torch.from_numpy(arrays["input.token_type_ids"]),
                       attention_mask=torch.from_numpy(arrays["input.attention_mask"]))
-        labels = torch.from_numpy(arrays["input.labels"])
-        nsp = arrays.get("input.next_sentence_label")
-        nsp = torch.from_numpy(nsp) if nsp is not None else None
+        if k == 1:
+            first_inputs = inputs
         before = {n: p.detach().clone() for n, p in named.items()} if k == args.param_step else None
         lr = optimizer.param_groups[0]["lr"]
         out = model(**inputs)
-        mlm_loss = ce(out.prediction_logits.view(-1, config.vocab_size), labels.view(-1))
-        nsp_loss = ce(out.seq_relationship_logits.view(-1, 2), nsp.view(-1)) if nsp is not None else None
-        loss = mlm_loss + nsp_loss if nsp_loss is not None else mlm_loss
-        if nsp is not None:
-            # transformers' own loss, given both labels, is the same sum.
-            own = model(**inputs, labels=labels, next_sentence_label=nsp).loss
+        if classifier:
+            classes = torch.from_numpy(arrays["input.class_labels"])
+            loss = ce(out.logits, classes)
+            own = model(**inputs, labels=classes).loss  # transformers' own, single-label
             assert torch.equal(own, loss), (own, loss)
+            mlm_loss = nsp_loss = None
+        else:
+            labels = torch.from_numpy(arrays["input.labels"])
+            nsp = arrays.get("input.next_sentence_label")
+            nsp = torch.from_numpy(nsp) if nsp is not None else None
+            mlm_loss = ce(out.prediction_logits.view(-1, config.vocab_size), labels.view(-1))
+            nsp_loss = ce(out.seq_relationship_logits.view(-1, 2), nsp.view(-1)) if nsp is not None else None
+            loss = mlm_loss + nsp_loss if nsp_loss is not None else mlm_loss
+            if nsp is not None:
+                # transformers' own loss, given both labels, is the same sum.
+                own = model(**inputs, labels=labels, next_sentence_label=nsp).loss
+                assert torch.equal(own, loss), (own, loss)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if k == args.param_step:
             grads = {n: p.grad.detach().clone() for n, p in named.items() if p.grad is not None}
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
         optimizer.step()
         schedule.step()
-        rows.append({"step": k, "loss": loss.item(), "mlm_loss": mlm_loss.item(),
+        rows.append({"step": k, "loss": loss.item(), "mlm_loss": None if mlm_loss is None else mlm_loss.item(),
                      "nsp_loss": None if nsp_loss is None else nsp_loss.item(), "lr": lr})
         print(f"step {k}/{steps}  loss {loss.item():.4f}  lr {lr:.3e}", file=sys.stderr)
         if k == args.param_step:
@@ -139,7 +168,7 @@ def main() -> int:
     manifest, arrays, before, grads, after = checked
     stages = [Stage(name, torch.from_numpy(arrays[name]), name, "") for name in
               ("input.ids", "input.token_type_ids", "input.attention_mask", "input.labels",
-               "input.next_sentence_label") if name in arrays]
+               "input.next_sentence_label", "input.class_labels") if name in arrays]
     stages += [Stage(f"param.{n}", t, n, "") for n, t in before.items()]
     stages += [Stage(f"grad.param.{n}", t, f"{n}.grad", "") for n, t in grads.items()]
     stages += [Stage(f"updated.param.{n}", t, f"{n} after optimizer.step()", "") for n, t in after.items()]
@@ -162,15 +191,24 @@ def main() -> int:
         f.write(json.dumps(reference, indent=2) + "\n")
 
     # The checkpoint bert-trace saved, as transformers loads it.
-    saved, info = transformers.BertForPreTraining.from_pretrained(args.run, output_loading_info=True)
+    saved, info = cls.from_pretrained(args.run, output_loading_info=True)
     for key in ("missing_keys", "unexpected_keys", "mismatched_keys"):
         assert not info.get(key), (key, info[key])
+    saved.eval()
     stored = load_file(os.path.join(args.run, "model.safetensors"))
     worst = 0.0
     for name, p in saved.named_parameters():
         assert np.array_equal(p.detach().numpy(), stored[name]), f"{name}: from_pretrained changed it"
         worst = max(worst, float((p.detach() - named[name].detach()).abs().max()))
-    assert saved.cls.predictions.decoder.weight is saved.bert.embeddings.word_embeddings.weight
+    if classifier:
+        assert saved.config.id2label == config.id2label and saved.config.problem_type == "single_label_classification"
+        # The same logits as the model PyTorch trained, on step 1's batch.
+        with torch.no_grad():
+            ours, theirs = saved(**first_inputs).logits, model(**first_inputs).logits
+        print(f"from_pretrained({args.run}): logits on step 1's batch within {float((ours - theirs).abs().max()):.3g} "
+              "of PyTorch's model's", file=sys.stderr)
+    else:
+        assert saved.cls.predictions.decoder.weight is saved.bert.embeddings.word_embeddings.weight
     print(f"from_pretrained({args.run}): every parameter loaded; after {steps} steps the largest difference "
           f"from PyTorch's is {worst:.3g}", file=sys.stderr)
     return 0

@@ -12,12 +12,14 @@
 //! | `bert_trace.diff`, `DiffReport`, `Page` | `report.rs` | `bert-trace diff`, `bert-trace view` |
 //! | `trace(..., hooks={stage: fn})` | `hooks.rs` | `--ablate`, `--patch` (the same seam) |
 //! | `bert_trace.train` | `pretraining.rs` | `bert-trace train` |
+//! | `bert_trace.finetune` | `finetuning.rs` | `bert-trace finetune` |
 //! | `bert_trace.Error` and its subclasses | `errors.rs` | the one-line message and exit 2 |
 
 mod args;
 mod diff_dumps;
 mod errors;
 mod explanation;
+mod finetuning;
 mod hooks;
 mod model;
 mod pretraining;
@@ -50,7 +52,7 @@ use crate::result::Trace;
 #[pyfunction]
 #[pyo3(signature = (
     text, model = None, *, hooks = None, file = None, pair = None, stop_at = None, only = None, out = None,
-    mask_prob = None, seed = None, mlm_target = None, nsp_label = None, kernels = None, precision = "f32",
+    mask_prob = None, seed = None, mlm_target = None, nsp_label = None, label = None, kernels = None, precision = "f32",
     no_dump = false, npz = false, force = false, truncate = false, color = "auto", head = None, top_k = 5,
     threads = None, reference = None, ablate = None, ablate_with = "zero", patch = None, lens = false,
     backward = false, atol = None, rtol = None,
@@ -70,6 +72,7 @@ fn trace<'py>(
     seed: Option<u64>,
     mlm_target: Option<Bound<'py, PyAny>>,
     nsp_label: Option<Bound<'py, PyAny>>,
+    label: Option<Bound<'py, PyAny>>,
     kernels: Option<String>,
     precision: &str,
     no_dump: bool,
@@ -104,6 +107,7 @@ fn trace<'py>(
         seed,
         mlm_target,
         nsp_label,
+        label,
         kernels,
         precision: precision.into(),
         no_dump,
@@ -252,10 +256,87 @@ fn train<'py>(
         betas,
         eps,
         weight_decay,
+        ..TrainSettings::default()
     };
     let keywords =
         pretraining::TrainKeywords { settings, save, save_every, resume, dump_step, log_every, threads, kernels };
     guarded(py, || pretraining::train(py, file, model, on_step, keywords))
+}
+
+/// Fine-tunes a classifier on the labelled examples of `file` as `bert-trace finetune` does
+/// (every keyword is the command's option of that name, with its default) and returns the
+/// run's reports: `{"steps": [...], "evaluations": [...], "classes": [...]}`, each evaluation
+/// with its `loss`, `accuracy` and `confusion` table (`confusion[true][predicted]`).
+/// `on_step(report)` is called after each step, `on_eval(evaluation)` after each evaluation.
+/// The GIL is released while a step runs; Ctrl-C stops the run after the step it is in.
+#[pyfunction]
+#[pyo3(signature = (
+    file = None, model = None, *, on_step = None, on_eval = None, eval_file = None, eval_split = None,
+    eval_every = None, epochs = None, steps = None, lr = None, warmup_steps = None, batch_size = None,
+    max_len = None, seed = None, betas = None, eps = None, weight_decay = None, max_grad_norm = None,
+    no_decay = None, save = None, save_every = None, resume = None, dump_step = None, log_every = 1,
+    threads = None, kernels = None,
+))]
+#[allow(clippy::too_many_arguments)]
+fn finetune<'py>(
+    py: Python<'py>,
+    file: Option<&Bound<'py, PyAny>>,
+    model: Option<&Bound<'py, PyAny>>,
+    on_step: Option<&Bound<'py, PyAny>>,
+    on_eval: Option<&Bound<'py, PyAny>>,
+    eval_file: Option<Bound<'py, PyAny>>,
+    eval_split: Option<f64>,
+    eval_every: Option<usize>,
+    epochs: Option<usize>,
+    steps: Option<usize>,
+    lr: Option<f64>,
+    warmup_steps: Option<usize>,
+    batch_size: Option<usize>,
+    max_len: Option<usize>,
+    seed: Option<u64>,
+    betas: Option<(f64, f64)>,
+    eps: Option<f64>,
+    weight_decay: Option<f64>,
+    max_grad_norm: Option<f64>,
+    no_decay: Option<Bound<'py, PyAny>>,
+    save: Option<Bound<'py, PyAny>>,
+    save_every: Option<usize>,
+    resume: Option<Bound<'py, PyAny>>,
+    dump_step: Option<Bound<'py, PyAny>>,
+    log_every: usize,
+    threads: Option<usize>,
+    kernels: Option<String>,
+) -> PyResult<Py<PyAny>> {
+    let no_decay = no_decay.as_ref().filter(|v| !v.is_none()).map(|v| args::strings(Some(v))).transpose()?;
+    let settings = TrainSettings {
+        steps,
+        lr,
+        warmup_steps,
+        batch_size,
+        max_len,
+        seed,
+        betas,
+        eps,
+        weight_decay,
+        max_grad_norm,
+        no_decay,
+        eval_split,
+        ..TrainSettings::default()
+    };
+    let keywords = finetuning::FinetuneKeywords {
+        settings,
+        eval_file,
+        eval_every,
+        epochs,
+        save,
+        save_every,
+        resume,
+        dump_step,
+        log_every,
+        threads,
+        kernels,
+    };
+    guarded(py, || finetuning::finetune(py, file, model, on_step, on_eval, keywords))
 }
 
 /// For the tests: a panic inside the extension, which must surface as `bert_trace.Error`.
@@ -280,6 +361,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(stages, m)?)?;
     m.add_function(wrap_pyfunction!(train, m)?)?;
+    m.add_function(wrap_pyfunction!(finetune, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_class::<Model>()?;
     m.add_class::<Trace>()?;

@@ -12,11 +12,37 @@ use pyo3::prelude::*;
 use crate::args::{path, settings, strings};
 use crate::errors::OrRaise;
 
-/// The run's progress, handed to Python.
-struct ToPython {
-    on_step: Option<Py<PyAny>>,
-    /// The exception that stopped the run (Ctrl-C, or `on_step`'s own), raised once it has.
-    error: Option<PyErr>,
+/// The run's progress, handed to Python (`train`'s and `finetune`'s).
+pub(crate) struct ToPython {
+    pub on_step: Option<Py<PyAny>>,
+    /// Called with each evaluation on held-out examples (`finetune`).
+    pub on_eval: Option<Py<PyAny>>,
+    /// The transformers class that loads what the run saves.
+    pub architecture: &'static str,
+    /// The exception that stopped the run (Ctrl-C, or a callback's own), raised once it has.
+    pub error: Option<PyErr>,
+}
+
+/// A report's JSON text as Python's values (a dict), for a callback.
+fn to_python<'py>(py: Python<'py>, report: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.import("json")?.call_method1("loads", (report,))
+}
+
+impl ToPython {
+    /// Calls `callback` with `report`, after checking for Ctrl-C; an exception stops the run.
+    fn call(&mut self, which: fn(&ToPython) -> Option<&Py<PyAny>>, report: String) -> bert_core::Result<()> {
+        let result = Python::attach(|py| -> PyResult<()> {
+            py.check_signals()?;
+            if let Some(callback) = which(self) {
+                callback.call1(py, (to_python(py, &report)?,))?;
+            }
+            Ok(())
+        });
+        result.map_err(|error| {
+            self.error = Some(error);
+            bert_core::BertError::Interrupted
+        })
+    }
 }
 
 impl Progress for ToPython {
@@ -32,26 +58,19 @@ impl Progress for ToPython {
 
     fn saved(&mut self, dir: &std::path::Path, step: usize) {
         self.line(&format!(
-            "saved {} (step {step}): bert_trace.Model({:?}) and transformers' BertForPreTraining.from_pretrained load it",
+            "saved {} (step {step}): bert_trace.Model({:?}) and transformers' {}.from_pretrained load it",
             dir.display(),
-            dir.display().to_string()
+            dir.display().to_string(),
+            self.architecture
         ));
     }
 
     fn step(&mut self, log: &bert_core::train::StepLog, _: usize) -> bert_core::Result<()> {
-        let result = Python::attach(|py| -> PyResult<()> {
-            py.check_signals()?;
-            if let Some(on_step) = &self.on_step {
-                let report = serde_json::to_string(log).expect("a step's report serialises");
-                let report = py.import("json")?.call_method1("loads", (report,))?;
-                on_step.call1(py, (report,))?;
-            }
-            Ok(())
-        });
-        result.map_err(|error| {
-            self.error = Some(error);
-            bert_core::BertError::Interrupted
-        })
+        self.call(|p| p.on_step.as_ref(), serde_json::to_string(log).expect("a step's report serialises"))
+    }
+
+    fn evaluated(&mut self, evaluation: &bert_core::train::evaluate::Evaluation) -> bert_core::Result<()> {
+        self.call(|p| p.on_eval.as_ref(), serde_json::to_string(evaluation).expect("an evaluation serialises"))
     }
 }
 
@@ -76,17 +95,8 @@ pub fn train(
     on_step: Option<&Bound<'_, PyAny>>,
     k: TrainKeywords<'_>,
 ) -> PyResult<Py<PyAny>> {
-    if let Some(f) = on_step.filter(|f| !f.is_none() && !f.is_callable()) {
-        return Err(pyo3::exceptions::PyTypeError::new_err(format!("on_step={} is not callable", f.repr()?)));
-    }
-    // A step given as a number is the command's `K`; a string may be a range, `A-B`.
-    let dump_steps = match k.dump_step.as_ref().filter(|v| !v.is_none()) {
-        Some(one) if one.extract::<usize>().is_ok() => vec![one.extract::<usize>()?.to_string()],
-        Some(many) if many.extract::<String>().is_err() => {
-            many.try_iter()?.map(|item| item?.str().map(|s| s.to_string())).collect::<PyResult<_>>()?
-        }
-        other => strings(other)?,
-    };
+    callable("on_step", on_step)?;
+    let dump_steps = dump_steps(k.dump_step.as_ref())?;
     let request = TrainRequest {
         file: path(py, file)?,
         model: path(py, model)?,
@@ -98,7 +108,12 @@ pub fn train(
         log_every: k.log_every,
         pass: settings(py, k.threads, k.kernels.as_deref())?,
     };
-    let mut progress = ToPython { on_step: on_step.filter(|f| !f.is_none()).map(|f| f.clone().unbind()), error: None };
+    let mut progress = ToPython {
+        on_step: on_step.filter(|f| !f.is_none()).map(|f| f.clone().unbind()),
+        on_eval: None,
+        architecture: "BertForPreTraining",
+        error: None,
+    };
     let trained = py.detach(|| bert_commands::train::train(&request, &mut progress).map(|trainer| trainer.log));
     if let Some(error) = progress.error.take() {
         return Err(error);
@@ -106,4 +121,24 @@ pub fn train(
     let log = trained.or_raise(py)?;
     let log = serde_json::to_string(&log).expect("the log serialises");
     Ok(py.import("json")?.call_method1("loads", (log,))?.unbind())
+}
+
+/// Refuses a callback that cannot be called, naming its keyword.
+pub(crate) fn callable(keyword: &str, f: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    match f.filter(|f| !f.is_none() && !f.is_callable()) {
+        Some(f) => Err(pyo3::exceptions::PyTypeError::new_err(format!("{keyword}={} is not callable", f.repr()?))),
+        None => Ok(()),
+    }
+}
+
+/// `dump_step`: a step given as a number is the command's `K`; a string may be a range, `A-B`;
+/// or a list of either.
+pub(crate) fn dump_steps(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    match value.filter(|v| !v.is_none()) {
+        Some(one) if one.extract::<usize>().is_ok() => Ok(vec![one.extract::<usize>()?.to_string()]),
+        Some(many) if many.extract::<String>().is_err() => {
+            many.try_iter()?.map(|item| item?.str().map(|s| s.to_string())).collect::<PyResult<_>>()
+        }
+        other => strings(other),
+    }
 }

@@ -44,6 +44,8 @@ def options_of(inputs):
         options["mlm_target"] = inputs["mlm_targets"]
     if inputs.get("nsp_label"):
         options["nsp_label"] = inputs["nsp_label"]
+    if inputs.get("label"):
+        options["label"] = inputs["label"]
     return options
 
 
@@ -197,7 +199,8 @@ ERRORS = [
      [("--mask-prob 2.0", "mask_prob=2.0")]),
     (lambda tmp: bert_trace.trace("x", mlm_target="romans"), ["--mlm-target", "romans", "x"], bert_trace.InputError),
     (lambda tmp: bert_trace.trace("x", backward=True), ["--backward", "x"], bert_trace.InputError,
-     [("--mlm-target", "mlm_target="), ("--mask-prob", "mask_prob="), ("--nsp-label", "nsp_label=")]),
+     [("--mlm-target", "mlm_target="), ("--mask-prob", "mask_prob="), ("--nsp-label", "nsp_label="),
+      ("--label", "label=")]),
     (lambda tmp: bert_trace.trace("x", only="layer7.*"), ["--only", "layer7.*", "x"], bert_trace.InputError,
      [("--only `layer7.*`", "only=`layer7.*`")]),
     (lambda tmp: bert_trace.trace("x", ablate="layer0.head9"), ["--ablate", "layer0.head9", "x"], bert_trace.InputError,
@@ -337,7 +340,7 @@ def test_the_stubs_name_every_option_of_the_command():
     def keywords(node):
         arguments = node.args.args[1:] if node.args.args and node.args.args[0].arg == "self" else node.args.args
         names = [a.arg for a in arguments if a.arg != "text"] + [a.arg for a in node.args.kwonlyargs]
-        return {"--" + name.replace("_", "-") for name in names} - {"--hooks", "--on-step"}
+        return {"--" + name.replace("_", "-") for name in names} - {"--hooks", "--on-step", "--on-eval"}
 
     stub = ast.parse((Path(bert_trace.__file__).parent / "_bert_trace.pyi").read_text())
     functions = [n for n in ast.walk(stub) if isinstance(n, ast.FunctionDef)]
@@ -348,8 +351,9 @@ def test_the_stubs_name_every_option_of_the_command():
         want = options() - ({"--model"} if node.args.args[0].arg == "self" else set())
         want -= {"--" + option for option in AS_METHODS}
         assert keywords(node) == want, f"the stub and `bert-trace --help` differ in {sorted(keywords(node) ^ want)}"
-    (train,) = [n for n in functions if n.name == "train"]
-    assert keywords(train) == options("train"), sorted(keywords(train) ^ options("train"))
+    for command in ["train", "finetune"]:
+        (function,) = [n for n in functions if n.name == command]
+        assert keywords(function) == options(command), sorted(keywords(function) ^ options(command))
 
 
 def test_the_functions_take_every_option_of_the_command_with_its_default():
@@ -358,7 +362,8 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
     import inspect
     import re
 
-    for function, command in [(bert_trace.trace, ()), (bert_trace.train, ("train",))]:
+    for function, command in [(bert_trace.trace, ()), (bert_trace.train, ("train",)),
+                              (bert_trace.finetune, ("finetune",))]:
         help_text = cli(*command, "--help").stdout
         defaults = {}
         # An option's block starts at its flag, alone or before its value's name (a wrapped
@@ -375,7 +380,7 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                 assert callable(getattr(bert_trace.Trace, method)), f"--{option} is Trace.{method} in Python"
                 defaults.pop(option)
         parameters = inspect.signature(function).parameters
-        names = set(parameters) - {"text", "hooks", "on_step"}
+        names = set(parameters) - {"text", "hooks", "on_step", "on_eval"}
         assert names == set(defaults), f"{function.__name__}: {sorted(names ^ set(defaults))}"
         for name, parameter in parameters.items():
             given = parameter.default
@@ -416,6 +421,28 @@ def test_train_is_the_commands_run(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         bert_trace.train(ROOT / "walkthrough/texts/romans.txt", steps=50, on_step=interrupt)
+
+
+def test_finetune_is_the_commands_run(tmp_path):
+    """`bert_trace.finetune` runs what `bert-trace finetune` runs: the same losses, evaluations
+    and weights; each evaluation reaches `on_eval` as it is made; a bad keyword is named."""
+    data = ROOT / "walkthrough/texts/romans_labelled.tsv"
+    options = dict(steps=4, lr=1e-3, batch_size=4, seed=7, eval_split=0.25, eval_every=2, max_grad_norm=1.0)
+    steps, evaluations = [], []
+    report = bert_trace.finetune(data, model=ROOT / "golden/tiny", on_step=steps.append, on_eval=evaluations.append,
+                                 no_decay=["bias", "LayerNorm"], save=tmp_path / "py", **options)
+    run = cli("finetune", "--model", "golden/tiny", "--file", data, "--save", tmp_path / "cli",
+              "--no-decay", "bias,LayerNorm", *cli_args(options))
+    assert run.returncode == 0, run.stderr
+    state = json.loads((tmp_path / "cli" / "trainer_state.json").read_text())
+    assert report["steps"] == state["log_history"] == steps, "the same losses, step for step"
+    assert report["evaluations"] == state["eval_history"] == evaluations
+    assert [e["step"] for e in evaluations] == [2, 4]
+    assert report["classes"] == ["negative", "neutral", "positive"]
+    assert (tmp_path / "py" / "model.safetensors").read_bytes() == (tmp_path / "cli" / "model.safetensors").read_bytes()
+    with pytest.raises(bert_trace.InputError) as refused:
+        bert_trace.finetune(data, steps=1, eval_split=1.5)
+    assert str(refused.value).startswith("eval_split=1.5: "), "Python names the keyword it was given"
 
 
 def test_explain_gives_the_commands_explanation_from_a_trace_and_a_dump(tmp_path):

@@ -11,6 +11,7 @@
 //! | `diff`, `diff --isolate`, `diff --truth` | [`diff`] |
 //! | `compare` | [`compare`] |
 //! | `train` | [`train`] |
+//! | `finetune` | [`finetune`] |
 //! | `ablate`, `lens`, `attribute` | [`ablate`], [`lens`], [`attribute`] (and [`experiment`]) |
 //! | `view` | [`view`] |
 //! | `stages`, `inspect` | [`stages`], [`inspect`] |
@@ -22,6 +23,7 @@ pub mod diff;
 pub mod error;
 pub mod experiment;
 pub mod explain;
+pub mod finetune;
 pub mod inspect;
 pub mod lens;
 pub mod owned_file;

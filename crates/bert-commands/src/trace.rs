@@ -46,6 +46,7 @@ pub const MASK_PROB: Opt = Opt("mask_prob");
 pub const SEED: Opt = Opt("seed");
 pub const MLM_TARGET: Opt = Opt("mlm_target");
 pub const NSP_LABEL: Opt = Opt("nsp_label");
+pub const LABEL: Opt = Opt("label");
 pub const HEAD: Opt = Opt("head");
 pub const TOP_K: Opt = Opt("top_k");
 pub const LENS: Opt = Opt("lens");
@@ -90,6 +91,9 @@ pub struct TraceRequest {
     pub seed: Option<u64>,
     pub mlm_targets: Vec<String>,
     pub nsp_labels: Vec<i64>,
+    /// A classifier's class for each text (its name in `id2label`, or its index): once for all,
+    /// or once per text.
+    pub labels: Vec<String>,
     pub truncate: bool,
     /// The head an attention stage's terminal heatmap shows.
     pub head: Option<usize>,
@@ -123,6 +127,7 @@ impl Default for TraceRequest {
             seed: None,
             mlm_targets: Vec::new(),
             nsp_labels: Vec::new(),
+            labels: Vec::new(),
             truncate: false,
             head: None,
             top_k: 5,
@@ -387,6 +392,7 @@ pub fn prepare<F: Float>(request: &TraceRequest, texts: Vec<String>, model: &Ber
         seed: request.seed,
         mlm_targets: (!request.mlm_targets.is_empty()).then(|| request.mlm_targets.clone()),
         nsp_label: (!request.nsp_labels.is_empty()).then(|| request.nsp_labels.clone()),
+        label: (!request.labels.is_empty()).then(|| request.labels.clone()),
         ..Inputs::default()
     };
     // This caller can cut a text, so a text too long is told how.

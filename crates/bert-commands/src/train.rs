@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use bert_core::train::corpus::Corpus;
-use bert_core::train::options::SEED;
+use bert_core::train::options::{self, SEED};
 use bert_core::train::run::{self, Outputs, Progress};
 use bert_core::train::save::{read_state, Unobserved};
 use bert_core::train::{TrainSettings, Trainer};
@@ -81,7 +81,7 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
     model.kernels = kernels;
     let settings = &args.settings;
     let saved_options = saved.as_ref().map(|(dir, state)| (*dir, &state.options));
-    let options = settings.resolve(saved_options, model.config.max_position_embeddings)?;
+    let options = settings.resolve(saved_options, model.config.max_position_embeddings, options::PRETRAINING)?;
     let mut dump_steps = BTreeSet::new();
     for spec in &args.dump_steps {
         dump_steps.extend(run::parse_steps(spec)?);
@@ -105,8 +105,13 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
             trainer
         }
     };
-    let outputs =
-        Outputs { save: args.save.clone(), save_every: args.save_every, dump_steps, log_every: args.log_every };
+    let outputs = Outputs {
+        save: args.save.clone(),
+        save_every: args.save_every,
+        dump_steps,
+        log_every: args.log_every,
+        ..Outputs::default()
+    };
     let producer = serde_json::json!({
         "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads,
         "kernels": trainer.model.kernels.name(),

@@ -72,8 +72,9 @@ pub enum BertError {
     #[error("{path}: the model has no {weights} weights, so it cannot compute {wanted}")]
     MissingHead { path: PathBuf, wanted: String, weights: String },
 
-    /// A line of a training text that cannot be used (`bert-trace train --file`).
-    #[error("{path}: line {line}: {problem}")]
+    /// A line of a training text that cannot be used (`bert-trace train --file`,
+    /// `finetune --file`); line 0 is the file as a whole.
+    #[error("{}{}: {problem}", path.display(), at_line(*line))]
     Corpus { path: PathBuf, line: usize, problem: String },
 
     /// A training run's options or saved state that do not fit together.
@@ -131,3 +132,11 @@ impl BertError {
 }
 
 pub type Result<T, E = BertError> = std::result::Result<T, E>;
+
+/// `: line N` for a line of a file, nothing for the file as a whole (line 0).
+fn at_line(line: usize) -> String {
+    match line {
+        0 => String::new(),
+        n => format!(": line {n}"),
+    }
+}

@@ -69,8 +69,8 @@ fn recompute_grad<F: Float>(
     let out: ArrayD<F> = match stage.kind {
         Param(_) => return Err("a parameter's gradient sums over every token: not recomputed alone".into()),
         Loss => ndarray::arr0(F::one()).into_dyn(),
-        MlmLoss | NspLoss => ndarray::arr0(scalar(&x[0], "grad.loss")?).into_dyn(),
-        MlmLosses | NspLosses => {
+        MlmLoss | NspLoss | ClassifierLoss => ndarray::arr0(scalar(&x[0], "grad.loss")?).into_dyn(),
+        MlmLosses | NspLosses | ClassifierLosses => {
             let labels = ints_of::<IxDyn>(&x[0], "labels")?;
             losses::mean_backward::<F, IxDyn>(&labels) * scalar(&x[1], "the loss's gradient")?
         }
@@ -79,11 +79,10 @@ fn recompute_grad<F: Float>(
             labels_fit(&labels.view().into_dyn(), &logits.view().into_dyn())?;
             losses::mlm_loss_backward(logits.view(), &labels).into_dyn()
         }
-        NspLogits => {
-            let (logits, labels) =
-                (float_of::<F, Ix2>(&x[0], "nsp.logits")?, ints_of::<Ix1>(&x[1], "input.next_sentence_label")?);
+        NspLogits | ClassifierLogits => {
+            let (logits, labels) = (float_of::<F, Ix2>(&x[0], "logits")?, ints_of::<Ix1>(&x[1], "labels")?);
             labels_fit(&labels.view().into_dyn(), &logits.view().into_dyn())?;
-            losses::nsp_loss_backward(logits.view(), &labels).into_dyn()
+            losses::sequence_loss_backward(logits.view(), &labels).into_dyn()
         }
         MlmLayerNorm => {
             let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
@@ -105,13 +104,25 @@ fn recompute_grad<F: Float>(
             }
         }
         PoolerOutput => {
-            let nsp = model.nsp.as_ref().ok_or("the model has no NSP head")?;
+            // The shares of the heads on the pooler whose gradients the dump has, summed.
             let pooled = wide_of::<F, Ix2>(&x[0], "pooler.output", h)?;
-            let d_logits = float_of::<F, Ix2>(&x[1], "grad.nsp.logits")?;
-            if d_logits.dim() != (pooled.dim().0, nsp.dense.out_features()) {
-                return Err(format!("grad.nsp.logits is {:?}", d_logits.shape()));
+            let mut d_pooled = Array2::<F>::zeros(pooled.dim());
+            let heads = [
+                ("grad.nsp.logits", model.nsp.as_ref().map(|nsp| &nsp.dense), "the NSP head"),
+                ("grad.classifier.logits", model.classifier.as_ref().map(|c| &c.dense), "a classifier"),
+            ];
+            for ((name, dense, head), d_logits) in heads.into_iter().zip(&x[1..]) {
+                if d_logits.is_none() {
+                    continue;
+                }
+                let dense = dense.ok_or(format!("the model has no {head}"))?;
+                let d_logits = float_of::<F, Ix2>(d_logits, name)?;
+                if d_logits.dim() != (pooled.dim().0, dense.out_features()) {
+                    return Err(format!("{name} is {:?}", d_logits.shape()));
+                }
+                d_pooled += &dense.backward(&pooled, &d_logits, "head", &mut scratch);
             }
-            nsp.dense.backward(&pooled, &d_logits, "nsp", &mut scratch).into_dyn()
+            d_pooled.into_dyn()
         }
         PoolerDense => {
             let (pooled, d_pooled) =
@@ -405,7 +416,7 @@ fn recompute<F: Float>(
                 _ => mlm.decoder.forward(&input).into_dyn(),
             }
         }
-        MlmLosses | NspLosses => {
+        MlmLosses | NspLosses | ClassifierLosses => {
             let logits = float_of::<F, IxDyn>(&x[0], "logits")?;
             let labels = ints_of::<IxDyn>(&x[1], "labels")?;
             if logits.ndim() != labels.ndim() + 1 || logits.shape()[..labels.ndim()] != labels.shape()[..] {
@@ -417,7 +428,7 @@ fn recompute<F: Float>(
             }
             losses::losses(logits.view(), labels.view())
         }
-        MlmLoss | NspLoss => {
+        MlmLoss | NspLoss | ClassifierLoss => {
             let per_label = float_of::<F, IxDyn>(&x[0], "losses")?;
             let labels = ints_of::<IxDyn>(&x[1], "labels")?;
             same(&[per_label.shape(), labels.shape()])?;
@@ -425,7 +436,7 @@ fn recompute<F: Float>(
         }
         Loss => {
             let part = |value: &Option<Tensor>| value.as_ref().and_then(|t| t.to_float::<F>()?.iter().next().copied());
-            ndarray::arr0(losses::total(part(&x[0]), part(&x[1]))).into_dyn()
+            ndarray::arr0(losses::total(&[part(&x[0]), part(&x[1]), part(&x[2])])).into_dyn()
         }
         NspLogits | ClassifierLogits => {
             let pooled = wide_of::<F, Ix2>(&x[0], "pooler.output", h)?;
@@ -447,9 +458,13 @@ fn recompute<F: Float>(
             }
             sentence_pooling::mean_pool(&hidden, &mask).into_dyn()
         }
-        InputOriginalIds | InputIds | InputTokenTypeIds | InputAttentionMask | InputLabels | InputNextSentenceLabel => {
-            return Err("an input, which nothing computes".into())
-        }
+        InputOriginalIds
+        | InputIds
+        | InputTokenTypeIds
+        | InputAttentionMask
+        | InputLabels
+        | InputNextSentenceLabel
+        | InputClassLabels => return Err("an input, which nothing computes".into()),
     };
     Ok(Tensor::of_float(out))
 }

@@ -29,7 +29,8 @@ fn trained(steps: usize, seed: u64) -> Trainer {
     let text = "the romans built roads\nthe people built houses in rome\nwhen in rome do as the romans do\n";
     let corpus = Corpus::parse(text, Path::new("text.txt")).unwrap();
     let settings = TrainSettings { steps: Some(steps), seed: Some(seed), batch_size: Some(2), ..Default::default() };
-    let options = settings.resolve(None, model.config.max_position_embeddings).unwrap();
+    let options =
+        settings.resolve(None, model.config.max_position_embeddings, bert_core::train::options::PRETRAINING).unwrap();
     let mut trainer = Trainer::new(model, corpus, options).unwrap();
     while !trainer.finished() {
         trainer.step(&mut Discard).unwrap();

@@ -1,8 +1,8 @@
 //! The backward pass against PyTorch's autograd: every parameter's gradient of golden/tiny,
-//! for an MLM-only loss and for the MLM + NSP loss of a masked sentence pair, against the
-//! `grad.param.*` of `scripts/dump_reference.py --backward` (golden/tiny/gradients). The same
-//! parameters must have a gradient (none for the pooler and the NSP head under an MLM-only
-//! loss), and each must agree within atol 1e-5 + rtol 1e-4 (float32 on both sides). And the
+//! for an MLM-only loss and for the MLM + NSP loss of a masked sentence pair, and of
+//! golden/tiny-classifier for a classifier's loss on a padded batch, against the `grad.param.*`
+//! of `scripts/dump_reference.py --backward` (golden/*/gradients). The same parameters must have
+//! a gradient (none for the pooler and the NSP head under an MLM-only loss), and each must agree within atol 1e-5 + rtol 1e-4 (float32 on both sides). And the
 //! order of the stages a backward pass hands its sink, against the stage table's plan of them.
 
 use std::path::{Path, PathBuf};
@@ -16,9 +16,10 @@ fn golden(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden").join(path)
 }
 
-/// The inputs `dump_reference.py` was given for the autograd dump `case`, from its manifest.
+/// The inputs `dump_reference.py` was given for the autograd dump `case` (`tiny/gradients/...`),
+/// from its manifest.
 fn golden_inputs(case: &str) -> Inputs {
-    Dump::open(&golden("tiny/gradients").join(case)).unwrap().manifest.inputs
+    Dump::open(&golden(case)).unwrap().manifest.inputs
 }
 
 fn strings(list: &[&str]) -> Option<Vec<String>> {
@@ -30,7 +31,7 @@ fn strings(list: &[&str]) -> Option<Vec<String>> {
 fn check<F: bert_core::ops::Float>(model: &BertModel<F>, case: &str, inputs: Inputs) -> f64 {
     let batch = model.encode_inputs(&inputs, false).unwrap();
     let gradients = model.gradients(&batch).unwrap();
-    let dump = Dump::open(&golden(&format!("tiny/gradients/{case}"))).unwrap();
+    let dump = Dump::open(&golden(case)).unwrap();
     let loss = dump.read(dump.entry("loss").unwrap()).unwrap().to_f64()[[]];
     let got_loss = gradients.loss.to_f64().unwrap();
     assert!((got_loss - loss).abs() < 1e-5, "{case}: loss: expected {loss}, got {got_loss}");
@@ -57,13 +58,18 @@ fn check<F: bert_core::ops::Float>(model: &BertModel<F>, case: &str, inputs: Inp
 
 #[test]
 fn every_parameter_gradient_matches_autograd() {
-    let cases = ["mlm_target", "pair_nsp"].map(|case| (case, golden_inputs(case)));
-    let f32_model = BertModel::load(&golden("tiny")).unwrap();
-    let f64_model = BertModel::<f64>::load_as(&golden("tiny")).unwrap();
-    for (case, inputs) in cases {
-        let worst32 = check(&f32_model, case, inputs.clone());
-        let worst64 = check(&f64_model, case, inputs);
-        println!("{case}: largest |error| against autograd: f32 {worst32:.2e}, f64 {worst64:.2e}");
+    // (model, its autograd dumps)
+    let cases = [("tiny", &["mlm_target", "pair_nsp"][..]), ("tiny-classifier", &["label"][..])];
+    for (model, dumps) in cases {
+        let f32_model = BertModel::load(&golden(model)).unwrap();
+        let f64_model = BertModel::<f64>::load_as(&golden(model)).unwrap();
+        for dump in dumps {
+            let case = format!("{model}/gradients/{dump}");
+            let inputs = golden_inputs(&case);
+            let worst32 = check(&f32_model, &case, inputs.clone());
+            let worst64 = check(&f64_model, &case, inputs);
+            println!("{case}: largest |error| against autograd: f32 {worst32:.2e}, f64 {worst64:.2e}");
+        }
     }
 }
 
@@ -105,10 +111,13 @@ fn the_backward_emits_the_stages_of_its_plan_in_order() {
                 ..Inputs::default()
             },
         ),
-        ("MLM and NSP", golden_inputs("pair_nsp")),
+        ("MLM and NSP", golden_inputs("tiny/gradients/pair_nsp")),
+        ("a classifier's", golden_inputs("tiny-classifier/gradients/label")),
     ];
-    let model = BertModel::load(&golden("tiny")).unwrap();
+    let tiny = BertModel::load(&golden("tiny")).unwrap();
+    let classifier = BertModel::load(&golden("tiny-classifier")).unwrap();
     for (case, inputs) in cases {
+        let model = if inputs.label.is_some() { &classifier } else { &tiny };
         let batch = model.encode_inputs(&inputs, false).unwrap();
         let mut sink = Names::default();
         model.trace_with(&batch, &mut sink, Pass { backward: true, ..Pass::default() }).unwrap();

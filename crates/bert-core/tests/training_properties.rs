@@ -40,7 +40,8 @@ impl Progress for Quiet {
 fn train(text: &str, settings: &TrainSettings, dir: &Path, save_every: Option<usize>) -> Result<()> {
     let mut model = BertModel::load(&root().join("golden/tiny"))?;
     let corpus = Corpus::parse(text, Path::new("text.txt"))?;
-    let options = settings.resolve(None, model.config.max_position_embeddings)?;
+    let options =
+        settings.resolve(None, model.config.max_position_embeddings, bert_core::train::options::PRETRAINING)?;
     model.add_pretraining_heads(corpus.pairs.is_some(), options.batching.seed);
     let trainer = Trainer::new(model, corpus, options)?;
     let outputs = Outputs { save: Some(dir.into()), save_every, log_every: 1, ..Outputs::default() };

@@ -61,6 +61,11 @@ pub enum Command {
     /// sentence pairs), AdamW as PyTorch computes it, a linear warm-up and decay; save a
     /// checkpoint transformers loads, and dump any step's every tensor
     Train(TrainArgs),
+    /// Fine-tune a classifier on labelled examples (label<TAB>text per line), as
+    /// BertForSequenceClassification computes it: the classifier's loss traced and checked
+    /// against PyTorch, held-out accuracy and a confusion table as it goes, a checkpoint
+    /// transformers loads
+    Finetune(FinetuneArgs),
 }
 
 /// Where the model comes from.
@@ -127,6 +132,11 @@ pub struct TraceArgs {
     /// per TEXT); adds the NSP loss
     #[arg(allow_hyphen_values = true, long = "nsp-label", value_name = "0|1")]
     pub nsp_labels: Vec<i64>,
+
+    /// On a classifier: each text's class, by its name in the config's id2label or its index
+    /// (once for all texts, or once per TEXT); adds the classifier's loss
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
 
     /// Which implementation of BERT's operations to run: fast (the default: fast kernels where
     /// this CPU has them) or reference (the plain formulas the walkthrough quotes; slower)
@@ -515,6 +525,92 @@ pub struct TrainArgs {
     pub dump_step: Vec<String>,
     /// Print a loss line every N steps (and after the last): the mean loss of those steps, as
     /// transformers' Trainer logs it
+    #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 1)]
+    pub log_every: usize,
+    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
+    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
+    pub kernels: Option<String>,
+}
+
+/// `bert-trace finetune`'s arguments.
+#[derive(Args, Debug)]
+pub struct FinetuneArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The labelled examples: label<TAB>text, or label<TAB>text_a<TAB>text_b for sentence
+    /// pairs, one per line; or any column order a header line gives (label, sentence or
+    /// sentence1 and sentence2), as GLUE's files have. Labels are class ids or names
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Held-out examples to evaluate on, in the same form
+    #[arg(long, value_name = "FILE", conflicts_with = "eval_split")]
+    pub eval_file: Option<PathBuf>,
+    /// Hold out this share of FILE's examples for evaluation, chosen by --seed [e.g. 0.1]
+    #[arg(allow_hyphen_values = true, long, value_name = "P")]
+    pub eval_split: Option<f64>,
+    /// Evaluate every N steps (and after the last) [default: after the last only]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub eval_every: Option<usize>,
+    /// Passes over the examples [default: 3, BERT's recipe]
+    #[arg(allow_hyphen_values = true, long, value_name = "N", conflicts_with = "steps")]
+    pub epochs: Option<usize>,
+    /// Optimizer steps instead of --epochs; the learning rate falls to 0 at the last
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub steps: Option<usize>,
+    /// The peak learning rate [default: 2e-5, BERT's fine-tuning recipe]
+    #[arg(allow_hyphen_values = true, long, value_name = "LR")]
+    pub lr: Option<f64>,
+    /// Steps over which the learning rate rises linearly from 0 [default: 0]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub warmup_steps: Option<usize>,
+    /// Examples per batch [default: 32]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub batch_size: Option<usize>,
+    /// Tokens per sequence, [CLS] and [SEP] included: longer examples are cut [default: 128, at
+    /// most the model's max_position_embeddings]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub max_len: Option<usize>,
+    /// The seed of every random choice: the order of the examples, the held-out split and new
+    /// heads' weights [default: 0]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// AdamW's β1 and β2 [default: 0.9,0.999, PyTorch's]
+    #[arg(allow_hyphen_values = true, long, value_name = "B1,B2", value_parser = betas)]
+    pub betas: Option<(f64, f64)>,
+    /// AdamW's ε [default: 1e-8, PyTorch's]
+    #[arg(allow_hyphen_values = true, long, value_name = "E")]
+    pub eps: Option<f64>,
+    /// AdamW's decoupled weight decay [default: 0.01, PyTorch's]
+    #[arg(allow_hyphen_values = true, long, value_name = "W")]
+    pub weight_decay: Option<f64>,
+    /// Clip the gradients' global norm to this before each update, as HF Trainer does (1.0)
+    /// [default: no clipping, as plain torch.optim.AdamW]
+    #[arg(allow_hyphen_values = true, long, value_name = "NORM")]
+    pub max_grad_norm: Option<f64>,
+    /// No weight decay for the parameters whose names contain one of these, as BERT's recipe
+    /// (bias,LayerNorm) [default: every parameter decays]
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub no_decay: Option<Vec<String>>,
+    /// Save the fine-tuned model here (what BertForSequenceClassification.from_pretrained loads,
+    /// and the optimizer's state to resume from): a new or empty directory, or one this command
+    /// wrote
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<PathBuf>,
+    /// Also save a checkpoint every N steps, into SAVE/checkpoint-STEP/
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub save_every: Option<usize>,
+    /// Continue the run saved in DIR from the step it reached; the options above default to the
+    /// run's, and one that differs is refused
+    #[arg(long, value_name = "DIR", conflicts_with = "model")]
+    pub resume: Option<PathBuf>,
+    /// Write every tensor of step K into SAVE/step-K/: the batch, the forward pass, the
+    /// gradients, and each parameter before and after the update. Repeatable; 1-10 names several
+    #[arg(long, value_name = "K|A-B")]
+    pub dump_step: Vec<String>,
+    /// Print a loss line every N steps (and after the last)
     #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 1)]
     pub log_every: usize,
     /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]

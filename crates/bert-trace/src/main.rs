@@ -10,6 +10,7 @@ mod color;
 mod compare;
 mod diff;
 mod explain;
+mod finetune;
 mod inspect;
 mod lens;
 mod settings;
@@ -58,6 +59,7 @@ fn main() -> ExitCode {
         Some(Command::Explain(args)) => explain::run(args),
         Some(Command::Step(args)) => step::run(args),
         Some(Command::Train(args)) => train::run(args),
+        Some(Command::Finetune(args)) => finetune::run(args),
     });
     match result {
         Ok(code) => ExitCode::from(code as u8),

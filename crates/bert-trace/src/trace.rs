@@ -34,6 +34,7 @@ pub fn request(args: &TraceArgs) -> Result<TraceRequest> {
         seed: args.seed,
         mlm_targets: args.mlm_targets.clone(),
         nsp_labels: args.nsp_labels.clone(),
+        labels: args.labels.clone(),
         truncate: args.truncate,
         head: args.head,
         top_k: args.top_k,

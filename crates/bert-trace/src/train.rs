@@ -28,6 +28,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
             betas: args.betas,
             eps: args.eps,
             weight_decay: args.weight_decay,
+            ..TrainSettings::default()
         },
         save: args.save.clone(),
         save_every: args.save_every,
@@ -36,15 +37,22 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         log_every: args.log_every,
         pass: crate::settings::of(args.threads, args.kernels.as_deref())?,
     };
-    train::train(&request, &mut Terminal::default())?;
+    train::train(&request, &mut Terminal::new("BertForPreTraining"))?;
     Ok(0)
 }
 
 /// The command's progress: notes on stderr, lines on stdout, and on a terminal a progress bar
 /// that the lines print above.
-#[derive(Default)]
-struct Terminal {
+pub struct Terminal {
     bar: Option<indicatif::ProgressBar>,
+    /// The transformers class that loads what the run saves.
+    architecture: &'static str,
+}
+
+impl Terminal {
+    pub fn new(architecture: &'static str) -> Terminal {
+        Terminal { bar: None, architecture }
+    }
 }
 
 impl Progress for Terminal {
@@ -62,8 +70,9 @@ impl Progress for Terminal {
 
     fn saved(&mut self, dir: &Path, step: usize) {
         self.line(&format!(
-            "saved {} (step {step}): bert-trace --model {0} and transformers' BertForPreTraining.from_pretrained load it",
-            dir.display()
+            "saved {} (step {step}): bert-trace --model {0} and transformers' {}.from_pretrained load it",
+            dir.display(),
+            self.architecture
         ));
     }
 

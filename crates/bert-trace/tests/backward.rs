@@ -17,9 +17,10 @@ fn stderr(out: &std::process::Output) -> String {
 }
 
 /// The arguments each gradient golden was made with (scripts/make_goldens.sh).
-const CASES: [(&str, &[&str]); 3] = [
-    ("mlm_target", &["--mlm-target", "romans", "When in Rome, do as the [MASK] do."]),
+const CASES: [(&str, &str, &[&str]); 4] = [
+    ("tiny", "mlm_target", &["--mlm-target", "romans", "When in Rome, do as the [MASK] do."]),
     (
+        "tiny",
         "pair_nsp",
         &[
             "--pair",
@@ -34,6 +35,7 @@ const CASES: [(&str, &[&str]); 3] = [
         ],
     ),
     (
+        "tiny",
         "intervened",
         &[
             "--mask-prob",
@@ -52,20 +54,26 @@ const CASES: [(&str, &[&str]); 3] = [
             "Do as the Romans.",
         ],
     ),
+    (
+        "tiny-classifier",
+        "label",
+        &["--label", "positive", "--label", "0", "When in Rome, do as the Romans do.", "Do as the Romans."],
+    ),
 ];
 
 #[test]
 fn every_gradient_matches_autograd_in_f32_and_f64() {
     let tmp = tempfile::tempdir().unwrap();
-    for (case, args) in CASES {
+    for (model, case, args) in CASES {
         for precision in ["f32", "f64"] {
             let out = tmp.path().join(format!("{case}-{precision}"));
             let out_arg = out.display().to_string();
-            let mut all = vec!["--model", "golden/tiny", "--backward", "--precision", precision, "--out", &out_arg];
+            let model = format!("golden/{model}");
+            let mut all = vec!["--model", &model, "--backward", "--precision", precision, "--out", &out_arg];
             all.extend(args);
             let traced = bert_trace(&all);
             assert!(traced.status.success(), "{case} {precision}: {}", stderr(&traced));
-            let golden = format!("golden/tiny/gradients/{case}");
+            let golden = format!("{model}/gradients/{case}");
             let diff = bert_trace(&["diff", &golden, &out_arg]);
             let report = stdout(&diff);
             assert_eq!(diff.status.code(), Some(0), "{case} {precision} against autograd:\n{report}");

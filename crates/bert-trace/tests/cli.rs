@@ -95,7 +95,7 @@ fn only_writes_the_matching_stages() {
 }
 
 /// The command-line flags that give a golden case's inputs: the pairs, the masking, the targets
-/// and the NSP labels its manifest records, then the texts.
+/// and the NSP and classifier labels its manifest records, then the texts.
 fn flags_of(golden: &Path) -> Vec<String> {
     let inputs = Dump::open(golden).unwrap().manifest.inputs;
     let mut args: Vec<String> = Vec::new();
@@ -110,6 +110,9 @@ fn flags_of(golden: &Path) -> Vec<String> {
     }
     for label in inputs.nsp_label.iter().flatten() {
         args.extend(["--nsp-label".into(), label.to_string()]);
+    }
+    for label in inputs.label.iter().flatten() {
+        args.extend(["--label".into(), label.clone()]);
     }
     args.extend(inputs.texts.iter().cloned());
     args
@@ -135,7 +138,7 @@ fn trace_like_model(model: Option<&Path>, golden: &Path, out: &Path) -> Output {
 /// masking, targets and labels the flags give are the ones PyTorch's side made.
 #[test]
 fn diff_passes_on_every_tiny_golden() {
-    for model in ["tiny", "tiny-chinese", "tiny-gelu-new", "tiny-relu"] {
+    for model in ["tiny", "tiny-chinese", "tiny-gelu-new", "tiny-relu", "tiny-classifier"] {
         let dumps = root().join("golden").join(model).join("dumps");
         let mut cases: Vec<_> = std::fs::read_dir(&dumps).unwrap().map(|e| e.unwrap().path()).collect();
         cases.sort();

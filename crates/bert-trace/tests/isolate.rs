@@ -38,6 +38,9 @@ fn args_of(golden: &Path) -> Vec<String> {
     for label in inputs["nsp_label"].as_array().into_iter().flatten() {
         args.extend(["--nsp-label".to_string(), label.to_string()]);
     }
+    for label in strings(&inputs["label"]) {
+        args.extend(["--label".to_string(), label]);
+    }
     args.extend(strings(&inputs["texts"]));
     args
 }
@@ -76,7 +79,7 @@ fn every_golden_and_its_trace_isolate_to_rounding_level_with_no_culprit() {
     let tmp = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
     let mut cases: Vec<(PathBuf, PathBuf)> = Vec::new();
-    for model in ["tiny", "tiny-chinese", "tiny-gelu-new", "tiny-relu"] {
+    for model in ["tiny", "tiny-chinese", "tiny-gelu-new", "tiny-relu", "tiny-classifier"] {
         let dir = root().join("golden").join(model);
         for entry in std::fs::read_dir(dir.join("dumps")).unwrap() {
             cases.push((dir.clone(), entry.unwrap().path()));

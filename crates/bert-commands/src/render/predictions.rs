@@ -121,8 +121,9 @@ pub fn report<F: Float>(model: &BertModel<F>, batch: &Batch, outputs: &Outputs, 
     out
 }
 
-/// The pretraining losses, when the batch has labels: each loss, the MLM perplexity, and for each
-/// labelled position the target's probability and rank; for each pair its NSP label's.
+/// The losses, when the batch has labels: each loss, the MLM perplexity, and for each labelled
+/// position the target's probability and rank; for each pair its NSP label's; for each sequence
+/// its class's, on a classifier.
 pub fn losses<F: Float>(model: &BertModel<F>, batch: &Batch, outputs: &Outputs) -> String {
     let mut out = String::new();
     let Some(total) = outputs.loss else { return out };
@@ -139,13 +140,20 @@ pub fn losses<F: Float>(model: &BertModel<F>, batch: &Batch, outputs: &Outputs) 
     if let (Some(loss), Some(labels)) = (outputs.nsp_loss, &batch.labels.nsp) {
         table.add_row(vec!["nsp.loss".into(), format!("{loss:.4}"), format!("mean over {} sequence(s)", labels.len())]);
     }
-    let sum = match (outputs.mlm_loss, outputs.nsp_loss) {
-        (Some(_), Some(_)) => "mlm.loss + nsp.loss, as BertForPreTraining returns it",
-        (Some(_), None) => "mlm.loss, as BertForMaskedLM returns it",
-        _ => "nsp.loss, as BertForNextSentencePrediction returns it",
+    if let (Some(loss), Some(labels)) = (outputs.classifier_loss, &batch.labels.class) {
+        let what = format!("mean over {} sequence(s)", labels.len());
+        table.add_row(vec!["classifier.loss".into(), format!("{loss:.4}"), what]);
+    }
+    let sum = match (outputs.mlm_loss, outputs.nsp_loss, outputs.classifier_loss) {
+        (Some(_), Some(_), None) => "mlm.loss + nsp.loss, as BertForPreTraining returns it",
+        (Some(_), None, None) => "mlm.loss, as BertForMaskedLM returns it",
+        (None, Some(_), None) => "nsp.loss, as BertForNextSentencePrediction returns it",
+        (None, None, Some(_)) => "classifier.loss, as BertForSequenceClassification returns it",
+        _ => "the sum of the losses above",
     };
     table.add_row(vec!["loss".into(), format!("{total:.4}"), sum.into()]);
-    let _ = writeln!(out, "\npretraining losses:\n{table}");
+    let title = if outputs.classifier_loss.is_some() { "losses" } else { "pretraining losses" };
+    let _ = writeln!(out, "\n{title}:\n{table}");
 
     if let (Some(logits), Some(labels)) = (&outputs.mlm_logits, &batch.labels.mlm) {
         let mut table =
@@ -180,6 +188,17 @@ pub fn losses<F: Float>(model: &BertModel<F>, batch: &Batch, outputs: &Outputs) 
             table.add_row(vec![b.to_string(), meaning.into(), format!("{p:.4}"), format!("{:.4}", -p.ln())]);
         }
         let _ = writeln!(out, "\nnext-sentence labels:\n{table}");
+    }
+    if let (Some(logits), Some(labels), Some(classifier)) =
+        (&outputs.classifier_logits, &batch.labels.class, &model.classifier)
+    {
+        let mut table = new_table(&["sequence", "label", "P(label)", "loss"], &[0, 2, 3]);
+        for (b, (row, &label)) in logits.outer_iter().zip(labels).enumerate() {
+            let p = softmax(row)[label as usize];
+            let name = classifier.labels.get(label as usize).cloned().unwrap_or_else(|| label.to_string());
+            table.add_row(vec![b.to_string(), name, format!("{p:.4}"), format!("{:.4}", -p.ln())]);
+        }
+        let _ = writeln!(out, "\nclass labels (input.class_labels):\n{table}");
     }
     out
 }

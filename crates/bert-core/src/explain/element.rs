@@ -142,15 +142,6 @@ impl Parts {
         Ok(value)
     }
 
-    /// The same for a parameter the stage table does not name (the classifier's), by its
-    /// transformers name and values.
-    fn named_param<F: Float>(&mut self, name: &str, values: &[F], width: usize, index: &[usize]) -> f64 {
-        let flat = index.iter().fold(0, |acc, i| acc * width + i);
-        let value = values[flat].to_f64().unwrap_or(f64::NAN);
-        self.inputs.push(Operand { stage: format!("param.{name}"), index: index.to_vec(), value: self.number(value) });
-        value
-    }
-
     fn number(&self, value: f64) -> Number {
         Number::of(self.dtype.unwrap_or(DType::F64), value)
     }
@@ -190,6 +181,7 @@ fn dense_params(kind: StageKind) -> Option<(ParamKind, ParamKind)> {
         MlmTransform => (MlmTransformWeight, MlmTransformBias),
         PoolerDense => (PoolerWeight, PoolerBias),
         NspLogits => (NspWeight, NspBias),
+        ClassifierLogits => (ClassifierWeight, ClassifierBias),
         MlmLogits => (WordEmbeddings, MlmBias),
         _ => return None,
     })
@@ -216,7 +208,13 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
     let layer = stage.layer;
     let name = stage.name();
     match stage.kind {
-        InputOriginalIds | InputIds | InputTokenTypeIds | InputAttentionMask | InputLabels | InputNextSentenceLabel => {
+        InputOriginalIds
+        | InputIds
+        | InputTokenTypeIds
+        | InputAttentionMask
+        | InputLabels
+        | InputNextSentenceLabel
+        | InputClassLabels => {
             return Err(format!("{name} is an input of the pass: given, not computed"));
         }
         Param(_) => return Err(format!("{name} is a parameter: read from the checkpoint, not computed")),
@@ -273,7 +271,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
             );
         }
         AttnQuery | AttnKey | AttnValue | AttnOutput | FfnIntermediate | FfnOutput | MlmTransform | MlmLogits
-        | PoolerDense | NspLogits => {
+        | PoolerDense | NspLogits | ClassifierLogits => {
             // The row of the input and the output feature this element is.
             let (row_at, out) = match stage.kind {
                 AttnQuery | AttnKey | AttnValue => {
@@ -297,25 +295,6 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 p.n(b + sum),
                 reads[0].name(),
                 x.len()
-            );
-        }
-        ClassifierLogits => {
-            let classifier = ops.model.classifier.as_ref().ok_or("the model has no classifier")?;
-            let out = index[1];
-            let x = p.row(ops, reads[0], &[index[0]])?;
-            let width = x.len();
-            let w: Vec<f64> = (0..width)
-                .map(|i| p.named_param("classifier.weight", classifier.dense.weight.as_slice(), width, &[out, i]))
-                .collect();
-            let b = p.named_param("classifier.bias", classifier.dense.bias.as_slice(), 1, &[out]);
-            p.step("bias", b);
-            let sum = p.dot(&x, &w, 0, width);
-            p.step("sum", sum);
-            p.formula = format!(
-                "bias[{out}] + Σ_i pooler.output[i] · W[{out}, i] = {} + {} = {} (the sum in f64)",
-                p.n(b),
-                p.n(sum),
-                p.n(b + sum)
             );
         }
         FfnActivation | MlmActivation => {
@@ -387,7 +366,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 p.n(sum)
             );
         }
-        MlmLosses | NspLosses => {
+        MlmLosses | NspLosses | ClassifierLosses => {
             let logits = p.row(ops, reads[0], index)?;
             let label = p.read(ops, reads[1], index)?;
             if label as i64 == IGNORE {
@@ -411,7 +390,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 );
             }
         }
-        MlmLoss | NspLoss => {
+        MlmLoss | NspLoss | ClassifierLoss => {
             let shape = ops.tensor(reads[0])?.shape().to_vec();
             let mut sum = 0.0;
             let mut count = 0usize;

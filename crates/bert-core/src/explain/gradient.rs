@@ -30,12 +30,12 @@ pub fn explain<F: Float>(
         Param(_) => return Err(format!("{name} sums over every token: a parameter's gradient is not explained")),
         Loss => p.formula = "d loss / d loss = 1".into(),
         // A term of a sum gets the sum's gradient.
-        MlmLoss | NspLoss | FfnOutput | AttnOutput | EmbWord | EmbPosition | EmbTokenType => {
+        MlmLoss | NspLoss | ClassifierLoss | FfnOutput | AttnOutput | EmbWord | EmbPosition | EmbTokenType => {
             let value = p.read(ops, reads[0], index)?;
             p.formula =
                 format!("{name} = {} (a term of a sum gets the sum's gradient) = {}", reads[0].name(), p.n(value));
         }
-        MlmLosses | NspLosses => {
+        MlmLosses | NspLosses | ClassifierLosses => {
             let labels = labelled(p, ops, reads[0])?;
             let label = peek(ops, reads[0], index)?;
             let g = p.read(ops, reads[1], &[])?;
@@ -45,7 +45,7 @@ pub fn explain<F: Float>(
                 false => format!("d loss / d its mean · 1 / count = {} / {} = {}", p.n(g), p.n(count), p.n(g / count)),
             };
         }
-        MlmLogits | NspLogits => {
+        MlmLogits | NspLogits | ClassifierLogits => {
             let (row_at, v) = index.split_at(last);
             let v = v[0];
             let logits = p.row(ops, reads[0], row_at)?;
@@ -67,13 +67,39 @@ pub fn explain<F: Float>(
                 );
             }
         }
+        // The pooler's output: each head's share, Σ_o d logits[o] · W[o, i], from the heads the
+        // loss used.
+        PoolerOutput => {
+            let (row_at, i) = index.split_at(last);
+            let i = i[0];
+            let heads = [(reads[1], ParamKind::NspWeight), (reads[2], ParamKind::ClassifierWeight)];
+            let present: Vec<(Stage, ParamKind)> = heads.into_iter().filter(|(d, _)| ops.tensor(*d).is_ok()).collect();
+            if present.is_empty() {
+                return Err(format!("the dump has neither {} nor {}", reads[1].name(), reads[2].name()));
+            }
+            let mut shares = Vec::new();
+            for (d_out, weight) in present {
+                shares.push((d_out, dense_input(p, ops, d_out, row_at, weight, layer, i)?));
+            }
+            let terms: Vec<String> = shares.iter().map(|(d, _)| format!("Σ_o {}[o] · W[o, {i}]", d.name())).collect();
+            let values: Vec<String> = shares.iter().map(|(_, share)| p.n(*share)).collect();
+            let total = shares.iter().map(|(_, share)| share).sum::<f64>();
+            p.formula = match shares.len() {
+                1 => format!("{} = {} (the head's weight; the sum in f64)", terms[0], p.n(total)),
+                _ => format!(
+                    "{} = {} = {} (each head's weight; the sums in f64)",
+                    terms.join(" + "),
+                    values.join(" + "),
+                    p.n(total)
+                ),
+            };
+        }
         // A dense layer's input: Σ_o d out[o] · W[o, i].
-        MlmLayerNorm | PoolerOutput | FfnActivation | AttnContext => {
+        MlmLayerNorm | FfnActivation | AttnContext => {
             let (row_at, i) = index.split_at(last);
             let i = i[0];
             let (weight, d_out) = match stage.kind {
                 MlmLayerNorm => (ParamKind::WordEmbeddings, reads[1]),
-                PoolerOutput => (ParamKind::NspWeight, reads[1]),
                 FfnActivation => (ParamKind::FfnOutputWeight, reads[1]),
                 _ => (ParamKind::AttnOutputWeight, reads[1]),
             };

@@ -159,6 +159,7 @@ impl Batch {
             masked: self.labels.original_ids.is_some(),
             mlm_labels: self.labels.mlm.is_some(),
             nsp_labels: self.labels.nsp.is_some(),
+            class_labels: self.labels.class.is_some(),
             lens: false,
             backward: false,
         }

@@ -3,7 +3,7 @@
 //! the loss back to the embeddings. No autograd: the forward pass runs as usual with a
 //! [`Record`] as its sink, which keeps the stages the backward reads.
 
-use ndarray::{arr0, s, Array3};
+use ndarray::{arr0, s, Array2, Array3};
 
 use super::gradients::{Gradients, Grads, Record};
 use super::{losses, BertModel, Pass};
@@ -27,12 +27,12 @@ impl<F: Float> BertModel<F> {
     /// `record` and handing each gradient stage to `tracer` as it is computed: `grad.<stage>`
     /// in reverse order, then `grad.param.<name>` in the order of the parameters.
     pub(crate) fn backward(&self, batch: &Batch, record: &Record<F>, tracer: &mut Tracer) -> Result<Grads<F>, Halt> {
-        let (mlm_labels, nsp_labels) = (&batch.labels.mlm, &batch.labels.nsp);
+        let (mlm_labels, nsp_labels, class_labels) = (&batch.labels.mlm, &batch.labels.nsp, &batch.labels.class);
         let mut grads = Grads::new();
         let n_layers = self.layers.len();
         let last = if n_layers == 0 { Stage::new(EmbLayerNorm) } else { Stage::layer(n_layers - 1, FfnLayerNorm) };
         let last_hidden = record.three(last).to_owned();
-        // d loss / d loss = 1; loss = mlm.loss + nsp.loss passes it to each.
+        // d loss / d loss = 1; loss = mlm.loss + nsp.loss + classifier.loss passes it to each.
         tracer.float(Stage::new(Loss).grad(), &mut arr0(F::one()))?;
         let (mut from_mlm, mut from_cls) = (None, None);
         if let (Some(labels), Some(mlm)) = (mlm_labels, &self.mlm) {
@@ -41,11 +41,25 @@ impl<F: Float> BertModel<F> {
             let d_logits = losses::mlm_loss_backward(record.three(Stage::new(MlmLogits)), labels);
             from_mlm = Some(mlm.backward(&last_hidden, record, &d_logits, &mut grads, tracer)?);
         }
-        if let (Some(labels), Some(nsp), Some(pooler)) = (nsp_labels, &self.nsp, &self.pooler) {
+        // The pooler's output gets a share from each head on it that has a loss.
+        let mut d_pooled: Option<Array2<F>> = None;
+        let mut add = |share: Array2<F>| match &mut d_pooled {
+            Some(sum) => *sum += &share,
+            None => d_pooled = Some(share),
+        };
+        if let (Some(labels), Some(nsp), Some(_)) = (nsp_labels, &self.nsp, &self.pooler) {
             tracer.float(Stage::new(NspLoss).grad(), &mut arr0(F::one()))?;
             tracer.float(Stage::new(NspLosses).grad(), &mut losses::mean_backward::<F, _>(labels))?;
-            let d_logits = losses::nsp_loss_backward(record.two(Stage::new(NspLogits)), labels);
-            let d_pooled = nsp.backward(record, &d_logits, &mut grads, tracer)?;
+            let d_logits = losses::sequence_loss_backward(record.two(Stage::new(NspLogits)), labels);
+            add(nsp.backward(record, &d_logits, &mut grads, tracer)?);
+        }
+        if let (Some(labels), Some(classifier), Some(_)) = (class_labels, &self.classifier, &self.pooler) {
+            tracer.float(Stage::new(ClassifierLoss).grad(), &mut arr0(F::one()))?;
+            tracer.float(Stage::new(ClassifierLosses).grad(), &mut losses::mean_backward::<F, _>(labels))?;
+            let d_logits = losses::sequence_loss_backward(record.two(Stage::new(ClassifierLogits)), labels);
+            add(classifier.backward(record, &d_logits, &mut grads, tracer)?);
+        }
+        if let (Some(d_pooled), Some(pooler)) = (d_pooled, &self.pooler) {
             from_cls = Some(pooler.backward(&last_hidden, record, &d_pooled, &mut grads, tracer)?);
         }
         let mut d_hidden = hidden_backward(last_hidden.raw_dim(), from_mlm, from_cls);
@@ -61,9 +75,8 @@ impl<F: Float> BertModel<F> {
     }
 
     /// `grad.param.<name>` for every parameter the loss reached, in the order of
-    /// `BertForPreTraining.named_parameters()`; the model's parameters it did not reach (the
-    /// pooler and the NSP head under an MLM-only loss) are named to the sink, as PyTorch leaves
-    /// their `.grad` None.
+    /// `named_parameters()`; the model's parameters it did not reach (the pooler and the NSP
+    /// head under an MLM-only loss) are named to the sink, as PyTorch leaves their `.grad` None.
     fn trace_parameter_gradients(&self, grads: &mut Grads<F>, tracer: &mut Tracer) -> Result<(), Halt> {
         let mut unreached = Vec::new();
         for stage in stage::parameters(self.layers.len(), self.heads()) {

@@ -3,6 +3,7 @@
 
 use ndarray::Array2;
 
+use super::gradients::{Grads, Record};
 use super::linear::Linear;
 use crate::error::{BertError, Result};
 use crate::io::config::BertConfig;
@@ -52,5 +53,20 @@ impl<F: Float> ClassifierHead<F> {
         let mut logits = self.dense.forward(pooled);
         tracer.float(Stage::new(ClassifierLogits), &mut logits)?;
         Ok(logits)
+    }
+
+    /// `[B,C]` d loss / d logits -> `[B,H]` d loss / d pooler.output, adding the gradients of
+    /// `classifier.weight` and `classifier.bias` into `grads`.
+    pub(crate) fn backward(
+        &self,
+        record: &Record<F>,
+        d_logits: &Array2<F>,
+        grads: &mut Grads<F>,
+        tracer: &mut Tracer,
+    ) -> Result<Array2<F>, Halt> {
+        let mut d_logits = d_logits.clone();
+        tracer.float(Stage::new(ClassifierLogits).grad(), &mut d_logits)?;
+        let pooled = record.two(Stage::new(PoolerOutput));
+        Ok(self.dense.backward(&pooled, &d_logits, "classifier", grads))
     }
 }

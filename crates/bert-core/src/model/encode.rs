@@ -5,12 +5,13 @@ use super::BertModel;
 use crate::error::{BertError, Result};
 use crate::io::dump::manifest::Inputs;
 use crate::io::tokenizer::Batch;
-use crate::objectives::{mask_tokens, set_mlm_targets, set_nsp_labels};
+use crate::objectives::{mask_tokens, set_class_labels, set_mlm_targets, set_nsp_labels};
 use crate::ops::Float;
 
 impl<F: Float> BertModel<F> {
     /// Tokenizes `inputs` and gives the batch the labels they ask for: the typed `[MASK]`s'
-    /// targets, then BERT's random masking, then the next-sentence labels. A manifest's inputs
+    /// targets, then BERT's random masking, then the next-sentence labels, then the classes of a
+    /// classifier's loss. A manifest's inputs
     /// give the same batch again.
     pub fn encode_inputs(&self, inputs: &Inputs, truncate: bool) -> Result<Batch> {
         let mut batch = self.encode(&inputs.texts, inputs.pair.as_deref(), truncate)?;
@@ -24,6 +25,14 @@ impl<F: Float> BertModel<F> {
         }
         if let Some(labels) = &inputs.nsp_label {
             set_nsp_labels(&mut batch, labels)?;
+        }
+        if let Some(labels) = &inputs.label {
+            let classifier = self.classifier.as_ref().ok_or_else(|| BertError::MissingHead {
+                path: self.source.clone(),
+                wanted: "a classifier's loss (‹label›)".into(),
+                weights: "classifier.*".into(),
+            })?;
+            set_class_labels(&mut batch, &classifier.labels, labels)?;
         }
         Ok(batch)
     }

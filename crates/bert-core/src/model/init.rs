@@ -1,9 +1,10 @@
-//! Heads a checkpoint lacks, made new for pretraining as transformers' `_init_weights` makes
-//! them: a dense layer's weight drawn from N(0, initializer_range²) and its bias zero;
+//! Heads a checkpoint lacks, made new for pretraining or fine-tuning as transformers'
+//! `_init_weights` makes them: a dense layer's weight drawn from N(0, initializer_range²) and its bias zero;
 //! LayerNorm's weight one and its bias zero; the MLM decoder tied to the word embeddings, with
 //! a zero bias. The draws come from a seed (SplitMix64 through Box–Muller), not from PyTorch's
 //! generator: the distribution is transformers', the numbers are our own.
 
+use super::classifier::ClassifierHead;
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
 use super::mlm::MlmHead;
@@ -40,6 +41,35 @@ impl<F: Float> BertModel<F> {
             made.push("cls.seq_relationship");
         }
         made
+    }
+
+    /// Gives the model what sequence classification needs: a pooler if it lacks one, and a
+    /// classifier of `labels.len()` classes if it lacks one; the pretraining heads go, as
+    /// `BertForSequenceClassification` has none. Returns the HF names of the modules it made
+    /// (`bert.pooler`, `classifier`), in that order, and of those it left out (`cls.predictions`,
+    /// `cls.seq_relationship`).
+    pub fn add_classifier(&mut self, labels: &[String], seed: u64) -> (Vec<&'static str>, Vec<&'static str>) {
+        let h = self.config.hidden_size;
+        let mut init = Init { rng: SplitMix64::new(seed), std: self.config.initializer_range };
+        let (mut made, mut dropped) = (Vec::new(), Vec::new());
+        if self.pooler.is_none() {
+            self.pooler = Some(BertPooler { dense: init.linear(h, h) });
+            made.push("bert.pooler");
+        }
+        match &mut self.classifier {
+            Some(classifier) => classifier.labels = labels.to_vec(),
+            None => {
+                self.classifier = Some(ClassifierHead { dense: init.linear(h, labels.len()), labels: labels.to_vec() });
+                made.push("classifier");
+            }
+        }
+        if self.mlm.take().is_some() {
+            dropped.push("cls.predictions");
+        }
+        if self.nsp.take().is_some() {
+            dropped.push("cls.seq_relationship");
+        }
+        (made, dropped)
     }
 }
 

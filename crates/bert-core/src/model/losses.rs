@@ -1,5 +1,6 @@
-//! The pretraining losses of `BertForPreTraining`: the masked-language-model loss on the MLM
-//! head's logits, the next-sentence-prediction loss on the NSP head's, and their sum.
+//! The losses: `BertForPreTraining`'s masked-language-model loss on the MLM head's logits and
+//! next-sentence-prediction loss on the NSP head's, `BertForSequenceClassification`'s loss on a
+//! classifier's logits, and their sum.
 //!
 //! Both are cross-entropies: -log of the probability the model gives the right answer. The MLM
 //! loss is averaged over the labelled positions only (transformers marks every other position
@@ -25,22 +26,43 @@ pub(crate) fn mlm_loss<F: Float>(logits: &Array3<F>, labels: &Array2<i64>, trace
 }
 
 /// `[B,2]` logits, `[B]` labels -> `nsp.losses` `[B]` and `nsp.loss` `[]`, which it returns.
+/// Label 0 is "B follows A", 1 "B is random".
 pub(crate) fn nsp_loss<F: Float>(logits: &Array2<F>, labels: &Array1<i64>, tracer: &mut Tracer) -> Result<F, Halt> {
-    // [B]: -log p(is next) for label 0, -log p(random) for label 1.
-    let mut per_pair = losses(logits.view().into_dyn(), labels.view().into_dyn())
+    sequence_loss(logits, labels, (Stage::new(NspLosses), Stage::new(NspLoss)), tracer)
+}
+
+/// `[B,C]` logits, `[B]` classes -> `classifier.losses` `[B]` and `classifier.loss` `[]`, which it
+/// returns: `BertForSequenceClassification`'s single-label loss.
+pub(crate) fn classifier_loss<F: Float>(
+    logits: &Array2<F>,
+    labels: &Array1<i64>,
+    tracer: &mut Tracer,
+) -> Result<F, Halt> {
+    sequence_loss(logits, labels, (Stage::new(ClassifierLosses), Stage::new(ClassifierLoss)), tracer)
+}
+
+/// A loss with one label per sequence: the cross-entropy of each sequence (`per_sequence`), then
+/// their mean over the labelled sequences (`mean_stage`; today every sequence has a label).
+fn sequence_loss<F: Float>(
+    logits: &Array2<F>,
+    labels: &Array1<i64>,
+    (per_sequence, mean_stage): (Stage, Stage),
+    tracer: &mut Tracer,
+) -> Result<F, Halt> {
+    let mut per_sequence_losses = losses(logits.view().into_dyn(), labels.view().into_dyn())
         .into_dimensionality::<Ix1>()
         .expect("[B] labels, [B] losses");
-    tracer.float(Stage::new(NspLosses), &mut per_pair)?;
-    // The mean over the labelled pairs, as for the MLM loss (today every pair has a label).
-    let mut loss = arr0(mean(per_pair.view().into_dyn(), labels.view().into_dyn()));
-    tracer.float(Stage::new(NspLoss), &mut loss)?;
+    tracer.float(per_sequence, &mut per_sequence_losses)?;
+    let mut loss = arr0(mean(per_sequence_losses.view().into_dyn(), labels.view().into_dyn()));
+    tracer.float(mean_stage, &mut loss)?;
     Ok(loss[()])
 }
 
-/// `loss` `[]`: the sum of the losses computed. With both, it is `BertForPreTraining`'s `loss`;
-/// with MLM labels only, it is the MLM loss, as `BertForMaskedLM` returns it.
-pub(crate) fn total_loss<F: Float>(mlm: Option<F>, nsp: Option<F>, tracer: &mut Tracer) -> Result<F, Halt> {
-    let mut loss = arr0(total(mlm, nsp));
+/// `loss` `[]`: the sum of the losses computed. With the MLM and NSP losses, it is
+/// `BertForPreTraining`'s `loss`; with MLM labels only, `BertForMaskedLM`'s; with a classifier's
+/// labels only, `BertForSequenceClassification`'s.
+pub(crate) fn total_loss<F: Float>(parts: &[Option<F>], tracer: &mut Tracer) -> Result<F, Halt> {
+    let mut loss = arr0(total(parts));
     tracer.float(Stage::new(Loss), &mut loss)?;
     Ok(loss[()])
 }
@@ -66,9 +88,10 @@ pub fn mean<F: Float>(losses: ArrayViewD<'_, F>, labels: ArrayViewD<'_, i64>) ->
     F::of(sum / labelled as f64)
 }
 
-/// `loss`: the sum of whichever of the MLM and NSP losses were computed.
-pub fn total<F: Float>(mlm: Option<F>, nsp: Option<F>) -> F {
-    mlm.unwrap_or(F::zero()) + nsp.unwrap_or(F::zero())
+/// `loss`: the sum of whichever of the losses were computed (MLM, NSP, the classifier's), in
+/// that order.
+pub fn total<F: Float>(parts: &[Option<F>]) -> F {
+    parts.iter().flatten().fold(F::zero(), |sum, &part| sum + part)
 }
 
 /// The backward of [`mlm_loss`]: `[B,T,V]` logits and `[B,T]` labels -> d mlm.loss / d logits
@@ -89,8 +112,9 @@ pub(crate) fn mean_backward<F: Float, D: ndarray::Dimension>(labels: &ndarray::A
     labels.mapv(|label| if label == IGNORE { F::zero() } else { F::of(1.0 / labelled as f64) })
 }
 
-/// The backward of [`nsp_loss`]: `[B,2]` logits and `[B]` labels -> d nsp.loss / d logits.
-pub(crate) fn nsp_loss_backward<F: Float>(logits: ArrayView2<'_, F>, labels: &Array1<i64>) -> Array2<F> {
+/// The backward of [`nsp_loss`] and [`classifier_loss`]: `[B,C]` logits and `[B]` labels ->
+/// d loss / d logits, (softmax - onehot(label)) / count of labelled sequences.
+pub(crate) fn sequence_loss_backward<F: Float>(logits: ArrayView2<'_, F>, labels: &Array1<i64>) -> Array2<F> {
     let labelled = labels.iter().filter(|&&label| label != IGNORE).count();
     ops::cross_entropy_backward(logits, labels.view(), IGNORE, 1.0 / labelled as f64)
 }

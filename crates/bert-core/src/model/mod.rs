@@ -95,9 +95,10 @@ pub struct Outputs<F: Float = f32> {
     pub classifier_logits: Option<Array2<F>>,
     /// `[B,H]`, the sentence embedding of a sentence-transformers model.
     pub sentence: Option<Array2<F>>,
-    /// `mlm.loss`, `nsp.loss` and `loss`, when the batch has labels for them.
+    /// `mlm.loss`, `nsp.loss`, `classifier.loss` and `loss`, when the batch has labels for them.
     pub mlm_loss: Option<F>,
     pub nsp_loss: Option<F>,
+    pub classifier_loss: Option<F>,
     pub loss: Option<F>,
 }
 
@@ -112,6 +113,7 @@ impl<F: Float> Default for Outputs<F> {
             sentence: None,
             mlm_loss: None,
             nsp_loss: None,
+            classifier_loss: None,
             loss: None,
         }
     }
@@ -130,6 +132,7 @@ impl<F: Float> Outputs<F> {
             sentence: self.sentence.as_ref().map(|a| a.mapv(narrow)),
             mlm_loss: self.mlm_loss.map(narrow),
             nsp_loss: self.nsp_loss.map(narrow),
+            classifier_loss: self.classifier_loss.map(narrow),
             loss: self.loss.map(narrow),
         }
     }
@@ -258,10 +261,13 @@ impl<F: Float> BertModel<F> {
         self.check_backward_memory(batch)?;
         let mlm = batch.labels.mlm.is_some() && self.mlm.is_some();
         let nsp = batch.labels.nsp.is_some() && self.nsp.is_some() && self.pooler.is_some();
-        if !mlm && !nsp {
-            return Err(BertError::Labels(
-                "a backward pass needs a loss: give ‹mlm_target›, ‹mask_prob› or ‹nsp_label›".into(),
-            ));
+        let class = batch.labels.class.is_some() && self.classifier.is_some() && self.pooler.is_some();
+        if !mlm && !nsp && !class {
+            let losses = match self.classifier {
+                Some(_) => "‹label›, ‹mlm_target›, ‹mask_prob› or ‹nsp_label›",
+                None => "‹mlm_target›, ‹mask_prob› or ‹nsp_label› (or ‹label› on a classifier)",
+            };
+            return Err(BertError::Labels(format!("a backward pass needs a loss: give {losses}")));
         }
         Ok(())
     }
@@ -317,11 +323,16 @@ impl<F: Float> BertModel<F> {
             }
             outputs.nsp_logits = Some(logits);
         }
-        if outputs.mlm_loss.is_some() || outputs.nsp_loss.is_some() {
-            outputs.loss = Some(losses::total_loss(outputs.mlm_loss, outputs.nsp_loss, tracer)?);
-        }
         if let (Some(classifier), Some(pooled)) = (&self.classifier, &outputs.pooled) {
-            outputs.classifier_logits = Some(classifier.forward(pooled, tracer)?);
+            let logits = classifier.forward(pooled, tracer)?;
+            if let Some(labels) = &batch.labels.class {
+                outputs.classifier_loss = Some(losses::classifier_loss(&logits, labels, tracer)?);
+            }
+            outputs.classifier_logits = Some(logits);
+        }
+        let parts = [outputs.mlm_loss, outputs.nsp_loss, outputs.classifier_loss];
+        if parts.iter().any(Option::is_some) {
+            outputs.loss = Some(losses::total_loss(&parts, tracer)?);
         }
         if let Some(pooling) = &self.sentence_pooling {
             outputs.sentence = Some(pooling.forward(&hidden, &batch.attention_mask, tracer)?);
@@ -377,6 +388,9 @@ impl<F: Float> BertModel<F> {
         }
         if let Some(labels) = &mut batch.labels.nsp {
             tracer.i64(Stage::new(InputNextSentenceLabel), labels)?;
+        }
+        if let Some(labels) = &mut batch.labels.class {
+            tracer.i64(Stage::new(InputClassLabels), labels)?;
         }
         Ok(())
     }

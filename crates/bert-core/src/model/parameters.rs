@@ -54,6 +54,8 @@ macro_rules! parameter_of {
             MlmLayerNormBias => &$($mut)? mlm?.layer_norm.bias,
             NspWeight => &$($mut)? model.nsp.$as()?.dense.weight,
             NspBias => &$($mut)? model.nsp.$as()?.dense.bias,
+            ClassifierWeight => &$($mut)? model.classifier.$as()?.dense.weight,
+            ClassifierBias => &$($mut)? model.classifier.$as()?.dense.bias,
         })
     }};
 }

@@ -32,7 +32,9 @@ impl<F: Float> BertModel<F> {
             (Some(stage), _) if stage.layer.is_some() => {
                 format!("it has {n_layers} layers, layer0 to layer{}", n_layers - 1)
             }
-            (Some(_), _) => "it is computed only with labels (‹mask_prob›, ‹mlm_target› or ‹nsp_label›)".into(),
+            (Some(_), _) => {
+                "it is computed only with labels (‹mask_prob›, ‹mlm_target›, ‹nsp_label› or ‹label›)".into()
+            }
             (None, Some(stage)) => format!("its checkpoint has no {} weights", stage.info().part.weights()),
             (None, None) => {
                 return Err(BertError::UnknownStage { name: name.into(), suggestions: stage::suggestions(name, &plan) })
@@ -56,6 +58,9 @@ impl<F: Float> BertModel<F> {
         }
         if batch.labels.nsp.is_some() && self.nsp.is_none() {
             return Err(missing("an NSP loss", "cls.seq_relationship.*"));
+        }
+        if batch.labels.class.is_some() && (self.classifier.is_none() || self.pooler.is_none()) {
+            return Err(missing("a classifier's loss", "bert.pooler.* and classifier.*"));
         }
         Ok(())
     }
@@ -95,6 +100,12 @@ impl<F: Float> BertModel<F> {
         if let Some(labels) = &batch.labels.nsp {
             let labels = labels.indexed_iter().map(|(seq, &v)| (seq, v));
             refuse_outside(labels, |v| v == 0 || v == 1, "next-sentence label", "0 or 1")?;
+        }
+        if let (Some(labels), Some(classifier)) = (&batch.labels.class, &self.classifier) {
+            let classes = classifier.labels.len() as i64;
+            let labels = labels.indexed_iter().map(|(seq, &v)| (seq, v));
+            let expected = format!("a class from 0 to {}", classes - 1);
+            refuse_outside(labels, |v| (0..classes).contains(&v), "class label", &expected)?;
         }
         Ok(())
     }

@@ -17,6 +17,8 @@ pub struct Labels {
     pub mlm: Option<Array2<i64>>,
     /// `[B]` 0 when sentence B follows A, 1 when it is random.
     pub nsp: Option<Array1<i64>>,
+    /// `[B]` each sequence's class for a classifier's loss: its index in `id2label`.
+    pub class: Option<Array1<i64>>,
     /// Every position the random masking chose, in order.
     pub replacements: Vec<Replacement>,
 }

@@ -63,3 +63,35 @@ pub fn set_nsp_labels(batch: &mut Batch, labels: &[i64]) -> Result<()> {
     batch.labels.nsp = Some(labels);
     Ok(())
 }
+
+/// Gives every sequence of a batch its class for a classifier's loss: one label for all, or one
+/// per sequence, each a name of `names` (the classifier's labels, from `id2label`) or an index
+/// into them.
+pub fn set_class_labels(batch: &mut Batch, names: &[String], labels: &[String]) -> Result<()> {
+    let (b, _) = batch.dims();
+    let class = |label: &String| -> Result<i64> {
+        if let Some(index) = names.iter().position(|name| name == label) {
+            return Ok(index as i64);
+        }
+        match label.trim().parse::<usize>() {
+            Ok(index) if index < names.len() => Ok(index as i64),
+            _ => Err(BertError::Labels(format!(
+                "label {label:?} is not one of the classifier's {} labels: {}",
+                names.len(),
+                names.join(", ")
+            ))),
+        }
+    };
+    let classes = labels.iter().map(class).collect::<Result<Vec<i64>>>()?;
+    let classes = match classes.len() {
+        1 => Array1::from_elem(b, classes[0]),
+        n if n == b => Array1::from(classes),
+        n => {
+            return Err(BertError::Labels(format!(
+                "{n} labels for {b} sequences; give one for all, or one per sequence"
+            )))
+        }
+    };
+    batch.labels.class = Some(classes);
+    Ok(())
+}

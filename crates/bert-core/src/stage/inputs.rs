@@ -8,7 +8,7 @@ use crate::stage::{Stage, StageKind::*};
 
 /// The stages `stage` reads, in the order its recomputation takes them, for a model of
 /// `n_layers` layers. Empty for the inputs, which nothing computes. `loss` reads whichever of
-/// `mlm.loss` and `nsp.loss` a dump has; it is listed with both.
+/// `mlm.loss`, `nsp.loss` and `classifier.loss` a dump has; it is listed with all three.
 pub fn inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
     if stage.is_grad() {
         return grad_inputs(stage, n_layers);
@@ -23,9 +23,13 @@ pub fn inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
     let last_hidden =
         || if n_layers == 0 { Stage::new(EmbLayerNorm) } else { Stage::layer(n_layers - 1, FfnLayerNorm) };
     match stage.kind {
-        InputOriginalIds | InputIds | InputTokenTypeIds | InputAttentionMask | InputLabels | InputNextSentenceLabel => {
-            Vec::new()
-        }
+        InputOriginalIds
+        | InputIds
+        | InputTokenTypeIds
+        | InputAttentionMask
+        | InputLabels
+        | InputNextSentenceLabel
+        | InputClassLabels => Vec::new(),
         EmbWord | EmbPosition => vec![at(InputIds)],
         EmbTokenType => vec![at(InputTokenTypeIds)],
         EmbSum => vec![at(EmbWord), at(EmbTokenType), at(EmbPosition)],
@@ -53,8 +57,10 @@ pub fn inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
         NspLogits => vec![at(PoolerOutput)],
         NspLosses => vec![at(NspLogits), at(InputNextSentenceLabel)],
         NspLoss => vec![at(NspLosses), at(InputNextSentenceLabel)],
-        Loss => vec![at(MlmLoss), at(NspLoss)],
         ClassifierLogits => vec![at(PoolerOutput)],
+        ClassifierLosses => vec![at(ClassifierLogits), at(InputClassLabels)],
+        ClassifierLoss => vec![at(ClassifierLosses), at(InputClassLabels)],
+        Loss => vec![at(MlmLoss), at(NspLoss), at(ClassifierLoss)],
         SentencePooled => vec![last_hidden(), at(InputAttentionMask)],
         LensEmbeddings => vec![at(EmbLayerNorm)],
         LensLayer => vec![here(FfnLayerNorm)],
@@ -82,15 +88,18 @@ fn grad_inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
     let value = Stage { of: super::Of::Value, ..stage };
     match stage.kind {
         Loss | Param(_) => Vec::new(),
-        MlmLoss | NspLoss => vec![grad(Loss)],
+        MlmLoss | NspLoss | ClassifierLoss => vec![grad(Loss)],
         MlmLosses => vec![at(InputLabels), grad(MlmLoss)],
         NspLosses => vec![at(InputNextSentenceLabel), grad(NspLoss)],
+        ClassifierLosses => vec![at(InputClassLabels), grad(ClassifierLoss)],
         MlmLogits => vec![at(MlmLogits), at(InputLabels)],
         NspLogits => vec![at(NspLogits), at(InputNextSentenceLabel)],
+        ClassifierLogits => vec![at(ClassifierLogits), at(InputClassLabels)],
         MlmLayerNorm => vec![at(MlmLayerNorm), grad(MlmLogits)],
         MlmActivation => vec![at(MlmActivation), grad(MlmLayerNorm)],
         MlmTransform => vec![at(MlmTransform), grad(MlmActivation)],
-        PoolerOutput => vec![at(PoolerOutput), grad(NspLogits)],
+        // The pooler's output: from the NSP head and the classifier, those the loss used.
+        PoolerOutput => vec![at(PoolerOutput), grad(NspLogits), grad(ClassifierLogits)],
         PoolerDense => vec![at(PoolerOutput), grad(PoolerOutput)],
         // The last hidden state: from the heads.
         FfnLayerNorm | EmbLayerNorm if value == last_hidden => {
@@ -117,12 +126,14 @@ fn grad_inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
 }
 
 /// Where `stage`'s inputs (as [`inputs`] lists them) start to be alternatives, of which a dump
-/// needs only one or more: `loss` sums whichever of the two losses there are, and the last hidden
-/// state's gradient adds whichever heads the loss used. None: every input is needed.
+/// needs only one or more: `loss` sums whichever of the losses there are, and the pooler's output
+/// and the last hidden state's gradients add whichever heads the loss used. None: every input is
+/// needed.
 pub fn alternatives_from(stage: Stage, n_layers: usize) -> Option<usize> {
     let last_hidden = if n_layers == 0 { Stage::new(EmbLayerNorm) } else { Stage::layer(n_layers - 1, FfnLayerNorm) };
     match stage.kind {
         Loss if !stage.is_grad() => Some(0),
+        PoolerOutput if stage.is_grad() => Some(1),
         FfnLayerNorm | EmbLayerNorm if stage.is_grad() && stage.layer == last_hidden.layer => Some(1),
         _ => None,
     }

@@ -157,6 +157,7 @@ pub enum StageKind {
     InputAttentionMask,
     InputLabels,
     InputNextSentenceLabel,
+    InputClassLabels,
     EmbWord,
     EmbPosition,
     EmbTokenType,
@@ -187,8 +188,10 @@ pub enum StageKind {
     NspLogits,
     NspLosses,
     NspLoss,
-    Loss,
     ClassifierLogits,
+    ClassifierLosses,
+    ClassifierLoss,
+    Loss,
     SentencePooled,
     LensEmbeddings,
     LensLayer,
@@ -231,6 +234,8 @@ pub enum ParamKind {
     MlmLayerNormBias,
     NspWeight,
     NspBias,
+    ClassifierWeight,
+    ClassifierBias,
 }
 
 impl ParamKind {
@@ -260,7 +265,9 @@ pub enum Needs {
     MlmLabels,
     /// Labels for the NSP loss (`--nsp-label`).
     NspLabels,
-    /// Labels for either loss.
+    /// Labels for a classifier's loss (`--label`).
+    ClassLabels,
+    /// Labels for any loss.
     AnyLabels,
     /// A run that asks for the logit lens.
     Lens,
@@ -278,6 +285,8 @@ pub struct Objectives {
     pub mlm_labels: bool,
     /// Every sequence has an NSP label.
     pub nsp_labels: bool,
+    /// Every sequence has a classifier's label (its class).
+    pub class_labels: bool,
     /// The run reads every layer's guess through the MLM head (the logit lens).
     pub lens: bool,
     /// The run computes gradients (a backward pass).
@@ -287,7 +296,14 @@ pub struct Objectives {
 impl Objectives {
     /// Every objective at once, for listing every stage a model could produce.
     pub const ALL: Objectives =
-        Objectives { masked: true, mlm_labels: true, nsp_labels: true, lens: true, backward: true };
+        Objectives { masked: true, mlm_labels: true, nsp_labels: true, class_labels: true, lens: true, backward: true };
+}
+
+impl Objectives {
+    /// Whether the input has labels for any loss.
+    pub fn any_labels(self) -> bool {
+        self.mlm_labels || self.nsp_labels || self.class_labels
+    }
 }
 
 impl Needs {
@@ -298,7 +314,8 @@ impl Needs {
             Needs::Masking => objectives.masked,
             Needs::MlmLabels => objectives.mlm_labels,
             Needs::NspLabels => objectives.nsp_labels,
-            Needs::AnyLabels => objectives.mlm_labels || objectives.nsp_labels,
+            Needs::ClassLabels => objectives.class_labels,
+            Needs::AnyLabels => objectives.any_labels(),
             Needs::Lens => objectives.lens,
             Needs::Backward => objectives.backward,
         }

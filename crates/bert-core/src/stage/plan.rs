@@ -20,7 +20,7 @@ pub struct HeadSet {
 /// objectives, in execution order.
 pub fn plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stage> {
     let forward = forward_plan(n_layers, heads, objectives);
-    if objectives.backward && (objectives.mlm_labels || objectives.nsp_labels) {
+    if objectives.backward && objectives.any_labels() {
         let grads = backward_plan(&forward, n_layers, heads, objectives);
         return forward.into_iter().chain(grads).collect();
     }
@@ -37,7 +37,11 @@ fn forward_plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<
             Part::Pooler => heads.pooler,
             Part::Mlm => heads.mlm,
             Part::Nsp => heads.nsp,
-            Part::Objective => (heads.mlm && objectives.mlm_labels) || (heads.nsp && objectives.nsp_labels),
+            Part::Objective => {
+                (heads.mlm && objectives.mlm_labels)
+                    || (heads.nsp && objectives.nsp_labels)
+                    || (heads.classifier && heads.pooler && objectives.class_labels)
+            }
             Part::Classifier => heads.classifier,
             Part::Sentence => heads.sentence,
             Part::Lens => heads.mlm,
@@ -80,6 +84,7 @@ pub fn parameters(n_layers: usize, heads: HeadSet) -> Vec<Stage> {
         | ParamKind::MlmLayerNormWeight
         | ParamKind::MlmLayerNormBias => heads.mlm,
         ParamKind::NspWeight | ParamKind::NspBias => heads.nsp,
+        ParamKind::ClassifierWeight | ParamKind::ClassifierBias => heads.classifier,
         _ => true,
     };
     let stage = |param| Stage::new(StageKind::Param(param));
@@ -104,7 +109,14 @@ pub fn backward_plan(forward: &[Stage], n_layers: usize, heads: HeadSet, objecti
         push(&[MlmLoss, MlmLosses, MlmLogits, MlmLayerNorm, MlmActivation, MlmTransform]);
     }
     if objectives.nsp_labels {
-        push(&[NspLoss, NspLosses, NspLogits, PoolerOutput, PoolerDense]);
+        push(&[NspLoss, NspLosses, NspLogits]);
+    }
+    if objectives.class_labels {
+        push(&[ClassifierLoss, ClassifierLosses, ClassifierLogits]);
+    }
+    // The pooler's gradient sums what the NSP head and the classifier give it.
+    if objectives.nsp_labels || objectives.class_labels {
+        push(&[PoolerOutput, PoolerDense]);
     }
     let layer_order = [
         FfnLayerNorm,
@@ -126,11 +138,12 @@ pub fn backward_plan(forward: &[Stage], n_layers: usize, heads: HeadSet, objecti
         grads.extend(layer_order.iter().map(|&k| Stage::layer(layer_idx, k).grad()));
     }
     grads.extend([EmbLayerNorm, EmbSum, EmbWord, EmbPosition, EmbTokenType].iter().map(|&k| Stage::new(k).grad()));
-    // The pooler and the NSP head are reached only by the NSP loss, the MLM head's own parameters
-    // only by the MLM loss (its decoder's weight is the word table, which every loss reaches).
+    // The pooler is reached by the NSP and the classifier's losses, each head's own parameters
+    // only by its loss (the MLM decoder's weight is the word table, which every loss reaches).
     let reached = HeadSet {
-        pooler: heads.pooler && objectives.nsp_labels,
+        pooler: heads.pooler && (objectives.nsp_labels || objectives.class_labels),
         nsp: heads.nsp && objectives.nsp_labels,
+        classifier: heads.classifier && objectives.class_labels,
         mlm: heads.mlm && objectives.mlm_labels,
         ..heads
     };

@@ -64,6 +64,8 @@ stage_table! {
             "labels", "the original id where a token is to be predicted, -100 elsewhere";
         InputNextSentenceLabel, Input + NspLabels, "input.next_sentence_label", [B], I64,
             "next_sentence_label", "0 when sentence B follows A, 1 when B is random";
+        InputClassLabels, Input + ClassLabels, "input.class_labels", [B], I64,
+            "labels (BertForSequenceClassification)", "each sequence's class, its index in id2label";
         EmbWord, Embeddings, "embeddings.word", [B, T, H], F32,
             "bert.embeddings.word_embeddings", "word_embeddings[input.ids]",
             backward "d sum; its rows added into word_embeddings' by input.ids (the [PAD] row excluded)";
@@ -126,7 +128,7 @@ stage_table! {
             backward "d output ⊙ (1 - output²)";
         PoolerOutput, Pooler, "pooler.output", [B, H], F32,
             "pooler_output", "tanh(dense)",
-            backward "d nsp.logits · Wnsp";
+            backward "d nsp.logits · Wnsp + d classifier.logits · Wc (those computed)";
         MlmTransform, Mlm, "mlm.transform", [B, T, H], F32,
             "cls.predictions.transform.dense", "last_hidden_state @ Wt^T + bt",
             backward "d activation ⊙ hidden_act'(transform)";
@@ -156,11 +158,19 @@ stage_table! {
         NspLoss, Nsp + NspLabels, "nsp.loss", [], F32,
             "next_sentence_loss", "mean(nsp.losses)",
             backward "1, from loss = mlm.loss + nsp.loss";
-        Loss, Objective + AnyLabels, "loss", [], F32,
-            "loss", "mlm.loss + nsp.loss (those computed)",
-            backward "1: the backward pass starts here";
         ClassifierLogits, Classifier, "classifier.logits", [B, Labels], F32,
-            "logits", "pooler.output @ Wc^T + bc";
+            "logits", "pooler.output @ Wc^T + bc",
+            backward "(softmax(logits) - onehot(label)) / B";
+        ClassifierLosses, Classifier + ClassLabels, "classifier.losses", [B], F32,
+            "CrossEntropyLoss(reduction='none')(logits, labels)",
+            "-log_softmax(classifier.logits)[input.class_labels]",
+            backward "1 / B";
+        ClassifierLoss, Classifier + ClassLabels, "classifier.loss", [], F32,
+            "loss (BertForSequenceClassification, single-label)", "mean(classifier.losses)",
+            backward "1, from loss = mlm.loss + nsp.loss + classifier.loss";
+        Loss, Objective + AnyLabels, "loss", [], F32,
+            "loss", "mlm.loss + nsp.loss + classifier.loss (those computed)",
+            backward "1: the backward pass starts here";
         SentencePooled, Sentence, "sentence.pooled", [B, H], F32,
             "sentence-transformers 1_Pooling (mean): sentence_embedding, before any 2_Normalize",
             "sum over real tokens (input.attention_mask) of last ffn.layernorm / their count";
@@ -260,6 +270,12 @@ stage_table! {
         NspBias, "cls.seq_relationship.bias", [Two],
             "bnsp",
             backward "Σ_batch d nsp.logits";
+        ClassifierWeight, "classifier.weight", [Labels, H],
+            "Wc, BertForSequenceClassification's one new matrix",
+            backward "Σ_batch d classifier.logits^T · pooler.output";
+        ClassifierBias, "classifier.bias", [Labels],
+            "bc",
+            backward "Σ_batch d classifier.logits";
     }
 }
 

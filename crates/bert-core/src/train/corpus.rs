@@ -1,7 +1,9 @@
 //! The text a run trains on, and the batch of each step.
 //!
-//! The file holds one example per line: a text, or a sentence pair with sentence B after a tab
-//! (then the run trains NSP as well). Blank lines are skipped.
+//! For pretraining, the file holds one example per line: a text, or a sentence pair with
+//! sentence B after a tab (then the run trains NSP as well). Blank lines are skipped. For
+//! fine-tuning a classifier, the examples come with their classes (`labelled.rs` reads them),
+//! and a batch carries those instead of masks.
 //!
 //! Step s (counted from 0) reads batch `s mod n` of epoch `s div n`, where n is the number of
 //! batches of an epoch; each epoch goes through the lines in its own random order. Every random
@@ -34,6 +36,15 @@ pub struct Corpus {
     pub lines: Vec<usize>,
     /// The SHA-256 of the file's bytes, in hex: a resumed run checks it is given the same text.
     pub sha256: String,
+    /// For fine-tuning: the classes and each example's; None for pretraining.
+    pub classes: Option<Classes>,
+}
+
+/// A classifier's classes (a class id is its index in `names`) and the class of each example.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Classes {
+    pub names: Vec<String>,
+    pub of_example: Vec<usize>,
 }
 
 /// What a random choice is for: each gets its own numbers.
@@ -42,6 +53,7 @@ enum Purpose {
     Order = 1,
     Negatives = 2,
     Masking = 3,
+    Split = 4,
 }
 
 /// The seed of one purpose at one step (or epoch): SplitMix64's mixing of the run's seed with
@@ -106,7 +118,7 @@ impl Corpus {
         }
         let is_pairs = first_kind.is_some_and(|(_, pair)| pair);
         let sha256 = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-        Ok(Corpus { path: path.into(), texts, pairs: is_pairs.then_some(pairs), lines, sha256 })
+        Ok(Corpus { path: path.into(), texts, pairs: is_pairs.then_some(pairs), lines, sha256, classes: None })
     }
 
     /// Refuses, before a run starts, a text that a step would fail on: `max_len` too short for
@@ -126,6 +138,10 @@ impl Corpus {
                 value: batching.max_len.to_string(),
                 accepted: format!("at least {least}: {what}"),
             });
+        }
+        // A classifier reads every example whole, or cut: nothing must be left to mask.
+        if self.classes.is_some() {
+            return Ok(());
         }
         let specials = tokenizer.special_ids();
         // Each example's count of tokens that can be masked, tokenized as a batch would be (cut
@@ -216,6 +232,9 @@ impl Corpus {
     /// `_get_next_sentence` does.
     pub fn batch(&self, step: usize, tokenizer: &BertTokenizer, batching: &Batching) -> Result<(Batch, Inputs)> {
         let lines = self.lines_of(step, batching.batch_size, batching.seed);
+        if self.classes.is_some() {
+            return self.labelled_batch(&lines, tokenizer, batching.max_len);
+        }
         let texts: Vec<String> = lines.iter().map(|&i| self.texts[i].clone()).collect();
         let mut labels = Vec::new();
         let pairs = self.pairs.as_ref().map(|pairs| {
@@ -262,5 +281,67 @@ impl Corpus {
             ..Inputs::default()
         };
         Ok((batch, inputs))
+    }
+
+    /// The examples `examples` (indices into the file's) as a classifier's batch: tokenized
+    /// (cut to `max_len`), each with its class, and the inputs that describe it.
+    pub fn labelled_batch(
+        &self,
+        examples: &[usize],
+        tokenizer: &BertTokenizer,
+        max_len: usize,
+    ) -> Result<(Batch, Inputs)> {
+        let classes = self.classes.as_ref().expect("a labelled corpus");
+        let texts: Vec<String> = examples.iter().map(|&i| self.texts[i].clone()).collect();
+        let pairs: Option<Vec<String>> =
+            self.pairs.as_ref().map(|pairs| examples.iter().map(|&i| pairs[i].clone()).collect());
+        let mut batch = tokenizer.encode(&texts, pairs.as_deref(), max_len, true)?;
+        let ids: Vec<i64> = examples.iter().map(|&i| classes.of_example[i] as i64).collect();
+        batch.labels.class = Some(Array1::from(ids));
+        let names = examples.iter().map(|&i| classes.names[classes.of_example[i]].clone()).collect();
+        let inputs = Inputs { texts, pair: pairs, label: Some(names), ..Inputs::default() };
+        Ok((batch, inputs))
+    }
+
+    /// Holds out ⌈`share` · N⌉ examples, chosen by a shuffle seeded by `seed`: (the rest, those
+    /// held out), each in the file's order. Both keep at least one example.
+    pub fn split(self, share: f64, seed: u64) -> Result<(Corpus, Corpus)> {
+        let n = self.len();
+        let held = (share * n as f64).ceil() as usize;
+        if held == 0 || held >= n {
+            return Err(BertError::Corpus {
+                path: self.path.clone(),
+                line: 0,
+                problem: format!(
+                    "{n} examples: holding out {held} of them leaves {} to train on and {held} to evaluate;                      each needs one at least",
+                    n.saturating_sub(held)
+                ),
+            });
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut rng = SplitMix64::new(seed_for(seed, 0, Purpose::Split));
+        for i in (1..n).rev() {
+            let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+            order.swap(i, j);
+        }
+        let mut out: Vec<bool> = vec![false; n];
+        for &i in &order[..held] {
+            out[i] = true;
+        }
+        let pick = |keep: bool| -> Corpus {
+            let chosen: Vec<usize> = (0..n).filter(|&i| out[i] == !keep).collect();
+            Corpus {
+                path: self.path.clone(),
+                texts: chosen.iter().map(|&i| self.texts[i].clone()).collect(),
+                pairs: self.pairs.as_ref().map(|p| chosen.iter().map(|&i| p[i].clone()).collect()),
+                lines: chosen.iter().map(|&i| self.lines[i]).collect(),
+                sha256: self.sha256.clone(),
+                classes: self.classes.as_ref().map(|c| Classes {
+                    names: c.names.clone(),
+                    of_example: chosen.iter().map(|&i| c.of_example[i]).collect(),
+                }),
+            }
+        };
+        Ok((pick(true), pick(false)))
     }
 }

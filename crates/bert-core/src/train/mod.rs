@@ -1,15 +1,20 @@
-//! Pretraining BERT: the loop `bert-trace train` runs. Each step takes a batch of the training
-//! text (`corpus.rs`), masks it as BERT's pretraining does, runs the forward and the backward
-//! pass (`model/backward.rs`), and changes every parameter by AdamW (`adamw.rs`) at the rate the
-//! schedule gives (`schedule.rs`). `checkpoint.rs` saves the model and the optimizer's state, so
-//! that transformers loads the model and a resumed run continues exactly.
+//! Training BERT: the loop `bert-trace train` (pretraining) and `bert-trace finetune` (a
+//! classifier) run. Each step takes a batch of the training text (`corpus.rs`; a labelled file
+//! is read by `labelled.rs`), masks it as BERT's pretraining does or gives it its classes, runs
+//! the forward and the backward pass (`model/backward.rs`), and changes every parameter by AdamW
+//! (`adamw.rs`) at the rate the schedule gives (`schedule.rs`). `save.rs` saves the model and
+//! the optimizer's state, so that transformers loads the model and a resumed run continues
+//! exactly; `evaluate.rs` measures a classifier on held-out examples.
 //!
 //! Dropout stays off, as in every pass of this tool: a step here is the step PyTorch takes in
-//! `model.eval()` mode, so that the two can be compared number for number. Nothing clips the
-//! gradients (transformers' `Trainer` clips their norm to 1 by default; d2l does not).
+//! `model.eval()` mode, so that the two can be compared number for number. The gradients are
+//! clipped only when `max_grad_norm` asks for it (transformers' `Trainer` clips their norm to 1
+//! by default; d2l does not).
 
 pub mod adamw;
 pub mod corpus;
+pub mod evaluate;
+pub mod labelled;
 pub mod options;
 pub mod run;
 pub mod save;
@@ -20,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use self::adamw::{adamw_step, Moments};
 use self::corpus::Corpus;
+use self::evaluate::Evaluation;
 pub use self::options::{TrainOptions, TrainSettings};
 use self::schedule::linear_with_warmup;
 use crate::error::{BertError, Result};
@@ -59,6 +65,12 @@ pub struct Trainer {
     pub fresh_heads: Vec<String>,
     /// The checkpoint a resumed run continues.
     pub resumed_from: Option<std::path::PathBuf>,
+    /// Every evaluation on held-out examples so far (a classifier's).
+    pub evals: Vec<Evaluation>,
+    /// Where the held-out examples come from (a file of their own; None for a split of the
+    /// training file's) and how often they are evaluated: a resumed run keeps both.
+    pub eval_file: Option<std::path::PathBuf>,
+    pub eval_every: Option<usize>,
 }
 
 impl Trainer {
@@ -83,14 +95,32 @@ impl Trainer {
         options.check()?;
         corpus.check(&model.tokenizer, &options.batching)?;
         let path = || model.source.clone();
-        if model.mlm.is_none() {
+        if let Some(classes) = &corpus.classes {
+            let n_labels = model.classifier.as_ref().map(|c| c.labels.len());
+            if n_labels.is_none() || model.pooler.is_none() {
+                return Err(BertError::MissingHead {
+                    path: path(),
+                    wanted: "a classifier's loss".into(),
+                    weights: "bert.pooler.* and classifier.*".into(),
+                });
+            }
+            if n_labels != Some(classes.names.len()) {
+                return Err(BertError::Training(format!(
+                    "{}: its classifier has {} classes, the data {} ({})",
+                    path().display(),
+                    n_labels.unwrap_or(0),
+                    classes.names.len(),
+                    classes.names.join(", ")
+                )));
+            }
+        } else if model.mlm.is_none() {
             return Err(BertError::MissingHead {
                 path: path(),
                 wanted: "the MLM loss".into(),
                 weights: "cls.predictions.*".into(),
             });
         }
-        if corpus.pairs.is_some() && (model.nsp.is_none() || model.pooler.is_none()) {
+        if corpus.classes.is_none() && corpus.pairs.is_some() && (model.nsp.is_none() || model.pooler.is_none()) {
             return Err(BertError::MissingHead {
                 path: path(),
                 wanted: "the NSP loss the sentence pairs ask for".into(),
@@ -105,7 +135,19 @@ impl Trainer {
             state,
             &format!("for the parameters, their gradients and AdamW's state ({} parameters, {})", values, bytes(state)),
         )?;
-        Ok(Trainer { model, corpus, options, moments, step, log, fresh_heads: Vec::new(), resumed_from: None })
+        Ok(Trainer {
+            model,
+            corpus,
+            options,
+            moments,
+            step,
+            log,
+            fresh_heads: Vec::new(),
+            resumed_from: None,
+            evals: Vec::new(),
+            eval_file: None,
+            eval_every: None,
+        })
     }
 
     /// The batch of the next step, and the inputs that describe it.
@@ -140,15 +182,23 @@ impl Trainer {
                 problem: format!("the loss is {loss}: the run has diverged, so the step is not applied ({advice})"),
             });
         }
-        let grads = traced.gradients.expect("a backward pass has gradients");
+        let mut grads = traced.gradients.expect("a backward pass has gradients");
+        if let Some(max_norm) = self.options.max_grad_norm {
+            clip_grad_norm(&mut grads, max_norm);
+        }
         emit_parameters(&self.model, sink, |stage| stage)?;
         // PyTorch's AdamW skips a parameter whose `.grad` is None (one the loss does not reach).
         let t = step as u64;
-        let (moments, config) = (&mut self.moments, self.options.adamw);
+        let (moments, config, no_decay) = (&mut self.moments, self.options.adamw, &self.options.no_decay);
         let mut index = 0;
         self.model
             .update_parameters(|stage, values| {
-                let result = match grads.get(&stage.hf()) {
+                let name = stage.hf();
+                let config = match no_decay.iter().any(|part| name.contains(part.as_str())) {
+                    true => adamw::AdamWConfig { weight_decay: 0.0, ..config },
+                    false => config,
+                };
+                let result = match grads.get(&name) {
                     Some(grad) => {
                         let grad = grad.as_standard_layout();
                         let grad = grad.as_slice().expect("a standard layout has a slice");
@@ -176,6 +226,7 @@ impl Trainer {
         self.step = step;
         let outputs = traced.outputs;
         let log = StepLog { step: self.step, loss, mlm_loss: outputs.mlm_loss, nsp_loss: outputs.nsp_loss, lr };
+        debug_assert!(outputs.classifier_loss.is_none() || outputs.classifier_loss == Some(loss));
         self.log.push(log.clone());
         Ok(log)
     }
@@ -189,6 +240,23 @@ impl Trainer {
             state.push((format!("exp_avg_sq.{}", stage.hf()), param.shape().to_vec(), moments.exp_avg_sq.as_slice()));
         }
         state
+    }
+}
+
+/// Scales every gradient so that their global ℓ2 norm is at most `max_norm`, as
+/// `torch.nn.utils.clip_grad_norm_` does on the CPU: each gradient's norm, the norm of those
+/// norms, then the factor `max_norm / (norm + 1e-6)`, at most 1, every step (a factor of 1
+/// changes nothing), in float32 as PyTorch's tensors are.
+fn clip_grad_norm(grads: &mut crate::model::gradients::Grads<f32>, max_norm: f64) {
+    let norms: Vec<f32> = grads
+        .by_name
+        .iter()
+        .map(|(_, g)| g.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt() as f32)
+        .collect();
+    let total = norms.iter().map(|&n| f64::from(n) * f64::from(n)).sum::<f64>().sqrt() as f32;
+    let factor = (max_norm as f32 / (total + 1e-6)).min(1.0);
+    for (_, grad) in &mut grads.by_name {
+        grad.mapv_inplace(|v| v * factor);
     }
 }
 

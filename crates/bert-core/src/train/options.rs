@@ -23,7 +23,30 @@ pub struct TrainOptions {
     pub warmup_steps: usize,
     pub batching: Batching,
     pub adamw: AdamWConfig,
+    /// Clip the gradients' global ℓ2 norm to this before each update, as
+    /// `torch.nn.utils.clip_grad_norm_` does (HF Trainer's 1.0); None: no clipping.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_grad_norm: Option<f64>,
+    /// The parameters whose names contain one of these (`bias`, `LayerNorm`) take no weight
+    /// decay, as BERT's and HF Trainer's recipes exclude them; empty: every parameter decays.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub no_decay: Vec<String>,
+    /// The share of a labelled file held out for evaluation (`eval_split`), when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_split: Option<f64>,
 }
+
+/// The defaults that differ between pretraining and fine-tuning.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Recipe {
+    pub lr: f64,
+    pub batch_size: usize,
+}
+
+/// BERT's pretraining learning rate (Devlin et al., 2018), and this tool's small batches.
+pub const PRETRAINING: Recipe = Recipe { lr: DEFAULT_LR, batch_size: DEFAULT_BATCH_SIZE };
+/// BERT's fine-tuning recipe: lr 2e-5, batches of 32 (Devlin et al., 2018, appendix A.3).
+pub const FINE_TUNING: Recipe = Recipe { lr: 2e-5, batch_size: 32 };
 
 /// How a step's batch is made.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -52,6 +75,9 @@ pub struct TrainSettings {
     pub betas: Option<(f64, f64)>,
     pub eps: Option<f64>,
     pub weight_decay: Option<f64>,
+    pub max_grad_norm: Option<f64>,
+    pub no_decay: Option<Vec<String>>,
+    pub eval_split: Option<f64>,
 }
 
 /// BERT's pretraining learning rate (Devlin et al., 2018).
@@ -75,6 +101,9 @@ pub const SEED: Opt = Opt("seed");
 pub const BETAS: Opt = Opt("betas");
 pub const EPS: Opt = Opt("eps");
 pub const WEIGHT_DECAY: Opt = Opt("weight_decay");
+pub const MAX_GRAD_NORM: Opt = Opt("max_grad_norm");
+pub const NO_DECAY: Opt = Opt("no_decay");
+pub const EVAL_SPLIT: Opt = Opt("eval_split");
 
 /// Where each option is kept in `trainer_state.json`'s `options`, for messages about a saved
 /// run's values.
@@ -91,6 +120,9 @@ fn field(option: Opt) -> &'static str {
         "betas" => "options.adamw.beta1, options.adamw.beta2",
         "eps" => "options.adamw.eps",
         "weight_decay" => "options.adamw.weight_decay",
+        "max_grad_norm" => "options.max_grad_norm",
+        "no_decay" => "options.no_decay",
+        "eval_split" => "options.eval_split",
         _ => "options",
     }
 }
@@ -99,7 +131,12 @@ impl TrainSettings {
     /// The run's options: as given, else the resumed run's (`saved`, from the checkpoint `dir`),
     /// else the defaults; each checked against its rule and against `max_positions`, the
     /// model's `max_position_embeddings`.
-    pub fn resolve(&self, saved: Option<(&Path, &TrainOptions)>, max_positions: usize) -> Result<TrainOptions> {
+    pub fn resolve(
+        &self,
+        saved: Option<(&Path, &TrainOptions)>,
+        max_positions: usize,
+        recipe: Recipe,
+    ) -> Result<TrainOptions> {
         let old = saved.map(|(_, options)| options);
         let differs = |option: Opt, given: String, theirs: String| {
             let dir = saved.map(|(dir, _)| dir.display().to_string()).unwrap_or_default();
@@ -128,11 +165,11 @@ impl TrainSettings {
             return Err(BertError::Training(format!("{STEPS} is required: how many optimizer steps the run takes")));
         };
         let steps = pick(STEPS, self.steps, old.map(|o| o.steps), steps, &differs)?;
-        let lr = pick(LR, self.lr, old.map(|o| o.lr), DEFAULT_LR, &differs)?;
+        let lr = pick(LR, self.lr, old.map(|o| o.lr), recipe.lr, &differs)?;
         let warmup_steps = pick(WARMUP_STEPS, self.warmup_steps, old.map(|o| o.warmup_steps), 0, &differs)?;
         let batching = old.map(|o| o.batching);
         let batch_size =
-            pick(BATCH_SIZE, self.batch_size, batching.map(|b| b.batch_size), DEFAULT_BATCH_SIZE, &differs)?;
+            pick(BATCH_SIZE, self.batch_size, batching.map(|b| b.batch_size), recipe.batch_size, &differs)?;
         let default_len = DEFAULT_MAX_LEN.min(max_positions);
         let max_len = pick(MAX_LEN, self.max_len, batching.map(|b| b.max_len), default_len, &differs)?;
         let mask_prob = pick(MASK_PROB, self.mask_prob, batching.map(|b| b.mask_prob), DEFAULT_MASK_PROB, &differs)?;
@@ -159,12 +196,33 @@ impl TrainSettings {
         let eps = pick(EPS, self.eps, adamw.map(|a| a.eps), defaults.eps, &differs)?;
         let weight_decay =
             pick(WEIGHT_DECAY, self.weight_decay, adamw.map(|a| a.weight_decay), defaults.weight_decay, &differs)?;
+        // The options a run may lack: given, they must be the saved run's, which may lack them.
+        let optional = |option: Opt, given: Option<f64>, saved: Option<f64>| -> Result<Option<f64>> {
+            match (given, old) {
+                (Some(given), Some(_)) if Some(given) != saved => {
+                    Err(differs(option, format!("{given:?}"), saved.map_or("unset".into(), |v| format!("{v:?}"))))
+                }
+                (given, _) => Ok(given.or(saved)),
+            }
+        };
+        let max_grad_norm = optional(MAX_GRAD_NORM, self.max_grad_norm, old.and_then(|o| o.max_grad_norm))?;
+        let eval_split = optional(EVAL_SPLIT, self.eval_split, old.and_then(|o| o.eval_split))?;
+        let no_decay = match (&self.no_decay, old) {
+            (Some(given), Some(o)) if *given != o.no_decay => {
+                return Err(differs(NO_DECAY, given.join(","), o.no_decay.join(",")));
+            }
+            (Some(given), _) => given.clone(),
+            (None, old) => old.map(|o| o.no_decay.clone()).unwrap_or_default(),
+        };
         let options = TrainOptions {
             steps,
             lr,
             warmup_steps,
             batching: Batching { batch_size, max_len, mask_prob, nsp_negatives, seed },
             adamw: AdamWConfig { beta1, beta2, eps, weight_decay },
+            max_grad_norm,
+            no_decay,
+            eval_split,
         };
         options.check()?;
         if max_len > max_positions {
@@ -184,7 +242,7 @@ impl TrainOptions {
         let bad = |option: Opt, value: String, accepted: &str| {
             Err(BertError::OptionValue { option, value, accepted: accepted.into() })
         };
-        let TrainOptions { steps, lr, warmup_steps, batching, adamw } = self;
+        let TrainOptions { steps, lr, warmup_steps, batching, adamw, max_grad_norm, no_decay, eval_split } = self;
         if *steps == 0 {
             return bad(STEPS, "0".into(), "at least 1: a run needs at least one step");
         }
@@ -217,6 +275,15 @@ impl TrainOptions {
         }
         if !(adamw.weight_decay.is_finite() && adamw.weight_decay >= 0.0) {
             return bad(WEIGHT_DECAY, format!("{:?}", adamw.weight_decay), "a finite number, 0 or more");
+        }
+        if let Some(norm) = max_grad_norm.filter(|n| !(n.is_finite() && *n > 0.0)) {
+            return bad(MAX_GRAD_NORM, format!("{norm:?}"), "a finite number greater than 0 (HF Trainer's is 1.0)");
+        }
+        if no_decay.iter().any(|p| p.trim().is_empty()) {
+            return bad(NO_DECAY, no_decay.join(","), "names or parts of names, such as bias,LayerNorm, none empty");
+        }
+        if let Some(share) = eval_split.filter(|p| !(*p > 0.0 && *p < 1.0)) {
+            return bad(EVAL_SPLIT, format!("{share:?}"), "a share greater than 0 and less than 1, such as 0.1");
         }
         Ok(())
     }

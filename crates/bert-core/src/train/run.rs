@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use super::corpus::Corpus;
+use super::evaluate::{evaluate, Evaluation};
 use super::save::{self, CheckpointDir, ModelFiles, SaveObserver};
 use super::{StepLog, Trainer};
 use crate::error::{BertError, Result};
@@ -18,6 +20,7 @@ pub const SAVE: Opt = Opt("save");
 pub const SAVE_EVERY: Opt = Opt("save_every");
 pub const DUMP_STEP: Opt = Opt("dump_step");
 pub const LOG_EVERY: Opt = Opt("log_every");
+pub const EVAL_EVERY: Opt = Opt("eval_every");
 
 /// What a run says as it goes. The command prints it (and draws a progress bar on a terminal);
 /// the Python package hands it to Python.
@@ -30,6 +33,10 @@ pub trait Progress {
     fn saved(&mut self, dir: &Path, step: usize);
     /// After every step, with its report; an error stops the run there (Ctrl-C in Python).
     fn step(&mut self, log: &StepLog, steps: usize) -> Result<()>;
+    /// After each evaluation on held-out examples (its lines are also given to `line`).
+    fn evaluated(&mut self, _evaluation: &Evaluation) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Where a run writes, and how often it reports.
@@ -43,6 +50,9 @@ pub struct Outputs {
     pub dump_steps: BTreeSet<usize>,
     /// A loss line every this many steps (and after the last).
     pub log_every: usize,
+    /// A classifier's held-out examples, evaluated every `eval_every` steps and after the last.
+    pub eval: Option<Corpus>,
+    pub eval_every: Option<usize>,
 }
 
 /// The steps a `dump_step` value names: `K`, or `A-B` for every step from A to B.
@@ -92,6 +102,26 @@ pub fn prepare(trainer: Trainer, files: ModelFiles, outputs: Outputs, producer: 
         at_least_one(SAVE_EVERY, every)?;
     }
     at_least_one(LOG_EVERY, outputs.log_every)?;
+    if let Some(every) = outputs.eval_every {
+        at_least_one(EVAL_EVERY, every)?;
+        if outputs.eval.is_none() {
+            return Err(BertError::Training(format!(
+                "{EVAL_EVERY} evaluates held-out examples: give {} or {} too",
+                Opt("eval_file"),
+                super::options::EVAL_SPLIT
+            )));
+        }
+    }
+    if let (Some(eval), Some(train)) = (&outputs.eval, &trainer.corpus.classes) {
+        let names = eval.classes.as_ref().map(|c| &c.names);
+        if names != Some(&train.names) {
+            return Err(BertError::Training(format!(
+                "{}: its classes are not the training data's ({})",
+                eval.path.display(),
+                train.names.join(", ")
+            )));
+        }
+    }
     let needs_save =
         |option: Opt| BertError::Training(format!("{option} writes into the {SAVE} directory: give {SAVE} too"));
     if outputs.save.is_none() && outputs.save_every.is_some() {
@@ -125,6 +155,9 @@ pub fn prepare(trainer: Trainer, files: ModelFiles, outputs: Outputs, producer: 
             dump::check_dir(&save.join(format!("step-{step}")), dump::Options::named_by(SAVE))?;
         }
     }
+    let mut trainer = trainer;
+    trainer.eval_every = outputs.eval_every;
+    trainer.eval_file = outputs.eval.as_ref().filter(|_| trainer.options.eval_split.is_none()).map(|e| e.path.clone());
     Ok(Run { trainer, files, outputs, producer })
 }
 
@@ -177,6 +210,16 @@ fn steps(
             progress.line(&LogLine { log: &trainer.log, every: outputs.log_every, steps }.to_string());
         }
         progress.step(trainer.log.last().expect("a step was taken"), steps)?;
+        if let Some(eval) = &outputs.eval {
+            let every = outputs.eval_every.unwrap_or(usize::MAX);
+            if step.is_multiple_of(every) || trainer.finished() {
+                let batching = &trainer.options.batching;
+                let evaluation = evaluate(&trainer.model, eval, batching.batch_size, batching.max_len, step)?;
+                progress.line(&evaluation.to_string());
+                progress.evaluated(&evaluation)?;
+                trainer.evals.push(evaluation);
+            }
+        }
         if let (Some(save), true) = (save, keep.contains(&step)) {
             save.save_subdir(&format!("checkpoint-{step}"), &trainer, files, observer)?;
         }
@@ -209,6 +252,22 @@ impl fmt::Display for Header<'_> {
         let objectives = if corpus.pairs.is_some() { "MLM + NSP" } else { "MLM" };
         if let Some(dir) = &self.0.resumed_from {
             writeln!(f, "resuming {} at step {} of {}", dir.display(), self.0.step, options.steps)?;
+        }
+        if let Some(classes) = &corpus.classes {
+            return write!(
+                f,
+                "fine-tuning on {}: {} {}, {} labels ({}), {} of {} per epoch; {}, lr {} (warm-up {})",
+                corpus.path.display(),
+                corpus.len(),
+                if corpus.pairs.is_some() { "sentence pairs" } else { "examples" },
+                classes.names.len(),
+                classes.names.join(", "),
+                plural(corpus.batches_per_epoch(options.batching.batch_size), "batch", "batches"),
+                options.batching.batch_size,
+                plural(options.steps, "step", "steps"),
+                options.lr,
+                options.warmup_steps
+            );
         }
         write!(
             f,

@@ -87,6 +87,15 @@ pub struct TrainerState {
     pub fresh_heads: Vec<String>,
     /// Every step's report, from step 1.
     pub log_history: Vec<StepLog>,
+    /// A classifier's evaluations on held-out examples, in order (none for pretraining).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub eval_history: Vec<super::evaluate::Evaluation>,
+    /// A classifier's held-out file (None: a split of `file`, or none), and how often it was
+    /// evaluated: a resumed run goes on the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_file: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_every: Option<usize>,
 }
 
 /// A point a save passes: after each file is written and synced, after all are (`Staged`),
@@ -320,7 +329,8 @@ fn stage(
     };
     // The staging directory is ours by its marker, like the directory it is in.
     write(MARKER, MARKER_TEXT.as_bytes())?;
-    write("config.json", &pretraining_config(&files.config_json, staging)?)?;
+    let labels = trainer.model.classifier.as_ref().map(|c| c.labels.as_slice());
+    write("config.json", &checkpoint_config(&files.config_json, labels, staging)?)?;
     let weights: Vec<(String, Vec<usize>, &[f32])> = trainer
         .model
         .parameters()
@@ -346,6 +356,9 @@ fn stage(
         file_sha256: trainer.corpus.sha256.clone(),
         fresh_heads: trainer.fresh_heads.clone(),
         log_history: trainer.log.clone(),
+        eval_history: trainer.evals.clone(),
+        eval_file: trainer.eval_file.clone(),
+        eval_every: trainer.eval_every,
     };
     let text = serde_json::to_string_pretty(&state).expect("the state always serialises");
     write(STATE, format!("{text}\n").as_bytes())?;
@@ -551,14 +564,30 @@ fn remove_dir_if_present(path: &Path) -> Result<()> {
 }
 
 /// The checkpoint's config.json: the model's own, saying it is a `BertForPreTraining` (it now
-/// has both pretraining heads, or the MLM head alone for a text without pairs).
-fn pretraining_config(config_json: &[u8], dir: &Path) -> Result<Vec<u8>> {
+/// has both pretraining heads, or the MLM head alone for a text without pairs), or, for a
+/// classifier of `labels`, a `BertForSequenceClassification` with its `id2label` and `label2id`.
+fn checkpoint_config(config_json: &[u8], labels: Option<&[String]>, dir: &Path) -> Result<Vec<u8>> {
     let mut config: serde_json::Value = serde_json::from_slice(config_json)
         .map_err(|e| BertError::Config { path: dir.join("config.json"), problem: format!("not JSON: {e}") })?;
     let object = config
         .as_object_mut()
         .ok_or_else(|| BertError::Config { path: dir.join("config.json"), problem: "not a JSON object".into() })?;
-    object.insert("architectures".into(), serde_json::json!(["BertForPreTraining"]));
+    match labels {
+        Some(labels) => {
+            object.insert("architectures".into(), serde_json::json!(["BertForSequenceClassification"]));
+            let id2label: serde_json::Map<String, serde_json::Value> =
+                labels.iter().enumerate().map(|(i, l)| (i.to_string(), serde_json::json!(l))).collect();
+            let label2id: serde_json::Map<String, serde_json::Value> =
+                labels.iter().enumerate().map(|(i, l)| (l.clone(), serde_json::json!(i))).collect();
+            object.insert("id2label".into(), id2label.into());
+            object.insert("label2id".into(), label2id.into());
+            // Single-label classification: transformers' cross-entropy on class ids.
+            object.insert("problem_type".into(), serde_json::json!("single_label_classification"));
+        }
+        None => {
+            object.insert("architectures".into(), serde_json::json!(["BertForPreTraining"]));
+        }
+    }
     let mut text = serde_json::to_string_pretty(&config).expect("JSON always serialises");
     text.push('\n');
     Ok(text.into_bytes())
@@ -628,6 +657,19 @@ pub fn read_state(dir: &Path) -> Result<TrainerState> {
             log.step, log.loss
         )));
     }
+    let mut last = 0;
+    for (at, eval) in state.eval_history.iter().enumerate() {
+        let n = eval.classes.len();
+        let counted: usize = eval.confusion.iter().flatten().sum();
+        let square = eval.confusion.len() == n && eval.confusion.iter().all(|row| row.len() == n);
+        if eval.step < last || eval.step > state.step || !eval.loss.is_finite() || !square || counted != eval.examples {
+            return Err(field(format!(
+                "eval_history[{at}] (step {}, loss {}) does not fit: evaluations come in order of their steps,                  up to step {}, with a finite loss and a confusion table of their examples",
+                eval.step, eval.loss, state.step
+            )));
+        }
+        last = eval.step;
+    }
     Ok(state)
 }
 
@@ -661,6 +703,7 @@ impl Trainer {
         }
         let mut trainer = Trainer::with_state(model, corpus, state.options, moments, state.step, state.log_history)?;
         trainer.fresh_heads = state.fresh_heads;
+        trainer.evals = state.eval_history;
         trainer.resumed_from = Some(dir.into());
         Ok(trainer)
     }

@@ -78,6 +78,9 @@ pub struct Inputs {
     /// Each sequence's next-sentence label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nsp_label: Option<Vec<i64>>,
+    /// Each sequence's class for a classifier's loss, by its name in `id2label` (or its index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<Vec<String>>,
     /// The dump the labels were read from (`dump_reference.py --labels-from`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels_from: Option<String>,

@@ -1,0 +1,42 @@
+//! `bert-trace finetune`: its arguments as a fine-tuning request (`bert_commands::finetune`),
+//! and the run's lines printed as they come, with a progress bar on a terminal.
+
+use anyhow::Result;
+use bert_commands::finetune::{self, FinetuneRequest};
+use bert_core::train::TrainSettings;
+
+use crate::cli::FinetuneArgs;
+use crate::train::Terminal;
+
+pub fn run(args: &FinetuneArgs) -> Result<i32> {
+    let request = FinetuneRequest {
+        file: args.file.clone(),
+        eval_file: args.eval_file.clone(),
+        model: args.model.model.clone(),
+        settings: TrainSettings {
+            steps: args.steps,
+            lr: args.lr,
+            warmup_steps: args.warmup_steps,
+            batch_size: args.batch_size,
+            max_len: args.max_len,
+            seed: args.seed,
+            betas: args.betas,
+            eps: args.eps,
+            weight_decay: args.weight_decay,
+            max_grad_norm: args.max_grad_norm,
+            no_decay: args.no_decay.clone(),
+            eval_split: args.eval_split,
+            ..TrainSettings::default()
+        },
+        epochs: args.epochs,
+        save: args.save.clone(),
+        save_every: args.save_every,
+        resume: args.resume.clone(),
+        dump_steps: args.dump_step.clone(),
+        log_every: args.log_every,
+        eval_every: args.eval_every,
+        pass: crate::settings::of(args.threads, args.kernels.as_deref())?,
+    };
+    finetune::finetune(&request, &mut Terminal::new("BertForSequenceClassification"))?;
+    Ok(0)
+}

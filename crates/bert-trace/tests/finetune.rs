@@ -1,0 +1,162 @@
+//! `bert-trace finetune` beyond PyTorch's check (crates/bert-trace/tests/train.rs): the held-out
+//! evaluation (its confusion table counts every example, its split is the seed's and is kept on
+//! resume), a saved classifier that traces its loss again, a resumed run that repeats the
+//! uninterrupted one, and every bad input refused in one line, exit 2, before anything is
+//! written.
+
+mod common;
+
+use std::path::Path;
+
+use common::bert_trace;
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn state(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("trainer_state.json")).unwrap()).unwrap()
+}
+
+const DATA: &str = "walkthrough/texts/romans_labelled.tsv";
+
+fn finetune(extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["finetune", "--model", "golden/tiny", "--file", DATA, "--batch-size", "4", "--lr", "1e-3"];
+    args.extend(extra);
+    bert_trace(&args)
+}
+
+#[test]
+fn the_held_out_split_is_the_seeds_counted_whole_and_kept_on_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (whole, part) = (tmp.path().join("whole"), tmp.path().join("part"));
+    let (whole_arg, part_arg) = (whole.display().to_string(), part.display().to_string());
+    let common = ["--steps", "6", "--eval-split", "0.25", "--eval-every", "2", "--seed", "7"];
+    let out = finetune(&[&common[..], &["--save", &whole_arg, "--save-every", "3"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    // ⌈0.25 · 12⌉ = 3 held out, 9 to train on: 3 batches of 4 per epoch.
+    assert!(text.contains("9 examples, 3 labels (negative, neutral, positive), 3 batches of 4 per epoch"), "{text}");
+    let saved = state(&whole);
+    let evals = saved["eval_history"].as_array().unwrap();
+    assert_eq!(evals.iter().map(|e| e["step"].as_u64().unwrap()).collect::<Vec<_>>(), [2, 4, 6], "{text}");
+    for eval in evals {
+        let table: Vec<Vec<u64>> = serde_json::from_value(eval["confusion"].clone()).unwrap();
+        let total: u64 = table.iter().flatten().sum();
+        let diagonal: u64 = (0..3).map(|i| table[i][i]).sum();
+        assert_eq!((total, diagonal), (3, eval["correct"].as_u64().unwrap()), "{eval}");
+        let accuracy = eval["accuracy"].as_f64().unwrap();
+        assert_eq!(accuracy, diagonal as f64 / 3.0, "{eval}");
+    }
+    assert_eq!(saved["options"]["eval_split"], serde_json::json!(0.25));
+    let config: serde_json::Value = serde_json::from_slice(&std::fs::read(whole.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["architectures"], serde_json::json!(["BertForSequenceClassification"]));
+    assert_eq!(config["id2label"], serde_json::json!({"0": "negative", "1": "neutral", "2": "positive"}));
+
+    // Resumed from step 3 (whose split it reads from its state), it ends where the whole run did.
+    let copy = tmp.path().join("from3");
+    std::fs::create_dir(&copy).unwrap();
+    for entry in std::fs::read_dir(whole.join("checkpoint-3")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+    }
+    let copy_arg = copy.display().to_string();
+    let resumed = bert_trace(&["finetune", "--resume", &copy_arg, "--save", &part_arg]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    let (a, b) = (
+        std::fs::read(whole.join("model.safetensors")).unwrap(),
+        std::fs::read(part.join("model.safetensors")).unwrap(),
+    );
+    assert!(a == b, "the resumed run's weights differ from the uninterrupted run's");
+    assert_eq!(state(&part)["eval_history"], saved["eval_history"]);
+    // Another split is another run.
+    let other = bert_trace(&["finetune", "--resume", &copy_arg, "--eval-split", "0.5"]);
+    assert_eq!(other.status.code(), Some(2), "{}", stderr(&other));
+    assert!(stderr(&other).contains("--eval-split 0.5 differs from the run saved in"), "{}", stderr(&other));
+
+    // The saved classifier traces its loss and gradients by label name.
+    let traced = bert_trace(&[
+        "--model",
+        &whole_arg,
+        "--no-dump",
+        "--backward",
+        "--label",
+        "positive",
+        "the romans built roads in italy",
+    ]);
+    assert!(traced.status.success(), "{}", stderr(&traced));
+    assert!(stdout(&traced).contains("classifier.loss"), "{}", stdout(&traced));
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let no_tab = write("no_tab.tsv", "positive\tgood\nbad\n");
+    let mixed = write("mixed.tsv", "positive\tgood\n1\tbad\n");
+    let one = write("one.tsv", "positive\tgood\npositive\tfine\n");
+    let empty_text = write("empty_text.tsv", "positive\tgood\nnegative\t  \n");
+    let unknown = write("unknown.tsv", "positive\tgood\nhappy\tfine\n");
+    let only_header = write("only_header.tsv", "sentence\tlabel\n");
+    let ragged = write("ragged.tsv", "sentence\tlabel\ngood\tpositive\nbad\tnegative\textra\n");
+    let big_id = write("big_id.tsv", "0\tgood\n7\tbad\n");
+    let names = write("names.tsv", "good\tgreat film\nbad\tdull film\n");
+    let missing = tmp.path().join("missing.tsv").display().to_string();
+    let save = tmp.path().join("save");
+    let save_arg = save.display().to_string();
+    let tiny = ["--model", "golden/tiny"];
+    let classifier = ["--model", "golden/tiny-classifier"];
+    // (arguments, what the one line must say)
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["--file", &no_tab], format!("{no_tab}: line 2: no tab")),
+        (vec!["--file", &mixed], format!("{mixed}: line 2: label \"1\" is a class id, but line 1's is a name")),
+        (vec!["--file", &one], "every example has the label \"positive\": a classifier needs two labels".into()),
+        (vec!["--file", &empty_text], format!("{empty_text}: line 2: the text is empty")),
+        (vec!["--file", DATA, "--eval-file", &unknown], format!("{unknown}: line 2: label \"happy\" is not one")),
+        (vec!["--file", DATA, "--eval-file", &only_header], format!("{only_header}: no example")),
+        (vec!["--file", &ragged], format!("{ragged}: line 3: 3 fields, but the file's lines have 2")),
+        (vec!["--file", DATA, "--eval-split", "0.99"], "holding out 12 of them leaves 0 to train on".into()),
+        (vec!["--file", DATA, "--eval-split", "1.5"], "--eval-split 1.5".into()),
+        (vec!["--file", DATA, "--epochs", "0"], "--epochs 0".into()),
+        (vec!["--file", DATA, "--eval-every", "2"], "--eval-every evaluates held-out examples".into()),
+        (vec!["--file", DATA, "--max-grad-norm", "-1"], "--max-grad-norm -1.0".into()),
+        (vec!["--file", DATA, "--no-decay", "bias,"], "--no-decay".into()),
+        (vec!["--file", &missing], "missing.tsv".into()),
+        (vec!["--steps", "2"], "--file is required".into()),
+    ];
+    let classifier_cases: Vec<(Vec<&str>, String)> = vec![
+        // golden/tiny-classifier's labels are negative, neutral and positive.
+        (
+            vec!["--file", &big_id],
+            format!("{big_id}: line 2: class id 7 is not one of the checkpoint's classifier's 3"),
+        ),
+        (
+            vec!["--file", &names],
+            format!("{names}: line 1: label \"good\" is not one of the checkpoint's classifier's labels"),
+        ),
+    ];
+    let runs = cases.iter().map(|c| (&tiny, c)).chain(classifier_cases.iter().map(|c| (&classifier, c)));
+    for (model, (args, expected)) in runs {
+        let mut all = vec!["finetune"];
+        all.extend(model.iter());
+        all.extend(args.iter());
+        all.extend(["--save", save_arg.as_str()]);
+        if !args.contains(&"--steps") && !args.contains(&"--epochs") {
+            all.extend(["--steps", "1"]);
+        }
+        let out = bert_trace(&all);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{all:?}: expected exit 2\n{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{all:?}: expected one line\n{err}");
+        assert!(err.contains(expected.as_str()), "{all:?}: expected {expected:?} in\n{err}");
+        assert!(!save.exists(), "{all:?}: wrote {}", save.display());
+    }
+}
