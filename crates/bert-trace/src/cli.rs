@@ -61,7 +61,7 @@ pub enum Command {
     /// sentence pairs), AdamW as PyTorch computes it, a linear warm-up and decay; save a
     /// checkpoint transformers loads, and dump any step's every tensor
     Train(TrainArgs),
-    /// Fine-tune a classifier on labelled examples (label<TAB>text per line), as
+    /// Fine-tune a classifier on labelled examples (a label, a tab and a text per line), as
     /// BertForSequenceClassification computes it: the classifier's loss traced and checked
     /// against PyTorch, held-out accuracy and a confusion table as it goes, a checkpoint
     /// transformers loads
@@ -540,9 +540,9 @@ pub struct TrainArgs {
 pub struct FinetuneArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// The labelled examples: label<TAB>text, or label<TAB>text_a<TAB>text_b for sentence
-    /// pairs, one per line; or any column order a header line gives (label, sentence or
-    /// sentence1 and sentence2), as GLUE's files have. Labels are class ids or names
+    /// The labelled examples, one per line: a label, a tab and a text, or for sentence pairs a
+    /// label and two texts, tab-separated; or any column order a header line gives (label,
+    /// sentence or sentence1 and sentence2), as GLUE's files have. Labels are class ids or names
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,
     /// Held-out examples to evaluate on, in the same form

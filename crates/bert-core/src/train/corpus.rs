@@ -329,7 +329,7 @@ impl Corpus {
             out[i] = true;
         }
         let pick = |keep: bool| -> Corpus {
-            let chosen: Vec<usize> = (0..n).filter(|&i| out[i] == !keep).collect();
+            let chosen: Vec<usize> = (0..n).filter(|&i| out[i] != keep).collect();
             Corpus {
                 path: self.path.clone(),
                 texts: chosen.iter().map(|&i| self.texts[i].clone()).collect(),
