@@ -209,15 +209,17 @@ fn stages(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
 /// Pretrains BERT on `file` as `bert-trace train` does (every keyword is the command's option of
 /// that name, with its default; `dump_step` takes a step, a range "A-B", or a list of them) and
 /// returns the report of every step (`step`, `loss`, `mlm_loss`, `nsp_loss`, `lr`). The run's
-/// lines are printed as the command prints them; `on_step(report)` is called after each step.
+/// lines are printed as the command prints them; `on_step(report)` is called after each step,
+/// `on_eval(evaluation)` after each evaluation of the held-out text (`eval_file=` or
+/// `eval_split=`: its `loss`, `perplexity` and `accuracy`).
 /// The GIL is released while a step runs; Ctrl-C stops the run after the step it is in (a
 /// checkpoint already saved stays).
 #[pyfunction]
 #[pyo3(signature = (
-    file = None, model = None, *, on_step = None, steps = None, lr = None, warmup_steps = None, batch_size = None,
-    max_len = None, mask_prob = None, nsp_negatives = None, seed = None, betas = None, eps = None,
-    weight_decay = None, save = None, save_every = None, resume = None, dump_step = None, log_every = 1,
-    threads = None, kernels = None,
+    file = None, model = None, *, on_step = None, on_eval = None, eval_file = None, eval_split = None,
+    eval_every = None, steps = None, lr = None, warmup_steps = None, batch_size = None, max_len = None,
+    mask_prob = None, nsp_negatives = None, seed = None, betas = None, eps = None, weight_decay = None,
+    save = None, save_every = None, resume = None, dump_step = None, log_every = 1, threads = None, kernels = None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn train<'py>(
@@ -225,6 +227,10 @@ fn train<'py>(
     file: Option<&Bound<'py, PyAny>>,
     model: Option<&Bound<'py, PyAny>>,
     on_step: Option<&Bound<'py, PyAny>>,
+    on_eval: Option<&Bound<'py, PyAny>>,
+    eval_file: Option<Bound<'py, PyAny>>,
+    eval_split: Option<f64>,
+    eval_every: Option<usize>,
     steps: Option<usize>,
     lr: Option<f64>,
     warmup_steps: Option<usize>,
@@ -256,11 +262,22 @@ fn train<'py>(
         betas,
         eps,
         weight_decay,
+        eval_split,
         ..TrainSettings::default()
     };
-    let keywords =
-        pretraining::TrainKeywords { settings, save, save_every, resume, dump_step, log_every, threads, kernels };
-    guarded(py, || pretraining::train(py, file, model, on_step, keywords))
+    let keywords = pretraining::TrainKeywords {
+        settings,
+        eval_file,
+        eval_every,
+        save,
+        save_every,
+        resume,
+        dump_step,
+        log_every,
+        threads,
+        kernels,
+    };
+    guarded(py, || pretraining::train(py, file, model, on_step, on_eval, keywords))
 }
 
 /// Fine-tunes a classifier on the labelled examples of `file` as `bert-trace finetune` does

@@ -78,6 +78,8 @@ impl Progress for ToPython {
 pub struct TrainKeywords<'py> {
     /// The keywords that decide the run's numbers, as the library takes them.
     pub settings: TrainSettings,
+    pub eval_file: Option<Bound<'py, PyAny>>,
+    pub eval_every: Option<usize>,
     pub save: Option<Bound<'py, PyAny>>,
     pub save_every: Option<usize>,
     pub resume: Option<Bound<'py, PyAny>>,
@@ -93,12 +95,16 @@ pub fn train(
     file: Option<&Bound<'_, PyAny>>,
     model: Option<&Bound<'_, PyAny>>,
     on_step: Option<&Bound<'_, PyAny>>,
+    on_eval: Option<&Bound<'_, PyAny>>,
     k: TrainKeywords<'_>,
 ) -> PyResult<Py<PyAny>> {
     callable("on_step", on_step)?;
+    callable("on_eval", on_eval)?;
     let dump_steps = dump_steps(k.dump_step.as_ref())?;
     let request = TrainRequest {
         file: path(py, file)?,
+        eval_file: path(py, k.eval_file.as_ref())?,
+        eval_every: k.eval_every,
         model: path(py, model)?,
         settings: k.settings,
         save: path(py, k.save.as_ref())?,
@@ -110,7 +116,7 @@ pub fn train(
     };
     let mut progress = ToPython {
         on_step: on_step.filter(|f| !f.is_none()).map(|f| f.clone().unbind()),
-        on_eval: None,
+        on_eval: on_eval.filter(|f| !f.is_none()).map(|f| f.clone().unbind()),
         architecture: "BertForPreTraining",
         error: None,
     };

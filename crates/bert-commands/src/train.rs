@@ -19,12 +19,17 @@ use crate::settings::PassSettings;
 use crate::source;
 
 pub const FILE: Opt = Opt("file");
+pub const EVAL_FILE: Opt = Opt("eval_file");
 
 /// A training run as a caller asks for it; each field is the option of that name.
 #[derive(Clone, Debug, Default)]
 pub struct TrainRequest {
     /// The text to train on; None: the resumed run's.
     pub file: Option<PathBuf>,
+    /// Held-out text whose MLM loss is measured as the run goes (`eval_split` in the settings
+    /// holds out lines of `file` instead).
+    pub eval_file: Option<PathBuf>,
+    pub eval_every: Option<usize>,
     /// The model to start from; None: the built-in tiny model (or the resumed run's).
     pub model: Option<PathBuf>,
     pub settings: TrainSettings,
@@ -66,7 +71,26 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
             refuse!("{FILE} is required: the text to train on, one example (or tab-separated pair) per line")
         }
     };
+    if args.eval_file.is_some() && args.settings.eval_split.is_some() {
+        refuse!("{} and {} both give held-out text: give one", EVAL_FILE, options::EVAL_SPLIT);
+    }
+    // A resumed run evaluates as it did, unless told otherwise.
+    let eval_file = args.eval_file.clone().or_else(|| saved.as_ref().and_then(|(_, state)| state.eval_file.clone()));
+    let eval_every = args.eval_every.or_else(|| saved.as_ref().and_then(|(_, state)| state.eval_every));
+    let split = args.settings.eval_split.or_else(|| saved.as_ref().and_then(|(_, state)| state.options.eval_split));
+    if eval_every.is_some() && eval_file.is_none() && split.is_none() {
+        refuse!("{} measures held-out text: give {} or {} too", run::EVAL_EVERY, EVAL_FILE, options::EVAL_SPLIT);
+    }
     let corpus = Corpus::read(&file)?;
+    let held_out = eval_file.as_deref().map(Corpus::read).transpose()?;
+    let seed = args.settings.seed.or_else(|| saved.as_ref().map(|(_, state)| state.options.batching.seed)).unwrap_or(0);
+    let (corpus, held_out) = match split.filter(|p| *p > 0.0 && *p < 1.0) {
+        Some(share) => {
+            let (train, held) = corpus.split(share, seed)?;
+            (train, Some(held))
+        }
+        None => (corpus, held_out),
+    };
     let (mut model, files) = match &saved {
         Some((dir, _)) => (BertModel::load(dir)?, source::files_of_dir(dir)?),
         None => {
@@ -110,7 +134,8 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
         save_every: args.save_every,
         dump_steps,
         log_every: args.log_every,
-        ..Outputs::default()
+        eval: held_out,
+        eval_every,
     };
     let producer = serde_json::json!({
         "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads,

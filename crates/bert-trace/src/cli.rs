@@ -471,6 +471,16 @@ pub struct TrainArgs {
     /// tab, sentence B), which adds the NSP loss. Blank lines are skipped
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,
+    /// Held-out text, in the same form: its MLM loss, perplexity and the share of masked tokens
+    /// guessed right, every --eval-every steps and at the end (the same masks each time)
+    #[arg(long, value_name = "FILE", conflicts_with = "eval_split")]
+    pub eval_file: Option<PathBuf>,
+    /// Hold out this share of FILE's lines instead, chosen by --seed [e.g. 0.1]
+    #[arg(allow_hyphen_values = true, long, value_name = "P")]
+    pub eval_split: Option<f64>,
+    /// Evaluate every N steps (and after the last) [default: after the last only]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub eval_every: Option<usize>,
     /// How many optimizer steps the run takes; the learning rate falls to 0 at the last
     #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub steps: Option<usize>,

@@ -15,6 +15,8 @@ use crate::cli::TrainArgs;
 pub fn run(args: &TrainArgs) -> Result<i32> {
     let request = TrainRequest {
         file: args.file.clone(),
+        eval_file: args.eval_file.clone(),
+        eval_every: args.eval_every,
         model: args.model.model.clone(),
         settings: TrainSettings {
             steps: args.steps,
@@ -28,6 +30,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
             betas: args.betas,
             eps: args.eps,
             weight_decay: args.weight_decay,
+            eval_split: args.eval_split,
             ..TrainSettings::default()
         },
         save: args.save.clone(),

@@ -93,6 +93,19 @@ fn the_held_out_split_is_the_seeds_counted_whole_and_kept_on_resume() {
 }
 
 #[test]
+fn a_diverged_run_stops_and_saves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let save = tmp.path().join("save");
+    let save_arg = save.display().to_string();
+    let args =
+        ["finetune", "--model", "golden/tiny", "--file", DATA, "--batch-size", "4", "--steps", "5", "--lr", "1e30"];
+    let out = bert_trace(&[&args[..], &["--save", &save_arg]].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("the run has diverged"), "{}", stderr(&out));
+    assert!(!save.exists(), "a diverged run saved {}", save.display());
+}
+
+#[test]
 fn bad_input_is_one_line_and_exit_2_before_anything_is_written() {
     let tmp = tempfile::tempdir().unwrap();
     let write = |name: &str, text: &str| {

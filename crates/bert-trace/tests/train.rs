@@ -211,6 +211,38 @@ fn a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit() {
     }
 }
 
+/// Held-out text is judged on the same masked positions at every evaluation, its loss is the
+/// mean over all of them, and a resumed run evaluates as the run it continues did.
+#[test]
+fn held_out_text_is_judged_on_the_same_masks_every_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let save = tmp.path().join("run");
+    let save_arg = save.display().to_string();
+    let held_out = ["--eval-file", "walkthrough/texts/romans_heldout.txt", "--eval-every", "2"];
+    let common = ["--steps", "4", "--lr", "3e-3", "--batch-size", "4", "--seed", "9", "--mask-prob", "0.3"];
+    let out = train(&[&common[..], &held_out[..], &["--save", &save_arg, "--save-every", "2"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(save.join("trainer_state.json")).unwrap()).unwrap();
+    let evals = state["eval_history"].as_array().unwrap();
+    assert_eq!(evals.len(), 2, "{}", stdout(&out));
+    let masked: Vec<u64> = evals.iter().map(|e| e["examples"].as_u64().unwrap()).collect();
+    assert!(masked[0] > 0 && masked[0] == masked[1], "the same masked positions each time: {masked:?}");
+    for eval in evals {
+        let (loss, perplexity) = (eval["loss"].as_f64().unwrap(), eval["perplexity"].as_f64().unwrap());
+        assert_eq!(perplexity, loss.exp(), "{eval}");
+        assert!(stdout(&out).contains(&format!("perplexity {perplexity:.2}")), "{}", stdout(&out));
+    }
+    // Resumed at step 2 with no evaluation option given, it evaluates as the saved run did.
+    let resumed_dir = tmp.path().join("resumed");
+    let checkpoint = save.join("checkpoint-2").display().to_string();
+    let resumed = bert_trace(&["train", "--resume", &checkpoint, "--save", &resumed_dir.display().to_string()]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    let again: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(resumed_dir.join("trainer_state.json")).unwrap()).unwrap();
+    assert_eq!(again["eval_history"], state["eval_history"]);
+}
+
 #[test]
 fn a_saved_checkpoint_has_transformers_names_and_traces() {
     let tmp = tempfile::tempdir().unwrap();

@@ -54,6 +54,7 @@ enum Purpose {
     Negatives = 2,
     Masking = 3,
     Split = 4,
+    HeldOut = 5,
 }
 
 /// The seed of one purpose at one step (or epoch): SplitMix64's mixing of the run's seed with
@@ -301,6 +302,25 @@ impl Corpus {
         let names = examples.iter().map(|&i| classes.names[classes.of_example[i]].clone()).collect();
         let inputs = Inputs { texts, pair: pairs, label: Some(names), ..Inputs::default() };
         Ok((batch, inputs))
+    }
+
+    /// The held-out batch `index` of this corpus, for an evaluation: examples `index · B` on, in
+    /// the file's order, as they are (a pair keeps its own sentence B), masked with numbers of
+    /// the run's seed and the batch's index alone, so that every evaluation of a run judges the
+    /// same positions; a labelled corpus's batch carries its classes instead.
+    pub fn held_out_batch(&self, index: usize, tokenizer: &BertTokenizer, batching: &Batching) -> Result<Batch> {
+        let size = batching.batch_size.max(1);
+        let examples: Vec<usize> = (index * size..((index + 1) * size).min(self.len())).collect();
+        if self.classes.is_some() {
+            return Ok(self.labelled_batch(&examples, tokenizer, batching.max_len)?.0);
+        }
+        let texts: Vec<String> = examples.iter().map(|&i| self.texts[i].clone()).collect();
+        let pairs: Option<Vec<String>> =
+            self.pairs.as_ref().map(|pairs| examples.iter().map(|&i| pairs[i].clone()).collect());
+        let mut batch = tokenizer.encode(&texts, pairs.as_deref(), batching.max_len, true)?;
+        let seed = seed_for(batching.seed, index, Purpose::HeldOut);
+        mask_tokens(&mut batch, tokenizer, batching.mask_prob, seed)?;
+        Ok(batch)
     }
 
     /// Holds out ⌈`share` · N⌉ examples, chosen by a shuffle seeded by `seed`: (the rest, those

@@ -1,15 +1,18 @@
-//! A classifier measured on held-out examples: the mean loss, the accuracy and the confusion
-//! table, every `eval_every` steps of a fine-tuning run and at its end. The training loss alone
-//! cannot tell learning from memorising; examples the run never trained on can.
+//! A model measured on held-out examples, every `eval_every` steps of a run and at its end: a
+//! classifier's mean loss, accuracy and confusion table; a pretraining run's MLM loss over every
+//! held-out masked position, its perplexity and the share of masked tokens guessed right. The
+//! training loss alone cannot tell learning from memorising; examples the run never trained on
+//! can.
 
 use std::fmt;
 
 use ndarray::Axis;
 use serde::{Deserialize, Serialize};
 
-use super::corpus::Corpus;
+use super::corpus::{Batching, Corpus};
 use crate::error::{BertError, Result};
 use crate::model::{losses, BertModel};
+use crate::objectives::IGNORE;
 use crate::pass::Discard;
 
 /// One evaluation.
@@ -17,27 +20,78 @@ use crate::pass::Discard;
 pub struct Evaluation {
     /// The steps done when it was made.
     pub step: usize,
-    /// The mean of the examples' cross-entropy losses (`classifier.losses`), summed in f64.
+    /// The mean of the cross-entropy losses, summed in f64: of the examples
+    /// (`classifier.losses`), or of every held-out masked position (`mlm.losses`).
     pub loss: f64,
-    /// The share of examples whose most likely class is their label.
+    /// The share of examples whose most likely class is their label, or of masked positions
+    /// whose most likely token is the original.
     pub accuracy: f64,
     pub correct: usize,
+    /// The examples judged, or the masked positions.
     pub examples: usize,
-    /// `confusion[true][predicted]`: how many examples of each class went to each.
+    /// `exp(loss)`, for the MLM loss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perplexity: Option<f64>,
+    /// `confusion[true][predicted]`: how many examples of each class went to each (a
+    /// classifier's; empty for the MLM).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub confusion: Vec<Vec<usize>>,
     /// The classes' names, in the order of the table's rows and columns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<String>,
 }
 
-/// Runs `model` on every example of `held_out` (in the file's order, `batch_size` at a time,
-/// cut to `max_len` tokens) and measures it, at step `step`.
-pub fn evaluate(
-    model: &BertModel,
-    held_out: &Corpus,
-    batch_size: usize,
-    max_len: usize,
-    step: usize,
-) -> Result<Evaluation> {
+/// Runs `model` on every example of `held_out` (in the file's order, a batch of `batching` at a
+/// time, masked as [`Corpus::held_out_batch`] masks them) and measures it, at step `step`.
+pub fn evaluate(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usize) -> Result<Evaluation> {
+    match held_out.classes {
+        Some(_) => classify(model, held_out, batching, step),
+        None => fill_in(model, held_out, batching, step),
+    }
+}
+
+/// The MLM loss over every held-out masked position (not a mean of the batches' means), its
+/// perplexity, and how many masked tokens the model guesses right.
+fn fill_in(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usize) -> Result<Evaluation> {
+    let (mut sum, mut count, mut correct) = (0.0f64, 0usize, 0usize);
+    for index in 0..held_out.batches_per_epoch(batching.batch_size.max(1)) {
+        let mut batch = held_out.held_out_batch(index, &model.tokenizer, batching)?;
+        // The NSP loss is not judged: a held-out pair keeps its own sentence B.
+        batch.labels.nsp = None;
+        let traced = model.trace(&batch, &mut Discard, None)?;
+        let logits = traced.outputs.mlm_logits.expect("a model with the MLM head has its logits");
+        let labels = batch.labels.mlm.as_ref().expect("a masked batch has MLM labels");
+        let per_position = losses::losses(logits.view().into_dyn(), labels.view().into_dyn());
+        for ((at, &label), &loss) in labels.indexed_iter().zip(per_position.iter()).filter(|((_, &l), _)| l != IGNORE) {
+            sum += f64::from(loss);
+            count += 1;
+            let row = logits.slice(ndarray::s![at.0, at.1, ..]);
+            let best = row.iter().enumerate().filter(|(_, v)| !v.is_nan()).max_by(|a, b| a.1.total_cmp(b.1));
+            correct += usize::from(best.is_some_and(|(id, _)| id as i64 == label));
+        }
+    }
+    let loss = sum / count.max(1) as f64;
+    if !loss.is_finite() {
+        return Err(BertError::Diverged {
+            step,
+            problem: format!("the held-out MLM loss is {loss}: the run has diverged"),
+        });
+    }
+    Ok(Evaluation {
+        step,
+        loss,
+        accuracy: correct as f64 / count.max(1) as f64,
+        correct,
+        examples: count,
+        perplexity: Some(loss.exp()),
+        confusion: Vec::new(),
+        classes: Vec::new(),
+    })
+}
+
+/// A classifier's mean loss over the held-out examples, its accuracy and its confusion table.
+fn classify(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usize) -> Result<Evaluation> {
+    let (batch_size, max_len) = (batching.batch_size, batching.max_len);
     let classes = held_out.classes.as_ref().expect("a labelled corpus");
     let n = classes.names.len();
     let mut confusion = vec![vec![0usize; n]; n];
@@ -82,14 +136,24 @@ pub fn evaluate(
         accuracy: correct as f64 / examples as f64,
         correct,
         examples,
+        perplexity: None,
         confusion,
         classes: classes.names.clone(),
     })
 }
 
 impl fmt::Display for Evaluation {
-    /// `eval  step 30/30  loss 0.6421  accuracy 0.7333 (22 of 30)`, then the confusion table.
+    /// `eval  step 30  loss 0.6421  accuracy 0.7333 (22 of 30)`, then the confusion table; for
+    /// the MLM, `eval  step 30  mlm loss 4.1234  perplexity 61.80  accuracy 0.2500 (3 of 12
+    /// masked tokens)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(perplexity) = self.perplexity {
+            return write!(
+                f,
+                "eval  step {}  mlm loss {:.4}  perplexity {perplexity:.2}  accuracy {:.4} ({} of {} masked tokens)",
+                self.step, self.loss, self.accuracy, self.correct, self.examples
+            );
+        }
         write!(
             f,
             "eval  step {}  loss {:.4}  accuracy {:.4} ({} of {})",

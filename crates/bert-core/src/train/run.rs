@@ -112,15 +112,17 @@ pub fn prepare(trainer: Trainer, files: ModelFiles, outputs: Outputs, producer: 
             )));
         }
     }
-    if let (Some(eval), Some(train)) = (&outputs.eval, &trainer.corpus.classes) {
-        let names = eval.classes.as_ref().map(|c| &c.names);
-        if names != Some(&train.names) {
+    if let Some(eval) = &outputs.eval {
+        let names = |corpus: &Corpus| corpus.classes.as_ref().map(|c| c.names.clone());
+        if names(eval) != names(&trainer.corpus) {
             return Err(BertError::Training(format!(
-                "{}: its classes are not the training data's ({})",
+                "{}: held-out examples of another kind than the training data's ({})",
                 eval.path.display(),
-                train.names.join(", ")
+                names(&trainer.corpus).map_or("text to fill in".into(), |n| format!("classes {}", n.join(", ")))
             )));
         }
+        // Every held-out line must have a token to mask, as every training line must.
+        eval.check(&trainer.model.tokenizer, &trainer.options.batching)?;
     }
     let needs_save =
         |option: Opt| BertError::Training(format!("{option} writes into the {SAVE} directory: give {SAVE} too"));
@@ -213,8 +215,7 @@ fn steps(
         if let Some(eval) = &outputs.eval {
             let every = outputs.eval_every.unwrap_or(usize::MAX);
             if step.is_multiple_of(every) || trainer.finished() {
-                let batching = &trainer.options.batching;
-                let evaluation = evaluate(&trainer.model, eval, batching.batch_size, batching.max_len, step)?;
+                let evaluation = evaluate(&trainer.model, eval, &trainer.options.batching, step)?;
                 progress.line(&evaluation.to_string());
                 progress.evaluated(&evaluation)?;
                 trainer.evals.push(evaluation);

@@ -662,7 +662,14 @@ pub fn read_state(dir: &Path) -> Result<TrainerState> {
         let n = eval.classes.len();
         let counted: usize = eval.confusion.iter().flatten().sum();
         let square = eval.confusion.len() == n && eval.confusion.iter().all(|row| row.len() == n);
-        if eval.step < last || eval.step > state.step || !eval.loss.is_finite() || !square || counted != eval.examples {
+        // A classifier's table counts its examples; the MLM's evaluation has none.
+        let table = (n == 0 && eval.confusion.is_empty()) || (square && counted == eval.examples);
+        if eval.step < last
+            || eval.step > state.step
+            || !eval.loss.is_finite()
+            || !table
+            || eval.correct > eval.examples
+        {
             return Err(field(format!(
                 "eval_history[{at}] (step {}, loss {}) does not fit: evaluations come in order of their steps,                  up to step {}, with a finite loss and a confusion table of their examples",
                 eval.step, eval.loss, state.step
