@@ -110,8 +110,10 @@ fn check(dump: &Path, model: &Path, layers: Option<&[&str]>, dir: &Path) -> Vec<
 fn every_stage_kind_is_explained_from_its_operands() {
     let tmp = tempfile::tempdir().unwrap();
     let tiny = root().join("golden/tiny");
-    let cases: [(PathBuf, PathBuf, Option<&[&str]>); 8] = [
+    let classifier = root().join("golden/tiny-classifier");
+    let cases: [(PathBuf, PathBuf, Option<&[&str]>); 9] = [
         (root().join("golden/tiny/gradients/mlm_target"), tiny.clone(), None),
+        (classifier.join("gradients/label"), classifier.clone(), None),
         (root().join("golden/tiny/gradients/pair_nsp"), tiny.clone(), None),
         (root().join("golden/tiny/dumps/mlm_target"), tiny.clone(), None),
         (root().join("golden/tiny/dumps/batch_masked"), tiny.clone(), None),

@@ -89,15 +89,15 @@ def recompute_grad(e, kind):
     if kind == "loss":
         assert not x
         return 1.0
-    if kind in ("mlm.loss", "nsp.loss", "ffn.output", "attention.output", "embeddings.word",
+    if kind in ("mlm.loss", "nsp.loss", "classifier.loss", "ffn.output", "attention.output", "embeddings.word",
                 "embeddings.position", "embeddings.token_type"):
         assert len(x) == 1
         return x[0]
-    if kind in ("mlm.losses", "nsp.losses"):
+    if kind in ("mlm.losses", "nsp.losses", "classifier.losses"):
         labels = {tuple(i["index"]): i["value"] for i in e["inputs"][:-1]}
         count = sum(1 for v in labels.values() if v != -100)
         return 0.0 if labels[tuple(index)] == -100 else x[-1] / count
-    if kind in ("mlm.logits", "nsp.logits"):
+    if kind in ("mlm.logits", "nsp.logits", "classifier.logits"):
         logits = [i["value"] for i in e["inputs"] if i["stage"].endswith("logits")]
         labels = {tuple(i["index"]): i["value"] for i in e["inputs"] if not i["stage"].endswith("logits")}
         label = labels[tuple(index[:-1])]
@@ -126,6 +126,9 @@ def recompute_grad(e, kind):
         assert len(x) == 2
         return x[1] * (1 - x[0] * x[0])
     if kind in ("ffn.layernorm", "embeddings.layernorm"):
+        if not e["inputs"]:
+            # The last hidden state at a token no head the loss uses reads.
+            return 0.0
         if e["inputs"][0]["stage"].endswith("attention.residual"):
             # A layer's input: the next layer's residual, then (d, W) pairs of its projections.
             return x[0] + pairs_sum(x[1:])
@@ -189,12 +192,12 @@ def recompute(e):
     if kind == "attention.context":
         n = len(x) // 2
         return float(np.dot(x[:n], x[n:]))
-    if kind in ("mlm.losses", "nsp.losses"):
+    if kind in ("mlm.losses", "nsp.losses", "classifier.losses"):
         row, label = np.array(x[:-1]), int(x[-1])
         if label == -100:
             return 0.0
         return float(row.max() + math.log(np.exp(row - row.max()).sum()) - row[label])
-    if kind in ("mlm.loss", "nsp.loss"):
+    if kind in ("mlm.loss", "nsp.loss", "classifier.loss"):
         losses, labels = x[0::2], x[1::2]
         kept = [l for l, y in zip(losses, labels) if y != -100]
         return sum(kept) / len(kept)

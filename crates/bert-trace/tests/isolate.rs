@@ -282,9 +282,9 @@ fn float64_dumps_isolate_at_f64_rounding() {
 #[test]
 fn gradients_isolate_through_the_backward_functions() {
     let tmp = tempfile::tempdir().unwrap();
-    let tiny = root().join("golden/tiny");
-    for case in ["mlm_target", "pair_nsp"] {
-        let golden = root().join("golden/tiny/gradients").join(case);
+    for (model, case) in [("tiny", "mlm_target"), ("tiny", "pair_nsp"), ("tiny-classifier", "label")] {
+        let tiny = root().join("golden").join(model);
+        let golden = tiny.join("gradients").join(case);
         for precision in ["f32", "f64"] {
             let out = tmp.path().join(format!("{case}-{precision}"));
             let mut args = vec![

@@ -192,7 +192,14 @@ pub fn explain<F: Float>(
                 total += sum;
             }
             p.step("sum", total);
-            p.formula = format!("{} = {} (the heads' shares; sums in f64)", parts.join(" + "), p.n(total));
+            p.formula = match parts.len() {
+                0 => format!(
+                    "0: no head the loss uses reads token {t} (the pooler reads [CLS], position 0, alone, and the \
+                     loss has no MLM term)"
+                ),
+                1 => format!("{} (the head's share; the sum in f64)", parts[0]),
+                _ => format!("{} = {} (the heads' shares; sums in f64)", parts.join(" + "), p.n(total)),
+            };
         }
         FfnLayerNorm | EmbLayerNorm => {
             // A layer's input: the next layer's residual and its three projections.
