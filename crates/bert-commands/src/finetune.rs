@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::refuse;
 use crate::settings::PassSettings;
 use crate::source;
+use crate::train::no_file_beside_a_saved_split;
 
 pub const FILE: Opt = Opt("file");
 pub const EVAL_FILE: Opt = Opt("eval_file");
@@ -94,6 +95,7 @@ pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Resul
         }
         (None, None) => refuse!("{FILE} is required: labelled examples, label<TAB>text on each line"),
     };
+    no_file_beside_a_saved_split(args.eval_file.as_deref(), saved.as_ref().map(|(dir, state)| (*dir, state)))?;
     // A resumed run evaluates as it did, unless told otherwise.
     let saved_eval = saved.as_ref().map(|(_, state)| (state.eval_file.clone(), state.eval_every));
     let eval_file = args.eval_file.clone().or_else(|| saved_eval.as_ref().and_then(|(file, _)| file.clone()));
@@ -137,7 +139,18 @@ pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Resul
         let batch_size =
             settings.batch_size.or(old.map(|o| o.batching.batch_size)).unwrap_or(options::FINE_TUNING.batch_size);
         let epochs = args.epochs.unwrap_or(DEFAULT_EPOCHS);
-        settings.steps = Some(epochs.saturating_mul(corpus.batches_per_epoch(batch_size.max(1))));
+        let steps = epochs.saturating_mul(corpus.batches_per_epoch(batch_size.max(1)));
+        if let (Some((dir, state)), Some(epochs)) = (&saved, args.epochs) {
+            if state.options.steps != steps {
+                refuse!(
+                    "{} makes {steps} steps, but the run saved in {} takes {}; leave it out to continue that run",
+                    EPOCHS.with(epochs),
+                    dir.display(),
+                    state.options.steps
+                );
+            }
+        }
+        settings.steps = Some(steps);
     }
     let options = settings.resolve(saved_options, model.config.max_position_embeddings, options::FINE_TUNING)?;
     let mut dump_steps = BTreeSet::new();

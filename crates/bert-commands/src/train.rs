@@ -74,6 +74,7 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
     if args.eval_file.is_some() && args.settings.eval_split.is_some() {
         refuse!("{} and {} both give held-out text: give one", EVAL_FILE, options::EVAL_SPLIT);
     }
+    no_file_beside_a_saved_split(args.eval_file.as_deref(), saved.as_ref().map(|(dir, state)| (*dir, state)))?;
     // A resumed run evaluates as it did, unless told otherwise.
     let eval_file = args.eval_file.clone().or_else(|| saved.as_ref().and_then(|(_, state)| state.eval_file.clone()));
     let eval_every = args.eval_every.or_else(|| saved.as_ref().and_then(|(_, state)| state.eval_every));
@@ -113,6 +114,14 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
     let trainer = match saved {
         Some((dir, state)) => Trainer::resume(model, corpus, state, dir)?,
         None => {
+            // Pretraining has no classifier: one the checkpoint has is left out, as
+            // `BertForPreTraining` has none.
+            if model.classifier.take().is_some() {
+                progress.note(&format!(
+                    "note: {}'s classifier (classifier.*) is not part of pretraining: it is left out",
+                    model.source.display()
+                ));
+            }
             let fresh = model.add_pretraining_heads(corpus.pairs.is_some(), options.batching.seed);
             if !fresh.is_empty() {
                 progress.note(&format!(
@@ -143,4 +152,21 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
     });
     let run = run::prepare(trainer, files, outputs, producer)?;
     Ok(run.go(progress, &mut Unobserved)?)
+}
+
+/// Held-out examples come from a file of their own or a split of the training file, not both: a
+/// resumed run that split its file goes on splitting it, and `eval_file` is refused.
+pub(crate) fn no_file_beside_a_saved_split(
+    eval_file: Option<&std::path::Path>,
+    saved: Option<(&std::path::Path, &bert_core::train::save::TrainerState)>,
+) -> Result<()> {
+    if let (Some(_), Some((dir, Some(share)))) = (eval_file, saved.map(|(dir, state)| (dir, state.options.eval_split)))
+    {
+        refuse!(
+            "{EVAL_FILE}: the run saved in {} holds out a split of its file ({}); leave {EVAL_FILE} out to continue it",
+            dir.display(),
+            options::EVAL_SPLIT.with(share)
+        );
+    }
+    Ok(())
 }

@@ -73,10 +73,19 @@ fn the_held_out_split_is_the_seeds_counted_whole_and_kept_on_resume() {
     );
     assert!(a == b, "the resumed run's weights differ from the uninterrupted run's");
     assert_eq!(state(&part)["eval_history"], saved["eval_history"]);
-    // Another split is another run.
-    let other = bert_trace(&["finetune", "--resume", &copy_arg, "--eval-split", "0.5"]);
-    assert_eq!(other.status.code(), Some(2), "{}", stderr(&other));
-    assert!(stderr(&other).contains("--eval-split 0.5 differs from the run saved in"), "{}", stderr(&other));
+    // Another split, another plan of evaluations, or another length is another run.
+    let refusals = [
+        (vec!["--eval-split", "0.5"], "--eval-split 0.5 differs from the run saved in"),
+        (vec!["--eval-every", "3"], "--eval-every 3 (the saved run's: 2), unlike the run saved in"),
+        (vec!["--eval-file", DATA], "--eval-file: the run saved in"),
+        (vec!["--epochs", "5"], "--epochs 5 makes 15 steps, but the run saved in"),
+    ];
+    for (extra, expected) in refusals {
+        let other = bert_trace(&[&["finetune", "--resume", &copy_arg][..], &extra[..]].concat());
+        let err = stderr(&other);
+        assert_eq!(other.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(expected), "{extra:?}: expected {expected:?} in {err}");
+    }
 
     // The saved classifier traces its loss and gradients by label name.
     let traced = bert_trace(&[
@@ -90,6 +99,28 @@ fn the_held_out_split_is_the_seeds_counted_whole_and_kept_on_resume() {
     ]);
     assert!(traced.status.success(), "{}", stderr(&traced));
     assert!(stdout(&traced).contains("classifier.loss"), "{}", stdout(&traced));
+}
+
+/// A checkpoint without a pooler (the tiny Chinese `BertForMaskedLM`) gets a new one and a new
+/// classifier, and the run says so once every check has passed; its MLM head is left out.
+#[test]
+fn a_checkpoint_without_a_pooler_gets_one_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data.tsv");
+    std::fs::write(&data, "好\t我爱北京\n不好\t北京不好\n好\t我爱中国\n").unwrap();
+    let save = tmp.path().join("save");
+    let (data_arg, save_arg) = (data.display().to_string(), save.display().to_string());
+    let args = ["finetune", "--model", "golden/tiny-chinese", "--file", &data_arg, "--steps", "1", "--save", &save_arg];
+    let out = bert_trace(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("has no bert.pooler, classifier: made new from --seed 0"), "{err}");
+    assert!(err.contains("pretraining heads (cls.predictions) are not part of a classifier"), "{err}");
+    let state = state(&save);
+    assert_eq!(state["fresh_heads"], serde_json::json!(["bert.pooler", "classifier"]));
+    let config: serde_json::Value = serde_json::from_slice(&std::fs::read(save.join("config.json")).unwrap()).unwrap();
+    // Names sort by their bytes: 不好 (U+4E0D) before 好 (U+597D).
+    assert_eq!(config["id2label"], serde_json::json!({"0": "不好", "1": "好"}));
 }
 
 #[test]
@@ -122,6 +153,9 @@ fn bad_input_is_one_line_and_exit_2_before_anything_is_written() {
     let ragged = write("ragged.tsv", "sentence\tlabel\ngood\tpositive\nbad\tnegative\textra\n");
     let big_id = write("big_id.tsv", "0\tgood\n7\tbad\n");
     let names = write("names.tsv", "good\tgreat film\nbad\tdull film\n");
+    let unknown_header = write("unknown_header.tsv", "label\treview\npositive\tgood\n");
+    let singles = write("singles.tsv", "1\tone text\n0\tanother\n");
+    let pairs = "walkthrough/texts/romans_pairs_labelled.tsv";
     let missing = tmp.path().join("missing.tsv").display().to_string();
     let save = tmp.path().join("save");
     let save_arg = save.display().to_string();
@@ -136,12 +170,21 @@ fn bad_input_is_one_line_and_exit_2_before_anything_is_written() {
         (vec!["--file", DATA, "--eval-file", &unknown], format!("{unknown}: line 2: label \"happy\" is not one")),
         (vec!["--file", DATA, "--eval-file", &only_header], format!("{only_header}: no example")),
         (vec!["--file", &ragged], format!("{ragged}: line 3: 3 fields, but the file's lines have 2")),
-        (vec!["--file", DATA, "--eval-split", "0.99"], "holding out 12 of them leaves 0 to train on".into()),
+        (
+            vec!["--file", DATA, "--eval-split", "0.99"],
+            "--eval-split 0.99 holds out 12 of them, which leaves 0 to train on".into(),
+        ),
         (vec!["--file", DATA, "--eval-split", "1.5"], "--eval-split 1.5".into()),
         (vec!["--file", DATA, "--epochs", "0"], "--epochs 0".into()),
         (vec!["--file", DATA, "--eval-every", "2"], "--eval-every evaluates held-out examples".into()),
         (vec!["--file", DATA, "--max-grad-norm", "-1"], "--max-grad-norm -1.0".into()),
         (vec!["--file", DATA, "--no-decay", "bias,"], "--no-decay".into()),
+        (vec!["--file", DATA, "--no-decay", "LayerNrom"], "LayerNrom: expected a part of a parameter's name".into()),
+        (vec!["--file", &unknown_header], format!("{unknown_header}: line 1: a header naming label")),
+        (
+            vec!["--file", pairs, "--eval-file", &singles],
+            format!("{singles}: single texts, but the classifier trains on sentence pairs"),
+        ),
         (vec!["--file", &missing], "missing.tsv".into()),
         (vec!["--steps", "2"], "--file is required".into()),
     ];

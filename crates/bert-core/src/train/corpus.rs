@@ -61,7 +61,14 @@ enum Purpose {
 /// both, so that neighbouring steps get unrelated numbers.
 fn seed_for(seed: u64, index: usize, purpose: Purpose) -> u64 {
     let salt = (index as u64).wrapping_mul(4).wrapping_add(purpose as u64);
-    SplitMix64::new(seed ^ salt.wrapping_mul(0xD1B5_4A32_D192_ED03)).next_u64()
+    // The first three purposes share one space of salts (index · 4 + purpose), as they always
+    // have; the evaluation's purposes get a space of their own, so that no held-out mask reuses
+    // the numbers of a training step's order or masks.
+    let space = match purpose {
+        Purpose::Order | Purpose::Negatives | Purpose::Masking => 0,
+        Purpose::Split | Purpose::HeldOut => 0x5EED_E7A1_0000_0000,
+    };
+    SplitMix64::new(seed ^ space ^ salt.wrapping_mul(0xD1B5_4A32_D192_ED03)).next_u64()
 }
 
 impl Corpus {
@@ -333,7 +340,8 @@ impl Corpus {
                 path: self.path.clone(),
                 line: 0,
                 problem: format!(
-                    "{n} examples: holding out {held} of them leaves {} to train on and {held} to evaluate;                      each needs one at least",
+                    "{n} examples: {} holds out {held} of them, which leaves {} to train on; each side needs one at least",
+                    super::options::EVAL_SPLIT.with(share),
                     n.saturating_sub(held)
                 ),
             });

@@ -29,7 +29,7 @@ pub struct Evaluation {
     pub correct: usize,
     /// The examples judged, or the masked positions.
     pub examples: usize,
-    /// `exp(loss)`, for the MLM loss.
+    /// `exp(loss)`, for the MLM loss; None for a classifier, and where it overflows f64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub perplexity: Option<f64>,
     /// `confusion[true][predicted]`: how many examples of each class went to each (a
@@ -83,7 +83,7 @@ fn fill_in(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usiz
         accuracy: correct as f64 / count.max(1) as f64,
         correct,
         examples: count,
-        perplexity: Some(loss.exp()),
+        perplexity: Some(loss.exp()).filter(|p| p.is_finite()),
         confusion: Vec::new(),
         classes: Vec::new(),
     })
@@ -147,10 +147,11 @@ impl fmt::Display for Evaluation {
     /// the MLM, `eval  step 30  mlm loss 4.1234  perplexity 61.80  accuracy 0.2500 (3 of 12
     /// masked tokens)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(perplexity) = self.perplexity {
+        if self.classes.is_empty() {
+            let perplexity = self.perplexity.map_or("beyond f64".into(), |p| format!("{p:.2}"));
             return write!(
                 f,
-                "eval  step {}  mlm loss {:.4}  perplexity {perplexity:.2}  accuracy {:.4} ({} of {} masked tokens)",
+                "eval  step {}  mlm loss {:.4}  perplexity {perplexity}  accuracy {:.4} ({} of {} masked tokens)",
                 self.step, self.loss, self.accuracy, self.correct, self.examples
             );
         }

@@ -44,17 +44,24 @@ struct Columns {
 }
 
 impl Columns {
-    /// The columns a header line names, if it is one: `label`, and `sentence` or `sentence1`
-    /// (with `sentence2` for pairs).
-    fn named(fields: &[&str]) -> Option<Columns> {
-        let at = |name: &str| fields.iter().position(|f| f.trim() == name);
-        let label = at("label")?;
-        let (text, pair) = match (at("sentence"), at("sentence1"), at("sentence2")) {
+    /// The columns a header line names, if it is one: `label`, and `sentence` (or `text`) or
+    /// `sentence1` (with `sentence2` for pairs), in any case. Ok(None): not a header; an error: a
+    /// line that names `label` but no text column the reader knows.
+    fn named(fields: &[&str]) -> std::result::Result<Option<Columns>, String> {
+        let at = |name: &str| fields.iter().position(|f| f.trim().eq_ignore_ascii_case(name));
+        let Some(label) = at("label") else { return Ok(None) };
+        let (text, pair) = match (at("sentence").or(at("text")), at("sentence1"), at("sentence2")) {
             (Some(text), None, None) => (text, None),
             (None, Some(text), pair) => (text, pair),
-            _ => return None,
+            _ => {
+                return Err(format!(
+                    "a header naming label, but its text column is not one this reader knows: name it sentence \
+                     (or text), or sentence1 and sentence2 for pairs (found {})",
+                    fields.iter().map(|f| f.trim()).collect::<Vec<_>>().join(", ")
+                ))
+            }
         };
-        Some(Columns { label, text, pair, width: fields.len() })
+        Ok(Some(Columns { label, text, pair, width: fields.len() }))
     }
 }
 
@@ -84,7 +91,7 @@ impl Labelled {
         let mut first = None;
         if let Some((number, line)) = rows.next() {
             let fields: Vec<&str> = line.split('\t').collect();
-            match Columns::named(&fields) {
+            match Columns::named(&fields).map_err(|problem| bad(number, problem))? {
                 Some(named) => columns = Some(named),
                 None => first = Some((number, line)),
             }
@@ -185,13 +192,17 @@ impl Labelled {
     /// does not have.
     pub fn classes(&self, existing: Option<&[String]>) -> Result<Vec<String>> {
         let bad = |line: usize, problem: String| BertError::Corpus { path: self.path.clone(), line, problem };
-        let distinct: BTreeSet<&str> = self.labels.iter().map(String::as_str).collect();
+        // Class ids are told apart as numbers: "01" and "1" are one class.
+        let distinct: BTreeSet<String> = match self.numeric {
+            true => self.labels.iter().map(|l| l.parse::<usize>().map_or(l.clone(), |id| id.to_string())).collect(),
+            false => self.labels.iter().cloned().collect(),
+        };
         if distinct.len() < 2 {
             return Err(bad(
                 0,
                 format!(
                     "every example has the label {:?}: a classifier needs two labels or more",
-                    distinct.first().copied().unwrap_or_default()
+                    distinct.first().cloned().unwrap_or_default()
                 ),
             ));
         }
@@ -209,7 +220,7 @@ impl Labelled {
                             "class id {} is not one of the checkpoint's classifier's {} classes (0 to {})",
                             self.labels[at],
                             names.len(),
-                            names.len() - 1
+                            names.len().saturating_sub(1)
                         ),
                     )),
                     None => Ok(names.to_vec()),
@@ -275,5 +286,58 @@ impl Labelled {
             sha256: self.sha256,
             classes: Some(Classes { names: names.to_vec(), of_example }),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Labelled> {
+        Labelled::parse(text, Path::new("data.tsv"))
+    }
+
+    /// A file, and the texts, labels and sentence Bs it must give.
+    type Case<'a> = (&'a str, &'a [&'a str], &'a [&'a str], Option<&'a [&'a str]>);
+
+    #[test]
+    fn headers_name_their_columns_in_any_order_and_case() {
+        let cases: [Case; 5] = [
+            ("pos\tgood\nneg\tbad\n", &["good", "bad"], &["pos", "neg"], None),
+            ("sentence\tlabel\ngood\tpos\nbad\tneg\n", &["good", "bad"], &["pos", "neg"], None),
+            ("\u{feff}Label\tText\r\npos\tgood\r\nneg\tbad\r\n", &["good", "bad"], &["pos", "neg"], None),
+            (
+                "index\tsentence1\tsentence2\tlabel\n0\ta\tb\t1\n1\tc\td\t0\n",
+                &["a", "c"],
+                &["1", "0"],
+                Some(&["b", "d"]),
+            ),
+            ("1\ta\tb\n0\tc\td\n", &["a", "c"], &["1", "0"], Some(&["b", "d"])),
+        ];
+        for (file, texts, labels, pairs) in cases {
+            let got = parse(file).unwrap_or_else(|e| panic!("{file:?}: {e}"));
+            assert_eq!(got.texts, texts, "{file:?}");
+            assert_eq!(got.labels, labels, "{file:?}");
+            assert_eq!(
+                got.pairs.as_deref(),
+                pairs.map(|p| p.iter().map(|s| s.to_string()).collect::<Vec<_>>()).as_deref(),
+                "{file:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_line_that_names_label_but_no_known_text_column_is_refused() {
+        let error = parse("label\treview\npos\tgood\n").unwrap_err().to_string();
+        assert!(error.contains("data.tsv: line 1: a header naming label"), "{error}");
+    }
+
+    #[test]
+    fn class_ids_are_told_apart_as_numbers() {
+        let one = parse("1\tgood\n01\tfine\n").unwrap();
+        let error = one.classes(None).unwrap_err().to_string();
+        assert!(error.contains("a classifier needs two labels or more"), "{error}");
+        let two = parse("1\tgood\n0\tbad\n").unwrap();
+        assert_eq!(two.classes(None).unwrap(), ["0", "1"]);
     }
 }

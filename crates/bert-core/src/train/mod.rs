@@ -70,6 +70,8 @@ pub struct Trainer {
     /// Where the held-out examples come from (a file of their own; None for a split of the
     /// training file's) and how often they are evaluated: a resumed run keeps both.
     pub eval_file: Option<std::path::PathBuf>,
+    /// The SHA-256 of `eval_file`'s bytes.
+    pub eval_sha256: Option<String>,
     pub eval_every: Option<usize>,
 }
 
@@ -120,6 +122,16 @@ impl Trainer {
                 weights: "cls.predictions.*".into(),
             });
         }
+        check_pairs_fit(&corpus, &model)?;
+        for part in &options.no_decay {
+            if !model.parameters().iter().any(|(stage, _)| stage.hf().contains(part.as_str())) {
+                return Err(BertError::OptionValue {
+                    option: options::NO_DECAY,
+                    value: part.clone(),
+                    accepted: "a part of a parameter's name, such as bias or LayerNorm: this one is in none".into(),
+                });
+            }
+        }
         if corpus.classes.is_none() && corpus.pairs.is_some() && (model.nsp.is_none() || model.pooler.is_none()) {
             return Err(BertError::MissingHead {
                 path: path(),
@@ -146,6 +158,7 @@ impl Trainer {
             resumed_from: None,
             evals: Vec::new(),
             eval_file: None,
+            eval_sha256: None,
             eval_every: None,
         })
     }
@@ -241,6 +254,23 @@ impl Trainer {
         }
         state
     }
+}
+
+/// Refuses sentence pairs on a model whose token type table has one row: sentence B's tokens are
+/// of type 1.
+pub(crate) fn check_pairs_fit(corpus: &Corpus, model: &BertModel) -> Result<()> {
+    if corpus.pairs.is_some() && model.config.type_vocab_size < 2 {
+        return Err(BertError::Corpus {
+            path: corpus.path.clone(),
+            line: 0,
+            problem: format!(
+                "sentence pairs, but {} has type_vocab_size {}: sentence B's tokens are of type 1",
+                model.source.display(),
+                model.config.type_vocab_size
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Scales every gradient so that their global ℓ2 norm is at most `max_norm`, as

@@ -207,7 +207,12 @@ impl TrainSettings {
         };
         let max_grad_norm = optional(MAX_GRAD_NORM, self.max_grad_norm, old.and_then(|o| o.max_grad_norm))?;
         let eval_split = optional(EVAL_SPLIT, self.eval_split, old.and_then(|o| o.eval_split))?;
-        let no_decay = match (&self.no_decay, old) {
+        // `bias,LayerNorm`, `["bias", "LayerNorm"]` and `bias, LayerNorm` are the same list.
+        let given_no_decay: Option<Vec<String>> = self
+            .no_decay
+            .as_ref()
+            .map(|parts| parts.iter().flat_map(|p| p.split(',')).map(|p| p.trim().to_string()).collect());
+        let no_decay = match (&given_no_decay, old) {
             (Some(given), Some(o)) if *given != o.no_decay => {
                 return Err(differs(NO_DECAY, given.join(","), o.no_decay.join(",")));
             }

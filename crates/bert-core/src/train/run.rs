@@ -121,8 +121,42 @@ pub fn prepare(trainer: Trainer, files: ModelFiles, outputs: Outputs, producer: 
                 names(&trainer.corpus).map_or("text to fill in".into(), |n| format!("classes {}", n.join(", ")))
             )));
         }
+        // A classifier is judged on examples of the form it learns from.
+        if trainer.corpus.classes.is_some() && eval.pairs.is_some() != trainer.corpus.pairs.is_some() {
+            let (this, that) = match eval.pairs {
+                Some(_) => ("sentence pairs", "single texts"),
+                None => ("single texts", "sentence pairs"),
+            };
+            return Err(BertError::Corpus {
+                path: eval.path.clone(),
+                line: 0,
+                problem: format!("{this}, but the classifier trains on {that}"),
+            });
+        }
+        super::check_pairs_fit(eval, &trainer.model)?;
         // Every held-out line must have a token to mask, as every training line must.
         eval.check(&trainer.model.tokenizer, &trainer.options.batching)?;
+    }
+    // A resumed run evaluates as the run it continues did: the same held-out file, as often.
+    if let Some(dir) = &trainer.resumed_from {
+        let differs = |what: String| {
+            BertError::Training(format!(
+                "{what}, unlike the run saved in {}; leave it out to continue that run",
+                dir.display()
+            ))
+        };
+        if outputs.eval_every != trainer.eval_every {
+            let given = outputs.eval_every.map_or("no ‹eval_every›".into(), |every| EVAL_EVERY.with(every));
+            let saved = trainer.eval_every.map_or("none".into(), |every| every.to_string());
+            return Err(differs(format!("{given} (the saved run's: {saved})")));
+        }
+        let held_out_file = outputs.eval.as_ref().filter(|_| trainer.options.eval_split.is_none());
+        if held_out_file.map(|c| &c.sha256) != trainer.eval_sha256.as_ref() {
+            return Err(differs(match held_out_file {
+                Some(eval) => format!("{}: held-out text that is not the saved run's", eval.path.display()),
+                None => format!("no {}", Opt("eval_file")),
+            }));
+        }
     }
     let needs_save =
         |option: Opt| BertError::Training(format!("{option} writes into the {SAVE} directory: give {SAVE} too"));
@@ -159,7 +193,9 @@ pub fn prepare(trainer: Trainer, files: ModelFiles, outputs: Outputs, producer: 
     }
     let mut trainer = trainer;
     trainer.eval_every = outputs.eval_every;
-    trainer.eval_file = outputs.eval.as_ref().filter(|_| trainer.options.eval_split.is_none()).map(|e| e.path.clone());
+    let held_out_file = outputs.eval.as_ref().filter(|_| trainer.options.eval_split.is_none());
+    trainer.eval_file = held_out_file.map(|e| e.path.clone());
+    trainer.eval_sha256 = held_out_file.map(|e| e.sha256.clone());
     Ok(Run { trainer, files, outputs, producer })
 }
 

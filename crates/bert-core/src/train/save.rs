@@ -94,6 +94,9 @@ pub struct TrainerState {
     /// evaluated: a resumed run goes on the same way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_file: Option<PathBuf>,
+    /// The SHA-256 of `eval_file`'s bytes: a resumed run checks it is given the same file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_file_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_every: Option<usize>,
 }
@@ -329,7 +332,8 @@ fn stage(
     };
     // The staging directory is ours by its marker, like the directory it is in.
     write(MARKER, MARKER_TEXT.as_bytes())?;
-    let labels = trainer.model.classifier.as_ref().map(|c| c.labels.as_slice());
+    // A classifier's checkpoint when the run fine-tuned one; a pretraining run's otherwise.
+    let labels = trainer.corpus.classes.as_ref().map(|c| c.names.as_slice());
     write("config.json", &checkpoint_config(&files.config_json, labels, staging)?)?;
     let weights: Vec<(String, Vec<usize>, &[f32])> = trainer
         .model
@@ -358,6 +362,7 @@ fn stage(
         log_history: trainer.log.clone(),
         eval_history: trainer.evals.clone(),
         eval_file: trainer.eval_file.clone(),
+        eval_file_sha256: trainer.eval_sha256.clone(),
         eval_every: trainer.eval_every,
     };
     let text = serde_json::to_string_pretty(&state).expect("the state always serialises");
@@ -667,11 +672,14 @@ pub fn read_state(dir: &Path) -> Result<TrainerState> {
         if eval.step < last
             || eval.step > state.step
             || !eval.loss.is_finite()
+            || eval.perplexity.is_some_and(|p| !p.is_finite())
+            || !eval.accuracy.is_finite()
             || !table
             || eval.correct > eval.examples
         {
             return Err(field(format!(
-                "eval_history[{at}] (step {}, loss {}) does not fit: evaluations come in order of their steps,                  up to step {}, with a finite loss and a confusion table of their examples",
+                "eval_history[{at}] (step {}, loss {}) does not fit: evaluations come in order of their steps, up to step {}, \
+                 with a finite loss and perplexity and a confusion table of their examples",
                 eval.step, eval.loss, state.step
             )));
         }
@@ -711,6 +719,9 @@ impl Trainer {
         let mut trainer = Trainer::with_state(model, corpus, state.options, moments, state.step, state.log_history)?;
         trainer.fresh_heads = state.fresh_heads;
         trainer.evals = state.eval_history;
+        trainer.eval_file = state.eval_file;
+        trainer.eval_sha256 = state.eval_file_sha256;
+        trainer.eval_every = state.eval_every;
         trainer.resumed_from = Some(dir.into());
         Ok(trainer)
     }
