@@ -180,6 +180,13 @@ finetune_case sentences walkthrough/texts/romans_labelled.tsv 1 --lr 1e-3 --batc
 finetune_case pairs walkthrough/texts/romans_pairs_labelled.tsv 2 --lr 2e-3 --batch-size 4 --seed 5 \
     --warmup-steps 3 --weight-decay 0.1 --max-grad-norm 0.5 --no-decay bias,LayerNorm
 
+# Head importance and head statistics (issue 39): a gate on each head's context under
+# autograd, and Clark et al.'s statistics from transformers' attentions.
+"$PYTHON" scripts/heads_reference.py --model golden/tiny --out golden/tiny/heads/mlm_target.json \
+    --mlm-target romans "When in Rome, do as the [MASK] do."
+"$PYTHON" scripts/heads_reference.py --model golden/tiny-classifier --out golden/tiny-classifier/heads/label.json \
+    --label positive --label 0 "When in Rome, do as the Romans do." "Do as the Romans."
+
 # ---- MiniLM (all-MiniLM-L6-v2) dumps ----------------------------------------------------
 # The wheel's model directory has 1_Pooling/config.json (mean pooling), so every dump also
 # holds sentence.pooled.

@@ -195,6 +195,22 @@ def train(
     kernels: Optional[str] = None,
 ) -> list[dict[str, Any]]: ...
 
+def heads(
+    text: Union[None, str, Sequence[str]] = None,
+    model: Optional[PathLike] = None,
+    *,
+    file: Optional[PathLike] = None,
+    pair: Union[None, str, Sequence[str]] = None,
+    mlm_target: Union[None, str, Sequence[str]] = None,
+    nsp_label: Union[None, int, Sequence[int]] = None,
+    label: Union[None, str, Sequence[str]] = None,
+    importance: bool = False,
+    statistics: bool = False,
+    json: bool = False,
+    threads: Optional[int] = None,
+    kernels: Optional[str] = None,
+) -> dict[str, Any]: ...
+
 def finetune(
     file: Optional[PathLike] = None,
     model: Optional[PathLike] = None,

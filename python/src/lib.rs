@@ -13,6 +13,7 @@
 //! | `trace(..., hooks={stage: fn})` | `hooks.rs` | `--ablate`, `--patch` (the same seam) |
 //! | `bert_trace.train` | `pretraining.rs` | `bert-trace train` |
 //! | `bert_trace.finetune` | `finetuning.rs` | `bert-trace finetune` |
+//! | `bert_trace.heads` | `heads.rs` | `bert-trace heads` |
 //! | `bert_trace.Error` and its subclasses | `errors.rs` | the one-line message and exit 2 |
 
 mod args;
@@ -20,6 +21,7 @@ mod diff_dumps;
 mod errors;
 mod explanation;
 mod finetuning;
+mod heads;
 mod hooks;
 mod model;
 mod pretraining;
@@ -356,6 +358,40 @@ fn finetune<'py>(
     guarded(py, || finetuning::finetune(py, file, model, on_step, on_eval, keywords))
 }
 
+/// Which heads matter, as `bert-trace heads --json` reports it (every keyword is the command's
+/// option of that name): `{"importance": {"raw", "normalized", "order", "curve"}, "statistics":
+/// {"cls", "sep", "punctuation", "self", "previous", "next", "entropy"}}`, each grid a list of
+/// layers of heads. Neither `importance=` nor `statistics=`: both.
+#[pyfunction]
+#[pyo3(signature = (
+    text = None, model = None, *, file = None, pair = None, mlm_target = None, nsp_label = None, label = None,
+    importance = false, statistics = false, json = false, threads = None, kernels = None,
+))]
+#[pyo3(name = "heads")]
+#[allow(clippy::too_many_arguments)]
+fn heads_of<'py>(
+    py: Python<'py>,
+    text: Option<&Bound<'py, PyAny>>,
+    model: Option<&Bound<'py, PyAny>>,
+    file: Option<Bound<'py, PyAny>>,
+    pair: Option<Bound<'py, PyAny>>,
+    mlm_target: Option<Bound<'py, PyAny>>,
+    nsp_label: Option<Bound<'py, PyAny>>,
+    label: Option<Bound<'py, PyAny>>,
+    importance: bool,
+    statistics: bool,
+    json: bool,
+    threads: Option<usize>,
+    kernels: Option<String>,
+) -> PyResult<Py<PyAny>> {
+    // The report is always the command's JSON, as a dict: accepted, as the command's option.
+    let _ = json;
+    let keywords =
+        heads::HeadsKeywords { file, pair, mlm_target, nsp_label, label, importance, statistics, threads, kernels };
+    let none = py.None().into_bound(py);
+    guarded(py, || heads::heads(py, text.unwrap_or(&none), model, keywords))
+}
+
 /// For the tests: a panic inside the extension, which must surface as `bert_trace.Error`.
 #[pyfunction]
 fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
@@ -379,6 +415,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stages, m)?)?;
     m.add_function(wrap_pyfunction!(train, m)?)?;
     m.add_function(wrap_pyfunction!(finetune, m)?)?;
+    m.add_function(wrap_pyfunction!(heads_of, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_class::<Model>()?;
     m.add_class::<Trace>()?;

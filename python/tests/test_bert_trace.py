@@ -335,7 +335,8 @@ def test_the_stubs_name_every_option_of_the_command():
 
     def options(*command):
         help_text = cli(*command, "--help").stdout
-        return set(re.findall(r"^\s+(?:-\w, )?(--[a-z][a-z-]*)(?: <|$)", help_text, re.M)) - {"--help", "--version"}
+        # A flag alone on its line (its help below), before its value's name, or before its help.
+        return set(re.findall(r"^\s+(?:-\w, )?(--[a-z][a-z-]*)(?: <|  |$)", help_text, re.M)) - {"--help", "--version"}
 
     def keywords(node):
         arguments = node.args.args[1:] if node.args.args and node.args.args[0].arg == "self" else node.args.args
@@ -351,7 +352,7 @@ def test_the_stubs_name_every_option_of_the_command():
         want = options() - ({"--model"} if node.args.args[0].arg == "self" else set())
         want -= {"--" + option for option in AS_METHODS}
         assert keywords(node) == want, f"the stub and `bert-trace --help` differ in {sorted(keywords(node) ^ want)}"
-    for command in ["train", "finetune"]:
+    for command in ["train", "finetune", "heads"]:
         (function,) = [n for n in functions if n.name == command]
         assert keywords(function) == options(command), sorted(keywords(function) ^ options(command))
 
@@ -363,13 +364,13 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
     import re
 
     for function, command in [(bert_trace.trace, ()), (bert_trace.train, ("train",)),
-                              (bert_trace.finetune, ("finetune",))]:
+                              (bert_trace.finetune, ("finetune",)), (bert_trace.heads, ("heads",))]:
         help_text = cli(*command, "--help").stdout
         defaults = {}
         # An option's block starts at its flag, alone or before its value's name (a wrapped
         # line of prose may start with a flag too).
-        for block in re.split(r"\n(?=\s+(?:-\w, )?--[a-z-]+(?: <|\n))", help_text):
-            flag = re.match(r"\s+(?:-\w, )?--([a-z][a-z-]*)(?: <|\n)", block)
+        for block in re.split(r"\n(?=\s+(?:-\w, )?--[a-z-]+(?: <|  |\n))", help_text):
+            flag = re.match(r"\s+(?:-\w, )?--([a-z][a-z-]*)(?: <|  |\n)", block)
             default = re.search(r"\[default: ([^\],]+)", block)
             if flag:
                 defaults[flag.group(1).replace("-", "_")] = default.group(1) if default else None
@@ -443,6 +444,20 @@ def test_finetune_is_the_commands_run(tmp_path):
     with pytest.raises(bert_trace.InputError) as refused:
         bert_trace.finetune(data, steps=1, eval_split=1.5)
     assert str(refused.value).startswith("eval_split=1.5: "), "Python names the keyword it was given"
+
+
+def test_heads_is_the_commands_json():
+    """`bert_trace.heads` gives what `bert-trace heads --json` prints, and names a bad keyword."""
+    options = dict(mlm_target="romans")
+    report = bert_trace.heads("When in Rome, do as the [MASK] do.", model=ROOT / "golden/tiny", **options)
+    run = cli("heads", "--model", "golden/tiny", "--json", *cli_args(options), "When in Rome, do as the [MASK] do.")
+    assert run.returncode == 0, run.stderr
+    # The same report; the model is named as each was given it.
+    assert {**report, "model": "golden/tiny"} == json.loads(run.stdout)
+    assert len(report["importance"]["raw"]) == 2 and len(report["statistics"]["entropy"][0]) == 4
+    with pytest.raises(bert_trace.InputError) as refused:
+        bert_trace.heads("no mask", model=ROOT / "golden/tiny", importance=True)
+    assert "mlm_target=" in str(refused.value), "Python names the keywords"
 
 
 def test_explain_gives_the_commands_explanation_from_a_trace_and_a_dump(tmp_path):

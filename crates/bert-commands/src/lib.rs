@@ -13,6 +13,7 @@
 //! | `train` | [`train`] |
 //! | `finetune` | [`finetune`] |
 //! | `ablate`, `lens`, `attribute` | [`ablate`], [`lens`], [`attribute`] (and [`experiment`]) |
+//! | `heads` | [`heads`] |
 //! | `view` | [`view`] |
 //! | `stages`, `inspect` | [`stages`], [`inspect`] |
 
@@ -24,6 +25,7 @@ pub mod error;
 pub mod experiment;
 pub mod explain;
 pub mod finetune;
+pub mod heads;
 pub mod inspect;
 pub mod lens;
 pub mod owned_file;

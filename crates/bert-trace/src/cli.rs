@@ -49,6 +49,10 @@ pub enum Command {
     Lens(LensArgs),
     /// Occlusion: hide each input token in turn and show how the prediction of a [MASK] changes
     Attribute(AttributeArgs),
+    /// Which heads matter: each head's importance |dL/dgate| by the backward pass (Michel et al.
+    /// 2019) with the loss as its least important heads are masked, and where each head looks
+    /// (Clark et al. 2019: [CLS], [SEP], punctuation, itself, its neighbours, entropy)
+    Heads(HeadsArgs),
     /// Why is this number what it is: one element of a dump's stage, its formula with the real
     /// operands, the value recomputed from them by the stage's own function, and every element it
     /// reads
@@ -124,19 +128,8 @@ pub struct TraceArgs {
     #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub seed: Option<u64>,
 
-    /// The word each [MASK] you typed is to be predicted as, in order (repeatable); adds the MLM loss
-    #[arg(long = "mlm-target", value_name = "WORD")]
-    pub mlm_targets: Vec<String>,
-
-    /// With --pair: 0 when sentence B follows A, 1 when B is random (once for all pairs, or once
-    /// per TEXT); adds the NSP loss
-    #[arg(allow_hyphen_values = true, long = "nsp-label", value_name = "0|1")]
-    pub nsp_labels: Vec<i64>,
-
-    /// On a classifier: each text's class, by its name in the config's id2label or its index
-    /// (once for all texts, or once per TEXT); adds the classifier's loss
-    #[arg(long = "label", value_name = "NAME")]
-    pub labels: Vec<String>,
+    #[command(flatten)]
+    pub losses: LossArgs,
 
     /// Which implementation of BERT's operations to run: fast (the default: fast kernels where
     /// this CPU has them) or reference (the plain formulas the walkthrough quotes; slower)
@@ -425,6 +418,56 @@ pub struct AblateArgs {
     /// How many of the most harmful heads to list
     #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+}
+
+/// The labels that give a pass its loss: a trace's and `heads`'.
+#[derive(Debug, Args)]
+pub struct LossArgs {
+    /// The word each [MASK] you typed is to be predicted as, in order (repeatable); adds the MLM loss
+    #[arg(long = "mlm-target", value_name = "WORD")]
+    pub mlm_targets: Vec<String>,
+
+    /// With --pair: 0 when sentence B follows A, 1 when B is random (once for all pairs, or once
+    /// per TEXT); adds the NSP loss
+    #[arg(allow_hyphen_values = true, long = "nsp-label", value_name = "0|1")]
+    pub nsp_labels: Vec<i64>,
+
+    /// On a classifier: each text's class, by its name in the config's id2label or its index
+    /// (once for all texts, or once per TEXT); adds the classifier's loss
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct HeadsArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The texts; several make a padded batch, whose loss the importance is of
+    #[arg(value_name = "TEXT")]
+    pub texts: Vec<String>,
+    /// More texts, one per line
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Sentence B for each TEXT, in order (repeatable)
+    #[arg(long, value_name = "TEXT")]
+    pub pair: Vec<String>,
+    #[command(flatten)]
+    pub losses: LossArgs,
+    /// Only each head's importance and the pruning curve (needs a loss) [default: both measures]
+    #[arg(long)]
+    pub importance: bool,
+    /// Only where each head looks
+    #[arg(long)]
+    pub statistics: bool,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
+    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
+    pub kernels: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ mod compare;
 mod diff;
 mod explain;
 mod finetune;
+mod heads;
 mod inspect;
 mod lens;
 mod settings;
@@ -60,6 +61,7 @@ fn main() -> ExitCode {
         Some(Command::Step(args)) => step::run(args),
         Some(Command::Train(args)) => train::run(args),
         Some(Command::Finetune(args)) => finetune::run(args),
+        Some(Command::Heads(args)) => heads::run(args),
     });
     match result {
         Ok(code) => ExitCode::from(code as u8),

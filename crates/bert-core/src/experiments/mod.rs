@@ -6,6 +6,8 @@
 //!   (`bert-trace ablate`);
 //! - `lens.rs`: every layer's guess through the MLM head (`bert-trace lens`);
 //! - `attribute.rs`: each input word masked in turn (`bert-trace attribute`);
+//! - `heads.rs`: each head's importance by the backward pass, the loss as the least important
+//!   are masked, and where each head looks (`bert-trace heads`);
 //! - `readout.rs`: the MLM head's prediction at one position, which all three read.
 //!
 //! Which checkpoint a dump was made with (so that a patch from another model is refused) is
@@ -13,6 +15,7 @@
 
 pub mod ablate;
 pub mod attribute;
+pub mod heads;
 pub mod intervention;
 pub mod lens;
 pub mod readout;

