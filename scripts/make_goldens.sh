@@ -80,7 +80,7 @@ experiment ablate_mean --ablate layer1.head0 --ablate-with mean "When in Rome, d
 # The corrupted sentence has as many tokens as the mask case, one word changed.
 experiment corrupted "Once in Rome, do as the [MASK] do."
 experiment patch_stage --patch golden/tiny/dumps/mask:layer0.ffn.layernorm "Once in Rome, do as the [MASK] do."
-experiment patch_positions --patch golden/tiny/dumps/mask:layer1.attention.context@1-3 "Once in Rome, do as the [MASK] do."
+experiment patch_positions --patch golden/tiny/dumps/mask:layer0.ffn.layernorm@1 "Once in Rome, do as the [MASK] do."
 experiment lens --lens "When in Rome, do as the [MASK] do."
 
 # Gradients (issue 26): every stage's and every parameter's gradient by autograd, for an

@@ -54,7 +54,7 @@ fn every_intervention_matches_pytorchs_hooks() {
         ),
         ("corrupted", &[CORRUPTED]),
         ("patch_stage", &["--patch", "golden/tiny/dumps/mask:layer0.ffn.layernorm", CORRUPTED]),
-        ("patch_positions", &["--patch", "golden/tiny/dumps/mask:layer1.attention.context@1-3", CORRUPTED]),
+        ("patch_positions", &["--patch", "golden/tiny/dumps/mask:layer0.ffn.layernorm@1", CORRUPTED]),
         ("lens", &["--lens", TEXT]),
     ];
     for (case, args) in cases {
