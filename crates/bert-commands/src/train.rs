@@ -111,20 +111,22 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
     for spec in &args.dump_steps {
         dump_steps.extend(run::parse_steps(spec)?);
     }
+    // What the run made or left out is said once every check has passed.
+    let mut notes = Vec::new();
     let trainer = match saved {
         Some((dir, state)) => Trainer::resume(model, corpus, state, dir)?,
         None => {
             // Pretraining has no classifier: one the checkpoint has is left out, as
             // `BertForPreTraining` has none.
             if model.classifier.take().is_some() {
-                progress.note(&format!(
+                notes.push(format!(
                     "note: {}'s classifier (classifier.*) is not part of pretraining: it is left out",
                     model.source.display()
                 ));
             }
             let fresh = model.add_pretraining_heads(corpus.pairs.is_some(), options.batching.seed);
             if !fresh.is_empty() {
-                progress.note(&format!(
+                notes.push(format!(
                     "note: {} has no {}: made new from {} as transformers initialises them (weights from \
                      N(0, {}²), biases 0, the MLM decoder tied to the word embeddings)",
                     model.source.display(),
@@ -151,6 +153,9 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
         "kernels": trainer.model.kernels.name(),
     });
     let run = run::prepare(trainer, files, outputs, producer)?;
+    for note in &notes {
+        progress.note(note);
+    }
     Ok(run.go(progress, &mut Unobserved)?)
 }
 

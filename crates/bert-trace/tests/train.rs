@@ -309,6 +309,11 @@ fn a_checkpoint_without_heads_gets_fresh_ones_from_the_seed() {
     let state: serde_json::Value =
         serde_json::from_slice(&std::fs::read(Path::new(&save).join("trainer_state.json")).unwrap()).unwrap();
     assert_eq!(state["fresh_heads"], serde_json::json!(["cls.predictions", "cls.seq_relationship"]));
+    // A refusal is one line: the note of the new heads waits until every check has passed.
+    let users = directory_with(tmp.path(), "users", &["notes.txt"]).display().to_string();
+    let refused = bert_trace(&[&args[..], &["--batch-size", "2", "--save", &users]].concat());
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert_eq!(stderr(&refused).trim_end().lines().count(), 1, "{}", stderr(&refused));
     // The new heads come from the seed alone: the same seed, the same first loss.
     let again = bert_trace(&[&args[..], &["--batch-size", "2", "--seed", "4"]].concat());
     let line = |o: &std::process::Output| stdout(o).lines().find(|l| l.starts_with("step")).map(String::from);
