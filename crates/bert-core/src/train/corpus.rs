@@ -71,16 +71,25 @@ fn seed_for(seed: u64, index: usize, purpose: Purpose) -> u64 {
     SplitMix64::new(seed ^ space ^ salt.wrapping_mul(0xD1B5_4A32_D192_ED03)).next_u64()
 }
 
+/// The text of a training or labelled file: at most 1 GiB, UTF-8.
+pub(crate) fn read_text(path: &Path) -> Result<String> {
+    let bytes = crate::io::files::read(path, 1 << 30)?;
+    String::from_utf8(bytes).map_err(|e| BertError::Corpus {
+        path: path.into(),
+        line: 0,
+        problem: format!("not UTF-8 text (byte {} is not)", e.utf8_error().valid_up_to()),
+    })
+}
+
+/// The SHA-256 of a file's text, in hex: a resumed run checks it is given the same file.
+pub(crate) fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
 impl Corpus {
     /// Reads the file at `path`.
     pub fn read(path: &Path) -> Result<Corpus> {
-        let bytes = crate::io::files::read(path, 1 << 30)?;
-        let text = String::from_utf8(bytes).map_err(|e| BertError::Corpus {
-            path: path.into(),
-            line: 0,
-            problem: format!("not UTF-8 text (byte {} is not)", e.utf8_error().valid_up_to()),
-        })?;
-        Corpus::parse(&text, path)
+        Corpus::parse(&read_text(path)?, path)
     }
 
     /// Reads `text` (the contents of the file at `path`).
@@ -125,7 +134,7 @@ impl Corpus {
             return Err(bad(0, "no text to train on (the file is empty or blank)".into()));
         }
         let is_pairs = first_kind.is_some_and(|(_, pair)| pair);
-        let sha256 = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        let sha256 = sha256_hex(text);
         Ok(Corpus { path: path.into(), texts, pairs: is_pairs.then_some(pairs), lines, sha256, classes: None })
     }
 

@@ -13,9 +13,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
-use super::corpus::{Classes, Corpus};
+use super::corpus::{read_text, sha256_hex, Classes, Corpus};
 use crate::error::{BertError, Result};
 
 /// The examples of a labelled file, their labels as written.
@@ -72,19 +70,13 @@ fn is_class_id(label: &str) -> bool {
 impl Labelled {
     /// Reads the file at `path`.
     pub fn read(path: &Path) -> Result<Labelled> {
-        let bytes = crate::io::files::read(path, 1 << 30)?;
-        let text = String::from_utf8(bytes).map_err(|e| BertError::Corpus {
-            path: path.into(),
-            line: 0,
-            problem: format!("not UTF-8 text (byte {} is not)", e.utf8_error().valid_up_to()),
-        })?;
-        Labelled::parse(&text, path)
+        Labelled::parse(&read_text(path)?, path)
     }
 
     /// Reads `text` (the contents of the file at `path`).
     pub fn parse(text: &str, path: &Path) -> Result<Labelled> {
         let bad = |line: usize, problem: String| BertError::Corpus { path: path.into(), line, problem };
-        let sha256 = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        let sha256 = sha256_hex(text);
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut rows = text.lines().enumerate().map(|(i, line)| (i + 1, line)).filter(|(_, l)| !l.trim().is_empty());
         let mut columns: Option<Columns> = None;
