@@ -187,6 +187,17 @@ finetune_case pairs walkthrough/texts/romans_pairs_labelled.tsv 2 --lr 2e-3 --ba
 "$PYTHON" scripts/heads_reference.py --model golden/tiny-classifier --out golden/tiny-classifier/heads/label.json \
     --label positive --label 0 "When in Rome, do as the Romans do." "Do as the Romans."
 
+# Attributions (issue 39): Captum's integrated gradients and gradient x input on the word
+# embeddings, and occlusion, for an MLM word, an NSP label and a classifier's class.
+"$PYTHON" scripts/attribution_reference.py --model golden/tiny --out golden/tiny/attribute/mlm_target.json \
+    --target romans "When in Rome, do as the [MASK] do."
+"$PYTHON" scripts/attribution_reference.py --model golden/tiny --out golden/tiny/attribute/nsp_label.json \
+    --nsp-label 0 --pair "The Romans built roads." "When in Rome, do as the Romans do."
+"$PYTHON" scripts/attribution_reference.py --model golden/tiny-classifier \
+    --out golden/tiny-classifier/attribute/predicted.json "When in Rome, do as the Romans do."
+"$PYTHON" scripts/attribution_reference.py --model golden/tiny-classifier \
+    --out golden/tiny-classifier/attribute/label.json --label negative "Do as the Romans do, in Rome."
+
 # ---- MiniLM (all-MiniLM-L6-v2) dumps ----------------------------------------------------
 # The wheel's model directory has 1_Pooling/config.json (mean pooling), so every dump also
 # holds sentence.pooled.

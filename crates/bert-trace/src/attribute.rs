@@ -1,20 +1,62 @@
-//! `bert-trace attribute --target WORD TEXT`: each token hidden in turn
-//! (`bert_commands::attribute`).
+//! `bert-trace attribute`: which input tokens a prediction rests on (`bert_commands::attribute`).
+
+use std::io::{IsTerminal, Write};
 
 use anyhow::Result;
-use bert_commands::attribute::{self, AttributeRequest};
-use bert_core::io::tokenizer::{MASK, UNK};
+use bert_commands::attribute::{self, AttributeRequest, Method, OccludeWith};
+use bert_core::experiments::attribute::integrated::Baseline;
+use bert_core::experiments::attribute::{Of, Rule};
 
-use crate::cli::{AttributeArgs, OccludeWith};
+use crate::cli::{self, AttributeArgs, BaselineArg, MethodArg, OfArg, RuleArg};
 
 pub fn run(args: &AttributeArgs) -> Result<i32> {
-    let occlude_with = match args.occlude_with {
-        OccludeWith::Mask => MASK,
-        OccludeWith::Unk => UNK,
+    let request = AttributeRequest {
+        texts: args.texts.clone(),
+        file: args.file.clone(),
+        pair: args.pair.clone(),
+        model: args.model.model.clone(),
+        method: match args.method {
+            MethodArg::Occlusion => Method::Occlusion,
+            MethodArg::IntegratedGradients => Method::IntegratedGradients,
+            MethodArg::GradInput => Method::GradInput,
+        },
+        targets: args.target.clone(),
+        labels: args.label.clone(),
+        nsp_labels: args.nsp_label.clone(),
+        of: match args.of {
+            OfArg::Logprob => Of::Logprob,
+            OfArg::Logit => Of::Logit,
+        },
+        occlude_with: args.occlude_with.map(|with| match with {
+            cli::OccludeWith::Mask => OccludeWith::Mask,
+            cli::OccludeWith::Unk => OccludeWith::Unk,
+        }),
+        baseline: args.baseline.map(|b| match b {
+            BaselineArg::Pad => Baseline::Pad,
+            BaselineArg::Zero => Baseline::Zero,
+        }),
+        ig_steps: args.ig_steps,
+        ig_rule: args.ig_rule.map(|r| match r {
+            RuleArg::GaussLegendre => Rule::GaussLegendre,
+            RuleArg::Midpoint => Rule::Midpoint,
+        }),
+        json: args.json,
+        settings: crate::settings::of(args.threads, args.kernels.as_deref())?,
     };
-    let request =
-        AttributeRequest { input: crate::ablate::input(&args.input)?, target: args.target.clone(), occlude_with };
-    let report = attribute::attribute(&request)?;
+    // Integrated gradients of a long text take a while: a terminal sees how far they are.
+    let terminal = std::io::stderr().is_terminal();
+    let mut shown = false;
+    let mut progress = |text: usize, done: usize, all: usize| {
+        if terminal && done < all {
+            eprint!("\rtext {}: {done} of {all} points", text + 1);
+            let _ = std::io::stderr().flush();
+            shown = true;
+        } else if shown {
+            eprint!("\r\x1b[K");
+            shown = false;
+        }
+    };
+    let (_, report) = attribute::attribute(&request, &mut progress)?;
     crate::print(&report.notes, &report.text);
     Ok(0)
 }

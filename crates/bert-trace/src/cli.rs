@@ -488,13 +488,82 @@ pub struct LensArgs {
 #[derive(Debug, Args)]
 pub struct AttributeArgs {
     #[command(flatten)]
-    pub input: ExperimentInput,
-    /// The word the [MASK] is to be predicted as
+    pub model: ModelArgs,
+    /// The texts; each is attributed on its own
+    #[arg(value_name = "TEXT")]
+    pub texts: Vec<String>,
+    /// More texts, one per line
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Sentence B (once for all texts, or once per TEXT)
+    #[arg(long, value_name = "TEXT")]
+    pub pair: Vec<String>,
+    /// How: occlusion (each token hidden in turn), integrated-gradients, or grad-input
+    #[arg(long, value_name = "METHOD", value_enum, default_value_t = MethodArg::Occlusion)]
+    pub method: MethodArg,
+    /// The word the [MASK] is to be predicted as (once for all texts, or once per TEXT)
     #[arg(long, value_name = "WORD")]
-    pub target: String,
-    /// What hides a token: mask ([MASK]) or unk ([UNK])
-    #[arg(long, value_name = "TOKEN", value_enum, default_value_t = OccludeWith::Mask)]
-    pub occlude_with: OccludeWith,
+    pub target: Vec<String>,
+    /// On a classifier: the class attributed, by name or index (once, or once per TEXT)
+    /// [default: the predicted class]
+    #[arg(long, value_name = "NAME")]
+    pub label: Vec<String>,
+    /// With --pair: the NSP label attributed, 0 (B follows A) or 1 (B is random)
+    #[arg(allow_hyphen_values = true, long = "nsp-label", value_name = "0|1")]
+    pub nsp_label: Vec<i64>,
+    /// What is attributed: the target's log-probability (logprob) or its logit
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = OfArg::Logprob)]
+    pub of: OfArg,
+    /// Occlusion: what hides a token, mask ([MASK]) or unk ([UNK]) [default: mask]
+    #[arg(long, value_name = "TOKEN", value_enum)]
+    pub occlude_with: Option<OccludeWith>,
+    /// Integrated gradients: the baseline's tokens, pad ([PAD]'s embedding) or zero [default: pad]
+    #[arg(long, value_name = "KIND", value_enum)]
+    pub baseline: Option<BaselineArg>,
+    /// Integrated gradients: points on the path [default: 50]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub ig_steps: Option<usize>,
+    /// Integrated gradients: gauss-legendre or midpoint [default: gauss-legendre]
+    #[arg(long, value_name = "RULE", value_enum)]
+    pub ig_rule: Option<RuleArg>,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
+    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
+    pub kernels: Option<String>,
+}
+
+/// `--method`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MethodArg {
+    Occlusion,
+    IntegratedGradients,
+    GradInput,
+}
+
+/// `--of`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OfArg {
+    Logprob,
+    Logit,
+}
+
+/// `--baseline`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BaselineArg {
+    Pad,
+    Zero,
+}
+
+/// `--ig-rule`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuleArg {
+    GaussLegendre,
+    Midpoint,
 }
 
 /// `--occlude-with`: the token that hides another.

@@ -23,7 +23,7 @@ pub fn prepare(cli: &Cli) -> Result<()> {
         None => (cli.trace.threads, cli.trace.kernels.as_deref()),
         Some(Command::Ablate(a)) => (a.input.threads, a.input.kernels.as_deref()),
         Some(Command::Lens(a)) => (a.input.threads, a.input.kernels.as_deref()),
-        Some(Command::Attribute(a)) => (a.input.threads, a.input.kernels.as_deref()),
+        Some(Command::Attribute(a)) => (a.threads, a.kernels.as_deref()),
         Some(Command::Train(a)) => (a.threads, a.kernels.as_deref()),
         Some(Command::Finetune(a)) => (a.threads, a.kernels.as_deref()),
         Some(Command::Heads(a)) => (a.threads, a.kernels.as_deref()),

@@ -1,8 +1,8 @@
-//! The grids of the commands that print JSON: `bert-trace compare --json` (how much each
+//! The pictures of the commands that print JSON: `bert-trace compare --json` (how much each
 //! attention head of a model changed against another's), `bert-trace ablate --json` (how much
-//! each head's ablation moves a prediction) and `bert-trace attribute --json` (how much hiding
-//! each token does), drawn as cells, as an SVG or PNG picture or an HTML page holding that
-//! picture.
+//! each head's ablation moves a prediction), `bert-trace heads --json` (each head's importance
+//! and where it looks, a layers × heads grid per measure) and `bert-trace attribute --json` (the
+//! tokens coloured by their attribution), as an SVG or PNG picture or an HTML page holding it.
 
 use std::path::Path;
 
@@ -11,6 +11,7 @@ use crate::refuse;
 use bert_core::diff::compare::FORMAT as COMPARE;
 use bert_core::experiments::ablate::FORMAT as ABLATE;
 use bert_core::experiments::attribute::FORMAT as ATTRIBUTE;
+use bert_core::experiments::heads::FORMAT as HEADS;
 use bert_core::io::files;
 use ndarray::Array2;
 use serde_json::Value;
@@ -39,7 +40,6 @@ pub fn picture(path: &Path) -> Result<Grid> {
         serde_json::from_slice(&bytes).within(|| format!("{}: not a dump and not valid JSON", path.display()))?;
     let format = json.get("format").and_then(Value::as_str).unwrap_or_default();
     let model = json.get("model").and_then(Value::as_str).unwrap_or("model not named");
-    let label = |text: String| Label { text, colour: colors::TEXT };
     match format {
         COMPARE => {
             let rows = rows_of(path, &json["grid"])?;
@@ -86,43 +86,88 @@ pub fn picture(path: &Path) -> Result<Grid> {
             })
         }
         ATTRIBUTE => {
-            let tokens = json["tokens"]
+            let examples = json["examples"]
                 .as_array()
-                .filter(|t| !t.is_empty())
-                .ok_or_else(|| Error::Request(format!("{}: the occlusion has no tokens to draw", path.display())))?;
-            let mut changes = Vec::new();
-            let mut names = Vec::new();
-            for token in tokens {
-                let change = token["change"].as_f64().filter(|c| c.is_finite());
-                let name = token["token"].as_str();
-                let (Some(change), Some(name)) = (change, name) else {
-                    refuse!("{}: a token without a finite change and a text", path.display());
-                };
-                changes.push(change);
-                names.push(label(visible(name)));
+                .filter(|e| !e.is_empty())
+                .ok_or_else(|| Error::Request(format!("{}: the attribution has no texts to draw", path.display())))?;
+            let mut rows = Vec::new();
+            for example in examples {
+                let mut tokens = Vec::new();
+                for token in example["tokens"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                    let value = token["attribution"].as_f64().filter(|c| c.is_finite());
+                    let (Some(value), Some(name)) = (value, token["token"].as_str()) else {
+                        refuse!("{}: a token without a finite attribution and a text", path.display());
+                    };
+                    tokens.push((visible(name), value));
+                }
+                budget::check_cells("the tokens", tokens.len(), "tokens", false)?;
+                let target = visible(example["target"]["name"].as_str().unwrap_or_default());
+                let text = example["text"].as_str().unwrap_or_default();
+                rows.push((format!("{target}: {text}"), tokens));
             }
-            budget::check_cells("the tokens row", changes.len(), "tokens", false)?;
-            let values = Array2::from_shape_fn((1, changes.len()), |(_, t)| changes[t] as f32);
-            let target = visible(json["target"].as_str().unwrap_or_default());
+            let method = json["method"].as_str().unwrap_or_default();
+            let of = match json["of"].as_str() {
+                Some("logit") => "the target's logit",
+                _ => "the target's log-probability",
+            };
             Ok(Grid {
-                picture: picture::heatmap(
-                    values.view(),
-                    &[label("change".into())],
-                    Some(&names),
-                    diverging(changes.iter()),
-                ),
-                title: format!("change in log p({target}) with each token hidden, {model}"),
-                caption: format!(
-                    "Each cell: log p({target}) at the [MASK] with that token replaced by {}, minus log p({target}) \
-                     with every token. Negative: the prediction leans on the token.",
-                    visible(json["occluded_with"].as_str().unwrap_or("[MASK]"))
-                ),
-                what: "the tokens row",
+                picture: picture::tokens(&rows, diverging(rows.iter().flat_map(|(_, t)| t.iter().map(|(_, v)| v)))),
+                title: format!("{method} of {of}, {model}"),
+                caption: "Each token coloured by its attribution: one colour where it raises the target's score, the \
+                          other where it lowers it; white where it does neither. [CLS], [SEP] and the [MASK] are not \
+                          attributed."
+                    .into(),
+                what: "the tokens",
+            })
+        }
+        HEADS => {
+            let mut parts = Vec::new();
+            let mut grid = |title: String, value: &Value, scale: fn(&[Vec<f64>]) -> Scale| -> Result<()> {
+                let rows = rows_of(path, value)?;
+                let (values, heads) = layers_by_heads(path, &rows, "the report has no heads to draw")?;
+                let picture =
+                    picture::heatmap(values.view(), &layer_labels(rows.len()), Some(&head_labels(heads)), scale(&rows));
+                parts.push((title, picture));
+                Ok(())
+            };
+            let sequential = |rows: &[Vec<f64>]| {
+                let max = rows.iter().flatten().copied().fold(0.0, f64::max);
+                Scale::Sequential { min: 0.0, max: if max > 0.0 { max } else { 1.0 } }
+            };
+            if json["importance"].is_object() {
+                grid(
+                    "importance |∂L/∂ξ|, each layer divided by its ℓ2 norm (Michel et al. 2019)".into(),
+                    &json["importance"]["normalized"],
+                    sequential,
+                )?;
+            }
+            let statistics = [
+                ("cls", "attention to [CLS]"),
+                ("sep", "attention to [SEP]"),
+                ("punctuation", "attention to punctuation"),
+                ("self", "attention to the token itself"),
+                ("previous", "attention to the previous token"),
+                ("next", "attention to the next token"),
+                ("entropy", "entropy of each query's attention, in nats"),
+            ];
+            if json["statistics"].is_object() {
+                for (key, title) in statistics {
+                    grid(format!("{title} (Clark et al. 2019)"), &json["statistics"][key], sequential)?;
+                }
+            }
+            if parts.is_empty() {
+                refuse!("{}: the report has neither importance nor statistics to draw", path.display());
+            }
+            Ok(Grid {
+                picture: picture::stack(&parts),
+                title: format!("which heads matter, {model}"),
+                caption: "Each grid: layers down, heads across; the darker the cell, the larger the measure.".into(),
+                what: "the heads grids",
             })
         }
         _ => refuse!(
-            "{}: not the JSON report of compare, ablate or attribute (its format is not {COMPARE}, {ABLATE} or \
-             {ATTRIBUTE})",
+            "{}: not the JSON report of compare, ablate, attribute or heads (its format is not {COMPARE}, {ABLATE}, \
+             {ATTRIBUTE} or {HEADS})",
             path.display()
         ),
     }

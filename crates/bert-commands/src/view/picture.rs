@@ -331,3 +331,85 @@ pub fn head_view(heads: &[(usize, ArrayView2<'_, f32>)], labels: &[Label], segme
     svg.push_str("</svg>\n");
     Picture { svg, width, height }
 }
+
+/// Each row's tokens as boxes coloured by their value on a diverging scale, left to right,
+/// wrapping at 1000 pixels, with the row's label above it and the value under each token.
+pub fn tokens(rows: &[(String, Vec<(String, f64)>)], scale: Scale) -> Picture {
+    const WIDTH: usize = 1000;
+    let (line, char_w, pad) = (40usize, 7usize, 8usize);
+    let mut body = String::new();
+    let mut y = 8usize;
+    for (label, tokens) in rows {
+        let _ = writeln!(
+            body,
+            "<text x=\"8\" y=\"{}\" font-size=\"12\" fill=\"{}\">{}</text>",
+            y + 12,
+            hex(colors::TEXT),
+            escape(label)
+        );
+        y += 20;
+        let mut x = 8usize;
+        for (token, value) in tokens {
+            let text = cut(token);
+            // Wide enough for the token and for its value under it.
+            let w = (text.chars().count() * char_w + pad).max(52);
+            if x + w > WIDTH - 8 && x > 8 {
+                x = 8;
+                y += line;
+            }
+            let fill = scale.colour(*value as f32);
+            // Dark cells take white text.
+            let luminance = 0.299 * fill[0] as f64 + 0.587 * fill[1] as f64 + 0.114 * fill[2] as f64;
+            let ink = if luminance < 128.0 { "#ffffff".to_string() } else { hex(colors::TEXT) };
+            let _ = writeln!(
+                body,
+                "<rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"20\" fill=\"{}\" stroke=\"{}\"/>\n\
+                 <text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n\
+                 <text x=\"{}\" y=\"{}\" font-size=\"9\" text-anchor=\"middle\" fill=\"{}\">{}</text>",
+                hex(fill),
+                hex(colors::FRAME),
+                x + w / 2,
+                y + 14,
+                ink,
+                escape(&text),
+                x + w / 2,
+                y + 31,
+                hex(colors::TEXT),
+                significant(*value)
+            );
+            x += w + 4;
+        }
+        y += line + 8;
+    }
+    let (width, height) = (WIDTH as u32, y as u32);
+    let mut svg = open(width, height);
+    svg += &body;
+    svg += "</svg>\n";
+    Picture { svg, width, height }
+}
+
+/// Several pictures one above the other, each under its title.
+pub fn stack(parts: &[(String, Picture)]) -> Picture {
+    let titles = parts.iter().map(|(title, _)| title.chars().count() as u32 * 7 + 16);
+    let width = parts.iter().map(|(_, p)| p.width).chain(titles).max().unwrap_or(0);
+    let mut body = String::new();
+    let mut y = 0u32;
+    for (title, picture) in parts {
+        let _ = writeln!(
+            body,
+            "<text x=\"8\" y=\"{}\" font-size=\"13\" fill=\"{}\">{}</text>",
+            y + 18,
+            hex(colors::TEXT),
+            escape(title)
+        );
+        y += 26;
+        // The part's own <svg> element, placed at its offset: its coordinates stay its own.
+        let inner = picture.svg.replacen("<svg ", &format!("<svg x=\"0\" y=\"{y}\" "), 1);
+        body += &inner;
+        y += picture.height;
+    }
+    let mut svg = open(width, y);
+    svg += &body;
+    svg += "</svg>\n";
+    Picture { svg, width, height: y }
+}

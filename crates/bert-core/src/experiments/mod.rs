@@ -5,7 +5,8 @@
 //! - `ablate.rs`: each head ablated alone, and the change in a masked word's log-probability
 //!   (`bert-trace ablate`);
 //! - `lens.rs`: every layer's guess through the MLM head (`bert-trace lens`);
-//! - `attribute.rs`: each input word masked in turn (`bert-trace attribute`);
+//! - `attribute/`: which input tokens a prediction rests on: each hidden in turn (occlusion),
+//!   integrated gradients and gradient × input (`bert-trace attribute`);
 //! - `heads.rs`: each head's importance by the backward pass, the loss as the least important
 //!   are masked, and where each head looks (`bert-trace heads`);
 //! - `readout.rs`: the MLM head's prediction at one position, which all three read.

@@ -164,6 +164,23 @@ impl Batch {
             backward: false,
         }
     }
+
+    /// `rows` copies of the first sequence, without labels: one text run several ways at once
+    /// (a token hidden in each row, or each row a point on a path).
+    pub fn repeat_first(&self, rows: usize) -> Batch {
+        let first = |a: &Array2<i64>| {
+            let row = a.row(0);
+            Array2::from_shape_fn((rows, row.len()), |(_, t)| row[t])
+        };
+        Batch {
+            ids: first(&self.ids),
+            token_type_ids: first(&self.token_type_ids),
+            attention_mask: first(&self.attention_mask),
+            tokens: vec![self.tokens[0].clone(); rows],
+            pairs: self.pairs,
+            labels: Labels::default(),
+        }
+    }
 }
 
 impl BertTokenizer {
