@@ -314,9 +314,9 @@ fn text_report(report: &AttributeReport, request: &AttributeRequest) -> String {
                 "sum {:+.4} against {:+.4} = {score} − its value at the baseline: a gap of {:.2e}\n",
                 c.sum, c.difference, c.gap
             );
-            if c.gap.abs() > 0.05 * c.difference.abs().max(1e-3) {
+            if c.gap.abs() > 0.01 * c.difference.abs().max(1e-3) {
                 out += &format!(
-                    "the gap is more than 5% of the difference: more points would shrink it ({})\n",
+                    "the gap is more than 1% of the difference: more points would shrink it ({})\n",
                     IG_STEPS.with(request.ig_steps.unwrap_or(IG_STEPS_DEFAULT) * 4)
                 );
             }
