@@ -18,6 +18,7 @@ from ._bert_trace import (
     Page,
     Trace,
     __version__,
+    attribute,
     diff,
     explain,
     finetune,
@@ -27,6 +28,7 @@ from ._bert_trace import (
     trace,
     train,
 )
+from ._reports import Report
 from .errors import Error, FileError, InputError, NotFoundError
 
 # A trace is a read-only mapping from stage name to array: say so to isinstance().
@@ -41,8 +43,10 @@ __all__ = [
     "Model",
     "NotFoundError",
     "Page",
+    "Report",
     "Trace",
     "__version__",
+    "attribute",
     "diff",
     "explain",
     "finetune",

@@ -211,6 +211,28 @@ def heads(
     kernels: Optional[str] = None,
 ) -> dict[str, Any]: ...
 
+def attribute(
+    text: Union[None, str, Sequence[str]] = None,
+    model: Optional[PathLike] = None,
+    *,
+    file: Optional[PathLike] = None,
+    pair: Union[None, str, Sequence[str]] = None,
+    method: Optional[str] = None,
+    target: Union[None, str, Sequence[str]] = None,
+    label: Union[None, str, Sequence[str]] = None,
+    nsp_label: Union[None, int, Sequence[int]] = None,
+    of: Optional[str] = None,
+    occlude_with: Optional[str] = None,
+    baseline: Optional[str] = None,
+    ig_steps: Optional[int] = None,
+    ig_rule: Optional[str] = None,
+    json: bool = False,
+    threads: Optional[int] = None,
+    kernels: Optional[str] = None,
+) -> dict[str, Any]: ...
+
+def _picture(json: str) -> str: ...
+
 def finetune(
     file: Optional[PathLike] = None,
     model: Optional[PathLike] = None,

@@ -48,5 +48,19 @@ pub fn heads(
     };
     let report = py.detach(|| bert_commands::heads::heads(&request)).or_raise(py)?;
     crate::errors::notes(py, &report.notes);
-    Ok(py.import("json")?.call_method1("loads", (report.text,))?.unbind())
+    report_of(py, &report.text)
+}
+
+/// A command's JSON report as a `bert_trace.Report`: a dict that draws itself in a notebook.
+pub fn report_of(py: Python<'_>, json: &str) -> PyResult<Py<PyAny>> {
+    let dict = py.import("json")?.call_method1("loads", (json,))?;
+    Ok(py.import("bert_trace._reports")?.getattr("Report")?.call1((dict,))?.unbind())
+}
+
+/// `_picture(json)`: the SVG `bert-trace view` draws of a command's JSON report.
+#[pyfunction]
+pub fn _picture(py: Python<'_>, json: &str) -> PyResult<String> {
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| crate::errors::raise(py, "InputError", format!("not a report: {e}")))?;
+    bert_commands::view::svg_of_report(&value).or_raise(py)
 }

@@ -14,9 +14,11 @@
 //! | `bert_trace.train` | `pretraining.rs` | `bert-trace train` |
 //! | `bert_trace.finetune` | `finetuning.rs` | `bert-trace finetune` |
 //! | `bert_trace.heads` | `heads.rs` | `bert-trace heads` |
+//! | `bert_trace.attribute` | `attribution.rs` | `bert-trace attribute` |
 //! | `bert_trace.Error` and its subclasses | `errors.rs` | the one-line message and exit 2 |
 
 mod args;
+mod attribution;
 mod diff_dumps;
 mod errors;
 mod explanation;
@@ -392,6 +394,57 @@ fn heads_of<'py>(
     guarded(py, || heads::heads(py, text.unwrap_or(&none), model, keywords))
 }
 
+/// Which input tokens a prediction rests on, as `bert-trace attribute --json` reports it (every
+/// keyword is the command's option of that name): `{"method", "of", "examples": [{"text",
+/// "target", "score", "tokens": [{"position", "token", "attribution"}], "completeness"}]}`, a
+/// dict that draws the tokens coloured in a notebook.
+#[pyfunction]
+#[pyo3(signature = (
+    text = None, model = None, *, file = None, pair = None, method = None, target = None,
+    label = None, nsp_label = None, of = None, occlude_with = None, baseline = None,
+    ig_steps = None, ig_rule = None, json = false, threads = None, kernels = None,
+))]
+#[allow(clippy::too_many_arguments)]
+fn attribute<'py>(
+    py: Python<'py>,
+    text: Option<&Bound<'py, PyAny>>,
+    model: Option<&Bound<'py, PyAny>>,
+    file: Option<Bound<'py, PyAny>>,
+    pair: Option<Bound<'py, PyAny>>,
+    method: Option<String>,
+    target: Option<Bound<'py, PyAny>>,
+    label: Option<Bound<'py, PyAny>>,
+    nsp_label: Option<Bound<'py, PyAny>>,
+    of: Option<String>,
+    occlude_with: Option<String>,
+    baseline: Option<String>,
+    ig_steps: Option<usize>,
+    ig_rule: Option<String>,
+    json: bool,
+    threads: Option<usize>,
+    kernels: Option<String>,
+) -> PyResult<Py<PyAny>> {
+    // The report is always the command's JSON, as a dict: accepted, as the command's option.
+    let _ = json;
+    let keywords = attribution::AttributeKeywords {
+        file,
+        pair,
+        method,
+        target,
+        label,
+        nsp_label,
+        of,
+        occlude_with,
+        baseline,
+        ig_steps,
+        ig_rule,
+        threads,
+        kernels,
+    };
+    let none = py.None().into_bound(py);
+    guarded(py, || attribution::attribute(py, text.unwrap_or(&none), model, keywords))
+}
+
 /// For the tests: a panic inside the extension, which must surface as `bert_trace.Error`.
 #[pyfunction]
 fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
@@ -416,6 +469,8 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(train, m)?)?;
     m.add_function(wrap_pyfunction!(finetune, m)?)?;
     m.add_function(wrap_pyfunction!(heads_of, m)?)?;
+    m.add_function(wrap_pyfunction!(attribute, m)?)?;
+    m.add_function(wrap_pyfunction!(heads::_picture, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_class::<Model>()?;
     m.add_class::<Trace>()?;

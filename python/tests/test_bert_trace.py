@@ -352,7 +352,7 @@ def test_the_stubs_name_every_option_of_the_command():
         want = options() - ({"--model"} if node.args.args[0].arg == "self" else set())
         want -= {"--" + option for option in AS_METHODS}
         assert keywords(node) == want, f"the stub and `bert-trace --help` differ in {sorted(keywords(node) ^ want)}"
-    for command in ["train", "finetune", "heads"]:
+    for command in ["train", "finetune", "heads", "attribute"]:
         (function,) = [n for n in functions if n.name == command]
         assert keywords(function) == options(command), sorted(keywords(function) ^ options(command))
 
@@ -364,7 +364,8 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
     import re
 
     for function, command in [(bert_trace.trace, ()), (bert_trace.train, ("train",)),
-                              (bert_trace.finetune, ("finetune",)), (bert_trace.heads, ("heads",))]:
+                              (bert_trace.finetune, ("finetune",)), (bert_trace.heads, ("heads",)),
+                              (bert_trace.attribute, ("attribute",))]:
         help_text = cli(*command, "--help").stdout
         defaults = {}
         # An option's block starts at its flag, alone or before its value's name (a wrapped
@@ -514,3 +515,24 @@ def test_a_stalled_download_is_an_error_not_the_end_of_the_interpreter(tmp_path,
         bert_trace.Model("org/silent")
     assert time.monotonic() - started < 10
     assert bert_trace.trace("still here")["input.ids"].shape[0] == 1
+
+
+def test_attribute_is_the_commands_json_and_draws_itself():
+    """`bert_trace.attribute` gives what `bert-trace attribute --json` prints, as a report whose
+    `_repr_html_` is the picture `bert-trace view` draws, and names a bad keyword."""
+    options = dict(target="romans", method="integrated-gradients", ig_steps=8, ig_rule="midpoint")
+    text = "When in Rome, do as the [MASK] do."
+    report = bert_trace.attribute(text, model=ROOT / "golden/tiny", **options)
+    run = cli("attribute", "--model", "golden/tiny", "--json", *cli_args(options), text)
+    assert run.returncode == 0, run.stderr
+    assert {**report, "model": "golden/tiny"} == json.loads(run.stdout)
+    assert isinstance(report, bert_trace.Report) and isinstance(report, dict)
+    assert report._repr_html_().startswith("<svg") and "##me" in report._repr_html_()
+    heads = bert_trace.heads(text, model=ROOT / "golden/tiny", mlm_target="romans")
+    assert "entropy" in heads._repr_html_()
+    with pytest.raises(bert_trace.InputError) as refused:
+        bert_trace.attribute(text, model=ROOT / "golden/tiny", target="romans", ig_steps=4)
+    assert str(refused.value).startswith("ig_steps= is for method=integrated-gradients"), str(refused.value)
+    with pytest.raises(bert_trace.InputError) as refused:
+        bert_trace.attribute(text, model=ROOT / "golden/tiny", target="romans", method="shap")
+    assert str(refused.value).startswith('method="shap"'), str(refused.value)

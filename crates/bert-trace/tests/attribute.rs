@@ -196,7 +196,10 @@ fn bad_input_is_one_line_and_exit_2() {
     // (arguments, what the message says)
     let cases: [(&[&str], &str); 12] = [
         (&["attribute", "--model", "golden/tiny", "--target", "romans", "When in Rome."], "exactly one [MASK]"),
-        (&["attribute", "--model", "golden/tiny", "--target", "romanesque", text], "target `romanesque` is not one token"),
+        (
+            &["attribute", "--model", "golden/tiny", "--target", "romanesque", text],
+            "target `romanesque` is not one token",
+        ),
         (
             &[
                 "attribute",

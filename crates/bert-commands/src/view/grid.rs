@@ -38,6 +38,12 @@ pub fn picture(path: &Path) -> Result<Grid> {
     let bytes = files::read(path, MAX_JSON)?;
     let json: Value =
         serde_json::from_slice(&bytes).within(|| format!("{}: not a dump and not valid JSON", path.display()))?;
+    picture_of(&json, &path.display().to_string())
+}
+
+/// The grid of a command's JSON report, `name` saying where it came from in messages.
+pub fn picture_of(json: &Value, name: &str) -> Result<Grid> {
+    let path = name;
     let format = json.get("format").and_then(Value::as_str).unwrap_or_default();
     let model = json.get("model").and_then(Value::as_str).unwrap_or("model not named");
     match format {
@@ -50,7 +56,7 @@ pub fn picture(path: &Path) -> Result<Grid> {
                  (neither dump had attention probabilities)",
             )?;
             if rows.iter().flatten().any(|v| *v < 0.0) {
-                refuse!("{}: the grid holds a value that is not a divergence (negative)", path.display());
+                refuse!("{}: the grid holds a value that is not a divergence (negative)", path);
             }
             let max = rows.iter().flatten().copied().fold(0.0, f64::max);
             let scale = Scale::Sequential { min: 0.0, max: if max > 0.0 { max } else { std::f64::consts::LN_2 } };
@@ -89,14 +95,14 @@ pub fn picture(path: &Path) -> Result<Grid> {
             let examples = json["examples"]
                 .as_array()
                 .filter(|e| !e.is_empty())
-                .ok_or_else(|| Error::Request(format!("{}: the attribution has no texts to draw", path.display())))?;
+                .ok_or_else(|| Error::Request(format!("{}: the attribution has no texts to draw", path)))?;
             let mut rows = Vec::new();
             for example in examples {
                 let mut tokens = Vec::new();
                 for token in example["tokens"].as_array().map(Vec::as_slice).unwrap_or_default() {
                     let value = token["attribution"].as_f64().filter(|c| c.is_finite());
                     let (Some(value), Some(name)) = (value, token["token"].as_str()) else {
-                        refuse!("{}: a token without a finite attribution and a text", path.display());
+                        refuse!("{}: a token without a finite attribution and a text", path);
                     };
                     tokens.push((visible(name), value));
                 }
@@ -156,7 +162,7 @@ pub fn picture(path: &Path) -> Result<Grid> {
                 }
             }
             if parts.is_empty() {
-                refuse!("{}: the report has neither importance nor statistics to draw", path.display());
+                refuse!("{}: the report has neither importance nor statistics to draw", path);
             }
             Ok(Grid {
                 picture: picture::stack(&parts),
@@ -168,30 +174,30 @@ pub fn picture(path: &Path) -> Result<Grid> {
         _ => refuse!(
             "{}: not the JSON report of compare, ablate, attribute or heads (its format is not {COMPARE}, {ABLATE}, \
              {ATTRIBUTE} or {HEADS})",
-            path.display()
+            path
         ),
     }
 }
 
 /// A list of layers of finite numbers.
-fn rows_of(path: &Path, grid: &Value) -> Result<Vec<Vec<f64>>> {
+fn rows_of(path: &str, grid: &Value) -> Result<Vec<Vec<f64>>> {
     let rows: Vec<Vec<Option<f64>>> = serde_json::from_value(grid.clone())
-        .within(|| format!("{}: its grid is not a list of layers of numbers", path.display()))?;
+        .within(|| format!("{}: its grid is not a list of layers of numbers", path))?;
     // The commands write a value that is not finite as null: a head with no measure.
     if rows.iter().flatten().any(|v| v.is_none_or(|v| !v.is_finite())) {
         refuse!(
             "{}: the grid holds a head with no measure (NaN or infinite, null in the JSON): nothing to draw it by",
-            path.display()
+            path
         );
     }
     Ok(rows.into_iter().map(|row| row.into_iter().flatten().collect()).collect())
 }
 
 /// The layers × heads cells; a layer with fewer heads than the widest has its missing cells at 0.
-fn layers_by_heads(path: &Path, rows: &[Vec<f64>], empty: &str) -> Result<(Array2<f32>, usize)> {
+fn layers_by_heads(path: &str, rows: &[Vec<f64>], empty: &str) -> Result<(Array2<f32>, usize)> {
     let heads = rows.iter().map(Vec::len).max().unwrap_or(0);
     if rows.is_empty() || heads == 0 {
-        refuse!("{}: {empty}", path.display());
+        refuse!("{}: {empty}", path);
     }
     budget::check_cells("the heads grid", rows.len() * heads, "layers × heads", false)?;
     let values = Array2::from_shape_fn((rows.len(), heads), |(l, h)| rows[l].get(h).copied().unwrap_or(0.0) as f32);

@@ -66,6 +66,12 @@ const PAGE: &str = include_str!("assets/page.html");
 const STYLE: &str = include_str!("assets/view.css");
 const SCRIPT: &str = include_str!("assets/view.js");
 
+/// The picture of a command's JSON report (`attribute`, `heads`, `ablate`, `compare`), as SVG:
+/// what Python's reports show in a notebook.
+pub fn svg_of_report(report: &serde_json::Value) -> Result<String> {
+    Ok(grid::picture_of(report, "the report")?.picture.svg)
+}
+
 /// Draws what `request` asks for; the report says what was written.
 pub fn view(request: &ViewRequest) -> Result<ExperimentReport> {
     let args = request;

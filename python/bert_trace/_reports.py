@@ -1,0 +1,13 @@
+"""The reports of `bert_trace.attribute` and `bert_trace.heads`: the command's JSON as a dict,
+which a notebook shows as the picture `bert-trace view` draws of it."""
+
+import json as _json
+
+
+class Report(dict):
+    """A command's JSON report (`bert-trace attribute --json`, `bert-trace heads --json`)."""
+
+    def _repr_html_(self) -> str:
+        from ._bert_trace import _picture
+
+        return _picture(_json.dumps(self))
