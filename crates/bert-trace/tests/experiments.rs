@@ -185,7 +185,7 @@ fn the_experiment_commands_refuse_what_they_cannot_do() {
         (&["--model", "golden/tiny", "--no-dump", "--only", "lens.*", TEXT], "--only `lens.*` matches no stage"),
         (&["ablate", "--model", minilm, "--target", "romans", TEXT], "the model has no MLM head"),
         (&["lens", "--model", minilm, TEXT], "the model has no MLM head"),
-        (&["attribute", "--model", minilm, "--target", "romans", TEXT], "the model has no MLM head"),
+        (&["attribute", "--model", minilm, "--target", "romans", TEXT], "has no cls.predictions.* weights"),
         (
             &["ablate", "--model", "golden/tiny", "--target", "romans", "When in Rome, do as the Romans do."],
             "exactly one [MASK]",
@@ -257,10 +257,10 @@ fn occlusion_of_a_text_with_nothing_to_hide_says_so() {
 }
 
 #[test]
-fn the_grids_of_ablate_and_attribute_are_drawn() {
+fn the_pictures_of_ablate_and_attribute_are_drawn() {
     let tmp = tempfile::tempdir().unwrap();
     // (command, what view says it drew, a label the picture must show)
-    for (command, what, label) in [("ablate", "the heads grid", "head 3"), ("attribute", "the tokens row", "##me")] {
+    for (command, what, label) in [("ablate", "the heads grid", "head 3"), ("attribute", "the tokens", "##me")] {
         let out = bert_trace(&[command, "--json", "--model", "golden/tiny", "--target", "romans", TEXT]);
         assert!(out.status.success(), "{command}: {}", stderr(&out));
         let json = tmp.path().join(format!("{command}.json"));

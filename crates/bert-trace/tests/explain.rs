@@ -152,6 +152,7 @@ fn a_row_is_an_array_of_explanations() {
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let mask = root().join("golden/tiny/dumps/mask").display().to_string();
+    let minilm = root().join("golden/minilm/dumps/single").display().to_string();
     let tmp = tempfile::tempdir().unwrap();
     // A dump whose only stage is the probabilities: the scores they are computed from are absent.
     let partial = tmp.path().join("partial");
@@ -193,6 +194,16 @@ fn bad_input_is_one_line_and_exit_2() {
         (
             "a dump of another model",
             vec![&mask, "layer0.attention.probs[0,0,3,5]", "--model", "golden/tiny-relu"],
+            "does not match this dump",
+        ),
+        (
+            "a dump of a model with another vocabulary",
+            vec![&mask, "layer0.attention.probs[0,0,3,5]", "--model", "golden/tiny-chinese"],
+            "does not match this dump",
+        ),
+        (
+            "MiniLM's dump explained with the tiny model",
+            vec![&minilm, "layer0.attention.probs[0,0,3,5]", "--model", "golden/tiny"],
             "does not match this dump",
         ),
         (

@@ -203,9 +203,14 @@ fn the_culprit_is_the_wrong_stage_on_its_side_and_a_nan_never_passes() {
 #[test]
 fn a_model_of_another_dump_is_refused_and_absent_inputs_are_said() {
     let golden = root().join("golden/tiny/dumps/mask");
-    let (code, _, stderr) = isolate(&golden, &golden, &root().join("golden/tiny-gelu-new"));
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("does not match this dump") && stderr.lines().count() == 1, "{stderr}");
+    let minilm = root().join("golden/minilm/dumps/single");
+    // (the dumps, the model: another activation, another vocabulary, another size)
+    for (dump, model) in [(&golden, "golden/tiny-gelu-new"), (&golden, "golden/tiny-chinese"), (&minilm, "golden/tiny")]
+    {
+        let (code, _, stderr) = isolate(dump, dump, &root().join(model));
+        assert_eq!(code, Some(2), "{model}: {stderr}");
+        assert!(stderr.contains("does not match this dump") && stderr.lines().count() == 1, "{model}: {stderr}");
+    }
     // The numpy BERT of chapter 14 has no input.ids and keeps Q, K, V before the head split.
     let mine = root().join("walkthrough/examples/my-numpy-bert");
     let (code, report, stderr) = isolate(&golden, &mine, &root().join("golden/tiny"));

@@ -186,15 +186,25 @@ fn own_of(report: &StageReport) -> Own {
     }
 }
 
-/// Refuses a model that does not give the dump's embeddings from the dump's ids: every own
-/// error would then be the model's difference, not the dump's. A dump without its ids or its
-/// word embeddings cannot be checked, and is not refused.
+/// Refuses a model that is not the dump's: its fingerprint, when the manifest records one,
+/// must be the model's, and the model must give the dump's word embeddings from the dump's ids.
+/// Every own error would otherwise be the models' difference, not the dump's. A dump without its
+/// ids or its word embeddings (a learner's partial dump) has nothing to check the embeddings
+/// with, and is not refused for that.
 pub fn check_model<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<()> {
-    let stage = Stage::new(EmbWord);
-    let Some(entry) = dump.entry(&stage.name()) else { return Ok(()) };
     let mismatch = |detail: String| BertError::Dump {
         path: dump.dir.clone(),
         problem: format!("the model {} does not match this dump: {detail}", model.source.display()),
+    };
+    if let Some(theirs) = &dump.manifest.model_fingerprint {
+        let ours = model.fingerprint();
+        if *theirs != ours {
+            return Err(mismatch(format!("the dump was made with fingerprint {theirs}, the model's is {ours}")));
+        }
+    }
+    let stage = Stage::new(EmbWord);
+    let (Some(entry), Some(_)) = (dump.entry(&stage.name()), dump.entry(&Stage::new(InputIds).name())) else {
+        return Ok(());
     };
     match recompute_from(model, dump, stage, model.config.num_hidden_layers)? {
         Ok(recomputed) => {
@@ -213,8 +223,8 @@ pub fn check_model<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<()> {
                 ))),
             }
         }
-        // Without its ids (a learner's partial dump) there is nothing to check the model with;
-        // each stage is then isolated where its own inputs are there.
-        Err(_) => Ok(()),
+        // The ids are there: a model that cannot look them up (an id past its table) is not
+        // the dump's.
+        Err(reason) => Err(mismatch(format!("its embeddings of the dump's input.ids: {reason}"))),
     }
 }
