@@ -7,10 +7,12 @@ use std::fmt::Write;
 
 use bert_core::experiments::intervention::{AblateWith, Interventions};
 use bert_core::explain::{self, Axis, Target};
+use bert_core::io::dump::manifest::Record;
+use bert_core::io::dump::{self, DumpWriter};
 use bert_core::model::Pass;
 use bert_core::pass::hook::{Chain, Hook, TensorViewMut};
 use bert_core::pass::summary::Summary;
-use bert_core::pass::{Memory, Tensor};
+use bert_core::pass::{Memory, Sink, Tensor};
 use bert_core::stage::{self, Stage};
 use bert_core::{Batch, BertModel};
 use ndarray::ArrayView2;
@@ -18,7 +20,7 @@ use ndarray::ArrayView2;
 use crate::error::{Error, Result};
 use crate::render::preview::preview;
 use crate::render::table::num;
-use crate::trace::{self, TraceRequest};
+use crate::trace::{self, Output, TraceRequest};
 use crate::{render, source};
 
 /// The commands, as `help` lists them.
@@ -31,8 +33,8 @@ head H               which head `next` and `show` show of an attention stage
 explain INDEX        why one element of the stage is what it is ([0,0,3,5])
 set INDEX VALUE      change one element of the stage; every stage after it is recomputed
 ablate LAYER.HEAD    zero a head's output from here on (layer0.head3), as ‹ablate› does
-patch DUMP:STAGE     take a stage from another dump, as ‹patch› does
-continue             run to the end and print the predictions and losses
+patch DUMP:STAGE     take a stage from another dump, as ‹patch› does (at or after the cursor)
+continue             run to the end and print the predictions and losses (and write ‹out›)
 help                 this list
 quit                 end (so does the end of the input)";
 
@@ -40,7 +42,8 @@ quit                 end (so does the end of the input)";
 pub const COMMANDS: &[&str] =
     &["next", "back", "goto", "show", "head", "explain", "set", "ablate", "patch", "continue", "help", "quit"];
 
-/// What a session is started from: a trace request (texts, model, labels, interventions).
+/// What a session is started from: a trace request (texts, model, labels, interventions, and
+/// the dump `continue` writes, when its output is one).
 pub struct StepRequest {
     pub trace: TraceRequest,
 }
@@ -96,6 +99,8 @@ pub struct StepSession {
     top_k: usize,
     /// The pass up to the cursor, with the changes: every stage computed.
     stages: Vec<(Stage, Tensor)>,
+    /// Where `continue` writes the pass, checked at the start.
+    out: Option<(std::path::PathBuf, dump::Options)>,
     pub notes: Vec<String>,
 }
 
@@ -104,6 +109,15 @@ impl StepSession {
     pub fn start(request: &StepRequest) -> Result<StepSession> {
         let request = &request.trace;
         request.check()?;
+        // The dump's directory is checked before anything else is done, and written at the end.
+        let out = match &request.output {
+            Output::Dump { out, force, npz } => {
+                let options = dump::Options { force: *force, npz: *npz, ..dump::Options::default() };
+                dump::check_dir(out, options)?;
+                Some((out.clone(), options))
+            }
+            Output::Nowhere => None,
+        };
         let texts = request.all_texts()?;
         let loaded = source::load(request.model.as_deref())?;
         let model = loaded.model;
@@ -129,6 +143,7 @@ impl StepSession {
             changes,
             top_k: request.top_k,
             stages: Vec::new(),
+            out,
             notes,
         })
     }
@@ -226,7 +241,19 @@ impl StepSession {
                 }
                 let index = target.indices(tensor.shape()).map_err(|e| bad(&format!("set: {e}")))?.remove(0);
                 let cursor = self.cursor.expect("a current stage");
+                let integer = !tensor.is_float();
                 self.changes.push((cursor, Change::Set { stage, index: index.clone(), value }));
+                // An id or a label is checked by the stages that read it (an id must index the
+                // table): run the pass through them now, not at `continue`.
+                let checked = match integer {
+                    true => self.run_pass(None).map(drop),
+                    false => Ok(()),
+                };
+                if let Err(error) = checked {
+                    self.changes.pop();
+                    self.move_to(cursor)?;
+                    return Err(error);
+                }
                 self.move_to(cursor)?;
                 reply(format!("set {stage}{index:?} to {value}; the stages after it are recomputed\n"))
             }
@@ -234,11 +261,8 @@ impl StepSession {
                 let cursor = self.cursor.unwrap_or(0);
                 let change =
                     if word == "ablate" { Change::Ablate(rest.to_string()) } else { Change::Patch(rest.to_string()) };
+                self.check_change(&change)?;
                 self.changes.push((cursor, change));
-                if let Err(error) = self.interventions() {
-                    self.changes.pop();
-                    return Err(error);
-                }
                 if let Some(c) = self.cursor {
                     self.move_to(c)?;
                 }
@@ -248,10 +272,63 @@ impl StepSession {
                 let outputs = self.run_pass(None)?;
                 let mut text = render::predictions::report(&self.model, &self.batch, &outputs, self.top_k);
                 text += &render::predictions::losses(&self.model, &self.batch, &outputs);
+                if let Some((out, options)) = &self.out {
+                    self.write(out, *options)?;
+                    text += &format!("\nwrote {} stages to {} (manifest.json)\n", self.stages.len(), out.display());
+                }
                 Ok(Reply { text, done: true })
             }
             other => Err(bad(&format!("unknown command `{other}`: type help for the commands"))),
         }
+    }
+
+    /// Refuses an `ablate` or `patch` the pass cannot make (checked as the command's options
+    /// are: a stage the pass computes, of its shape), and one that would change a stage before
+    /// the cursor, which the session has already shown as it was.
+    fn check_change(&self, change: &Change) -> Result<()> {
+        let (ablate, patch) = match change {
+            Change::Ablate(spec) => (vec![spec.clone()], Vec::new()),
+            Change::Patch(spec) => (Vec::new(), vec![spec.clone()]),
+            Change::Set { .. } => return Ok(()),
+        };
+        let interventions = Interventions::load(&self.model, &ablate, AblateWith::Zero, &patch)?;
+        interventions.check_run(&self.model, &self.batch, &self.plan, None)?;
+        let cursor = self.cursor.unwrap_or(0);
+        if let Some(before) = self.plan[..cursor].iter().find(|stage| interventions.wants(stage)) {
+            let spec = ablate.iter().chain(&patch).next().expect("one change");
+            return Err(bad(&format!(
+                "{spec}: it changes {before}, before the cursor ({}); goto {before} first",
+                self.plan[cursor]
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every change the session has made, as a manifest records it.
+    fn records(&self) -> Result<Vec<Record>> {
+        let mut records = self.interventions()?.records();
+        for (_, change) in &self.changes {
+            if let Change::Set { stage, index, value } = change {
+                let index: Vec<String> = index.iter().map(usize::to_string).collect();
+                records.push(Record::Set { set: format!("{stage}[{}]", index.join(",")), value: *value });
+            }
+        }
+        Ok(records)
+    }
+
+    /// Writes the pass, run to its end, as a dump in `out`, its changes recorded.
+    fn write(&self, out: &std::path::Path, options: dump::Options) -> Result<()> {
+        let producer = serde_json::json!({"name": "bert-trace step", "version": env!("CARGO_PKG_VERSION")});
+        let mut writer = DumpWriter::create(out, producer, self.name.clone(), self.inputs.clone(), options)?;
+        writer.set_model_fingerprint(self.model.fingerprint());
+        writer.set_interventions(self.records()?);
+        for (stage, tensor) in &self.stages {
+            if writer.wants(stage) {
+                writer.emit(*stage, tensor.view())?;
+            }
+        }
+        writer.finish()?;
+        Ok(())
     }
 
     /// The interventions the `ablate` and `patch` changes make.
@@ -341,6 +418,7 @@ impl StepSession {
             self.name.clone(),
             self.model.fingerprint(),
             self.inputs.clone(),
+            self.records()?,
             stages,
         )?;
         let explanations = explain::explain(&self.model, &dump, target)?;

@@ -305,7 +305,9 @@ fn run_in<F: Float>(
     *text += &predictions::losses(&model, used, &outputs);
     let written = recorder.rows.iter().filter(|r| only.keeps(&r.stage)).count();
     let explanation = match (explained, recorder.all.take()) {
-        (Some((target, inputs)), Some(all)) => Some(explain_pass(&model, &name, inputs, all, &target)?),
+        (Some((target, inputs)), Some(all)) => {
+            Some(explain_pass(&model, &name, inputs, interventions.records(), all, &target)?)
+        }
         _ => None,
     };
     drop(recorder);
@@ -334,10 +336,11 @@ fn explain_pass<F: Float>(
     model: &BertModel<F>,
     name: &str,
     inputs: Inputs,
+    interventions: Vec<bert_core::io::dump::manifest::Record>,
     stages: Vec<(Stage, Tensor)>,
     target: &Target,
 ) -> Result<String> {
-    let dump = Dump::of_pass("this pass", name.to_string(), model.fingerprint(), inputs, stages)?;
+    let dump = Dump::of_pass("this pass", name.to_string(), model.fingerprint(), inputs, interventions, stages)?;
     let explanations = bert_core::explain::explain(model, &dump, target)?;
     Ok(explanations.iter().map(crate::explain::text).collect())
 }

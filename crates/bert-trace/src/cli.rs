@@ -323,6 +323,13 @@ pub struct StepArgs {
     /// Read the commands from FILE, one per line
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
+    /// Write the pass as a dump to DIR when `continue` runs it to the end, with every set,
+    /// ablate and patch recorded in its manifest (nothing is written without it)
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Write into --out even if it holds other files
+    #[arg(long, requires = "out")]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -25,7 +25,10 @@ pub fn run(args: &StepArgs) -> Result<i32> {
             model: args.model.model.clone(),
             pair: args.pair.clone(),
             mlm_targets: args.mlm_target.clone(),
-            output: Output::Nowhere,
+            output: match &args.out {
+                Some(out) => Output::Dump { out: out.clone(), force: args.force, npz: false },
+                None => Output::Nowhere,
+            },
             ..TraceRequest::default()
         },
     };

@@ -1,6 +1,7 @@
 //! `bert-trace step`, scripted through standard input and `-c`: the stages come in execution
 //! order, `back` and `goto` land on the values of a fresh pass, a `set` is the matching
-//! `--patch`, and a bad command is one line and exit 2.
+//! `--patch`, `--out` writes the stepped pass with its changes recorded, and a bad command is one
+//! line and exit 2.
 
 mod common;
 
@@ -126,6 +127,18 @@ fn a_bad_command_is_one_line_and_exit_2() {
         ("past the end", "next 99", "the pass has 47 stages"),
         ("a head out of range", "head 4", "from 0 to 3"),
         ("a slice out of range", "goto embeddings.word; show [0,20:30]", "has 13 entries"),
+        (
+            "an ablation before the cursor",
+            "goto layer1.attention.query; ablate layer0.head0",
+            "it changes layer0.attention.context, before the cursor (layer1.attention.query)",
+        ),
+        (
+            "a patch of another shape",
+            "next; patch golden/tiny/dumps/pair:layer0.attention.context",
+            "[1, 13, 32] in this run",
+        ),
+        ("an ablation of no head", "ablate layer9.head0", "the model has 2 layers"),
+        ("an id past the vocabulary", "next; set [0,1] 99999", "99999"),
     ];
     let mut failures = Vec::new();
     for (what, commands, needle) in cases {
@@ -143,4 +156,41 @@ fn a_bad_command_is_one_line_and_exit_2() {
         failures.push(format!("a script that is not there: {problem}"));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `--out` writes the pass `continue` ran, every change recorded; a bad one leaves the session
+/// going on a terminal, and nothing is written before `continue` (or at all, for a directory
+/// that is not ours).
+#[test]
+fn out_writes_the_stepped_pass_with_its_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("stepped");
+    let out_arg = out.display().to_string();
+    let commands = "ablate layer1.head2; goto layer1.ffn.layernorm; set [0,9,3] 50; continue";
+    let args = ["step", "--model", "golden/tiny", "--mlm-target", "romans", "--out", &out_arg, TEXT, "-c", commands];
+    let ran = run(&args.map(String::from));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(
+        manifest["interventions"],
+        serde_json::json!([{"ablate": "layer1.head2", "with": "zero"}, {"set": "layer1.ffn.layernorm[0,9,3]", "value": 50.0}])
+    );
+    let values = ArrayD::<f32>::read_npy(std::fs::File::open(out.join("layer1.ffn.layernorm.npy")).unwrap()).unwrap();
+    assert_eq!(values[[0, 9, 3]], 50.0);
+    // Isolation says which stages were changed by hand, and blames none of them.
+    let isolated = bert_trace(&["diff", &out_arg, &out_arg, "--isolate", "--model", "golden/tiny", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&isolated.stdout).unwrap();
+    assert!(report["culprit"].is_null(), "{report}");
+    let text = serde_json::to_string(&report).unwrap();
+    assert!(text.contains("set layer1.ffn.layernorm[0,9,3] to 50"), "{text}");
+    // A directory that is not a dump is refused before the model is loaded.
+    let foreign = tmp.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "mine").unwrap();
+    let foreign_arg = foreign.display().to_string();
+    let refused =
+        run(&["step", "--model", "golden/tiny", "--out", &foreign_arg, TEXT, "-c", "continue"].map(String::from));
+    assert!(one_line(&refused, "holds files that are not a bert-trace dump").is_ok(), "{}", refused.stderr);
+    assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 1, "nothing written into it");
 }

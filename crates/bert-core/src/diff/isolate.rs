@@ -154,6 +154,7 @@ pub(crate) fn intervened(dump: &Dump) -> Vec<(Stage, String)> {
                     Stage::layer(layer, AttnContext)
                 }
                 Record::Patch { patch, .. } => stage::parse(patch)?,
+                Record::Set { set, .. } => stage::parse(set.split('[').next()?)?,
             };
             Some((stage, record.to_string()))
         })

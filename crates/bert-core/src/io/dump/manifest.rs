@@ -135,6 +135,11 @@ pub enum Record {
         positions: Option<String>,
         from: String,
     },
+    /// One element set by hand (`bert-trace step`'s `set`): `STAGE[i,j,...]`.
+    Set {
+        set: String,
+        value: f64,
+    },
 }
 
 impl fmt::Display for Record {
@@ -145,6 +150,7 @@ impl fmt::Display for Record {
                 write!(f, "patch {patch}@{positions} from {from}")
             }
             Record::Patch { patch, positions: None, from } => write!(f, "patch {patch} from {from}"),
+            Record::Set { set, value } => write!(f, "set {set} to {value}"),
         }
     }
 }

@@ -138,12 +138,14 @@ impl Dump {
     }
 
     /// The stages of a pass kept in memory, as a dump of `model` (what its manifest names it)
-    /// with `inputs`: for `explain` on a pass nothing was written for.
+    /// with `inputs` and what changed it (`interventions`): for `explain` on a pass nothing was
+    /// written for.
     pub fn of_pass(
         name: &str,
         model: String,
         fingerprint: String,
         inputs: crate::io::dump::manifest::Inputs,
+        interventions: Vec<crate::io::dump::manifest::Record>,
         stages: Vec<(crate::stage::Stage, Tensor)>,
     ) -> Result<Dump> {
         let entries = stages
@@ -164,7 +166,7 @@ impl Dump {
             stopped_at: None,
             archive: None,
             model_fingerprint: Some(fingerprint),
-            interventions: Vec::new(),
+            interventions,
             lens: false,
             no_gradient: Vec::new(),
         };
