@@ -206,6 +206,7 @@ def heads(
     label: Union[None, str, Sequence[str]] = None,
     importance: bool = False,
     statistics: bool = False,
+    batch_size: Optional[int] = None,
     json: bool = False,
     threads: Optional[int] = None,
     kernels: Optional[str] = None,

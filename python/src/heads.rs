@@ -17,6 +17,7 @@ pub struct HeadsKeywords<'py> {
     pub label: Option<Bound<'py, PyAny>>,
     pub importance: bool,
     pub statistics: bool,
+    pub batch_size: Option<usize>,
     pub threads: Option<usize>,
     pub kernels: Option<String>,
 }
@@ -43,10 +44,11 @@ pub fn heads(
         labels: strings(k.label.as_ref())?,
         importance: k.importance,
         statistics: k.statistics,
+        batch_size: k.batch_size,
         json: true,
         settings: settings(py, k.threads, k.kernels.as_deref())?,
     };
-    let report = py.detach(|| bert_commands::heads::heads(&request)).or_raise(py)?;
+    let report = py.detach(|| bert_commands::heads::heads(&request, &mut |_, _| {})).or_raise(py)?;
     crate::errors::notes(py, &report.notes);
     report_of(py, &report.text)
 }

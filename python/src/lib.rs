@@ -367,7 +367,7 @@ fn finetune<'py>(
 #[pyfunction]
 #[pyo3(signature = (
     text = None, model = None, *, file = None, pair = None, mlm_target = None, nsp_label = None, label = None,
-    importance = false, statistics = false, json = false, threads = None, kernels = None,
+    importance = false, statistics = false, batch_size = None, json = false, threads = None, kernels = None,
 ))]
 #[pyo3(name = "heads")]
 #[allow(clippy::too_many_arguments)]
@@ -382,14 +382,25 @@ fn heads_of<'py>(
     label: Option<Bound<'py, PyAny>>,
     importance: bool,
     statistics: bool,
+    batch_size: Option<usize>,
     json: bool,
     threads: Option<usize>,
     kernels: Option<String>,
 ) -> PyResult<Py<PyAny>> {
     // The report is always the command's JSON, as a dict: accepted, as the command's option.
     let _ = json;
-    let keywords =
-        heads::HeadsKeywords { file, pair, mlm_target, nsp_label, label, importance, statistics, threads, kernels };
+    let keywords = heads::HeadsKeywords {
+        file,
+        pair,
+        mlm_target,
+        nsp_label,
+        label,
+        importance,
+        statistics,
+        batch_size,
+        threads,
+        kernels,
+    };
     let none = py.None().into_bound(py);
     guarded(py, || heads::heads(py, text.unwrap_or(&none), model, keywords))
 }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use bert_core::experiments::heads::{self, Importance, Statistics};
 use bert_core::io::dump::manifest::Inputs;
+use bert_core::io::tokenizer::MASK;
 use bert_core::words::Opt;
+use bert_core::Batch;
 use serde::Serialize;
 
 use crate::error::Result;
@@ -18,6 +20,10 @@ use crate::trace::texts;
 
 pub const IMPORTANCE: Opt = Opt("importance");
 pub const STATISTICS: Opt = Opt("statistics");
+pub const BATCH_SIZE: Opt = Opt("batch_size");
+
+/// How many texts one pass reads unless told.
+pub const BATCH_SIZE_DEFAULT: usize = 16;
 
 /// The texts and labels to measure the heads on, and which measures; each field is the option
 /// of that name. Neither measure asked for: both.
@@ -32,6 +38,8 @@ pub struct HeadsRequest {
     pub labels: Vec<String>,
     pub importance: bool,
     pub statistics: bool,
+    /// How many texts one pass reads (None: [`BATCH_SIZE_DEFAULT`]).
+    pub batch_size: Option<usize>,
     pub json: bool,
     pub settings: PassSettings,
 }
@@ -47,9 +55,14 @@ struct HeadsJson<'a> {
     statistics: Option<&'a Statistics>,
 }
 
-/// Measures the heads as `request` asks.
-pub fn heads(request: &HeadsRequest) -> Result<ExperimentReport> {
+/// Measures the heads as `request` asks; `progress` hears (passes done, passes in all) as the
+/// importance goes.
+pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> Result<ExperimentReport> {
     let (_, kernels) = request.settings.apply()?;
+    let batch_size = request.batch_size.unwrap_or(BATCH_SIZE_DEFAULT);
+    if batch_size == 0 {
+        crate::refuse!("{}: a batch holds at least one text", BATCH_SIZE.with(0));
+    }
     let texts = texts(&request.texts, request.file.as_deref())?;
     if texts.is_empty() {
         crate::refuse!("no text given: give one, or {} for a file of them", Opt("file"));
@@ -57,18 +70,51 @@ pub fn heads(request: &HeadsRequest) -> Result<ExperimentReport> {
     let loaded = source::load(request.model.as_deref())?;
     let mut model = loaded.model;
     model.kernels = kernels;
-    let inputs = Inputs {
-        texts,
-        pair: (!request.pair.is_empty()).then(|| request.pair.clone()),
-        mlm_targets: (!request.mlm_targets.is_empty()).then(|| request.mlm_targets.clone()),
-        nsp_label: (!request.nsp_labels.is_empty()).then(|| request.nsp_labels.clone()),
-        label: (!request.labels.is_empty()).then(|| request.labels.clone()),
-        ..Inputs::default()
+    // Each batch takes its texts' share of the options given once per text.
+    let share = |values: &[String], range: std::ops::Range<usize>| -> Option<Vec<String>> {
+        match values.len() {
+            0 => None,
+            n if n == texts.len() && n > 1 => Some(values[range].to_vec()),
+            _ => Some(values.to_vec()),
+        }
     };
-    let batch = model.encode_inputs(&inputs, false)?;
+    let nsp: Vec<String> = request.nsp_labels.iter().map(i64::to_string).collect();
+    // The MLM targets go one per [MASK], in order: each batch takes as many as it has.
+    let mask = model.tokenizer.token_to_id(MASK).map(i64::from);
+    let masks = |batch: &Batch| batch.ids.iter().filter(|&&id| Some(id) == mask).count();
+    let ranges: Vec<std::ops::Range<usize>> =
+        (0..texts.len()).step_by(batch_size).map(|start| start..(start + batch_size).min(texts.len())).collect();
+    let mut plain = Vec::new();
+    for range in &ranges {
+        plain.push(model.encode(&texts[range.clone()], share(&request.pair, range.clone()).as_deref(), false)?);
+    }
+    let typed: usize = plain.iter().map(masks).sum();
+    if !request.mlm_targets.is_empty() && typed != request.mlm_targets.len() {
+        crate::refuse!(
+            "{} target word(s) for {typed} [MASK] token(s) in the input; give one target per [MASK], in order",
+            request.mlm_targets.len()
+        );
+    }
+    let (mut batches, mut next_target) = (Vec::new(), 0);
+    for (range, plain) in ranges.into_iter().zip(&plain) {
+        let targets = (!request.mlm_targets.is_empty()).then(|| {
+            let n = masks(plain);
+            next_target += n;
+            request.mlm_targets[next_target - n..next_target].to_vec()
+        });
+        let inputs = Inputs {
+            texts: texts[range.clone()].to_vec(),
+            pair: share(&request.pair, range.clone()),
+            mlm_targets: targets,
+            nsp_label: share(&nsp, range.clone()).map(|l| l.iter().map(|v| v.parse().expect("a number")).collect()),
+            label: share(&request.labels, range.clone()),
+            ..Inputs::default()
+        };
+        batches.push(model.encode_inputs(&inputs, false)?);
+    }
     let both = !request.importance && !request.statistics;
-    let importance = (request.importance || both).then(|| model.head_importance(&batch)).transpose()?;
-    let statistics = (request.statistics || both).then(|| model.head_statistics(&batch)).transpose()?;
+    let importance = (request.importance || both).then(|| model.head_importance(&batches, progress)).transpose()?;
+    let statistics = (request.statistics || both).then(|| model.head_statistics(&batches)).transpose()?;
     let text = match request.json {
         true => {
             let json = HeadsJson {

@@ -1,7 +1,5 @@
 //! `bert-trace attribute`: which input tokens a prediction rests on (`bert_commands::attribute`).
 
-use std::io::{IsTerminal, Write};
-
 use anyhow::Result;
 use bert_commands::attribute::{self, AttributeRequest, Method, OccludeWith};
 use bert_core::experiments::attribute::integrated::Baseline;
@@ -44,18 +42,8 @@ pub fn run(args: &AttributeArgs) -> Result<i32> {
         settings: crate::settings::of(args.threads, args.kernels.as_deref())?,
     };
     // Integrated gradients of a long text take a while: a terminal sees how far they are.
-    let terminal = std::io::stderr().is_terminal();
-    let mut shown = false;
-    let mut progress = |text: usize, done: usize, all: usize| {
-        if terminal && done < all {
-            eprint!("\rtext {}: {done} of {all} points", text + 1);
-            let _ = std::io::stderr().flush();
-            shown = true;
-        } else if shown {
-            eprint!("\r\x1b[K");
-            shown = false;
-        }
-    };
+    let mut points = crate::progress::bar("points");
+    let mut progress = |_text: usize, done: usize, all: usize| points(done, all);
     let (_, report) = attribute::attribute(&request, &mut progress)?;
     crate::print(&report.notes, &report.text);
     Ok(0)

@@ -449,7 +449,7 @@ pub struct LossArgs {
 pub struct HeadsArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// The texts; several make a padded batch, whose loss the importance is of
+    /// The texts; several make padded batches (--batch-size), whose losses the importance is of
     #[arg(value_name = "TEXT")]
     pub texts: Vec<String>,
     /// More texts, one per line
@@ -466,6 +466,10 @@ pub struct HeadsArgs {
     /// Only where each head looks
     #[arg(long)]
     pub statistics: bool,
+    /// Texts per pass: the importance is the mean over batches of |dL/dgate|, as Michel et al.'s
+    /// code takes it [default: 16]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub batch_size: Option<usize>,
     /// Print the result as JSON
     #[arg(long)]
     pub json: bool,

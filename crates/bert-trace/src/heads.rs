@@ -16,10 +16,11 @@ pub fn run(args: &HeadsArgs) -> Result<i32> {
         labels: args.losses.labels.clone(),
         importance: args.importance,
         statistics: args.statistics,
+        batch_size: args.batch_size,
         json: args.json,
         settings: crate::settings::of(args.threads, args.kernels.as_deref())?,
     };
-    let report = heads::heads(&request)?;
+    let report = heads::heads(&request, &mut crate::progress::bar("passes"))?;
     crate::print(&report.notes, &report.text);
     Ok(0)
 }

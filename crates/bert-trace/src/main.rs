@@ -14,6 +14,7 @@ mod finetune;
 mod heads;
 mod inspect;
 mod lens;
+mod progress;
 mod settings;
 mod stages;
 mod step;

@@ -99,7 +99,7 @@ fn the_most_important_head_matters_more_than_the_least() {
         ..Default::default()
     };
     let batch = model.encode_inputs(&inputs, false).unwrap();
-    let importance = model.head_importance(&batch).unwrap();
+    let importance = model.head_importance(std::slice::from_ref(&batch), &mut |_, _| {}).unwrap();
     let base = importance.curve[0].loss;
     let (first, last) = (importance.order[0], *importance.order.last().unwrap());
     let least = model.loss_without(&batch, &[first]).unwrap();
@@ -127,4 +127,41 @@ fn bad_input_is_one_line_and_exit_2() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(expected), "{args:?}: expected {expected:?} in {err}");
     }
+}
+
+/// Over several batches, as Michel et al.'s code takes it: the importance is the mean of each
+/// batch's |∂L/∂ξ|, and the curve's loss the mean of the batches' losses; the statistics are
+/// averaged over every real query token whatever the batches.
+#[test]
+fn batches_are_averaged_as_the_papers_code_does() {
+    let texts = ["When in Rome, do as the Romans do.", "Do as the Romans."];
+    let run = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["heads", "--model", "golden/tiny-classifier", "--json", "--label", "positive"];
+        all.extend(args);
+        json_of(&bert_trace(&all))
+    };
+    let together = run(&["--batch-size", "1", texts[0], texts[1]]);
+    let alone: Vec<serde_json::Value> = texts.iter().map(|text| run(&[text])).collect();
+    let grid = |v: &serde_json::Value| -> Vec<Vec<f64>> { serde_json::from_value(v.clone()).unwrap() };
+    let (mean, parts) =
+        (grid(&together["importance"]["raw"]), alone.iter().map(|a| grid(&a["importance"]["raw"])).collect::<Vec<_>>());
+    for (layer, row) in mean.iter().enumerate() {
+        for (head, got) in row.iter().enumerate() {
+            let want = (parts[0][layer][head] + parts[1][layer][head]) / 2.0;
+            assert!(
+                (got - want).abs() <= 1e-12 + 1e-9 * want.abs(),
+                "layer{layer}.head{head}: expected {want}, got {got}"
+            );
+        }
+    }
+    let losses = |v: &serde_json::Value| v["importance"]["curve"][0]["loss"].as_f64().unwrap();
+    let want = (losses(&alone[0]) + losses(&alone[1])) / 2.0;
+    assert!((losses(&together) - want).abs() < 1e-9, "the unmasked loss: expected {want}, got {}", losses(&together));
+    let padded = run(&["--statistics", texts[0], texts[1]]);
+    close("statistics", "entropy", &together["statistics"]["entropy"], &padded["statistics"]["entropy"], 1e-6, 1e-6);
+    close("statistics", "cls", &together["statistics"]["cls"], &padded["statistics"]["cls"], 1e-6, 1e-6);
+    let refused =
+        bert_trace(&["heads", "--model", "golden/tiny", "--batch-size", "0", "--mlm-target", "romans", "[MASK]"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(stderr(&refused).contains("--batch-size 0"), "{}", stderr(&refused));
 }

@@ -103,24 +103,35 @@ impl Keep {
 }
 
 impl<F: Float> BertModel<F> {
-    /// Michel et al.'s importance of every head for `batch`'s loss (its labels say which: an
-    /// MLM target, an NSP label, a classifier's label), and the pruning curve.
-    pub fn head_importance(&self, batch: &Batch) -> Result<Importance> {
-        self.check_backward(batch)?;
-        let mut keep =
-            Keep { kinds: &[(StageKind::AttnContext, false), (StageKind::AttnContext, true)], kept: Vec::new() };
-        self.trace_with(batch, &mut keep, Pass { backward: true, ..Pass::default() })?;
+    /// Michel et al.'s importance of every head for the loss of `batches` (their labels say
+    /// which: an MLM target, an NSP label, a classifier's label), and the pruning curve. As the
+    /// paper's code does, each batch's |∂L/∂ξ| is taken, then their mean, and the curve's loss is
+    /// the mean of the batches' losses. `progress` hears (passes done, passes in all).
+    pub fn head_importance(&self, batches: &[Batch], progress: &mut dyn FnMut(usize, usize)) -> Result<Importance> {
+        if batches.is_empty() {
+            return Err(BertError::Labels("no text to measure the heads on".into()));
+        }
+        for batch in batches {
+            self.check_backward(batch)?;
+        }
         let (n_layers, n_heads) = (self.layers.len(), self.config.num_attention_heads);
         let hs = self.config.hidden_size / n_heads;
+        let passes = batches.len() * (1 + SHARES.len());
         let mut raw = vec![vec![0.0; n_heads]; n_layers];
-        for (layer, row) in raw.iter_mut().enumerate() {
-            let context = keep.get(StageKind::AttnContext, layer, false);
-            let grad = keep.get(StageKind::AttnContext, layer, true);
-            for (head, importance) in row.iter_mut().enumerate() {
-                let columns = ndarray::s![.., .., head * hs..(head + 1) * hs];
-                let (c, g) = (context.slice(columns), grad.slice(columns));
-                *importance = c.iter().zip(g.iter()).map(|(c, g)| c * g).sum::<f64>().abs();
+        for (done, batch) in batches.iter().enumerate() {
+            let mut keep =
+                Keep { kinds: &[(StageKind::AttnContext, false), (StageKind::AttnContext, true)], kept: Vec::new() };
+            self.trace_with(batch, &mut keep, Pass { backward: true, ..Pass::default() })?;
+            for (layer, row) in raw.iter_mut().enumerate() {
+                let context = keep.get(StageKind::AttnContext, layer, false);
+                let grad = keep.get(StageKind::AttnContext, layer, true);
+                for (head, importance) in row.iter_mut().enumerate() {
+                    let columns = ndarray::s![.., .., head * hs..(head + 1) * hs];
+                    let (c, g) = (context.slice(columns), grad.slice(columns));
+                    *importance += c.iter().zip(g.iter()).map(|(c, g)| c * g).sum::<f64>().abs() / batches.len() as f64;
+                }
             }
+            progress(done + 1, passes);
         }
         if let Some((layer, head)) = heads(&raw).find(|&(l, h)| !raw[l][h].is_finite()) {
             return Err(BertError::Diverged {
@@ -142,9 +153,13 @@ impl<F: Float> BertModel<F> {
         // Least important first; ties keep the model's order, so that the ranking is one.
         order.sort_by(|a, b| normalized[a[0]][a[1]].total_cmp(&normalized[b[0]][b[1]]));
         let mut curve = Vec::new();
-        for share in SHARES {
+        for (point, share) in SHARES.into_iter().enumerate() {
             let masked = (share * order.len() as f64).round() as usize;
-            let loss = self.loss_without(batch, &order[..masked])?;
+            let mut loss = 0.0;
+            for (i, batch) in batches.iter().enumerate() {
+                loss += self.loss_without(batch, &order[..masked])? / batches.len() as f64;
+                progress(batches.len() * (1 + point) + i + 1, passes);
+            }
             curve.push(PrunePoint { share, masked, loss });
         }
         Ok(Importance { raw, normalized, order, curve })
@@ -165,9 +180,33 @@ impl<F: Float> BertModel<F> {
         Ok(traced.outputs.loss.expect("a batch with labels has a loss").to_f64().unwrap_or(f64::NAN))
     }
 
-    /// Clark et al.'s statistics of every head over `batch`.
-    pub fn head_statistics(&self, batch: &Batch) -> Result<Statistics> {
-        self.check(batch)?;
+    /// Clark et al.'s statistics of every head over `batches`, averaged over all their real
+    /// query tokens.
+    pub fn head_statistics(&self, batches: &[Batch]) -> Result<Statistics> {
+        let (n_layers, n_heads) = (self.layers.len(), self.config.num_attention_heads);
+        // [layers][heads][7]: the sums over every real query token, divided once at the end.
+        let mut sums = vec![vec![[0.0f64; 7]; n_heads]; n_layers];
+        let mut queries = 0usize;
+        for batch in batches {
+            self.check(batch)?;
+            queries += self.add_statistics(batch, &mut sums)?;
+        }
+        let grid = |which: usize| -> Vec<Vec<f64>> {
+            sums.iter().map(|row| row.iter().map(|s| s[which] / queries.max(1) as f64).collect()).collect()
+        };
+        Ok(Statistics {
+            cls: grid(0),
+            sep: grid(1),
+            punctuation: grid(2),
+            own: grid(3),
+            previous: grid(4),
+            next: grid(5),
+            entropy: grid(6),
+        })
+    }
+
+    /// Adds `batch`'s sums of the seven statistics into `sums`; returns its real query tokens.
+    fn add_statistics(&self, batch: &Batch, sums: &mut [Vec<[f64; 7]>]) -> Result<usize> {
         let mut keep = Keep { kinds: &[(StageKind::AttnProbs, false)], kept: Vec::new() };
         self.trace_with(batch, &mut keep, Pass::default())?;
         let token = |id: i64| self.tokenizer.id_to_token(id as u32).unwrap_or_default();
@@ -178,24 +217,12 @@ impl<F: Float> BertModel<F> {
             !text.is_empty() && text.chars().all(|c| c.is_ascii_punctuation() || c.is_punctuation())
         };
         let (b, t) = batch.dims();
-        let (n_layers, n_heads) = (self.layers.len(), self.config.num_attention_heads);
-        let grid = || vec![vec![0.0; n_heads]; n_layers];
-        let mut stats = Statistics {
-            cls: grid(),
-            sep: grid(),
-            punctuation: grid(),
-            own: grid(),
-            previous: grid(),
-            next: grid(),
-            entropy: grid(),
-        };
         let real = |seq: usize, pos: usize| batch.attention_mask[[seq, pos]] == 1;
         let queries = (0..b).flat_map(|seq| (0..t).map(move |pos| (seq, pos))).filter(|&(s, p)| real(s, p)).count();
-        for layer in 0..n_layers {
+        for (layer, row) in sums.iter_mut().enumerate() {
             let probs = keep.get(StageKind::AttnProbs, layer, false);
             let probs = probs.view().into_dimensionality::<Ix4>().expect("[B,nh,T,T] probabilities");
-            for head in 0..n_heads {
-                let mut sums = [0.0f64; 7];
+            for (head, sums) in row.iter_mut().enumerate() {
                 for seq in 0..b {
                     let p = probs.index_axis(Axis(0), seq);
                     let p = p.index_axis(Axis(0), head);
@@ -213,21 +240,9 @@ impl<F: Float> BertModel<F> {
                         sums[6] -= row.iter().filter(|&&v| v > 0.0).map(|&v| v * v.ln()).sum::<f64>();
                     }
                 }
-                let grids = [
-                    &mut stats.cls,
-                    &mut stats.sep,
-                    &mut stats.punctuation,
-                    &mut stats.own,
-                    &mut stats.previous,
-                    &mut stats.next,
-                    &mut stats.entropy,
-                ];
-                for (grid, sum) in grids.into_iter().zip(sums) {
-                    grid[layer][head] = sum / queries.max(1) as f64;
-                }
             }
         }
-        Ok(stats)
+        Ok(queries)
     }
 }
 
