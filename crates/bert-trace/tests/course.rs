@@ -33,25 +33,6 @@ const GLOSSARY: &[(&str, &str, &[&str])] = &[
     ("the tiny random model", "小型随机模型", &["tiny 随机模型", "tiny 模型"]),
     ("mean pooling", "平均池化", &["均值池化"]),
     ("key bias", "key 的偏置", &["键偏置", "key 偏置"]),
-    (
-        "head N",
-        "头 N",
-        &[
-            "第 0 个头",
-            "第 1 个头",
-            "第 2 个头",
-            "第 3 个头",
-            "第 4 个头",
-            "第 5 个头",
-            "第 6 个头",
-            "第 7 个头",
-            "第 8 个头",
-            "第 9 个头",
-            "第 10 个头",
-            "第 11 个头",
-        ],
-    ),
-    ("layer N", "第 N 层", &["第一层", "第二层", "第三层", "第四层", "第五层", "第六层"]),
     ("scatter-add", "按索引累加", &[]),
     ("global interpreter lock", "全局解释器锁", &["Python 的锁"]),
     ("ablation", "消融", &[]),
@@ -65,6 +46,44 @@ const GLOSSARY: &[(&str, &str, &[&str])] = &[
     ("weight decay", "权重衰减", &[]),
     ("optimizer", "优化器", &[]),
 ];
+
+/// An ordinal that names a head or a layer other than the one meant: 第 1 个头, 第1个注意力头 or
+/// 第二个头 (the tool's head 1 is 头 1), or a layer in Chinese numerals, 第一层 (the tool's
+/// layer 0 is 第 0 层).
+fn ordinal(line: &str) -> Option<String> {
+    const NUMERALS: &str = "零一二三四五六七八九十百两";
+    for (at, _) in line.match_indices('第') {
+        let rest = &line[at + '第'.len_utf8()..];
+        let after_space = rest.trim_start();
+        let number: String = after_space.chars().take_while(|c| c.is_ascii_digit() || NUMERALS.contains(*c)).collect();
+        if number.is_empty() {
+            continue;
+        }
+        let tail = after_space[number.len()..].trim_start();
+        // 第一个层归一化 is the first LayerNorm: a layer's ordinal has no 个.
+        let (tail, counted) = match tail.strip_prefix('个') {
+            Some(tail) => (tail, true),
+            None => (tail, false),
+        };
+        let tail = tail.strip_prefix("注意力").unwrap_or(tail);
+        let chinese_numeral = number.chars().all(|c| NUMERALS.contains(c));
+        if tail.starts_with('头') || (chinese_numeral && !counted && tail.starts_with('层')) {
+            let end = line.len() - tail.len() + '头'.len_utf8().min(tail.len());
+            return Some(line[at..end].to_string());
+        }
+    }
+    None
+}
+
+#[test]
+fn an_ordinal_head_or_layer_is_found() {
+    for wrong in ["第 1 个头", "第1个头", "第二个头", "第 3 个注意力头", "第一层", "第十二层"] {
+        assert!(ordinal(&format!("看{wrong}的列")).is_some(), "{wrong}");
+    }
+    for right in ["头 1", "第 0 层的头 4", "第 5 层", "第 8 到 15 列", "第一次", "第一个层归一化"] {
+        assert!(ordinal(&format!("看{right}的列")).is_none(), "{right}");
+    }
+}
 
 /// The heading of the glossary in `walkthrough/zh/README.md`: its table, and nothing else of
 /// that section, is left out of the prose the glossary test reads.
@@ -235,6 +254,19 @@ fn the_zh_course_writes_each_glossary_term_one_way() {
             Some(_) => {}
         }
     }
+    for path in markdown_files(&zh) {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (number, line) in prose(&text, name == "README.md") {
+            if let Some(ordinal) = ordinal(&line) {
+                failures.push(format!(
+                    "walkthrough/zh/{name}:{number}: `{ordinal}`: heads and layers are counted from 0 as the tool \
+                     names them, 头 N and 第 N 层\n    {}",
+                    line.trim()
+                ));
+            }
+        }
+    }
     println!("{lines_read} lines of zh prose, {} glossary terms checked", GLOSSARY.len());
     assert!(lines_read > 1000, "expected the zh course's prose, read {lines_read} lines");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -331,5 +363,42 @@ fn every_python_import_is_installed_by_chapter_0() {
     }
     println!("{checked} imports checked against the standard library, bert_trace and {}", installed.join(" "));
     assert!(checked > 20, "expected the course's imports, found {checked}");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every chapter, English and Chinese, opens and ends with its navigation line: the index, the
+/// chapter before it and the chapter after it, each linked by its file.
+#[test]
+fn every_chapter_opens_and_ends_with_its_neighbours() {
+    let mut failures = Vec::new();
+    for (dir, previous, next) in [("walkthrough", "previous: ", "next: "), ("walkthrough/zh", "上一章：", "下一章：")]
+    {
+        let mut chapters: Vec<String> = std::fs::read_dir(root().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".md") && n.as_bytes()[0].is_ascii_digit())
+            .collect();
+        chapters.sort();
+        assert!(chapters.len() > 20, "{dir}: the chapters");
+        for (i, name) in chapters.iter().enumerate() {
+            let text = std::fs::read_to_string(root().join(dir).join(name)).unwrap();
+            let mut want = vec!["(README.md)".to_string()];
+            if i > 0 {
+                want.push(format!("{previous}["));
+                want.push(format!("]({})", chapters[i - 1]));
+            }
+            if i + 1 < chapters.len() {
+                want.push(format!("{next}["));
+                want.push(format!("]({})", chapters[i + 1]));
+            }
+            let is_nav = |line: &str| want.iter().all(|w| line.contains(w.as_str()));
+            if !text.lines().take(6).any(is_nav) {
+                failures.push(format!("{dir}/{name}: no navigation line at the top with {want:?}"));
+            }
+            if !text.lines().rev().find(|l| !l.trim().is_empty()).is_some_and(is_nav) {
+                failures.push(format!("{dir}/{name}: the last line is not the navigation line with {want:?}"));
+            }
+        }
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

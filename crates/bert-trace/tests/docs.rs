@@ -119,3 +119,71 @@ fn one_changed_character_fails() {
         assert!(first_difference(&changed, &got).is_some(), "a change at character {at} passed");
     }
 }
+
+/// The whole check, end to end: a document whose blocks hold what their commands print passes;
+/// one character changed in any block's output, or its `? N`, is one failure at that block.
+#[test]
+fn a_document_with_one_changed_character_fails_there() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let commands = [
+        "bert-trace --stop-at embeddings.word --no-dump 'a \\ b'",
+        "bert-trace stages",
+        "bert-trace --stop-at no.such.stage --no-dump 'a'",
+    ];
+    let mut document = String::from("# A chapter\n\n");
+    for command in commands {
+        let step = Step { command: command.into(), status: 0, output: String::new(), line: 1, output_lines: 1..1 };
+        let got = run(&step, dir);
+        document += &format!("Text.\n\n```console\n$ {command}\n{}```\n\n", block_text(got.status, &got.output));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("chapter.md");
+    std::fs::write(&file, &document).unwrap();
+    let (ran, failures, _) = check(&file, dir);
+    assert_eq!((ran, failures.len()), (3, 0), "the document as the commands print it: {failures:?}");
+    assert!(document.contains("? 2\n") && document.contains('\\'), "a status line and a backslash to change");
+    // One change per block: a character of each output (the backslash of the first), then the
+    // third's status.
+    let blocks = blocks(&document);
+    let mut changes: Vec<(usize, usize, char)> = Vec::new();
+    for (index, block) in blocks.iter().enumerate() {
+        let start = document.find(&block.text).unwrap();
+        // The output: after the `$` line and any `? N` line.
+        let mut output = block.text.find('\n').unwrap() + 1;
+        if block.text[output..].starts_with("? ") {
+            output += block.text[output..].find('\n').unwrap() + 1;
+        }
+        let at = match block.text[output..].find('\\') {
+            Some(backslash) if index == 0 => output + backslash,
+            _ => output + (block.text.len() - output) / 2,
+        };
+        let at = (at..).find(|&i| block.text.is_char_boundary(i)).unwrap();
+        let old = block.text[at..].chars().next().unwrap();
+        changes.push((
+            index,
+            start + at,
+            if old == 'x' {
+                'y'
+            } else if old == '\\' {
+                '/'
+            } else {
+                'x'
+            },
+        ));
+    }
+    let (index, block) = blocks.iter().enumerate().find(|(_, b)| b.text.contains("\n? 2\n")).unwrap();
+    let status = document.find(&block.text).unwrap() + block.text.find("\n? 2\n").unwrap() + 3;
+    changes.push((index, status, '1'));
+    for (index, at, new) in changes {
+        let old = document[at..].chars().next().unwrap();
+        let mut changed = document.clone();
+        changed.replace_range(at..at + old.len_utf8(), &new.to_string());
+        std::fs::write(&file, &changed).unwrap();
+        let (_, failures, _) = check(&file, dir);
+        assert!(!failures.is_empty(), "block {index}: `{old}` made `{new}` passed");
+        assert!(
+            failures.iter().all(|f| f.contains(commands[index])),
+            "block {index}: the failures name another block: {failures:?}"
+        );
+    }
+}
