@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use bert_core::experiments::attribute::{Of, Target};
 use bert_core::experiments::intervention::{AblateWith, Ablation, Interventions, Patch, Positions};
 use bert_core::model::Pass;
 use bert_core::ops;
@@ -141,7 +142,8 @@ fn occlusion_equals_a_whole_pass_on_the_hidden_input() {
     let batch = encode(&model, &[TEXT]);
     let romans = model.tokenizer.single_token("romans").unwrap();
     for hide in ["[MASK]", "[UNK]"] {
-        let occlusion = model.occlude(&batch, MASK_AT, ("romans", romans), hide).unwrap();
+        let target = Target::Masked { position: MASK_AT.1, id: romans };
+        let occlusion = model.occlude(&batch, target, Of::Logprob, hide).unwrap();
         let full = log_prob(&run(&model, &batch, None), MASK_AT, romans);
         let hidden_positions: Vec<usize> = occlusion.tokens.iter().map(|t| t.position).collect();
         // Not [CLS] (0), not the [MASK] (9), not [SEP] (12).
@@ -150,12 +152,13 @@ fn occlusion_equals_a_whole_pass_on_the_hidden_input() {
         for token in &occlusion.tokens {
             let mut changed = batch.clone();
             changed.ids[[0, token.position]] = i64::from(hide_id);
-            let expected = log_prob(&run(&model, &changed, None), MASK_AT, romans) - full;
+            // Positive where the token raised log p: the full pass's minus the hidden one's.
+            let expected = full - log_prob(&run(&model, &changed, None), MASK_AT, romans);
             assert!(
-                (token.change - expected).abs() < 1e-5,
+                (token.attribution - expected).abs() < 1e-5,
                 "{hide} at {}: expected {expected}, got {}",
                 token.position,
-                token.change
+                token.attribution
             );
         }
     }

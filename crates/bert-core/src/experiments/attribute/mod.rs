@@ -222,10 +222,10 @@ impl<F: Float> BertModel<F> {
     }
 
     /// `[rows, outputs]` the logits `target` is one of, in f64, for each row of `batch`.
-    fn head_logits(&self, batch: &Batch, target: Target, mut hook: Option<&mut dyn Hook>) -> Result<Array2<f64>> {
+    fn head_logits(&self, batch: &Batch, target: Target, hook: Option<&mut dyn Hook>) -> Result<Array2<f64>> {
         self.check(batch)?;
         let mut discard = Discard;
-        let mut tracer = Tracer::new(&mut discard, None, hook.as_deref_mut().map(|h| h as &mut dyn Hook));
+        let mut tracer = Tracer::new(&mut discard, None, hook.map(|h| h as &mut dyn Hook));
         tracer.set_attention_mask(&batch.attention_mask);
         let rows = batch.dims().0;
         let logits: Array2<F> = ops::with_kernels(self.kernels, || {
