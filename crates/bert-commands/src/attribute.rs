@@ -90,6 +90,9 @@ pub struct AttributeRequest {
 /// The default number of points on the path.
 pub const IG_STEPS_DEFAULT: usize = 50;
 
+/// The most points on the path: a backward pass each.
+pub const IG_STEPS_MAX: usize = 10_000;
+
 /// One text's attribution.
 #[derive(Clone, Debug, Serialize)]
 pub struct Example {
@@ -127,8 +130,9 @@ pub fn attribute(
     let per_text = |values: usize, option: Opt| -> Result<()> {
         if values > 1 && values != texts.len() {
             refuse!(
-                "{option} is given {values} times for {} texts: give it once for all, or once per text",
-                texts.len()
+                "{option} is given {values} times for {} text{}: give it once for all, or once per text",
+                texts.len(),
+                if texts.len() == 1 { "" } else { "s" }
             );
         }
         Ok(())
@@ -141,17 +145,26 @@ pub fn attribute(
     let mut model = loaded.model;
     model.kernels = kernels;
     let pick = |values: &[String], i: usize| values.get(if values.len() == 1 { 0 } else { i }).cloned();
-    let mut examples = Vec::new();
+    // Every text is tokenized together first, so that a message about one names it as the
+    // input gives it; then each text's target is found, all before any attribution runs.
+    let pairs =
+        (!request.pair.is_empty()).then(|| (0..texts.len()).filter_map(|i| pick(&request.pair, i)).collect::<Vec<_>>());
+    model.encode(&texts, pairs.as_deref(), false)?;
+    let mut targets = Vec::new();
     for (i, text) in texts.iter().enumerate() {
         let pair = pick(&request.pair, i);
         let nsp = request.nsp_labels.get(if request.nsp_labels.len() == 1 { 0 } else { i }).copied();
         let (batch, target) =
             target_of(&model, text, pair.clone(), pick(&request.targets, i), pick(&request.labels, i), nsp)
                 .map_err(|e| within_text(e, i, texts.len()))?;
-        let hide = match request.occlude_with.unwrap_or_default() {
-            OccludeWith::Mask => MASK,
-            OccludeWith::Unk => UNK,
-        };
+        targets.push((pair, batch, target));
+    }
+    let hide = match request.occlude_with.unwrap_or_default() {
+        OccludeWith::Mask => MASK,
+        OccludeWith::Unk => UNK,
+    };
+    let mut examples = Vec::new();
+    for (i, (text, (pair, batch, target))) in texts.iter().zip(targets).enumerate() {
         let attribution = match request.method {
             Method::Occlusion => model.occlude(&batch, target, request.of, hide),
             Method::GradInput => model.grad_input(&batch, target, request.of),
@@ -206,8 +219,13 @@ fn check_options(request: &AttributeRequest) -> Result<()> {
     if request.occlude_with.is_some() && request.method != Method::Occlusion {
         refuse!("{OCCLUDE_WITH} is for {}, not {}", METHOD.with("occlusion"), METHOD.with(request.method.name()));
     }
-    if request.ig_steps == Some(0) {
-        refuse!("{}: the path needs at least one point", IG_STEPS.with(0));
+    match request.ig_steps {
+        Some(0) => refuse!("{}: the path needs at least one point", IG_STEPS.with(0)),
+        Some(n) if n > IG_STEPS_MAX => refuse!(
+            "{}: at most {IG_STEPS_MAX} points (Gauss–Legendre's gap is at float32's rounding long before)",
+            IG_STEPS.with(n)
+        ),
+        _ => {}
     }
     let kinds = [!request.targets.is_empty(), !request.labels.is_empty(), !request.nsp_labels.is_empty()];
     if kinds.iter().filter(|&&k| k).count() > 1 {
@@ -305,7 +323,8 @@ fn text_report(report: &AttributeReport, request: &AttributeRequest) -> String {
         };
         if a.tokens.is_empty() {
             let what = if report.method == Method::Occlusion { "hide" } else { "attribute" };
-            out += &format!("nothing to {what}: the text has no token besides [CLS], [SEP] and the [MASK]\n");
+            let besides = if a.target.kind == "mlm" { "[CLS], [SEP] and the [MASK]" } else { "[CLS] and [SEP]" };
+            out += &format!("nothing to {what}: the text has no token besides {besides}\n");
             continue;
         }
         out += &bars(a);

@@ -70,15 +70,26 @@ pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> 
     let loaded = source::load(request.model.as_deref())?;
     let mut model = loaded.model;
     model.kernels = kernels;
+    let nsp: Vec<String> = request.nsp_labels.iter().map(i64::to_string).collect();
+    // The options given once for all texts, or once per text, are checked on the whole input,
+    // before it is cut into batches: a batch that took a whole list would read it silently.
+    let whole = Inputs {
+        texts: texts.clone(),
+        pair: (!request.pair.is_empty()).then(|| request.pair.clone()),
+        nsp_label: (!request.nsp_labels.is_empty()).then(|| request.nsp_labels.clone()),
+        label: (!request.labels.is_empty()).then(|| request.labels.clone()),
+        mlm_targets: (!request.mlm_targets.is_empty()).then(|| request.mlm_targets.clone()),
+        ..Inputs::default()
+    };
+    model.encode_inputs(&whole, false)?;
     // Each batch takes its texts' share of the options given once per text.
     let share = |values: &[String], range: std::ops::Range<usize>| -> Option<Vec<String>> {
         match values.len() {
             0 => None,
-            n if n == texts.len() && n > 1 => Some(values[range].to_vec()),
-            _ => Some(values.to_vec()),
+            1 => Some(values.to_vec()),
+            _ => Some(values[range].to_vec()),
         }
     };
-    let nsp: Vec<String> = request.nsp_labels.iter().map(i64::to_string).collect();
     // The MLM targets go one per [MASK], in order: each batch takes as many as it has.
     let mask = model.tokenizer.token_to_id(MASK).map(i64::from);
     let masks = |batch: &Batch| batch.ids.iter().filter(|&&id| Some(id) == mask).count();
@@ -88,13 +99,6 @@ pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> 
     for range in &ranges {
         plain.push(model.encode(&texts[range.clone()], share(&request.pair, range.clone()).as_deref(), false)?);
     }
-    let typed: usize = plain.iter().map(masks).sum();
-    if !request.mlm_targets.is_empty() && typed != request.mlm_targets.len() {
-        crate::refuse!(
-            "{} target word(s) for {typed} [MASK] token(s) in the input; give one target per [MASK], in order",
-            request.mlm_targets.len()
-        );
-    }
     let (mut batches, mut next_target) = (Vec::new(), 0);
     for (range, plain) in ranges.into_iter().zip(&plain) {
         let targets = (!request.mlm_targets.is_empty()).then(|| {
@@ -102,6 +106,16 @@ pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> 
             next_target += n;
             request.mlm_targets[next_target - n..next_target].to_vec()
         });
+        if targets.as_ref().is_some_and(Vec::is_empty) {
+            crate::refuse!(
+                "texts {} to {} hold no [MASK]: with {} a batch has no loss without one; give every text a [MASK], \
+                 or {} 1 to see which",
+                range.start + 1,
+                range.end,
+                Opt("mlm_target"),
+                BATCH_SIZE
+            );
+        }
         let inputs = Inputs {
             texts: texts[range.clone()].to_vec(),
             pair: share(&request.pair, range.clone()),

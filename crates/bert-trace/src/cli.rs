@@ -47,7 +47,8 @@ pub enum Command {
     /// The logit lens: every layer's guess at a [MASK], from the embeddings to the last layer,
     /// read through the MLM head
     Lens(LensArgs),
-    /// Occlusion: hide each input token in turn and show how the prediction of a [MASK] changes
+    /// Which input tokens a prediction rests on (a word at the [MASK], a classifier's class, the
+    /// NSP label): each token hidden in turn, integrated gradients, or gradient × input
     Attribute(AttributeArgs),
     /// Which heads matter: each head's importance |dL/dgate| by the backward pass (Michel et al.
     /// 2019) with the loss as its least important heads are masked, and where each head looks

@@ -2,9 +2,9 @@
 //! golden/*/attribute): integrated gradients (Gauss–Legendre and midpoint, 8 and 50 points, a
 //! [PAD] and a zero baseline), gradient × input and occlusion, of the log-probability and of the
 //! logit, for an MLM word at the [MASK], the NSP label of a pair, and a classifier's class (the
-//! predicted one, and one given by name). Then what must hold whatever the model: integrated
-//! gradients add up to f(x) − f(baseline) as the points grow, every method gives a positive
-//! number where the token raises the score, and bad input is one line, exit 2.
+//! predicted one, and one given by name): Captum's attributions are positive where a token raises
+//! the score, and so must ours be. Then what must hold whatever the model: integrated gradients
+//! add up to f(x) − f(baseline) as the points grow, and bad input is one line, exit 2.
 
 mod common;
 
@@ -132,27 +132,6 @@ fn integrated_gradients_add_up_as_the_points_grow() {
 }
 
 #[test]
-fn a_token_that_raises_the_score_is_positive_in_every_method() {
-    // Occlusion's attribution is the fall in the score when the token is hidden: the score
-    // with every token minus the score without it.
-    let ours = json_of(&[
-        "attribute",
-        "--model",
-        "golden/tiny",
-        "--json",
-        "--target",
-        "romans",
-        "When in Rome, do as the [MASK] do.",
-    ]);
-    let example = &ours["examples"][0];
-    let score = example["score"].as_f64().unwrap();
-    for token in example["tokens"].as_array().unwrap() {
-        let (attribution, without) = (token["attribution"].as_f64().unwrap(), token["score_without"].as_f64().unwrap());
-        assert!((attribution - (score - without)).abs() < 1e-12, "{token}");
-    }
-}
-
-#[test]
 fn several_texts_and_a_file_each_get_their_own_attribution() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("texts.txt");
@@ -194,7 +173,10 @@ fn bad_input_is_one_line_and_exit_2() {
     std::fs::write(&empty, "\n \n").unwrap();
     let empty = empty.display().to_string();
     // (arguments, what the message says)
-    let cases: [(&[&str], &str); 12] = [
+    let two = tmp.path().join("two.txt");
+    std::fs::write(&two, "When in Rome, do as the [MASK] do.\nno mask here\n").unwrap();
+    let two = two.display().to_string();
+    let cases: [(&[&str], &str); 14] = [
         (&["attribute", "--model", "golden/tiny", "--target", "romans", "When in Rome."], "exactly one [MASK]"),
         (
             &["attribute", "--model", "golden/tiny", "--target", "romanesque", text],
@@ -268,6 +250,26 @@ fn bad_input_is_one_line_and_exit_2() {
         ),
         (&["attribute", "--model", "golden/tiny", "--label", "positive", text], "classifier"),
         (&["attribute", "--model", "golden/tiny-classifier", "--label", "happy", "Rome."], "happy"),
+        (
+            &[
+                "attribute",
+                "--model",
+                "golden/tiny",
+                "--method",
+                "integrated-gradients",
+                "--ig-steps",
+                "100000",
+                "--target",
+                "romans",
+                text,
+            ],
+            "--ig-steps 100000: at most 10000 points",
+        ),
+        // The second text is refused before the first is attributed, by its number.
+        (
+            &["attribute", "--model", "golden/tiny", "--target", "romans", "--file", &two],
+            "text 2: the text must hold exactly one [MASK]",
+        ),
     ];
     for (args, says) in cases {
         let refused = bert_trace(args);

@@ -160,8 +160,54 @@ fn batches_are_averaged_as_the_papers_code_does() {
     let padded = run(&["--statistics", texts[0], texts[1]]);
     close("statistics", "entropy", &together["statistics"]["entropy"], &padded["statistics"]["entropy"], 1e-6, 1e-6);
     close("statistics", "cls", &together["statistics"]["cls"], &padded["statistics"]["cls"], 1e-6, 1e-6);
-    let refused =
-        bert_trace(&["heads", "--model", "golden/tiny", "--batch-size", "0", "--mlm-target", "romans", "[MASK]"]);
-    assert_eq!(refused.status.code(), Some(2));
-    assert!(stderr(&refused).contains("--batch-size 0"), "{}", stderr(&refused));
+    let tmp = tempfile::tempdir().unwrap();
+    let four = tmp.path().join("four.txt");
+    std::fs::write(&four, "Rome.\nDo as the Romans.\nWhen in Rome.\nDo.\n").unwrap();
+    let three = tmp.path().join("three.txt");
+    std::fs::write(&three, "the [MASK] sat.\nno mask here.\nthe [MASK] ran.\n").unwrap();
+    let (four, three) = (four.display().to_string(), three.display().to_string());
+    // (arguments, what the message says): a list given neither once nor once per text is refused
+    // whatever the batches, and so is a batch that would have no loss.
+    let cases: [(&[&str], &str); 3] = [
+        (&["--model", "golden/tiny", "--batch-size", "0", "--mlm-target", "romans", "[MASK]"], "--batch-size 0"),
+        (
+            &[
+                "--model",
+                "golden/tiny-classifier",
+                "--file",
+                &four,
+                "--label",
+                "0",
+                "--label",
+                "2",
+                "--batch-size",
+                "2",
+            ],
+            "2 labels for 4",
+        ),
+        (
+            &[
+                "--model",
+                "golden/tiny",
+                "--file",
+                &three,
+                "--mlm-target",
+                "cat",
+                "--mlm-target",
+                "dog",
+                "--batch-size",
+                "1",
+                "--importance",
+            ],
+            "texts 2 to 2 hold no [MASK]",
+        ),
+    ];
+    for (args, says) in cases {
+        let mut all = vec!["heads"];
+        all.extend(args);
+        let refused = bert_trace(&all);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}: {}", stderr(&refused));
+        assert!(stderr(&refused).contains(says), "{args:?}: expected `{says}` in {}", stderr(&refused));
+        assert_eq!(stderr(&refused).lines().count(), 1, "{args:?}: {}", stderr(&refused));
+    }
 }

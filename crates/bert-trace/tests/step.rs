@@ -193,4 +193,23 @@ fn out_writes_the_stepped_pass_with_its_changes() {
         run(&["step", "--model", "golden/tiny", "--out", &foreign_arg, TEXT, "-c", "continue"].map(String::from));
     assert!(one_line(&refused, "holds files that are not a bert-trace dump").is_ok(), "{}", refused.stderr);
     assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 1, "nothing written into it");
+    // Nor is the dump a patch reads.
+    let typed = format!("patch {out_arg}:layer0.attention.output; continue");
+    let refused = run(&["step", "--model", "golden/tiny", "--out", &out_arg, TEXT, "-c", &typed].map(String::from));
+    assert!(one_line(&refused, "which the pass would be written over").is_ok(), "{}", refused.stderr);
+    // A set of the word embeddings: explain still knows the model, by its fingerprint.
+    let words = tmp.path().join("words").display().to_string();
+    let args = [
+        "step",
+        "--model",
+        "golden/tiny",
+        "--out",
+        &words,
+        TEXT,
+        "-c",
+        "goto embeddings.word; set [0,1,3] 5; continue",
+    ];
+    assert_eq!(run(&args.map(String::from)).code, Some(0));
+    let explained = bert_trace(&["explain", &words, "embeddings.sum[0,1,3]", "--model", "golden/tiny"]);
+    assert!(explained.status.success(), "{}", String::from_utf8_lossy(&explained.stderr));
 }

@@ -207,6 +207,11 @@ pub fn check_model<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<()> {
     let (Some(entry), Some(_)) = (dump.entry(&stage.name()), dump.entry(&Stage::new(InputIds).name())) else {
         return Ok(());
     };
+    // A pass whose word embeddings or ids were changed by hand holds embeddings the model does
+    // not give from those ids: only the fingerprint can tell its model then.
+    if intervened(dump).iter().any(|(changed, _)| [stage, Stage::new(InputIds)].contains(changed)) {
+        return Ok(());
+    }
     match recompute_from(model, dump, stage, model.config.num_hidden_layers)? {
         Ok(recomputed) => {
             let report =

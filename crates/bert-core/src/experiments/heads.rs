@@ -160,6 +160,14 @@ impl<F: Float> BertModel<F> {
                 loss += self.loss_without(batch, &order[..masked])? / batches.len() as f64;
                 progress(batches.len() * (1 + point) + i + 1, passes);
             }
+            if !loss.is_finite() {
+                return Err(BertError::Diverged {
+                    step: 0,
+                    problem: format!(
+                        "the loss with {masked} heads masked is {loss}: not a number to draw a curve with"
+                    ),
+                });
+            }
             curve.push(PrunePoint { share, masked, loss });
         }
         Ok(Importance { raw, normalized, order, curve })

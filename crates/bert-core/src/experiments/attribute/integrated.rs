@@ -98,7 +98,11 @@ impl<F: Float> BertModel<F> {
             return Err(BertError::Labels(format!(
                 "the baseline equals the input: {}",
                 if kept.iter().all(|&k| k) {
-                    "the text has no token to attribute besides [CLS], [SEP] and the [MASK]".to_string()
+                    let besides = match target {
+                        Target::Masked { .. } => "[CLS], [SEP] and the [MASK]",
+                        _ => "[CLS] and [SEP]",
+                    };
+                    format!("the text has no token to attribute besides {besides}")
                 } else {
                     format!("every token to attribute is already what the {} baseline puts there", path.baseline.name())
                 }
@@ -134,13 +138,10 @@ impl<F: Float> BertModel<F> {
             difference: score - baseline_score,
             gap: sum - (score - baseline_score),
         };
-        if !completeness.gap.is_finite() {
-            return Err(BertError::Diverged {
-                step: 0,
-                problem: format!("the attributions are not finite (their sum is {sum}): the score is not finite"),
-            });
-        }
-        Ok(Attribution { target: self.target_report(target), score, tokens, completeness: Some(completeness) })
+        let attribution =
+            Attribution { target: self.target_report(target), score, tokens, completeness: Some(completeness) };
+        attribution.check_finite()?;
+        Ok(attribution)
     }
 
     /// Gradient × input of `target`'s score, for `batch`'s one sequence.
@@ -151,16 +152,9 @@ impl<F: Float> BertModel<F> {
         let grads = self.word_gradients(batch, target, of, Interpolate::rows(&input, &input, &[1.0]))?;
         let score = self.scores(batch, target, of, None)?[0];
         let tokens = self.token_attributions(batch, &kept, input.view(), grads.slice(s![0, .., ..]));
-        if let Some(token) = tokens.iter().find(|t| !t.attribution.is_finite()) {
-            return Err(BertError::Diverged {
-                step: 0,
-                problem: format!(
-                    "the attribution of {} is {}: the score is not finite",
-                    token.token, token.attribution
-                ),
-            });
-        }
-        Ok(Attribution { target: self.target_report(target), score, tokens, completeness: None })
+        let attribution = Attribution { target: self.target_report(target), score, tokens, completeness: None };
+        attribution.check_finite()?;
+        Ok(attribution)
     }
 
     /// `[T,H]` the word embeddings `batch`'s one sequence looks up, in f64.

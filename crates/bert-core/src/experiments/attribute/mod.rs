@@ -100,6 +100,27 @@ pub struct Attribution {
     pub completeness: Option<integrated::Completeness>,
 }
 
+impl Attribution {
+    /// Refuses an attribution with a number that is not finite: a NaN is never an answer.
+    pub fn check_finite(&self) -> Result<()> {
+        let mut numbers = vec![("the score".to_string(), self.score)];
+        for t in &self.tokens {
+            numbers.push((format!("the attribution of {} at {}", t.token, t.position), t.attribution));
+            numbers.extend(t.score_without.map(|v| (format!("the score without {} at {}", t.token, t.position), v)));
+        }
+        if let Some(c) = &self.completeness {
+            numbers.push(("the score of the baseline".into(), c.baseline_score));
+        }
+        match numbers.into_iter().find(|(_, v)| !v.is_finite()) {
+            Some((what, value)) => Err(BertError::Diverged {
+                step: 0,
+                problem: format!("{what} is {value}: the model's output is not a number there"),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
 impl<F: Float> BertModel<F> {
     /// `target`, checked against the model's heads and `batch` (one sequence).
     pub fn check_target(&self, batch: &Batch, target: Target) -> Result<()> {

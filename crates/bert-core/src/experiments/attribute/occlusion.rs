@@ -40,6 +40,8 @@ impl<F: Float> BertModel<F> {
                 });
             }
         }
-        Ok(Attribution { target: self.target_report(target), score, tokens, completeness: None })
+        let attribution = Attribution { target: self.target_report(target), score, tokens, completeness: None };
+        attribution.check_finite()?;
+        Ok(attribution)
     }
 }
