@@ -310,7 +310,7 @@ fn view_draws_the_tokens_coloured_and_the_heads_grids() {
                 "When in Rome, do as the [MASK] do.",
             ],
             "the heads grids",
-            "entropy",
+            "(the pruning curve)",
         ),
     ];
     for (args, what, label) in cases {

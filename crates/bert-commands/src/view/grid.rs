@@ -128,24 +128,39 @@ pub fn picture_of(json: &Value, name: &str) -> Result<Grid> {
         }
         HEADS => {
             let mut parts = Vec::new();
-            let mut grid = |title: String, value: &Value, scale: fn(&[Vec<f64>]) -> Scale| -> Result<()> {
+            let grid = |title: String, value: &Value, scale: fn(&[Vec<f64>]) -> Scale| -> Result<(String, Picture)> {
                 let rows = rows_of(path, value)?;
                 let (values, heads) = layers_by_heads(path, &rows, "the report has no heads to draw")?;
                 let picture =
                     picture::heatmap(values.view(), &layer_labels(rows.len()), Some(&head_labels(heads)), scale(&rows));
-                parts.push((title, picture));
-                Ok(())
+                Ok((title, picture))
             };
             let sequential = |rows: &[Vec<f64>]| {
                 let max = rows.iter().flatten().copied().fold(0.0, f64::max);
                 Scale::Sequential { min: 0.0, max: if max > 0.0 { max } else { 1.0 } }
             };
             if json["importance"].is_object() {
-                grid(
+                parts.push(grid(
                     "importance |∂L/∂ξ|, each layer divided by its ℓ2 norm (Michel et al. 2019)".into(),
                     &json["importance"]["normalized"],
                     sequential,
-                )?;
+                )?);
+                let mut points = Vec::new();
+                for point in json["importance"]["curve"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                    let (Some(share), Some(loss)) = (point["share"].as_f64(), point["loss"].as_f64()) else {
+                        refuse!("{}: a point of the pruning curve without a share and a finite loss", path);
+                    };
+                    if !loss.is_finite() || !share.is_finite() {
+                        refuse!("{}: a point of the pruning curve without a share and a finite loss", path);
+                    }
+                    points.push((share, loss));
+                }
+                if !points.is_empty() {
+                    parts.push((
+                        "the loss with the least important heads masked (the pruning curve)".into(),
+                        picture::curve(&points, "share of the heads masked", "loss"),
+                    ));
+                }
             }
             let statistics = [
                 ("cls", "attention to [CLS]"),
@@ -158,7 +173,7 @@ pub fn picture_of(json: &Value, name: &str) -> Result<Grid> {
             ];
             if json["statistics"].is_object() {
                 for (key, title) in statistics {
-                    grid(format!("{title} (Clark et al. 2019)"), &json["statistics"][key], sequential)?;
+                    parts.push(grid(format!("{title} (Clark et al. 2019)"), &json["statistics"][key], sequential)?);
                 }
             }
             if parts.is_empty() {

@@ -413,3 +413,50 @@ pub fn stack(parts: &[(String, Picture)]) -> Picture {
     svg += "</svg>\n";
     Picture { svg, width, height: y }
 }
+
+/// A line through `points` (x, y), with its axes: x from 0 to the largest x, y over the range
+/// of the values; each point marked and labelled with its y.
+pub fn curve(points: &[(f64, f64)], x_label: &str, y_label: &str) -> Picture {
+    let (width, height) = (520u32, 300u32);
+    let (left, right, top, bottom) = (70.0, 20.0, 20.0, 50.0);
+    let (w, h) = (width as f64 - left - right, height as f64 - top - bottom);
+    let x_max = points.iter().map(|p| p.0).fold(0.0f64, f64::max).max(f64::MIN_POSITIVE);
+    let (y_min, y_max) =
+        points.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
+    let span = if y_max > y_min { y_max - y_min } else { 1.0 };
+    let at = |(x, y): (f64, f64)| (left + x / x_max * w, top + (1.0 - (y - y_min) / span) * h);
+    let mut svg = open(width, height);
+    let ink = hex(colors::TEXT);
+    let frame = hex(colors::FRAME);
+    let _ =
+        writeln!(svg, "<rect x=\"{left}\" y=\"{top}\" width=\"{w}\" height=\"{h}\" fill=\"none\" stroke=\"{frame}\"/>");
+    let line: Vec<String> = points.iter().map(|&p| at(p)).map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+    let _ = writeln!(
+        svg,
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>",
+        line.join(" "),
+        hex(colour(colors::SEQUENTIAL, 0.8))
+    );
+    for &(x, y) in points {
+        let (px, py) = at((x, y));
+        let _ = writeln!(
+            svg,
+            "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"3\" fill=\"{ink}\"/>\n<text x=\"{px:.1}\" y=\"{}\" font-size=\"9\" text-anchor=\"middle\" fill=\"{ink}\">{}</text>\n<text x=\"{px:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\" fill=\"{ink}\">{:.0}%</text>",
+            py - 7.0,
+            significant(y),
+            top + h + 14.0,
+            x * 100.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\" fill=\"{ink}\">{}</text>\n<text transform=\"translate(16,{}) rotate(-90)\" font-size=\"11\" text-anchor=\"middle\" fill=\"{ink}\">{}</text>",
+        left + w / 2.0,
+        height as f64 - 12.0,
+        escape(x_label),
+        top + h / 2.0,
+        escape(y_label)
+    );
+    svg += "</svg>\n";
+    Picture { svg, width, height }
+}
