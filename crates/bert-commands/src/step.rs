@@ -276,9 +276,12 @@ impl StepSession {
                 reply(format!("{word} {rest}: from here on\n"))
             }
             "continue" | "c" => {
-                let outputs = self.run_pass(None)?;
-                let mut text = render::predictions::report(&self.model, &self.batch, &outputs, self.top_k);
-                text += &render::predictions::losses(&self.model, &self.batch, &outputs);
+                let traced = self.run_pass(None)?;
+                // The inputs as the changes left them: a set of an id or a label changes what
+                // the predictions and losses are of.
+                let used = traced.batch.as_ref().unwrap_or(&self.batch);
+                let mut text = render::predictions::report(&self.model, used, &traced.outputs, self.top_k);
+                text += &render::predictions::losses(&self.model, used, &traced.outputs);
                 if let Some((out, options)) = &self.out {
                     self.write(out, *options)?;
                     text += &format!("\nwrote {} stages to {} (manifest.json)\n", self.stages.len(), out.display());
@@ -357,7 +360,7 @@ impl StepSession {
     }
 
     /// Runs the pass with the changes, up to `stop` (to the end without), keeping every stage.
-    fn run_pass(&mut self, stop: Option<Stage>) -> Result<bert_core::model::Outputs> {
+    fn run_pass(&mut self, stop: Option<Stage>) -> Result<bert_core::model::Traced> {
         let mut interventions = self.interventions()?;
         let sets: Vec<(Stage, Vec<usize>, f64)> = self
             .changes
@@ -373,7 +376,7 @@ impl StepSession {
         let pass = Pass { stop_after: stop, hook: Some(&mut chain), ..Pass::default() };
         let traced = self.model.trace_with(&self.batch, &mut memory, pass)?;
         self.stages = memory.stages;
-        Ok(traced.outputs)
+        Ok(traced)
     }
 
     /// Puts the cursor on stage `at` of the plan, dropping the changes made after it.

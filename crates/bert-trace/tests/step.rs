@@ -213,3 +213,17 @@ fn out_writes_the_stepped_pass_with_its_changes() {
     let explained = bert_trace(&["explain", &words, "embeddings.sum[0,1,3]", "--model", "golden/tiny"]);
     assert!(explained.status.success(), "{}", String::from_utf8_lossy(&explained.stderr));
 }
+
+/// A set of a label changes what the loss is of, and `continue` reports the loss of the label
+/// the pass used: the same table a trace prints with that target.
+#[test]
+fn a_set_label_is_the_label_the_report_names() {
+    let (code, stepped, stderr) = step("goto input.labels\nset [0,9] 100\ncontinue\n");
+    assert_eq!(code, Some(0), "{stderr}");
+    let tiny = bert_core::BertModel::load(&root().join("golden/tiny")).unwrap();
+    let word = tiny.tokenizer.id_to_token(100).unwrap();
+    let traced = bert_trace(&["--model", "golden/tiny", "--mlm-target", &word, "--no-dump", TEXT]);
+    let traced = String::from_utf8_lossy(&traced.stdout).into_owned();
+    let losses = |text: &str| text[text.find("pretraining losses:").unwrap_or_else(|| panic!("{text}"))..].to_string();
+    assert_eq!(losses(&stepped), losses(&traced));
+}
