@@ -301,8 +301,19 @@ impl StepSession {
             Change::Patch(spec) => (Vec::new(), vec![spec.clone()]),
             Change::Set { .. } => return Ok(()),
         };
-        let interventions = Interventions::load(&self.model, &ablate, AblateWith::Zero, &patch)?;
-        interventions.check_run(&self.model, &self.batch, &self.plan, None)?;
+        // The library names the command's options (‹ablate›, ‹patch›); here the user typed a
+        // command, and the message names it so.
+        let (word, spec) = match change {
+            Change::Ablate(spec) => ("ablate", spec),
+            Change::Patch(spec) => ("patch", spec),
+            Change::Set { .. } => unreachable!("returned above"),
+        };
+        let typed = |error: bert_core::BertError| match error {
+            bert_core::BertError::Intervention { problem, .. } => bad(&format!("{word} {spec}: {problem}")),
+            other => other.into(),
+        };
+        let interventions = Interventions::load(&self.model, &ablate, AblateWith::Zero, &patch).map_err(typed)?;
+        interventions.check_run(&self.model, &self.batch, &self.plan, None).map_err(typed)?;
         if let Some((out, _)) = &self.out {
             refuse_out_as_source(out, &interventions)?;
         }
