@@ -185,12 +185,7 @@ pub fn attribute(
         model: loaded.name,
         method: request.method,
         of: request.of,
-        occluded_with: (request.method == Method::Occlusion).then_some(
-            match request.occlude_with.unwrap_or_default() {
-                OccludeWith::Mask => MASK,
-                OccludeWith::Unk => UNK,
-            },
-        ),
+        occluded_with: (request.method == Method::Occlusion).then_some(hide),
         examples,
     };
     let text = match request.json {

@@ -6,9 +6,8 @@ use std::path::PathBuf;
 
 use bert_core::experiments::heads::{self, Importance, Statistics};
 use bert_core::io::dump::manifest::Inputs;
-use bert_core::io::tokenizer::MASK;
+use bert_core::objectives::IGNORE;
 use bert_core::words::Opt;
-use bert_core::Batch;
 use serde::Serialize;
 
 use crate::error::Result;
@@ -70,9 +69,8 @@ pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> 
     let loaded = source::load(request.model.as_deref())?;
     let mut model = loaded.model;
     model.kernels = kernels;
-    let nsp: Vec<String> = request.nsp_labels.iter().map(i64::to_string).collect();
-    // The options given once for all texts, or once per text, are checked on the whole input,
-    // before it is cut into batches: a batch that took a whole list would read it silently.
+    // The input is tokenized and labelled once, whole, so that an option given once per text is
+    // checked against every text; then it is cut into batches, each padded to its own longest.
     let whole = Inputs {
         texts: texts.clone(),
         pair: (!request.pair.is_empty()).then(|| request.pair.clone()),
@@ -81,32 +79,13 @@ pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> 
         mlm_targets: (!request.mlm_targets.is_empty()).then(|| request.mlm_targets.clone()),
         ..Inputs::default()
     };
-    model.encode_inputs(&whole, false)?;
-    // Each batch takes its texts' share of the options given once per text.
-    let share = |values: &[String], range: std::ops::Range<usize>| -> Option<Vec<String>> {
-        match values.len() {
-            0 => None,
-            1 => Some(values.to_vec()),
-            _ => Some(values[range].to_vec()),
-        }
-    };
-    // The MLM targets go one per [MASK], in order: each batch takes as many as it has.
-    let mask = model.tokenizer.token_to_id(MASK).map(i64::from);
-    let masks = |batch: &Batch| batch.ids.iter().filter(|&&id| Some(id) == mask).count();
-    let ranges: Vec<std::ops::Range<usize>> =
-        (0..texts.len()).step_by(batch_size).map(|start| start..(start + batch_size).min(texts.len())).collect();
-    let mut plain = Vec::new();
-    for range in &ranges {
-        plain.push(model.encode(&texts[range.clone()], share(&request.pair, range.clone()).as_deref(), false)?);
-    }
-    let (mut batches, mut next_target) = (Vec::new(), 0);
-    for (range, plain) in ranges.into_iter().zip(&plain) {
-        let targets = (!request.mlm_targets.is_empty()).then(|| {
-            let n = masks(plain);
-            next_target += n;
-            request.mlm_targets[next_target - n..next_target].to_vec()
-        });
-        if targets.as_ref().is_some_and(Vec::is_empty) {
+    let whole = model.encode_inputs(&whole, false)?;
+    let mut batches = Vec::new();
+    for start in (0..texts.len()).step_by(batch_size) {
+        let range = start..(start + batch_size).min(texts.len());
+        let batch = whole.rows(range.clone());
+        let unlabelled = |labels: &ndarray::Array2<i64>| labels.iter().all(|&l| l == IGNORE);
+        if batch.labels.mlm.as_ref().is_some_and(unlabelled) {
             crate::refuse!(
                 "texts {} to {} hold no [MASK]: with {} a batch has no loss without one; give every text a [MASK], \
                  or {} 1 to see which",
@@ -116,15 +95,7 @@ pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> 
                 BATCH_SIZE
             );
         }
-        let inputs = Inputs {
-            texts: texts[range.clone()].to_vec(),
-            pair: share(&request.pair, range.clone()),
-            mlm_targets: targets,
-            nsp_label: share(&nsp, range.clone()).map(|l| l.iter().map(|v| v.parse().expect("a number")).collect()),
-            label: share(&request.labels, range.clone()),
-            ..Inputs::default()
-        };
-        batches.push(model.encode_inputs(&inputs, false)?);
+        batches.push(batch);
     }
     let both = !request.importance && !request.statistics;
     let importance = (request.importance || both).then(|| model.head_importance(&batches, progress)).transpose()?;

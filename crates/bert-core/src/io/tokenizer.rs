@@ -26,7 +26,7 @@ use tokenizers::{EncodeInput, Tokenizer, TruncationParams, TruncationStrategy};
 
 use super::files;
 use crate::error::{BertError, Result};
-use crate::objectives::labels::Labels;
+use crate::objectives::labels::{Labels, Replacement};
 
 /// The special tokens every BERT vocabulary needs.
 pub const CLS: &str = "[CLS]";
@@ -162,6 +162,29 @@ impl Batch {
             class_labels: self.labels.class.is_some(),
             lens: false,
             backward: false,
+        }
+    }
+
+    /// The sequences `rows`, with their labels, padded only to the longest of them: the batch
+    /// they would make if tokenized alone.
+    pub fn rows(&self, rows: std::ops::Range<usize>) -> Batch {
+        let t = rows.clone().map(|b| self.tokens[b].len()).max().unwrap_or(0);
+        let cut = |a: &Array2<i64>| a.slice(ndarray::s![rows.clone(), ..t]).to_owned();
+        let pick = |a: &ndarray::Array1<i64>| a.slice(ndarray::s![rows.clone()]).to_owned();
+        let replacements = self.labels.replacements.iter().filter(|r| rows.contains(&r.seq));
+        Batch {
+            ids: cut(&self.ids),
+            token_type_ids: cut(&self.token_type_ids),
+            attention_mask: cut(&self.attention_mask),
+            tokens: self.tokens[rows.clone()].to_vec(),
+            pairs: self.pairs,
+            labels: Labels {
+                original_ids: self.labels.original_ids.as_ref().map(cut),
+                mlm: self.labels.mlm.as_ref().map(cut),
+                nsp: self.labels.nsp.as_ref().map(pick),
+                class: self.labels.class.as_ref().map(pick),
+                replacements: replacements.map(|r| Replacement { seq: r.seq - rows.start, ..*r }).collect(),
+            },
         }
     }
 
