@@ -14,7 +14,6 @@ use bert_core::pass::hook::{Chain, Hook, TensorViewMut};
 use bert_core::pass::summary::Summary;
 use bert_core::pass::{Memory, Sink, Tensor};
 use bert_core::stage::{self, Stage};
-use bert_core::words::Opt;
 use bert_core::{Batch, BertModel};
 use ndarray::ArrayView2;
 
@@ -121,12 +120,6 @@ impl StepSession {
         };
         let texts = request.all_texts()?;
         let loaded = source::load(request.model.as_deref())?;
-        if let Some((out, _)) = &out {
-            refuse_out_as_source(
-                out,
-                &Interventions::load(&loaded.model, &request.ablate, AblateWith::Zero, &request.patch)?,
-            )?;
-        }
         let model = loaded.model;
         let prepared = trace::prepare(request, texts, &model)?;
         let plan = model.plan(prepared.objectives);
@@ -315,7 +308,7 @@ impl StepSession {
         let interventions = Interventions::load(&self.model, &ablate, AblateWith::Zero, &patch).map_err(typed)?;
         interventions.check_run(&self.model, &self.batch, &self.plan, None).map_err(typed)?;
         if let Some((out, _)) = &self.out {
-            refuse_out_as_source(out, &interventions)?;
+            trace::refuse_out_as_patch_source(out, &interventions)?;
         }
         let cursor = self.cursor.unwrap_or(0);
         if let Some(before) = self.plan[..cursor].iter().find(|stage| interventions.wants(stage)) {
@@ -450,23 +443,6 @@ impl StepSession {
         let explanations = explain::explain(&self.model, &dump, target)?;
         Ok(explanations.iter().map(crate::explain::text).collect())
     }
-}
-
-/// Refuses an `out` that a patch reads: writing the pass there would replace the values the
-/// manifest says it took.
-fn refuse_out_as_source(out: &std::path::Path, interventions: &Interventions) -> Result<()> {
-    let canonical = |path: &std::path::Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    for record in interventions.records() {
-        if let Record::Patch { from, .. } = record {
-            if canonical(std::path::Path::new(&from)) == canonical(out) {
-                return Err(bad(&format!(
-                    "{}: a patch reads {from}, which the pass would be written over; choose another",
-                    Opt("out").with(out.display())
-                )));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// `show [a:b,...]`: the part of `tensor` a numpy index names, one row per line.

@@ -35,6 +35,7 @@ use crate::render::terminal_heatmap;
 use crate::render::tokens_table;
 use crate::settings::PassSettings;
 use crate::source;
+use bert_core::io::dump::manifest::Record;
 
 pub const TEXT: Opt = Opt("text");
 pub const FILE: Opt = Opt("file");
@@ -336,7 +337,7 @@ fn explain_pass<F: Float>(
     model: &BertModel<F>,
     name: &str,
     inputs: Inputs,
-    interventions: Vec<bert_core::io::dump::manifest::Record>,
+    interventions: Vec<Record>,
     stages: Vec<(Stage, Tensor)>,
     target: &Target,
 ) -> Result<String> {
@@ -427,6 +428,9 @@ pub fn prepare<F: Float>(request: &TraceRequest, texts: Vec<String>, model: &Ber
         refuse!("{BACKWARD} needs the whole forward pass, up to the loss; {STOP_AT} ends it after {stage}");
     }
     interventions.check_run(model, &batch, &model.plan(objectives), stop)?;
+    if let Output::Dump { out, .. } = &request.output {
+        refuse_out_as_patch_source(out, &interventions)?;
+    }
     let only = only_filter(&request.only, &model.plan(objectives))?;
     model.check(&batch)?;
     Ok(Prepared { inputs, batch, objectives, stop, only, interventions, notes })
@@ -494,6 +498,23 @@ pub fn texts(texts: &[String], file: Option<&Path>) -> Result<Vec<String>> {
         }
     }
     Ok(all)
+}
+
+/// Refuses an `out` that a patch reads: writing the pass there would replace the values the
+/// manifest says it took.
+pub fn refuse_out_as_patch_source(out: &Path, interventions: &Interventions) -> Result<()> {
+    let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    for record in interventions.records() {
+        if let Record::Patch { from, .. } = record {
+            if canonical(Path::new(&from)) == canonical(out) {
+                refuse!(
+                    "{}: a patch reads {from}, which the pass would be written over; choose another",
+                    Opt("out").with(out.display())
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuses an `out` that is the `reference` directory: the trace would replace the dump it

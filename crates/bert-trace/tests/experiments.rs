@@ -284,3 +284,19 @@ fn a_text_that_names_a_command_is_traced_after_a_double_dash() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     assert!(readme.contains("bert-trace -- lens"), "the README says how");
 }
+
+/// A trace's dump is never written over the dump one of its patches reads: the manifest would
+/// then say the values came from a directory that no longer holds them.
+#[test]
+fn a_patch_source_is_never_the_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run").display().to_string();
+    assert!(bert_trace(&["--model", "golden/tiny", "--out", &dir, TEXT]).status.success());
+    let before = std::fs::read(tmp.path().join("run/layer0.attention.output.npy")).unwrap();
+    let patch = format!("{dir}:layer0.attention.output");
+    let refused = bert_trace(&["--model", "golden/tiny", "--out", &dir, "--patch", &patch, TEXT]);
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(message.contains("which the pass would be written over") && message.lines().count() == 1, "{message}");
+    assert_eq!(std::fs::read(tmp.path().join("run/layer0.attention.output.npy")).unwrap(), before, "untouched");
+}

@@ -199,6 +199,12 @@ impl<F: Float> BertModel<F> {
             self.check(batch)?;
             queries += self.add_statistics(batch, &mut sums)?;
         }
+        if let Some((layer, head)) = heads(&sums).find(|&(l, h)| sums[l][h].iter().any(|v| !v.is_finite())) {
+            return Err(BertError::Diverged {
+                step: 0,
+                problem: format!("layer{layer}.head{head}'s attention is not finite: no statistic to give"),
+            });
+        }
         let grid = |which: usize| -> Vec<Vec<f64>> {
             sums.iter().map(|row| row.iter().map(|s| s[which] / queries.max(1) as f64).collect()).collect()
         };
@@ -255,6 +261,6 @@ impl<F: Float> BertModel<F> {
 }
 
 /// Every `(layer, head)` of a `[layers][heads]` grid, in the model's order.
-fn heads(grid: &[Vec<f64>]) -> impl Iterator<Item = (usize, usize)> + '_ {
+fn heads<T>(grid: &[Vec<T>]) -> impl Iterator<Item = (usize, usize)> + '_ {
     grid.iter().enumerate().flat_map(|(layer, row)| (0..row.len()).map(move |head| (layer, head)))
 }
