@@ -170,6 +170,11 @@ fn usage(problem: &str) -> ! {
 
 fn main() {
     let start = Instant::now();
+    // As the command does at its start (bert-trace's main.rs); BENCH_FRESH_MEMORY=1 leaves the
+    // allocator as it is, to measure what that is worth.
+    if std::env::var_os("BENCH_FRESH_MEMORY").is_none() {
+        bert_core::ops::keep_freed_memory();
+    }
     let args = parse_args();
     let threads = threads_from_env().unwrap_or_else(|e| usage(&e));
     match args.command.as_str() {

@@ -40,6 +40,10 @@ fn main() -> ExitCode {
         // instead of killing the process without a word.
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
+    // A pass frees and allocates hundreds of large arrays; reusing the freed memory instead of
+    // fresh pages took a quarter off a forward and backward pass (BENCHMARKS.md). Whether the
+    // allocator took the setting changes only the speed.
+    bert_core::ops::keep_freed_memory();
     // A bug must still end in one line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         eprintln!("error: internal error in bert-trace ({info}); please report it");

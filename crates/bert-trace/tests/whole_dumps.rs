@@ -17,24 +17,30 @@ fn minilm() -> PathBuf {
     dir
 }
 
-/// Traces the same padded batch into each directory, with the thread count given for each.
+/// Traces the same padded batch of MiniLM into each directory, with the thread count given for
+/// each.
 fn assert_identical_dumps(runs: &[(&str, Option<&str>)]) {
+    let longer = ["A second, longer sentence makes this batch padded"; 6].join(" and ");
+    let mut args = vec!["--model".to_string(), minilm().display().to_string()];
+    args.extend(["When in Rome, do as the Romans do.".to_string(), longer]);
+    assert_identical_runs(&args, runs);
+}
+
+/// Runs bert-trace with `args` into each directory, with the thread count given for each, and
+/// checks that every stage's file is the same bytes.
+fn assert_identical_runs(args: &[String], runs: &[(&str, Option<&str>)]) {
     let tmp = tempfile::tempdir().unwrap();
     let dirs: Vec<PathBuf> = runs.iter().map(|(name, _)| tmp.path().join(name)).collect();
     for (dir, (_, threads)) in dirs.iter().zip(runs) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_bert-trace"));
-        command.arg("--model").arg(minilm()).arg("--out").arg(dir);
-        command.args([
-            "When in Rome, do as the Romans do.",
-            &["A second, longer sentence makes this batch padded"; 6].join(" and "),
-        ]);
+        command.args(args).arg("--out").arg(dir);
         if let Some(threads) = threads {
             command.env("BERT_TRACE_THREADS", threads);
         }
         assert!(command.stdout(Stdio::null()).status().unwrap().success());
     }
     let first = Dump::open(&dirs[0]).unwrap();
-    assert!(first.manifest.stages.len() > 90);
+    assert!(first.manifest.stages.len() > 30);
     for (dir, (name, _)) in dirs.iter().zip(runs).skip(1) {
         for entry in &first.manifest.stages {
             let left = std::fs::read(dirs[0].join(&entry.file)).unwrap();
@@ -71,4 +77,17 @@ fn two_runs_write_identical_bytes() {
 #[test]
 fn the_thread_count_changes_no_bit() {
     assert_identical_dumps(&[("one", Some("1")), ("two", Some("2")), ("four", Some("4")), ("five", Some("5"))]);
+}
+
+/// The backward's products run on the same kernels, and the optimizer's and the element-wise
+/// backward loops split by values: every gradient is the same bits whatever the thread count.
+#[test]
+fn the_thread_count_changes_no_gradient_bit() {
+    let model = root().join("golden/tiny").display().to_string();
+    let args: Vec<String> = ["--model", &model, "--backward", "--mlm-target", "romans", "--mlm-target", "romans"]
+        .into_iter()
+        .map(String::from)
+        .chain(["When in Rome, do as the [MASK] do.".to_string(), "All roads lead to the [MASK] .".to_string()])
+        .collect();
+    assert_identical_runs(&args, &[("one", Some("1")), ("two", Some("2")), ("three", Some("3"))]);
 }

@@ -6,6 +6,7 @@
 use ndarray::{s, Array, Array1, Array2, Array4, ArrayBase, ArrayView1, ArrayView2, ArrayView4, Axis, Data, Dimension};
 
 use super::kernels::gemm;
+use super::split_heads::transpose;
 use super::{fast, Float};
 
 /// `[..,in]` -> `[..,out]`: x · Wᵀ + b for every vector along the last axis, with W `[out,in]`
@@ -91,6 +92,27 @@ pub fn scaled_matmul_reference<F: Float>(a: ArrayView4<'_, F>, b: ArrayView4<'_,
     out
 }
 
+/// `[M,K]` · `[K,N]` -> `[M,N]`: `a @ b` for two matrices of any layout, the backward's
+/// products.
+pub fn matrix_product<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>) -> Array2<F> {
+    F::matrix_product(a, b)
+}
+
+/// [`matrix_product`] on f32, by the fast kernel where it applies.
+pub(super) fn matrix_product_f32(a: ArrayView2<'_, f32>, b: ArrayView2<'_, f32>) -> Array2<f32> {
+    if fast() {
+        if let Some(out) = gemm::matmul(a, b) {
+            return out;
+        }
+    }
+    matrix_product_reference(a, b)
+}
+
+/// The formula: ndarray's product.
+pub fn matrix_product_reference<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>) -> Array2<F> {
+    a.dot(&b)
+}
+
 /// The backward of [`linear`] on rows: x `[N,in]`, W `[out,in]` and d loss / d y `[N,out]` ->
 /// (dx `[N,in]` = dy · W, dW `[out,in]` = dyᵀ · x, db `[out]` = Σ_rows dy). dW sums over every
 /// token of the batch: each token's use of the weight adds its share.
@@ -99,7 +121,7 @@ pub fn linear_backward<F: Float>(
     weight: ArrayView2<'_, F>,
     d_out: ArrayView2<'_, F>,
 ) -> (Array2<F>, Array2<F>, Array1<F>) {
-    (d_out.dot(&weight), d_out.t().dot(&x), d_out.sum_axis(Axis(0)))
+    (matrix_product(d_out, weight), matrix_product(d_out.t(), x), d_out.sum_axis(Axis(0)))
 }
 
 /// The backward of [`scaled_matmul`]: a `[B,nh,M,K]`, b `[B,nh,K,N]` and d loss / d out
@@ -110,16 +132,7 @@ pub fn scaled_matmul_backward<F: Float>(
     d_out: ArrayView4<'_, F>,
     scale: F,
 ) -> (Array4<F>, Array4<F>) {
-    let (mut da, mut db) = (Array4::zeros(a.raw_dim()), Array4::zeros(b.raw_dim()));
-    for bi in 0..a.dim().0 {
-        for hi in 0..a.dim().1 {
-            let d = d_out.slice(s![bi, hi, .., ..]);
-            let (a_bh, b_bh) = (a.slice(s![bi, hi, .., ..]), b.slice(s![bi, hi, .., ..]));
-            da.slice_mut(s![bi, hi, .., ..]).assign(&(d.dot(&b_bh.t()) * scale));
-            db.slice_mut(s![bi, hi, .., ..]).assign(&(a_bh.t().dot(&d) * scale));
-        }
-    }
-    (da, db)
+    (scaled_matmul(d_out, transpose(b), scale), scaled_matmul(transpose(a), d_out, scale))
 }
 
 #[cfg(test)]
@@ -189,6 +202,85 @@ mod tests {
                 let got = with_kernels(kernels, || linear(&x, w.view(), b.view()));
                 if let Err(e) = close(&got, &want, 1e-5) {
                     panic!("linear {kernels:?} [{rows},{n_in}] x [{n_out},{n_in}]: {e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn matrix_products_match_an_f64_product_in_every_layout() {
+        // The backward's products: dy · W (dy by rows), dyᵀ · x (neither operand along the
+        // sum: one is copied, the smaller), and the other layouts a view can have, among them
+        // windows of wider arrays and axes of length 1.
+        for (m, k, n) in [(1, 1, 1), (1, 7, 5), (5, 1, 3), (13, 40, 1), (70, 33, 24), (300, 20, 45), (24, 300, 700)] {
+            let a = Array2::from_shape_vec((m, k), values(m * k, 8)).unwrap();
+            let b = Array2::from_shape_vec((k, n), values(k * n, 9)).unwrap();
+            let want = matrix_product_reference(a.mapv(f64::from).view(), b.mapv(f64::from).view());
+            let a_t = a.t().as_standard_layout().into_owned();
+            let b_t = b.t().as_standard_layout().into_owned();
+            let a_wide = ndarray::concatenate![Axis(1), a, a];
+            let b_wide = ndarray::concatenate![Axis(0), b, b];
+            let layouts = [
+                ("rows, rows", a.view(), b.view()),
+                ("rows, columns", a.view(), b_t.t()),
+                ("columns, rows", a_t.t(), b.view()),
+                ("columns, columns", a_t.t(), b_t.t()),
+                ("window, window", a_wide.slice(s![.., k..]), b_wide.slice(s![k.., ..])),
+            ];
+            for (layout, a, b) in layouts {
+                for kernels in [Kernels::Fast, Kernels::Reference] {
+                    let got = with_kernels(kernels, || matrix_product(a, b));
+                    if let Err(e) = close(&got, &want, 1e-5) {
+                        panic!("matrix_product {kernels:?} {layout} [{m},{k}] x [{k},{n}]: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn backwards_fast_and_reference_match_an_f64_backward() {
+        // As in the backward pass: x, W and dy by rows for a dense layer; q, k and v heads-first
+        // views of [B,T,nh,hs] arrays, probs and the upstream gradients [B,nh,T,T] or heads-first.
+        let two = |rows, cols, seed| Array2::from_shape_vec((rows, cols), values(rows * cols, seed)).unwrap();
+        for (rows, n_in, n_out) in [(1, 3, 2), (17, 33, 5), (130, 64, 300)] {
+            let (x, w, dy) = (two(rows, n_in, 10), two(n_out, n_in, 11), two(rows, n_out, 12));
+            let want = linear_backward(x.mapv(f64::from).view(), w.mapv(f64::from).view(), dy.mapv(f64::from).view());
+            for kernels in [Kernels::Fast, Kernels::Reference] {
+                let (dx, dw, db) = with_kernels(kernels, || linear_backward(x.view(), w.view(), dy.view()));
+                for (name, got, want) in [("dx", dx, &want.0), ("dW", dw, &want.1)] {
+                    if let Err(e) = close(&got, want, 1e-5) {
+                        panic!("linear backward {kernels:?} {name} [{rows},{n_in}] -> {n_out}: {e}");
+                    }
+                }
+                close(&db, &want.2, 1e-5).unwrap_or_else(|e| panic!("linear backward {kernels:?} db: {e}"));
+            }
+        }
+        for (batch, t, heads, hs) in [(1, 1, 1, 1), (1, 13, 4, 8), (2, 40, 2, 33)] {
+            let as_heads = |seed| {
+                Array::from_shape_vec((batch, t, heads, hs), values(batch * t * heads * hs, seed))
+                    .unwrap()
+                    .permuted_axes([0, 2, 1, 3])
+            };
+            let square =
+                |seed| Array4::from_shape_vec((batch, heads, t, t), values(batch * heads * t * t, seed)).unwrap();
+            let (q, k, v, d_ctx) = (as_heads(13), as_heads(14), as_heads(15), as_heads(16));
+            let (probs, d_scores) = (square(17), square(18));
+            let scale = (hs as f32).powf(-0.5);
+            let f64s = |a: ArrayView4<'_, f32>| a.mapv(f64::from);
+            let pairs = [
+                ("scores", q.view(), transpose(k.view()), d_scores.view(), scale),
+                ("context", probs.view(), v.view(), d_ctx.view(), 1.0),
+            ];
+            for (name, a, b, d_out, scale) in pairs {
+                let want = scaled_matmul_backward(f64s(a).view(), f64s(b).view(), f64s(d_out).view(), scale as f64);
+                for kernels in [Kernels::Fast, Kernels::Reference] {
+                    let (da, db) = with_kernels(kernels, || scaled_matmul_backward(a, b, d_out, scale));
+                    for (which, got, want) in [("da", da, &want.0), ("db", db, &want.1)] {
+                        if let Err(e) = close(&got, want, 1e-5) {
+                            panic!("{name} backward {kernels:?} {which} B={batch} T={t} nh={heads} hs={hs}: {e}");
+                        }
+                    }
                 }
             }
         }

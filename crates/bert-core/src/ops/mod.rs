@@ -37,14 +37,18 @@ pub use self::activation::{
 pub use self::cross_entropy::{cross_entropy, cross_entropy_backward, log_softmax_rows};
 pub use self::embedding::{embedding, embedding_backward};
 pub use self::kernels::available as available_kernels;
+pub use self::kernels::memory::keep_freed_memory;
 /// The sums of a stage table's statistics, which `pass/summary.rs` reaches through here.
 pub(crate) use self::kernels::statistics::{sum_min_max, sum_squared_deviations};
 pub use self::kernels::threads::{
     check as check_threads, max_threads, set_threads, threads, ThreadsError, MATMUL_ENV_VAR, MAX_MATMUL_THREADS,
 };
+/// The thread pool's element-wise split, for the optimizer (`train/adamw.rs`).
+pub(crate) use self::kernels::threads::{for_each_item, part_len};
 pub use self::layer_norm::{layer_norm_rows, layer_norm_rows_backward, layer_norm_rows_reference};
 pub use self::matmul::{
-    linear, linear_backward, linear_reference, matmul, scaled_matmul, scaled_matmul_backward, scaled_matmul_reference,
+    linear, linear_backward, linear_reference, matmul, matrix_product, matrix_product_reference, scaled_matmul,
+    scaled_matmul_backward, scaled_matmul_reference,
 };
 pub use self::softmax::{softmax_rows, softmax_rows_backward, softmax_rows_reference};
 pub use self::split_heads::{merge_heads, split_heads, transpose};
@@ -80,6 +84,8 @@ pub trait Float: ndarray::NdFloat + num_traits::FromPrimitive + bytemuck::Pod {
         b: ndarray::ArrayView4<'_, Self>,
         scale: Self,
     ) -> ndarray::Array4<Self>;
+    /// [`matrix_product`].
+    fn matrix_product(a: ndarray::ArrayView2<'_, Self>, b: ndarray::ArrayView2<'_, Self>) -> ndarray::Array2<Self>;
     /// [`softmax_rows`].
     fn softmax_rows<D: ndarray::Dimension>(x: ndarray::Array<Self, D>) -> ndarray::Array<Self, D>;
     /// [`layer_norm_rows`].
@@ -131,6 +137,9 @@ impl Float for f32 {
     ) -> ndarray::Array4<f32> {
         matmul::scaled_matmul_f32(a, b, scale)
     }
+    fn matrix_product(a: ndarray::ArrayView2<'_, f32>, b: ndarray::ArrayView2<'_, f32>) -> ndarray::Array2<f32> {
+        matmul::matrix_product_f32(a, b)
+    }
     fn softmax_rows<D: ndarray::Dimension>(x: ndarray::Array<f32, D>) -> ndarray::Array<f32, D> {
         softmax::softmax_rows_f32(x)
     }
@@ -174,6 +183,9 @@ impl Float for f64 {
         scale: f64,
     ) -> ndarray::Array4<f64> {
         scaled_matmul_reference(a, b, scale)
+    }
+    fn matrix_product(a: ndarray::ArrayView2<'_, f64>, b: ndarray::ArrayView2<'_, f64>) -> ndarray::Array2<f64> {
+        matrix_product_reference(a, b)
     }
     fn softmax_rows<D: ndarray::Dimension>(x: ndarray::Array<f64, D>) -> ndarray::Array<f64, D> {
         softmax_rows_reference(x)

@@ -11,6 +11,8 @@
 //! The scalars are computed in f64 as Python computes them, then used in the parameters' own
 //! type, as PyTorch does with a Python float and a float32 tensor.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde::{Deserialize, Serialize};
 
 use crate::ops::Float;
@@ -75,18 +77,32 @@ pub fn adamw_step<F: Float>(
     let bias_correction2_sqrt = F::of((1.0 - beta2.powi(step as i32)).sqrt());
     let step_size = F::of(lr / bias_correction1);
     let eps = F::of(eps);
-    let mut finite = true;
-    let pairs = moments.exp_avg.iter_mut().zip(moments.exp_avg_sq.iter_mut());
-    for ((theta, &g), (m, v)) in theta.iter_mut().zip(grad).zip(pairs) {
-        *theta *= decay;
-        // torch's lerp with a weight below 0.5: m + w·(g − m), one fused multiply-add.
-        *m = one_minus_beta1.mul_add(g - *m, *m);
-        *v = *v * beta2_f + one_minus_beta2 * g * g;
-        let denom = v.sqrt() / bias_correction2_sqrt + eps;
-        *theta += -step_size * (*m / denom);
-        // `&`, not `&&`: no branch in the loop.
-        finite &= theta.is_finite() & m.is_finite() & v.is_finite();
-    }
+    // Each value's update reads and writes that value alone, so the values are shared between
+    // the threads (the results do not depend on how), and whether all stayed finite is gathered.
+    let finite = AtomicBool::new(true);
+    let part = crate::ops::part_len(theta.len());
+    let parts: Vec<_> = theta
+        .chunks_mut(part)
+        .zip(grad.chunks(part))
+        .zip(moments.exp_avg.chunks_mut(part).zip(moments.exp_avg_sq.chunks_mut(part)))
+        .collect();
+    crate::ops::for_each_item(parts, |((theta, grad), (m, v))| {
+        let mut all_finite = true;
+        for ((theta, &g), (m, v)) in theta.iter_mut().zip(grad).zip(m.iter_mut().zip(v.iter_mut())) {
+            *theta *= decay;
+            // torch's lerp with a weight below 0.5: m + w·(g − m), one fused multiply-add.
+            *m = one_minus_beta1.mul_add(g - *m, *m);
+            *v = *v * beta2_f + one_minus_beta2 * g * g;
+            let denom = v.sqrt() / bias_correction2_sqrt + eps;
+            *theta += -step_size * (*m / denom);
+            // `&`, not `&&`: no branch in the loop.
+            all_finite &= theta.is_finite() & m.is_finite() & v.is_finite();
+        }
+        if !all_finite {
+            finite.store(false, Ordering::Relaxed);
+        }
+    });
+    let finite = finite.into_inner();
     if finite {
         return Ok(());
     }
@@ -115,5 +131,36 @@ mod tests {
             let want = before * (1.0 - 0.1 * 0.01) - 0.1 * g / (g * g).sqrt();
             assert!((got - want).abs() < 1e-6, "expected {want}, got {got}");
         }
+    }
+
+    /// A parameter long enough to be shared between the threads is updated to the same bits as
+    /// value by value (each alone, on one thread), and a value that is not finite in the last
+    /// thread's part is still found and named.
+    #[test]
+    fn sharing_the_values_between_threads_changes_no_bit() {
+        let len = 100_003;
+        assert!(crate::ops::part_len(len) < len || crate::ops::threads() == 1, "the values are shared");
+        let start: Vec<f32> = (0..len).map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0).collect();
+        let grad: Vec<f32> = (0..len).map(|i| ((i * 53) % 97) as f32 / 48.0 - 1.0).collect();
+        let config = AdamWConfig::default();
+        let (mut shared, mut moments) = (start.clone(), Moments::zeros(len));
+        let mut alone = start.clone();
+        let mut alone_moments: Vec<Moments<f32>> = (0..len).map(|_| Moments::zeros(1)).collect();
+        for step in 1..=3 {
+            adamw_step(&mut shared, &grad, &mut moments, &config, 1e-3, step).unwrap();
+            for (i, value) in alone.iter_mut().enumerate() {
+                adamw_step(std::slice::from_mut(value), &grad[i..=i], &mut alone_moments[i], &config, 1e-3, step)
+                    .unwrap();
+            }
+        }
+        for (i, (s, a)) in shared.iter().zip(&alone).enumerate() {
+            assert_eq!(s.to_bits(), a.to_bits(), "value {i}: {s} shared, {a} alone");
+            assert_eq!(moments.exp_avg[i].to_bits(), alone_moments[i].exp_avg[0].to_bits(), "exp_avg {i}");
+            assert_eq!(moments.exp_avg_sq[i].to_bits(), alone_moments[i].exp_avg_sq[0].to_bits(), "exp_avg_sq {i}");
+        }
+        let mut bad = grad.clone();
+        bad[len - 2] = f32::INFINITY;
+        let error = adamw_step(&mut shared, &bad, &mut moments, &config, 1e-3, 4).unwrap_err();
+        assert_eq!((error.index, error.array), (len - 2, "value"), "{error:?}");
     }
 }

@@ -18,7 +18,9 @@
 //!   the other, and a tile's weights (`MR` × `KC`) stay in cache while it passes over every
 //!   panel of the block; the next tile's weights are prefetched meanwhile.
 //!
-//! W is read in place, from the memory-mapped checkpoint, never copied or transposed.
+//! W is read in place, from the memory-mapped checkpoint, never copied or transposed. The
+//! backward's dx = dy · W is the same product turned around ([`matmul`]): dy is read in place and
+//! W's columns are packed as its tokens.
 //!
 //! Every output is a sum of chains of fused multiply-adds over k, in order, each from 0 and at
 //! most [`CHAIN`] long, added in order within a block of [`KC`]; the first block's sum is added
@@ -30,7 +32,7 @@
 //! On CPUs without AVX2 and FMA (and on other architectures), [`linear`], [`product`] and
 //! [`batched`] return false or None, and the operation runs its reference implementation.
 
-use ndarray::{Array4, ArrayView4};
+use ndarray::{Array2, Array4, ArrayView2, ArrayView4};
 
 pub(crate) use super::matrix::{Matrix, MatrixMut};
 use super::pack::pack_panels;
@@ -107,6 +109,68 @@ pub(crate) fn product(
     false
 }
 
+/// a `[M,K]` · b `[K,N]` -> `[M,N]`: the backward's dx = dy · W. None (nothing computed) when
+/// this CPU has no kernel, or when neither operand is contiguous along K.
+///
+/// [`product`] reads its second operand W by rows along K, in place. When b is contiguous along
+/// K (its columns are), b is that W. Otherwise, when a's rows are contiguous along K, the
+/// product is computed transposed, outᵀ `[N,M]` = bᵀ · aᵀ, with a as W, written down the
+/// columns of `out`: so dx = dy · W reads dy in place and packs W as panels, each a plain copy
+/// of part of a row; at 128 tokens this is twice as fast as the reference's product.
+///
+/// A weight's gradient dW = dyᵀ · x has neither: both are stored by tokens, and K is the
+/// tokens. Copying one operand into its transpose first, or gathering W's tiles, made it slower
+/// than the reference's product, which packs both operands (BENCHMARKS.md), so it is left to the
+/// reference.
+pub(crate) fn matmul(a: ArrayView2<'_, f32>, b: ArrayView2<'_, f32>) -> Option<Array2<f32>> {
+    let ((m, k), (b_k, n)) = (a.dim(), b.dim());
+    assert_eq!(k, b_k, "[M,K] · [K,N]");
+    if !available() || m == 0 || k == 0 || n == 0 {
+        return None;
+    }
+    // Each operand as one slice of its memory, starting at element [0,0]: true of any
+    // layout with positive strides that leaves no gaps (copied otherwise).
+    let (a, b) = (whole(a), whole(b));
+    let (sa, sb) = (strides(&a.view()), strides(&b.view()));
+    let (a_values, b_values) = (a.as_slice_memory_order()?, b.as_slice_memory_order()?);
+    if sb.0 != 1 && sa.1 != 1 {
+        return None;
+    }
+    let mut out = Array2::<f32>::zeros((m, n));
+    let values = out.as_slice_mut().expect("a new array is contiguous");
+    let done = if sb.0 == 1 {
+        let x = Matrix { values: a_values, row_stride: sa.0, col_stride: sa.1 };
+        let w = Matrix::row_major(b_values, sb.1);
+        product(x, w, None, 1.0, (m, k, n), MatrixMut { values, row_stride: n, col_stride: 1 })
+    } else {
+        let x = Matrix { values: b_values, row_stride: sb.1, col_stride: sb.0 };
+        let w = Matrix::row_major(a_values, sa.0);
+        product(x, w, None, 1.0, (n, k, m), MatrixMut { values, row_stride: 1, col_stride: n })
+    };
+    assert!(done, "a kernel exists (checked above)");
+    Some(out)
+}
+
+/// `view` itself when its values are one gap-free slice of memory with positive strides, and a
+/// row-major copy otherwise.
+fn whole<'a>(view: ArrayView2<'a, f32>) -> ndarray::CowArray<'a, f32, ndarray::Ix2> {
+    let positive = view.strides().iter().all(|&s| s > 0);
+    if positive && view.as_slice_memory_order().is_some() {
+        view.into()
+    } else {
+        Array2::from_shape_vec(view.dim(), view.iter().copied().collect()).expect("the view's values").into()
+    }
+}
+
+/// A matrix's (row, column) strides. The stride of an axis of length 1 is never used to reach
+/// an element, so it is taken as 1: such an axis counts as contiguous.
+fn strides(view: &ArrayView2<'_, f32>) -> (usize, usize) {
+    let (rows, cols) = view.dim();
+    let s = view.strides();
+    let stride = |len: usize, s: isize| if len == 1 { 1 } else { s as usize };
+    (stride(rows, s[0]), stride(cols, s[1]))
+}
+
 /// `[B,nh,M,K]` · `[B,nh,K,N]` -> `[B,nh,M,N]`, each finished sum times `scale`: one [`product`]
 /// per head, the heads shared between the threads. None (nothing computed) when this CPU has no
 /// kernel, or when neither operand is laid out as [`product`] needs.
@@ -115,7 +179,9 @@ pub(crate) fn product(
 /// along K (Q of `scores = Q Kᵀ`, P of `context = P V`), the product is computed transposed,
 /// outᵀ `[N,M]` = Bᵀ · Aᵀ, with A as W and the outputs written down the columns of `out`: the
 /// side kept in vector registers is then the keys (for the scores) or the head's values (for
-/// the context), and B may have any strides. Otherwise B must be contiguous along K.
+/// the context), and B may have any strides. Otherwise B must be contiguous along K. The
+/// backward's da = dout · bᵀ is of the first kind; its db = aᵀ · dout of neither, and runs the
+/// reference.
 pub(crate) fn batched(a: ArrayView4<'_, f32>, b: ArrayView4<'_, f32>, scale: f32) -> Option<Array4<f32>> {
     let (batch, heads, m, k) = a.dim();
     let (b_batch, b_heads, b_k, n) = b.dim();
@@ -212,7 +278,7 @@ struct Out {
     len: usize,
 }
 
-// SAFETY: `Out` is only handed to threads that write disjoint columns of the output (see
+// SAFETY: `Out` is only handed to threads that write disjoint columns, or disjoint rows, of the output (see
 // `blocked`), while `blocked` holds the only `&mut` to it.
 unsafe impl Send for Out {}
 unsafe impl Sync for Out {}
@@ -222,37 +288,47 @@ type TilesFn = unsafe fn(&Block<'_>, std::ops::Range<usize>, Out);
 
 /// The loops over blocks of tokens and of K, with `MR`×`NR` tiles computed by `tiles`.
 ///
-/// Each block of tokens is packed for the whole of K first, and then each thread goes through
-/// the blocks of K for its own tiles: a thread's tiles depend on no other thread's, so the
-/// threads meet twice per block of tokens, not twice per block of K too (every meeting costs a
-/// few µs of waking and sleeping, which with few tokens was a tenth of the time).
+/// The threads share the work in one of two ways, whichever makes them meet less often (every
+/// meeting costs a few µs of waking and sleeping, which with few tokens was a tenth of the time):
+/// - With tokens enough for a block per thread (512 tokens of a forward pass; the 768 or 3,072
+///   input features of a dense layer's dx = dy · W, which packs W's columns as its tokens), each
+///   thread takes its own blocks of tokens, packs them and computes all of their tiles: the
+///   threads meet once.
+/// - Otherwise each block of tokens is packed for the whole of K by all threads, and then each
+///   thread goes through the blocks of K for its own tiles: the threads meet twice per block.
+///
+/// Either way each output is summed in the same order by one thread.
 fn blocked<const MR: usize, const NR: usize>(problem: Problem<'_>, out: &mut [f32], tiles: TilesFn) {
     let Problem { m, k, n, .. } = problem;
     let mc_max = MC.min(m.div_ceil(NR) * NR);
     let out = Out { ptr: out.as_mut_ptr(), len: out.len() };
     let tile_count = n.div_ceil(MR);
-    PACK.with_borrow_mut(|lines| {
-        lines.resize(lines.len().max((mc_max * k).div_ceil(16)), CacheLine([0.0; 16]));
-        // SAFETY: a CacheLine is 16 f32 and nothing else (repr(C)), so the lines are
-        // 16 · lines.len() f32 in a row, borrowed mutably for as long as `lines` is.
-        let pack = unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<f32>(), lines.len() * 16) };
+    let panel_count = m.div_ceil(NR);
+    if m.div_ceil(mc_max) >= threads::threads() {
+        threads::for_each_range(panel_count, |panels| {
+            let (first, end) = (panels.start * NR, m.min(panels.end * NR));
+            with_pack(mc_max.min((end - first).div_ceil(NR) * NR) * k, |pack| {
+                for m0 in (first..end).step_by(mc_max) {
+                    let mc = mc_max.min(end - m0);
+                    let x_pack = &mut pack[..mc.div_ceil(NR) * NR * k];
+                    pack_block::<NR>(problem, m0, m0 + mc, x_pack);
+                    for k0 in (0..k).step_by(KC) {
+                        let block = Block { problem, x_pack, m0, mc, k0, kc: KC.min(k - k0) };
+                        // SAFETY: the kernel was chosen for a CPU that has its features (see
+                        // `product`), and each range of panels writes only its own tokens.
+                        unsafe { tiles(&block, 0..tile_count, out) }
+                    }
+                }
+            })
+        });
+        return;
+    }
+    with_pack(mc_max * k, |pack| {
         for m0 in (0..m).step_by(mc_max) {
             let mc = mc_max.min(m - m0);
             let x_pack = &mut pack[..mc.div_ceil(NR) * NR * k];
             threads::for_each_part(x_pack, NR * k, 1, |first_panel, part| {
-                for (p, panel) in part.chunks_exact_mut(NR * k).enumerate() {
-                    for k0 in (0..k).step_by(KC) {
-                        let kc = KC.min(k - k0);
-                        pack_panels::<NR>(
-                            problem.x,
-                            m0 + (first_panel + p) * NR,
-                            m0 + mc,
-                            k0,
-                            kc,
-                            &mut panel[NR * k0..][..NR * kc],
-                        );
-                    }
-                }
+                pack_block::<NR>(problem, m0 + first_panel * NR, m0 + mc, part)
             });
             let x_pack = &*x_pack;
             threads::for_each_range(tile_count, |range| {
@@ -264,6 +340,29 @@ fn blocked<const MR: usize, const NR: usize>(problem: Problem<'_>, out: &mut [f3
                 }
             });
         }
+    })
+}
+
+/// Packs the panels of tokens `first..end` into `part`: whole panels of `NR`·K values, each for
+/// every block of K.
+fn pack_block<const NR: usize>(problem: Problem<'_>, first: usize, end: usize, part: &mut [f32]) {
+    let k = problem.k;
+    for (p, panel) in part.chunks_exact_mut(NR * k).enumerate() {
+        for k0 in (0..k).step_by(KC) {
+            let kc = KC.min(k - k0);
+            pack_panels::<NR>(problem.x, first + p * NR, end, k0, kc, &mut panel[NR * k0..][..NR * kc]);
+        }
+    }
+}
+
+/// Runs `work` on this thread's packing buffer, grown to at least `len` values.
+fn with_pack(len: usize, work: impl FnOnce(&mut [f32])) {
+    PACK.with_borrow_mut(|lines| {
+        lines.resize(lines.len().max(len.div_ceil(16)), CacheLine([0.0; 16]));
+        // SAFETY: a CacheLine is 16 f32 and nothing else (repr(C)), so the lines are
+        // 16 · lines.len() f32 in a row, borrowed mutably for as long as `lines` is.
+        let pack = unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<f32>(), lines.len() * 16) };
+        work(pack)
     })
 }
 

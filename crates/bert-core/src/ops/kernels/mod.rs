@@ -11,6 +11,7 @@
 pub(crate) mod elementwise;
 pub(crate) mod gemm;
 mod matrix;
+pub(crate) mod memory;
 mod pack;
 pub(crate) mod simd;
 pub(crate) mod statistics;

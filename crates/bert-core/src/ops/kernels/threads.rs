@@ -121,6 +121,36 @@ pub(crate) fn for_each_range(count: usize, work: impl Fn(std::ops::Range<usize>)
     });
 }
 
+/// Runs `work` on every item at once, the items shared between the threads in contiguous
+/// runs, on the [`pool`]: for loops over several slices at once (an optimizer's parameter,
+/// gradient and moments), cut by [`part_len`].
+pub(crate) fn for_each_item<T: Send>(items: Vec<T>, work: impl Fn(T) + Sync) {
+    let parts = threads().min(items.len()).max(1);
+    if parts == 1 || in_pool() {
+        return items.into_iter().for_each(work);
+    }
+    let per_part = items.len().div_ceil(parts);
+    let mut items = items.into_iter();
+    pool().scope(|scope| loop {
+        let run: Vec<T> = items.by_ref().take(per_part).collect();
+        if run.is_empty() {
+            break;
+        }
+        let work = &work;
+        scope.spawn(move |_| run.into_iter().for_each(work));
+    });
+}
+
+/// The length of each thread's part of `len` element-wise values: all of them when they are
+/// too few to be worth sharing ([`PARALLEL_MIN_LEN`]).
+pub(crate) fn part_len(len: usize) -> usize {
+    if len < PARALLEL_MIN_LEN {
+        len.max(1)
+    } else {
+        len.div_ceil(threads())
+    }
+}
+
 /// Whether this thread is one of the pool's: work it splits further runs on it alone (all the
 /// pool's threads are already busy with parts of the outer loop).
 fn in_pool() -> bool {

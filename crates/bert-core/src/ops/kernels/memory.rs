@@ -1,0 +1,36 @@
+//! Memory freed by one pass, kept for the next.
+//!
+//! A forward and backward pass allocates and frees hundreds of arrays, many of them megabytes
+//! (a dense layer's weight gradient, the MLM logits and their gradient). glibc's allocator gives
+//! an allocation above its threshold (128 KiB at first, rising to at most 32 MiB as large blocks
+//! are freed) its own fresh mapping and returns it to the system when it is freed, and it
+//! returns the top of its heap too, once more than 128 KiB of it is free. Every such array is
+//! then new pages again, each zeroed by the kernel on its first touch: on a bert-base-sized
+//! model at 128 tokens this was a fifth of the time of a forward and backward pass, in system
+//! time (BENCHMARKS.md).
+//!
+//! [`keep_freed_memory`] makes every allocation up to 32 MiB come from the heap and never
+//! gives the heap back. A process then holds its largest footprint until it exits, which is
+//! the right trade for a command, but not for a notebook's interpreter, where the memory would
+//! stay held after the trace; so the command calls it, and the Python module does not.
+
+/// Keeps freed memory in the process for later allocations (see the module documentation).
+/// Returns whether the allocator took the settings: true with glibc, false elsewhere, where
+/// nothing changes. To be called at the start of `main`, before the first large allocation.
+pub fn keep_freed_memory() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // glibc refuses an mmap threshold above 32 MiB on 64-bit systems (half its largest
+        // heap); larger arrays (the MLM decoder's 94 MB gradient) keep their own mappings.
+        const LARGEST_FROM_THE_HEAP: libc::c_int = 32 << 20;
+        // SAFETY: mallopt only changes the allocator's parameters, under its own lock.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, LARGEST_FROM_THE_HEAP) == 1
+                && libc::mallopt(libc::M_TRIM_THRESHOLD, libc::c_int::MAX) == 1
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
