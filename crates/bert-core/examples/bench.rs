@@ -10,6 +10,7 @@
 //! cargo run --release -p bert-core --example bench -- backward --model DIR [--tokens 128] [--batch 1]
 //! cargo run --release -p bert-core --example bench -- open --model DIR
 //! cargo run --release -p bert-core --example bench -- cold --model DIR --out DUMP_DIR TEXT
+//! cargo run --release -p bert-core --example bench -- floor --model DIR
 //! ```
 //!
 //! `forward` prints one JSON line per configuration: the median wall time of the forward pass
@@ -40,6 +41,10 @@
 //! parameters are read straight from the map. `cold` is the whole `bert-trace` command in one
 //! process: load, tokenize TEXT, trace every stage into DUMP_DIR; run it under
 //! `/usr/bin/time -v` for the wall time and the peak RSS.
+//!
+//! `floor` is the least any run of the command spends on the checkpoint: it maps
+//! `model.safetensors`, reads every byte of it once (the pages shared between the threads), and
+//! exits. `scripts/bench_command.py` times it as a process beside `bert-trace`.
 //!
 //! The thread count is bert-core's setting ([`bert_core::ops`]): `BERT_TRACE_THREADS`, or
 //! else all physical cores.
@@ -183,6 +188,7 @@ fn main() {
         "backward" => backward(&args, threads),
         "open" => open(&args),
         "cold" => cold(&args, start),
+        "floor" => floor(&args, threads),
         other => usage(&format!("unknown command {other}")),
     }
 }
@@ -511,6 +517,32 @@ fn open(args: &Args) {
             "matrices_and_tables": params.len(),
         })
     );
+}
+
+fn floor(args: &Args, threads: usize) {
+    let path = args.model.join("model.safetensors");
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| usage(&format!("{}: {e}", path.display())));
+    // SAFETY: read-only, and the bench's own checkpoint, which nothing changes meanwhile.
+    let map = unsafe { memmap2::Mmap::map(&file) }.unwrap_or_else(|e| usage(&format!("{}: {e}", path.display())));
+    const PAGE: usize = 4096;
+    let pages = map.len().div_ceil(PAGE);
+    let per_thread = pages.div_ceil(threads.max(1));
+    let touched: usize = std::thread::scope(|scope| {
+        let parts: Vec<_> = (0..threads)
+            .map(|t| {
+                let map = &map;
+                scope.spawn(move || {
+                    let bytes =
+                        &map[(t * per_thread * PAGE).min(map.len())..((t + 1) * per_thread * PAGE).min(map.len())];
+                    // Every byte read, 8 at a time, as the forward pass reads every weight.
+                    let words = bytes.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
+                    words.fold(0u64, u64::wrapping_add) as usize
+                })
+            })
+            .collect();
+        parts.into_iter().map(|p| p.join().expect("a touching thread")).fold(0, usize::wrapping_add)
+    });
+    std::hint::black_box(touched);
 }
 
 fn cold(args: &Args, process_start: Instant) {
