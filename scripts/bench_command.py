@@ -5,8 +5,8 @@
     python scripts/bench_command.py --model DIR [--bert-trace target/release/bert-trace]
         [--bench target/release/examples/bench] [--words 10,126,510] [--rounds 10] [--threads 2]
 
-The floor is the bench example's `floor`: a process that maps DIR/model.safetensors, reads one
-byte of each page with THREADS threads, and exits; no run of the command can take less. The
+The floor is the bench example's `floor`: a process that maps DIR/model.safetensors, reads every
+byte of it once with THREADS threads, and exits; no run of the command can take less. The
 command is `bert-trace --model DIR --no-dump TEXT`, TEXT WORDS words of "the quick brown fox jumps
 over the lazy dog" repeated (12, 128 and 512 tokens with [CLS] and [SEP]). The checkpoint is in
 the page cache (a run of each before the rounds). Each round runs the floor and each size once,

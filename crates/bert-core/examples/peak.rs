@@ -157,12 +157,15 @@ fn fma_kernel() -> (u64, fn(u64), &'static str) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn fma_avx512(iterations: u64) {
+    // The loop counts down to 0 after its first pass: 0 passes would be 2^64.
+    assert!(iterations > 0, "at least one pass");
     std::arch::asm!(
-        "vxorps {a}, {a}, {a}",
-        "vxorps zmm0, zmm0, zmm0", "vxorps zmm1, zmm1, zmm1", "vxorps zmm2, zmm2, zmm2",
-        "vxorps zmm3, zmm3, zmm3", "vxorps zmm4, zmm4, zmm4", "vxorps zmm5, zmm5, zmm5",
-        "vxorps zmm6, zmm6, zmm6", "vxorps zmm7, zmm7, zmm7", "vxorps zmm8, zmm8, zmm8",
-        "vxorps zmm9, zmm9, zmm9", "vxorps zmm10, zmm10, zmm10", "vxorps zmm11, zmm11, zmm11",
+        // vpxord, not vxorps: AVX-512's vxorps needs AVX512DQ, which avx512f does not imply.
+        "vpxord {a}, {a}, {a}",
+        "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1", "vpxord zmm2, zmm2, zmm2",
+        "vpxord zmm3, zmm3, zmm3", "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5",
+        "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7", "vpxord zmm8, zmm8, zmm8",
+        "vpxord zmm9, zmm9, zmm9", "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
         "2:",
         "vfmadd231ps zmm0, {a}, {a}", "vfmadd231ps zmm1, {a}, {a}", "vfmadd231ps zmm2, {a}, {a}",
         "vfmadd231ps zmm3, {a}, {a}", "vfmadd231ps zmm4, {a}, {a}", "vfmadd231ps zmm5, {a}, {a}",
@@ -182,6 +185,8 @@ unsafe fn fma_avx512(iterations: u64) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn fma_avx2(iterations: u64) {
+    // The loop counts down to 0 after its first pass: 0 passes would be 2^64.
+    assert!(iterations > 0, "at least one pass");
     std::arch::asm!(
         "vxorps {a}, {a}, {a}",
         "vxorps ymm0, ymm0, ymm0", "vxorps ymm1, ymm1, ymm1", "vxorps ymm2, ymm2, ymm2",

@@ -209,9 +209,10 @@ mod tests {
 
     #[test]
     fn matrix_products_match_an_f64_product_in_every_layout() {
-        // The backward's products: dy · W (dy by rows), dyᵀ · x (neither operand along the
-        // sum: one is copied, the smaller), and the other layouts a view can have, among them
-        // windows of wider arrays and axes of length 1.
+        // The backward's products: dy · W (dy by rows: the fast kernel, transposed), dyᵀ · x
+        // ("columns, rows": neither operand along the sum, so the reference runs for both
+        // choices), and the other layouts a view can have, among them windows of wider arrays
+        // and axes of length 1.
         for (m, k, n) in [(1, 1, 1), (1, 7, 5), (5, 1, 3), (13, 40, 1), (70, 33, 24), (300, 20, 45), (24, 300, 700)] {
             let a = Array2::from_shape_vec((m, k), values(m * k, 8)).unwrap();
             let b = Array2::from_shape_vec((k, n), values(k * n, 9)).unwrap();

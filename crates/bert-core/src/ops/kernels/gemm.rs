@@ -16,7 +16,8 @@
 //!   broadcast), a fused multiply-add per register;
 //! - the threads share the output features: each walks its own tiles of W, one block of K after
 //!   the other, and a tile's weights (`MR` × `KC`) stay in cache while it passes over every
-//!   panel of the block; the next tile's weights are prefetched meanwhile.
+//!   panel of the block; the next tile's weights are prefetched meanwhile. With tokens enough
+//!   for a block per thread they share the tokens instead (see `blocked`).
 //!
 //! W is read in place, from the memory-mapped checkpoint, never copied or transposed. The
 //! backward's dx = dy · W is the same product turned around ([`matmul`]): dy is read in place and
@@ -271,7 +272,8 @@ struct Block<'a> {
     kc: usize,
 }
 
-/// The output, written by several threads at once, each to its own output features (columns).
+/// The output, written by several threads at once, each to its own output features (columns)
+/// or to its own tokens (rows), as `blocked` shares the work.
 #[derive(Clone, Copy)]
 struct Out {
     ptr: *mut f32,
@@ -441,7 +443,8 @@ fn compute_tiles<const MR: usize, const NR: usize>(block: &Block<'_>, tiles: std
             let last = (first_token + tokens - 1) * out_row + (n0 + features - 1) * out_col;
             assert!(last < out.len, "the output holds [M,N]");
             // SAFETY: every index written is at most `last`, inside the output (checked above),
-            // and in a column n0..n0 + features, which belong to this thread's tiles alone.
+            // and in a column n0..n0 + features of tokens first_token.., which belong to this
+            // thread alone: its own tiles, or its own blocks of tokens (see `blocked`).
             unsafe { store_tile(block, &sums, (first_token, tokens), (n0, features), out) };
         }
     }

@@ -10,7 +10,8 @@
 //! time (BENCHMARKS.md).
 //!
 //! [`keep_freed_memory`] makes every allocation come from the heap (none gets a mapping of its
-//! own) and never gives the heap back. The largest resident size of a bench run of forward and
+//! own; glibc still maps one too large for a helper thread's arena, about 64 MiB, but the pass
+//! allocates its arrays on its own thread, the main heap's) and never gives the heap back. The largest resident size of a bench run of forward and
 //! backward passes did not change; each array after the first of its size is memory the
 //! process already has. A process then holds its largest footprint until it exits, which is
 //! the right trade for a command, but not for a notebook's interpreter, where the memory would
@@ -27,7 +28,9 @@ pub fn keep_freed_memory() -> bool {
             // No allocation gets its own mapping: the MLM logits of 512 tokens (62.5 MB) were
             // above the largest threshold glibc accepts (32 MiB), and their fresh pages took the
             // decoder's product from 89% to 65% of the FMA peak.
-            libc::mallopt(libc::M_MMAP_MAX, 0) == 1 && libc::mallopt(libc::M_TRIM_THRESHOLD, libc::c_int::MAX) == 1
+            let no_mappings = libc::mallopt(libc::M_MMAP_MAX, 0) == 1;
+            let no_trimming = libc::mallopt(libc::M_TRIM_THRESHOLD, libc::c_int::MAX) == 1;
+            no_mappings && no_trimming
         }
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]

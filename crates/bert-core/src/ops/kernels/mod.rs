@@ -1,12 +1,13 @@
 //! The machinery below the operations: a packed matrix product (`gemm.rs`, `pack.rs`, on the
 //! strided matrices of `matrix.rs`), loops
 //! compiled for the widest vector instructions the CPU has (`simd.rs`, `elementwise.rs`, and the
-//! sums of a stage's statistics in `statistics.rs`), and the thread pool they share
-//! (`threads.rs`).
+//! sums of a stage's statistics in `statistics.rs`), the thread pool they share (`threads.rs`),
+//! and the allocator's setting that keeps freed memory for the next pass (`memory.rs`).
 //!
 //! Nothing above `ops/` calls into this folder: an operation picks its kernel itself, and falls
 //! back to its reference implementation where there is none (another CPU, another layout). Only
-//! the thread setting is public, through [`crate::ops`].
+//! the thread and memory settings are public, through [`crate::ops`] (and the pool's
+//! element-wise split, for the optimizer).
 
 pub(crate) mod elementwise;
 pub(crate) mod gemm;
