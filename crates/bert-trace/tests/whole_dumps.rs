@@ -20,7 +20,7 @@ fn minilm() -> PathBuf {
 /// Traces the same padded batch of MiniLM into each directory, with the thread count given for
 /// each.
 fn assert_identical_dumps(runs: &[(&str, Option<&str>)]) {
-    // Two rows of about 180 tokens: 360 rows for a dense layer, more than one block of 256, so
+    // Two rows of 201 tokens: 402 rows for a dense layer, more than one block of 256, so
     // that with 1 or 2 threads the matrix product shares its tokens between the threads, and
     // with 4 or 5 its output features (gemm.rs's `blocked`); the bytes must not differ.
     let longer = ["A second, longer sentence makes this batch padded"; 20].join(" and ");
