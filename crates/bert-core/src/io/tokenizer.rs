@@ -12,7 +12,6 @@
 //! bert-base-chinese says `do_lower_case: false` there. When the two files disagree, the tokenizer
 //! keeps a note saying so ([`BertTokenizer::notes`]).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use ndarray::Array2;
@@ -271,12 +270,19 @@ impl BertTokenizer {
                 return Err(bad(format!("the vocabulary has no {special} token")));
             }
         }
+        let (sep, cls) = (vocab[SEP], vocab[CLS]);
+        // [MASK] and the other specials must never be split by the pre-tokenizer.
+        let specials: Vec<tokenizers::AddedToken> = [PAD, UNK, CLS, SEP, MASK]
+            .iter()
+            .filter(|t| vocab.contains_key(**t))
+            .map(|t| tokenizers::AddedToken::from(t.to_string(), true))
+            .collect();
         let config = match config_json {
             Some(bytes) => TokenizerConfig::parse(bytes, &path.with_file_name("tokenizer_config.json"))?,
             None => TokenizerConfig::default(),
         };
         let model = WordPiece::builder()
-            .vocab(vocab.iter().map(|(k, v)| (k.clone(), *v)).collect::<ahash::AHashMap<String, u32>>())
+            .vocab(vocab)
             .unk_token(UNK.into())
             .continuing_subword_prefix("##".into())
             .max_input_chars_per_word(100)
@@ -285,14 +291,8 @@ impl BertTokenizer {
         let mut inner = Tokenizer::new(model);
         inner.with_normalizer(Some(config.normalizer().build()));
         inner.with_pre_tokenizer(Some(BertPreTokenizer));
-        inner.with_post_processor(Some(BertProcessing::new((SEP.into(), vocab[SEP]), (CLS.into(), vocab[CLS]))));
+        inner.with_post_processor(Some(BertProcessing::new((SEP.into(), sep), (CLS.into(), cls))));
         inner.with_decoder(Some(WordPieceDecoder::default()));
-        // [MASK] and the other specials must never be split by the pre-tokenizer.
-        let specials: Vec<tokenizers::AddedToken> = [PAD, UNK, CLS, SEP, MASK]
-            .iter()
-            .filter(|t| vocab.contains_key(**t))
-            .map(|t| tokenizers::AddedToken::from(t.to_string(), true))
-            .collect();
         inner.add_special_tokens(&specials);
         BertTokenizer::checked(inner, path)
     }
@@ -387,19 +387,23 @@ impl BertTokenizer {
                 ),
             });
         }
-        let mut tokenizer = self.inner.clone();
-        if truncate {
-            tokenizer
-                .with_truncation(Some(TruncationParams {
-                    max_length: max_len,
-                    strategy: TruncationStrategy::LongestFirst,
-                    ..Default::default()
-                }))
-                .map_err(|e| BertError::Input {
-                    index: 0,
-                    problem: format!("cannot truncate to {max_len} tokens: {e}"),
-                })?;
-        }
+        // Truncation is a setting of the tokenizer, so a truncating encode works on a copy; a
+        // plain one uses the loaded tokenizer as it is (its vocabulary is tens of thousands of
+        // strings, and copying it took most of a 12-token command's tokenizing).
+        let truncating;
+        let tokenizer = if truncate {
+            let mut copy = self.inner.clone();
+            copy.with_truncation(Some(TruncationParams {
+                max_length: max_len,
+                strategy: TruncationStrategy::LongestFirst,
+                ..Default::default()
+            }))
+            .map_err(|e| BertError::Input { index: 0, problem: format!("cannot truncate to {max_len} tokens: {e}") })?;
+            truncating = copy;
+            &truncating
+        } else {
+            &self.inner
+        };
         let mut encodings = Vec::with_capacity(texts.len());
         for (index, text) in texts.iter().enumerate() {
             if text.trim().is_empty() {
@@ -494,8 +498,8 @@ fn first_words(text: &str, n: usize) -> &str {
 }
 
 /// `vocab.txt`: one token per line; the line number is the id.
-fn parse_vocab(text: &str) -> HashMap<String, u32> {
-    let mut vocab = HashMap::new();
+fn parse_vocab(text: &str) -> ahash::AHashMap<String, u32> {
+    let mut vocab = ahash::AHashMap::with_capacity(text.lines().count());
     for (id, line) in text.lines().enumerate() {
         // A token listed twice keeps its last id, as HF's `load_vocab` does.
         vocab.insert(line.trim_end_matches('\r').to_string(), id as u32);
