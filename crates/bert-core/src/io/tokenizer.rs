@@ -270,7 +270,7 @@ impl BertTokenizer {
                 return Err(bad(format!("the vocabulary has no {special} token")));
             }
         }
-        let (sep, cls) = (vocab[SEP], vocab[CLS]);
+        let (sep_id, cls_id) = (vocab[SEP], vocab[CLS]);
         // [MASK] and the other specials must never be split by the pre-tokenizer.
         let specials: Vec<tokenizers::AddedToken> = [PAD, UNK, CLS, SEP, MASK]
             .iter()
@@ -291,7 +291,7 @@ impl BertTokenizer {
         let mut inner = Tokenizer::new(model);
         inner.with_normalizer(Some(config.normalizer().build()));
         inner.with_pre_tokenizer(Some(BertPreTokenizer));
-        inner.with_post_processor(Some(BertProcessing::new((SEP.into(), sep), (CLS.into(), cls))));
+        inner.with_post_processor(Some(BertProcessing::new((SEP.into(), sep_id), (CLS.into(), cls_id))));
         inner.with_decoder(Some(WordPieceDecoder::default()));
         inner.add_special_tokens(&specials);
         BertTokenizer::checked(inner, path)
