@@ -7,7 +7,7 @@ comes with sympy and so with torch: `pip install mpmath` otherwise.)
 
 erf(z) = z · P(z²) / Q(z²) on [-zmax, zmax], P of degree --p and Q of degree --q with Q(0) = 1.
 The fit is a linearised least-squares fit at Chebyshev nodes, reweighted by 1 / Q from the
-previous round until it settles (Loeb's iteration), in 50 digits, so that the coefficients are
+previous round, for 12 rounds (Loeb's iteration), in 50 digits, so that the coefficients are
 only rounded once, to f64, at the end. It minimises the absolute error of erf, which is what a
 GELU's absolute error inherits (0.5 · x · erf's error). The script prints the largest absolute
 error of the f64 coefficients over [-8, 8] (beyond ±zmax, the clamp's error 1 - erf(zmax)),

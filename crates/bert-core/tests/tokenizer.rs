@@ -221,6 +221,18 @@ fn ids_and_decoding_agree_with_the_vocabulary() {
 }
 
 #[test]
+fn a_token_listed_twice_keeps_its_last_id() {
+    // HF's `load_vocab` fills a dict line by line, so the later line wins.
+    let mut vocab: Vec<&str> = VOCAB.to_vec();
+    vocab.push("cat");
+    let dir = dir_with(&vocab, &[]);
+    let tok = load(dir.path());
+    assert_eq!(tok.token_to_id("cat"), Some(VOCAB.len() as u32));
+    let batch = tok.encode(&strings(&["the cat"]), None, 64, false).unwrap();
+    assert_eq!(batch.ids.row(0).to_vec(), vec![id("[CLS]"), id("the"), VOCAB.len() as i64, id("[SEP]")]);
+}
+
+#[test]
 fn windows_line_endings_in_vocab_txt() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("vocab.txt"), VOCAB.join("\r\n")).unwrap();
