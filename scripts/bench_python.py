@@ -40,8 +40,12 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--bench", default="target/release/examples/bench")
+    ap.add_argument("--keep-freed-memory", action="store_true",
+                    help="call bert_trace.keep_freed_memory() first (it changes transformers' allocations too)")
     args = ap.parse_args()
     threads = int(os.environ.get("BERT_TRACE_THREADS", "2"))
+    if args.keep_freed_memory:
+        assert bert_trace.keep_freed_memory(), "the allocator did not take the settings"
 
     model = bert_trace.Model(args.model)
     text = " ".join(["rome"] * (args.tokens - 2))
@@ -81,7 +85,8 @@ def main():
         ("Rust, nothing kept (bench --trace off)", rows["off"]["median_ms"], rows["off"]["runs"]),
         ("transformers, output_hidden_states + output_attentions", hf_ms, hf_runs),
     ]
-    print(f"MiniLM-L6, {args.tokens} tokens, batch 1, {threads} threads; {n_stages} stages")
+    kept_memory = ", freed memory kept" if args.keep_freed_memory else ""
+    print(f"MiniLM-L6, {args.tokens} tokens, batch 1, {threads} threads; {n_stages} stages{kept_memory}")
     for name, ms, runs in out:
         print(f"  {name:58s} {ms:8.2f} ms  ({runs} runs)")
     print(f"  Python / Rust (every stage kept): {python_ms / rows['memory']['median_ms']:.3f}")

@@ -193,6 +193,18 @@ fn explain(
     explanation::explain_dump(py, dump, stage, index, model)
 }
 
+/// Keeps the memory that one trace frees in the process for the next, instead of handing it
+/// back to the system: with glibc, no array gets a mapping of its own and the heap is never
+/// trimmed (`bert_core::ops::keep_freed_memory`, which the command calls at its start). Each
+/// later trace then reuses memory the interpreter already has, instead of fresh pages that the
+/// kernel zeroes on first touch; the price is that the interpreter holds its largest footprint
+/// until it exits. Not reversible. True when the allocator took the settings (glibc), false
+/// where nothing changed.
+#[pyfunction]
+fn keep_freed_memory() -> bool {
+    bert_core::ops::keep_freed_memory()
+}
+
 /// Every stage name of the stage table, in execution order, with its shape, Hugging Face
 /// equivalent and formula (`bert-trace stages`), for the tiny model's layout with every head.
 #[pyfunction]
@@ -477,6 +489,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(stages, m)?)?;
+    m.add_function(wrap_pyfunction!(keep_freed_memory, m)?)?;
     m.add_function(wrap_pyfunction!(train, m)?)?;
     m.add_function(wrap_pyfunction!(finetune, m)?)?;
     m.add_function(wrap_pyfunction!(heads_of, m)?)?;

@@ -9,6 +9,7 @@ import json
 import re
 import os
 import signal
+import sys
 import subprocess
 from pathlib import Path
 
@@ -327,6 +328,21 @@ def test_the_notebook_html_renders_offline(tmp_path):
 
 # Options of the command whose Python form is a method of the trace it returns, not a keyword.
 AS_METHODS = {"explain": "explain"}
+
+
+def test_keeping_freed_memory_changes_no_value():
+    """The allocator's settings change where a trace's arrays live, never what they hold; with
+    glibc (every Linux this is built for in CI) the allocator takes them."""
+    import platform
+
+    text = "When in Rome, do as the [MASK] do."
+    before = bert_trace.trace(text)
+    glibc = sys.platform == "linux" and platform.libc_ver()[0] == "glibc"
+    assert bert_trace.keep_freed_memory() is glibc
+    after = bert_trace.trace(text)
+    assert list(before) == list(after)
+    for name in before:
+        assert before[name].tobytes() == after[name].tobytes(), name
 
 
 def test_the_stubs_name_every_option_of_the_command():

@@ -14,8 +14,9 @@
 //! allocates its arrays on its own thread, the main heap's) and never gives the heap back. The largest resident size of a bench run of forward and
 //! backward passes did not change; each array after the first of its size is memory the
 //! process already has. A process then holds its largest footprint until it exits, which is
-//! the right trade for a command, but not for a notebook's interpreter, where the memory would
-//! stay held after the trace; so the command calls it, and the Python module does not.
+//! the right trade for a command, but not always for a notebook's interpreter, where the memory
+//! would stay held after the trace; so the command calls it, and the Python module leaves it to
+//! its caller (`bert_trace.keep_freed_memory()`).
 
 /// Keeps freed memory in the process for later allocations (see the module documentation).
 /// Returns whether the allocator took the settings: true with glibc, false elsewhere, where
