@@ -44,8 +44,8 @@ def main():
                     help="call bert_trace.keep_freed_memory() first (it changes transformers' allocations too)")
     args = ap.parse_args()
     threads = int(os.environ.get("BERT_TRACE_THREADS", "2"))
-    if args.keep_freed_memory:
-        assert bert_trace.keep_freed_memory(), "the allocator did not take the settings"
+    if args.keep_freed_memory and not bert_trace.keep_freed_memory():
+        raise SystemExit("bert_trace.keep_freed_memory(): the allocator did not take the settings")
 
     model = bert_trace.Model(args.model)
     text = " ".join(["rome"] * (args.tokens - 2))

@@ -194,12 +194,19 @@ fn explain(
 }
 
 /// Keeps the memory that one trace frees in the process for the next, instead of handing it
-/// back to the system: with glibc, no array gets a mapping of its own and the heap is never
-/// trimmed (`bert_core::ops::keep_freed_memory`, which the command calls at its start). Each
-/// later trace then reuses memory the interpreter already has, instead of fresh pages that the
-/// kernel zeroes on first touch; the price is that the interpreter holds its largest footprint
-/// until it exits. Not reversible. True when the allocator took the settings (glibc), false
-/// where nothing changed.
+/// back to the system, as the `bert-trace` command does from its start: with glibc's malloc, no
+/// later allocation on the main thread's heap gets a mapping of its own, and the heap is never
+/// trimmed. Each later trace then reuses memory the interpreter already has, instead of fresh
+/// pages that the kernel zeroes on first touch (BENCHMARKS.md: every stage of MiniLM at 512
+/// tokens, about twice as fast).
+///
+/// The setting is the whole process's (numpy's and torch's allocations too), applies to
+/// allocations made after the call, so call it once, early, and cannot be undone: the
+/// interpreter then holds its largest footprint until it exits. A thread other than the main one
+/// allocates from its own arena, where glibc still maps an allocation larger than 64 MiB. The
+/// same settings can be given before Python starts: `MALLOC_MMAP_MAX_=0
+/// MALLOC_TRIM_THRESHOLD_=-1`. Returns True when glibc's malloc took the settings, False where
+/// nothing changed (another C library); a preloaded allocator such as jemalloc ignores them.
 #[pyfunction]
 fn keep_freed_memory() -> bool {
     bert_core::ops::keep_freed_memory()
