@@ -15,6 +15,13 @@ float stage the three share, it prints
 
 and counts the stages where ours > theirs + one float32 ulp of the stage's largest |truth|
 (the issue's target: none). The dumps are kept in --work; a dump already there is reused.
+
+A stage's error against the truth is its own rounding plus the error it inherits from its inputs,
+and the two can cancel: a side can be closer to the truth at one stage by luck. So for every
+matrix product (the dense layers, the attention's scores and context, the heads) it also prints
+each side's *own* error, max |side - the exact product of the side's own float32 inputs| (the
+product recomputed in float64 with the checkpoint's weights), and counts the products where ours
+is larger than PyTorch's plus one float32 ulp.
 """
 
 from __future__ import annotations
@@ -61,6 +68,48 @@ def load(dump: str, entry: dict) -> np.ndarray:
     return np.load(os.path.join(dump, entry["file"])).astype(np.float64)
 
 
+def products(stage_names, weights: dict[str, np.ndarray], heads: int):
+    """Every matrix product among `stage_names`: (name, its inputs' stage names, a function of
+    those inputs as float64 arrays that gives the exact product, in the stage's layout)."""
+    prefix = next(k[: -len("embeddings.word_embeddings.weight")] for k in weights
+                  if k.endswith("embeddings.word_embeddings.weight"))
+    w = {k[len(prefix):]: v.astype(np.float64) for k, v in weights.items() if k.startswith(prefix)}
+    other = {k: v.astype(np.float64) for k, v in weights.items() if not k.startswith(prefix)}
+
+    def dense(name: str, table: dict):
+        return lambda x: x @ table[name + ".weight"].T + table[name + ".bias"]
+
+    def split(y):  # [B,T,H] -> [B,nh,T,hs], as the query, key and value stages are kept
+        b, t, h = y.shape
+        return y.reshape(b, t, heads, h // heads).transpose(0, 2, 1, 3)
+
+    found = []
+    layers = sorted({int(n.split(".")[0][5:]) for n in stage_names if n.startswith("layer")})
+    for i in layers:
+        inp = "embeddings.layernorm" if i == 0 else f"layer{i - 1}.ffn.layernorm"
+        at, lay = f"layer{i}.attention", f"encoder.layer.{i}"
+        for part in ("query", "key", "value"):
+            f = dense(f"{lay}.attention.self.{part}", w)
+            found.append((f"{at}.{part}", [inp], lambda x, f=f: split(f(x))))
+        found.append((f"{at}.scores", [f"{at}.query", f"{at}.key"],
+                      lambda q, k: (q @ k.transpose(0, 1, 3, 2)) / np.sqrt(q.shape[-1])))
+        found.append((f"{at}.context", [f"{at}.probs", f"{at}.value"],
+                      lambda p, v: (p @ v).transpose(0, 2, 1, 3).reshape(p.shape[0], p.shape[2], -1)))
+        found.append((f"{at}.output", [f"{at}.context"], dense(f"{lay}.attention.output.dense", w)))
+        found.append((f"layer{i}.ffn.intermediate", [f"{at}.layernorm"], dense(f"{lay}.intermediate.dense", w)))
+        found.append((f"layer{i}.ffn.output", [f"layer{i}.ffn.activation"], dense(f"{lay}.output.dense", w)))
+    last = f"layer{layers[-1]}.ffn.layernorm"
+    if "pooler.dense.weight" in w:
+        found.append(("pooler.dense", [last], lambda h: dense("pooler.dense", w)(h[:, 0])))
+    if "cls.seq_relationship.weight" in other:
+        found.append(("nsp.logits", ["pooler.output"], dense("cls.seq_relationship", other)))
+    if "cls.predictions.transform.dense.weight" in other:
+        found.append(("mlm.transform", [last], dense("cls.predictions.transform.dense", other)))
+        found.append(("mlm.logits", ["mlm.layernorm"],
+                      lambda h: h @ w["embeddings.word_embeddings.weight"].T + other["cls.predictions.bias"]))
+    return [(name, inputs, f) for name, inputs, f in found if name in stage_names and all(i in stage_names for i in inputs)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
@@ -74,7 +123,14 @@ def main() -> int:
 
     import transformers
 
+    from safetensors.numpy import load_file
+
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.model)
+    weights = load_file(os.path.join(args.model, "model.safetensors"))
+    with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
+        heads = json.load(f)["num_attention_heads"]
+    own_total = own_behind = 0
+    own_ratios = []
     reviews = words()
     python = sys.executable
     total = behind = 0
@@ -115,11 +171,34 @@ def main() -> int:
             shown = ", ".join(f"{n} {m:.1e}/{r:.1e}" for _, n, m, r in case_behind[:4])
             print(f"{size:4d} tokens (text {t}, {n_tokens} tokens): {len(case_behind)} of {len(truth)} stages behind PyTorch"
                   f"{': ' + shown if shown else ''}")
+            # Each product's own error: against the exact product of that side's own inputs.
+            case_own = []
+            found = products(set(truth) & set(ref) & set(ours), weights, heads)
+            for name, inputs, exact_of in found:
+                own = {}
+                for side, dump, entries in (("ours", trace, ours), ("theirs", dumps["ref"], ref)):
+                    value = load(dump, entries[name])
+                    exact = exact_of(*[load(dump, entries[i]) for i in inputs]).reshape(value.shape)
+                    own[side] = np.abs(value - exact).max()
+                ulp = float(np.spacing(np.float32(np.abs(exact).max())))
+                own_total += 1
+                theirs_own = own["theirs"]
+                own_ratios.append(own["ours"] / theirs_own if theirs_own > 0 else (1.0 if own["ours"] == 0 else np.inf))
+                if own["ours"] > theirs_own + ulp:
+                    case_own.append((own["ours"] / max(theirs_own, 1e-30), name, own["ours"], theirs_own))
+            own_behind += len(case_own)
+            case_own.sort(reverse=True)
+            shown = ", ".join(f"{n} {m:.1e}/{r:.1e}" for _, n, m, r in case_own[:4])
+            print(f"      own error of its {len(found)} matrix products: {len(case_own)} behind PyTorch's"
+                  f"{': ' + shown if shown else ''}")
     ratios = np.array(ratios)
     print(f"\n{args.kernels} kernels: {behind} of {total} stages farther from the truth than PyTorch by more than one "
           f"float32 ulp; ours / PyTorch's error: median {np.median(ratios):.2f}, largest {ratios.max():.2f}")
     if worst[1]:
         print(f"farthest behind: {worst[1]}")
+    own_ratios = np.array(own_ratios)
+    print(f"own error of the matrix products: {own_behind} of {own_total} larger than PyTorch's by more than one "
+          f"float32 ulp; ours / PyTorch's: median {np.median(own_ratios):.2f}, largest {own_ratios.max():.2f}")
     return 0
 
 

@@ -45,10 +45,13 @@ pub(crate) const KC: usize = 768;
 
 /// At most this many steps of the sum in one chain of fused multiply-adds; the chains' sums
 /// are then added in order. A sum of K products in one chain rounds its running total K times,
-/// and the error grows with it; in chains of 128 it rounds about 128 + K/128 times. On a
-/// bert-base-sized model this took the stages farther from the float64 truth than PyTorch's
-/// from 1,494 of 1,620 to 21 (BENCHMARKS.md), for one vector addition per 128 multiply-adds.
-pub(crate) const CHAIN: usize = 128;
+/// and the error grows with it; in chains of 64 it rounds about 64 + K/64 times. On a
+/// bert-base-sized model, one chain per block left 1,494 of 1,620 stages farther from the
+/// float64 truth than PyTorch's, chains of 128 15 (with the f64 GELU) and chains of 64 4
+/// (BENCHMARKS.md). Each chain costs one addition per sum and a trip of the tile's sums through
+/// memory; chains of 32 left 1 stage behind but made the forward 6-8% slower, and chains of 64
+/// cost what writing the tiles with vector instructions saved (see `store_six_features`).
+pub(crate) const CHAIN: usize = 64;
 
 /// At most this many tokens per packed block: one block of K of them, 768 KiB at KC = 768, is in
 /// the L2 cache while the tiles pass over it.
@@ -491,7 +494,16 @@ unsafe fn store_tile<const MR: usize, const NR: usize>(
         }
     } else if out_col == 1 && features == MR {
         // A dense layer's whole tile: token by token, each token's MR outputs side by side in
-        // memory, with loops of fixed length.
+        // memory. The sums are held feature by feature, so this is a transpose.
+        #[cfg(target_arch = "x86_64")]
+        if MR == 6 && NR.is_multiple_of(8) {
+            let sums: &[[f32; NR]; 6] = &*(sums as *const [[f32; NR]; MR]).cast();
+            let start: [f32; 6] = std::array::from_fn(|i| start[i]);
+            let first_row = out.ptr.add(first_token * out_row + n0);
+            // SAFETY: every kernel needs AVX2 (see `product`), and the tile's outputs are this
+            // thread's and inside the output (this function's contract).
+            return store_six_features::<NR>(sums, first_block.then_some((start, scale)), first_row, out_row, tokens);
+        }
         for j in 0..tokens {
             let row = out.ptr.add((first_token + j) * out_row + n0);
             if first_block {
@@ -511,6 +523,72 @@ unsafe fn store_tile<const MR: usize, const NR: usize>(
                 let slot = row.add(i * out_col);
                 *slot = if first_block { start[i] + sums_of_feature[j] * scale } else { *slot + sums_of_feature[j] };
             }
+        }
+    }
+}
+
+/// [`store_tile`] for a whole tile of six features whose outputs are contiguous: token j's six
+/// outputs, `first_row + j·out_row ..+ 6`, become `start[i] + sums[i][j] · scale` (`first`, for
+/// the first block of K) or have `sums[i][j]` added. The same arithmetic as the plain loop, in
+/// the same order and with no fused multiply-add, so the same bits.
+///
+/// The sums are held feature by feature; written token by token, one value at a time, they
+/// took 5% of the kernel's time at 512 tokens. Here each group of 8 tokens is transposed in
+/// registers (an 8 × 8 transpose with two rows of zeros), and each token's six outputs are
+/// read and written as four values and two.
+///
+/// # Safety
+/// The CPU must have AVX, and token j's six outputs for j < `tokens` (at most NR) must be inside
+/// the output and written by no other thread meanwhile.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn store_six_features<const NR: usize>(
+    sums: &[[f32; NR]; 6],
+    first: Option<([f32; 6], f32)>,
+    first_row: *mut f32,
+    out_row: usize,
+    tokens: usize,
+) {
+    use std::arch::x86_64::*;
+    let (start, scale) = first.unwrap_or(([0.0; 6], 1.0));
+    let start = _mm256_setr_ps(start[0], start[1], start[2], start[3], start[4], start[5], 0.0, 0.0);
+    let scale = _mm256_set1_ps(scale);
+    for group in (0..tokens).step_by(8) {
+        let row = |i: usize| _mm256_loadu_ps(sums[i][group..].as_ptr());
+        let zero = _mm256_setzero_ps();
+        let (a01, b01) = (_mm256_unpacklo_ps(row(0), row(1)), _mm256_unpackhi_ps(row(0), row(1)));
+        let (a23, b23) = (_mm256_unpacklo_ps(row(2), row(3)), _mm256_unpackhi_ps(row(2), row(3)));
+        let (a45, b45) = (_mm256_unpacklo_ps(row(4), row(5)), _mm256_unpackhi_ps(row(4), row(5)));
+        // Within each 128-bit half, token 4h + t's features 0..4 and 4..8.
+        let low = [
+            _mm256_shuffle_ps::<0x44>(a01, a23),
+            _mm256_shuffle_ps::<0xEE>(a01, a23),
+            _mm256_shuffle_ps::<0x44>(b01, b23),
+            _mm256_shuffle_ps::<0xEE>(b01, b23),
+        ];
+        let high = [
+            _mm256_shuffle_ps::<0x44>(a45, zero),
+            _mm256_shuffle_ps::<0xEE>(a45, zero),
+            _mm256_shuffle_ps::<0x44>(b45, zero),
+            _mm256_shuffle_ps::<0xEE>(b45, zero),
+        ];
+        for t in 0..8.min(tokens - group) {
+            // Token group + t's six sums, in lanes 0..6.
+            let sums = if t < 4 {
+                _mm256_permute2f128_ps::<0x20>(low[t], high[t])
+            } else {
+                _mm256_permute2f128_ps::<0x31>(low[t - 4], high[t - 4])
+            };
+            let slot = first_row.add((group + t) * out_row);
+            let value = if first.is_some() {
+                _mm256_add_ps(start, _mm256_mul_ps(sums, scale))
+            } else {
+                let old = _mm256_set_m128(_mm_castsi128_ps(_mm_loadu_si64(slot.add(4).cast())), _mm_loadu_ps(slot));
+                _mm256_add_ps(old, sums)
+            };
+            _mm_storeu_ps(slot, _mm256_castps256_ps128(value));
+            _mm_storeu_si64(slot.add(4).cast(), _mm_castps_si128(_mm256_extractf128_ps::<1>(value)));
         }
     }
 }
