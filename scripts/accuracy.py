@@ -131,6 +131,12 @@ def main() -> int:
         heads = json.load(f)["num_attention_heads"]
     own_total = own_behind = 0
     own_ratios = []
+    # Stages behind, by kind (the name without its layer): which computations they are.
+    kinds = {"stages": {}, "own": {}}
+
+    def tally(which: str, name: str):
+        kind = name.split(".", 1)[1] if name.startswith("layer") else name
+        kinds[which][kind] = kinds[which].get(kind, 0) + 1
     reviews = words()
     python = sys.executable
     total = behind = 0
@@ -165,6 +171,7 @@ def main() -> int:
                 ratios.append(mine / theirs if theirs > 0 else (1.0 if mine == 0 else np.inf))
                 if mine > theirs + ulp:
                     behind += 1
+                    tally("stages", name)
                     case_behind.append((mine / max(theirs, 1e-30), name, mine, theirs))
                     worst = max(worst, (mine / max(theirs, 1e-30), f"{name} at {size} tokens: {mine:.2e} against {theirs:.2e}"))
             case_behind.sort(reverse=True)
@@ -185,6 +192,7 @@ def main() -> int:
                 theirs_own = own["theirs"]
                 own_ratios.append(own["ours"] / theirs_own if theirs_own > 0 else (1.0 if own["ours"] == 0 else np.inf))
                 if own["ours"] > theirs_own + ulp:
+                    tally("own", name)
                     case_own.append((own["ours"] / max(theirs_own, 1e-30), name, own["ours"], theirs_own))
             own_behind += len(case_own)
             case_own.sort(reverse=True)
@@ -196,9 +204,13 @@ def main() -> int:
           f"float32 ulp; ours / PyTorch's error: median {np.median(ratios):.2f}, largest {ratios.max():.2f}")
     if worst[1]:
         print(f"farthest behind: {worst[1]}")
+    if kinds["stages"]:
+        print("behind, by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds["stages"].items(), key=lambda x: -x[1])))
     own_ratios = np.array(own_ratios)
     print(f"own error of the matrix products: {own_behind} of {own_total} larger than PyTorch's by more than one "
           f"float32 ulp; ours / PyTorch's: median {np.median(own_ratios):.2f}, largest {own_ratios.max():.2f}")
+    if kinds["own"]:
+        print("own error behind, by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds["own"].items(), key=lambda x: -x[1])))
     return 0
 
 

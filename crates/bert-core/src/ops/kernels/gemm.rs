@@ -24,11 +24,11 @@
 //! W's columns are packed as its tokens.
 //!
 //! Every output is a sum of chains of fused multiply-adds over k, in order, each from 0 and at
-//! most [`CHAIN`] long, added in order within a block of [`KC`]; the first block's sum is added
-//! to the bias, each later block's to the output so far. Nothing about the
-//! order depends on the thread count, on where a token sits in a panel, or on the vector width:
-//! the AVX-512 and the AVX2 kernels give bit-identical results, and a token's output does not
-//! depend on the other tokens in the batch.
+//! most [`chain_for`]`(K)` long (128, or 16 when K is at most 128), added in order within a block
+//! of [`KC`]; the first block's sum is added to the bias, each later block's to the output so
+//! far. Nothing about the order depends on the thread count, on where a token sits in a panel,
+//! or on the vector width: the AVX-512 and the AVX2 kernels give bit-identical results, and a
+//! token's output does not depend on the other tokens in the batch.
 //!
 //! On CPUs without AVX2 and FMA (and on other architectures), [`linear`], [`product`] and
 //! [`batched`] return false or None, and the operation runs its reference implementation.
@@ -45,13 +45,32 @@ pub(crate) const KC: usize = 768;
 
 /// At most this many steps of the sum in one chain of fused multiply-adds; the chains' sums
 /// are then added in order. A sum of K products in one chain rounds its running total K times,
-/// and the error grows with it; in chains of 64 it rounds about 64 + K/64 times. On a
-/// bert-base-sized model, one chain per block left 1,494 of 1,620 stages farther from the
-/// float64 truth than PyTorch's, chains of 128 15 (with the f64 GELU) and chains of 64 4
-/// (BENCHMARKS.md). Each chain costs one addition per sum and a trip of the tile's sums through
-/// memory; chains of 32 left 1 stage behind but made the forward 6-8% slower, and chains of 64
-/// cost what writing the tiles with vector instructions saved (see `store_six_features`).
-pub(crate) const CHAIN: usize = 64;
+/// and the error grows with it; in chains of 128 it rounds about 128 + K/128 times. On a
+/// bert-base-sized model, one chain per block of [`KC`] left 1,494 of 1,620 stages farther from
+/// the float64 truth than PyTorch's, chains of 128 21 (BENCHMARKS.md). Each chain costs one
+/// addition per sum and a trip of the tile's sums through memory: chains of 64 took the median
+/// of ours / PyTorch's error from 0.82 to 0.67 there (and MiniLM from 13 stages behind to 10),
+/// but made the dense layers' products 2-5% slower, so the chains are 128 long.
+pub(crate) const CHAIN: usize = 128;
+
+/// The chain length for a sum short enough to be one chain: at most [`CHAIN`] products, such
+/// as an attention head's scores q · kᵀ over its 32 (MiniLM) or 64 (bert-base) features, and its
+/// context probs · v over up to 128 tokens. In one chain their own error (against the exact
+/// product of their own float32 inputs, `scripts/accuracy.py`) was more than an ulp above
+/// PyTorch's in 30 of 108 score stages (12 layers × 9 texts) and 3 of 108 context stages on a
+/// bert-base-sized model; in chains of 16, in none. The extra additions make these products a
+/// tenth to a third slower (the scores of one layer at 512 tokens 1.14-1.34 ms against
+/// 1.02-1.15), under 1% of a pass.
+pub(crate) const SHORT_CHAIN: usize = 16;
+
+/// How many steps each chain of a sum over `k` takes (see [`CHAIN`] and [`SHORT_CHAIN`]).
+pub(crate) fn chain_for(k: usize) -> usize {
+    if k <= CHAIN {
+        SHORT_CHAIN
+    } else {
+        CHAIN
+    }
+}
 
 /// At most this many tokens per packed block: one block of K of them, 768 KiB at KC = 768, is in
 /// the L2 cache while the tiles pass over it.
@@ -96,7 +115,8 @@ pub(crate) fn product(
     assert!(scale == 1.0 || k <= KC, "a scaled product has at most KC sums");
     #[cfg(target_arch = "x86_64")]
     {
-        let problem = Problem { x, w, bias, scale, m, k, n, out_strides: (out.row_stride, out.col_stride) };
+        let out_strides = (out.row_stride, out.col_stride);
+        let problem = Problem { x, w, bias, scale, m, k, n, chain: chain_for(k), out_strides };
         if std::arch::is_x86_feature_detected!("avx512f") {
             if m > 32 {
                 blocked::<6, 64>(problem, out.values, tiles_avx512_wide);
@@ -260,6 +280,8 @@ struct Problem<'a> {
     m: usize,
     k: usize,
     n: usize,
+    /// The steps of each chain of the sum over k: [`chain_for`]`(k)`.
+    chain: usize,
     out_strides: (usize, usize),
 }
 
@@ -405,7 +427,7 @@ unsafe fn tiles_avx2(block: &Block<'_>, tiles: std::ops::Range<usize>, out: Out)
 /// sums over the block's k, added to the output (or to the bias, for the first block).
 #[inline(always)]
 fn compute_tiles<const MR: usize, const NR: usize>(block: &Block<'_>, tiles: std::ops::Range<usize>, out: Out) {
-    let Problem { w, n, out_strides: (out_row, out_col), .. } = block.problem;
+    let Problem { w, n, chain, out_strides: (out_row, out_col), .. } = block.problem;
     let kc = block.kc;
     // The last tile may have fewer than MR features; its weights are copied into `edge`, padded
     // with zero rows, so that the kernel always reads MR rows.
@@ -428,14 +450,15 @@ fn compute_tiles<const MR: usize, const NR: usize>(block: &Block<'_>, tiles: std
         let panel_stride = NR * block.problem.k;
         for p in 0..block.mc.div_ceil(NR) {
             let panel = &block.x_pack[p * panel_stride + NR * block.k0..][..NR * kc];
-            // The block's sum, chain by chain: each chain of at most CHAIN steps starts from
+            // The block's sum, chain by chain: each chain of at most `chain` steps starts from
             // zero in registers, and the chains' sums are added in order.
             let first = if p == 0 { next } else { None };
-            let mut sums = tile_sums::<MR, NR>(CHAIN.min(kc), w_tile, ldw, panel, first);
-            for c0 in (CHAIN..kc).step_by(CHAIN) {
+            let mut sums = tile_sums::<MR, NR>(chain.min(kc), w_tile, ldw, panel, first);
+            for c0 in (chain..kc).step_by(chain) {
                 let prefetch = first.map(|n| n.wrapping_add(c0));
-                let chain = tile_sums::<MR, NR>(CHAIN.min(kc - c0), &w_tile[c0..], ldw, &panel[NR * c0..], prefetch);
-                for (total, part) in sums.iter_mut().zip(&chain) {
+                let chain_sums =
+                    tile_sums::<MR, NR>(chain.min(kc - c0), &w_tile[c0..], ldw, &panel[NR * c0..], prefetch);
+                for (total, part) in sums.iter_mut().zip(&chain_sums) {
                     for (t, &c) in total.iter_mut().zip(part) {
                         *t += c;
                     }
@@ -657,9 +680,9 @@ mod tests {
                 let mut total = bias[o];
                 for k0 in (0..k).step_by(KC) {
                     let mut sum = 0.0f32;
-                    for c0 in (k0..k.min(k0 + KC)).step_by(CHAIN) {
+                    for c0 in (k0..k.min(k0 + KC)).step_by(chain_for(k)) {
                         let mut chain = 0.0f32;
-                        for kk in c0..k.min(k0 + KC).min(c0 + CHAIN) {
+                        for kk in c0..k.min(k0 + KC).min(c0 + chain_for(k)) {
                             chain = w[o * k + kk].mul_add(x[t * k + kk], chain);
                         }
                         sum += chain;
@@ -684,7 +707,7 @@ mod tests {
         tiles: TilesFn,
     ) {
         let (x, w) = (Matrix::row_major(x, k), Matrix::row_major(w, k));
-        let problem = Problem { x, w, bias: Some(bias), scale: 1.0, m, k, n, out_strides: (n, 1) };
+        let problem = Problem { x, w, bias: Some(bias), scale: 1.0, m, k, n, chain: chain_for(k), out_strides: (n, 1) };
         blocked::<MR, NR>(problem, out, tiles)
     }
 
