@@ -68,13 +68,23 @@ def load(dump: str, entry: dict) -> np.ndarray:
     return np.load(os.path.join(dump, entry["file"])).astype(np.float64)
 
 
-def products(stage_names, weights: dict[str, np.ndarray], heads: int):
-    """Every matrix product among `stage_names`: (name, its inputs' stage names, a function of
-    those inputs as float64 arrays that gives the exact product, in the stage's layout)."""
+def float64_weights(weights: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    """The checkpoint's tensors in float64: the encoder's by their names without the model's
+    prefix (`bert.` or none), and the pretraining heads' (`cls.*`) by their full names."""
     prefix = next(k[: -len("embeddings.word_embeddings.weight")] for k in weights
                   if k.endswith("embeddings.word_embeddings.weight"))
-    w = {k[len(prefix):]: v.astype(np.float64) for k, v in weights.items() if k.startswith(prefix)}
-    other = {k: v.astype(np.float64) for k, v in weights.items() if not k.startswith(prefix)}
+    heads = {k: v.astype(np.float64) for k, v in weights.items() if k.startswith("cls.")}
+    w = {k[len(prefix):]: v.astype(np.float64) for k, v in weights.items()
+         if k.startswith(prefix) and k not in heads}
+    return w, heads
+
+
+def products(stage_names, w: dict, other: dict, heads: int):
+    """Every matrix product among `stage_names`: (name, its inputs' stage names, a function of
+    those inputs as float64 arrays that gives the exact product, in the stage's layout). `w` and
+    `other` are `float64_weights`' two tables."""
+    # The MLM decoder's bias, under either of the names transformers saves it by.
+    mlm_bias = other.get("cls.predictions.bias", other.get("cls.predictions.decoder.bias"))
 
     def dense(name: str, table: dict):
         return lambda x: x @ table[name + ".weight"].T + table[name + ".bias"]
@@ -91,13 +101,17 @@ def products(stage_names, weights: dict[str, np.ndarray], heads: int):
         for part in ("query", "key", "value"):
             f = dense(f"{lay}.attention.self.{part}", w)
             found.append((f"{at}.{part}", [inp], lambda x, f=f: split(f(x))))
+        # Both sides multiply the sums by the float32 scale (PyTorch by a Python float applied to a
+        # float32 tensor), so the exact product is taken with that same constant.
         found.append((f"{at}.scores", [f"{at}.query", f"{at}.key"],
-                      lambda q, k: (q @ k.transpose(0, 1, 3, 2)) / np.sqrt(q.shape[-1])))
+                      lambda q, k: (q @ k.transpose(0, 1, 3, 2)) * float(np.float32(q.shape[-1] ** -0.5))))
         found.append((f"{at}.context", [f"{at}.probs", f"{at}.value"],
                       lambda p, v: (p @ v).transpose(0, 2, 1, 3).reshape(p.shape[0], p.shape[2], -1)))
         found.append((f"{at}.output", [f"{at}.context"], dense(f"{lay}.attention.output.dense", w)))
         found.append((f"layer{i}.ffn.intermediate", [f"{at}.layernorm"], dense(f"{lay}.intermediate.dense", w)))
         found.append((f"layer{i}.ffn.output", [f"layer{i}.ffn.activation"], dense(f"{lay}.output.dense", w)))
+    if not layers:
+        return []
     last = f"layer{layers[-1]}.ffn.layernorm"
     if "pooler.dense.weight" in w:
         found.append(("pooler.dense", [last], lambda h: dense("pooler.dense", w)(h[:, 0])))
@@ -105,8 +119,9 @@ def products(stage_names, weights: dict[str, np.ndarray], heads: int):
         found.append(("nsp.logits", ["pooler.output"], dense("cls.seq_relationship", other)))
     if "cls.predictions.transform.dense.weight" in other:
         found.append(("mlm.transform", [last], dense("cls.predictions.transform.dense", other)))
+    if mlm_bias is not None:
         found.append(("mlm.logits", ["mlm.layernorm"],
-                      lambda h: h @ w["embeddings.word_embeddings.weight"].T + other["cls.predictions.bias"]))
+                      lambda h: h @ w["embeddings.word_embeddings.weight"].T + mlm_bias))
     return [(name, inputs, f) for name, inputs, f in found if name in stage_names and all(i in stage_names for i in inputs)]
 
 
@@ -126,7 +141,7 @@ def main() -> int:
     from safetensors.numpy import load_file
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.model)
-    weights = load_file(os.path.join(args.model, "model.safetensors"))
+    encoder_weights, head_weights = float64_weights(load_file(os.path.join(args.model, "model.safetensors")))
     with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
         heads = json.load(f)["num_attention_heads"]
     own_total = own_behind = 0
@@ -180,14 +195,15 @@ def main() -> int:
                   f"{': ' + shown if shown else ''}")
             # Each product's own error: against the exact product of that side's own inputs.
             case_own = []
-            found = products(set(truth) & set(ref) & set(ours), weights, heads)
+            found = products(set(truth) & set(ref) & set(ours), encoder_weights, head_weights, heads)
             for name, inputs, exact_of in found:
-                own = {}
+                own, largest = {}, 0.0
                 for side, dump, entries in (("ours", trace, ours), ("theirs", dumps["ref"], ref)):
                     value = load(dump, entries[name])
                     exact = exact_of(*[load(dump, entries[i]) for i in inputs]).reshape(value.shape)
                     own[side] = np.abs(value - exact).max()
-                ulp = float(np.spacing(np.float32(np.abs(exact).max())))
+                    largest = max(largest, np.abs(exact).max())
+                ulp = float(np.spacing(np.float32(largest)))
                 own_total += 1
                 theirs_own = own["theirs"]
                 own_ratios.append(own["ours"] / theirs_own if theirs_own > 0 else (1.0 if own["ours"] == 0 else np.inf))
@@ -206,7 +222,7 @@ def main() -> int:
         print(f"farthest behind: {worst[1]}")
     if kinds["stages"]:
         print("behind, by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds["stages"].items(), key=lambda x: -x[1])))
-    own_ratios = np.array(own_ratios)
+    own_ratios = np.array(own_ratios if own_ratios else [np.nan])
     print(f"own error of the matrix products: {own_behind} of {own_total} larger than PyTorch's by more than one "
           f"float32 ulp; ours / PyTorch's: median {np.median(own_ratios):.2f}, largest {own_ratios.max():.2f}")
     if kinds["own"]:

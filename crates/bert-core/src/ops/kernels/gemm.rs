@@ -59,8 +59,8 @@ pub(crate) const CHAIN: usize = 128;
 /// product of their own float32 inputs, `scripts/accuracy.py`) was more than an ulp above
 /// PyTorch's in 30 of 108 score stages (12 layers × 9 texts) and 3 of 108 context stages on a
 /// bert-base-sized model; in chains of 16, in none. The extra additions make these products a
-/// tenth to a third slower (the scores of one layer at 512 tokens 1.14-1.34 ms against
-/// 1.02-1.15), under 1% of a pass.
+/// quarter to a half slower (one layer's scores, all heads: 1.14-1.34 ms against 1.02-1.15 at
+/// 512 tokens), under 1% of a pass.
 pub(crate) const SHORT_CHAIN: usize = 16;
 
 /// How many steps each chain of a sum over `k` takes (see [`CHAIN`] and [`SHORT_CHAIN`]).
@@ -523,7 +523,7 @@ unsafe fn store_tile<const MR: usize, const NR: usize>(
             let sums: &[[f32; NR]; 6] = &*(sums as *const [[f32; NR]; MR]).cast();
             let start: [f32; 6] = std::array::from_fn(|i| start[i]);
             let first_row = out.ptr.add(first_token * out_row + n0);
-            // SAFETY: every kernel needs AVX2 (see `product`), and the tile's outputs are this
+            // SAFETY: every kernel needs AVX2 and FMA (see `product`), and the tile's outputs are this
             // thread's and inside the output (this function's contract).
             return store_six_features::<NR>(sums, first_block.then_some((start, scale)), first_row, out_row, tokens);
         }
@@ -561,7 +561,7 @@ unsafe fn store_tile<const MR: usize, const NR: usize>(
 /// read and written as four values and two.
 ///
 /// # Safety
-/// The CPU must have AVX, and token j's six outputs for j < `tokens` (at most NR) must be inside
+/// The CPU must have AVX2 and FMA, and token j's six outputs for j < `tokens` (at most NR) must be inside
 /// the output and written by no other thread meanwhile.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
