@@ -672,8 +672,9 @@ mod tests {
         (0..len).map(|i| (((i + seed) * 7919) % 1000) as f32 / 500.0 - 1.0).collect()
     }
 
-    /// The same chains of fused multiply-adds as the kernels, one output at a time.
-    fn reference(x: &[f32], w: &[f32], bias: &[f32], (m, k, n): (usize, usize, usize)) -> Vec<f32> {
+    /// The same chains of fused multiply-adds as the kernels, one output at a time: the first
+    /// block's sum times `scale` added to the bias, each later block's sum added to that.
+    fn reference(x: &[f32], w: &[f32], bias: &[f32], scale: f32, (m, k, n): (usize, usize, usize)) -> Vec<f32> {
         let mut out = vec![0.0; m * n];
         for t in 0..m {
             for o in 0..n {
@@ -687,7 +688,7 @@ mod tests {
                         }
                         sum += chain;
                     }
-                    total += sum;
+                    total = if k0 == 0 { total + sum * scale } else { total + sum };
                 }
                 out[t * n + o] = total;
             }
@@ -695,19 +696,20 @@ mod tests {
         out
     }
 
-    /// `blocked` with one kernel, for contiguous operands: (x, W, bias, (M,K,N), out).
-    type Kernel = fn(&[f32], &[f32], &[f32], (usize, usize, usize), &mut [f32]);
+    /// `blocked` with one kernel, for contiguous operands: (x, W, bias, scale, (M,K,N), out).
+    type Kernel = fn(&[f32], &[f32], &[f32], f32, (usize, usize, usize), &mut [f32]);
 
     fn run<const MR: usize, const NR: usize>(
         x: &[f32],
         w: &[f32],
         bias: &[f32],
+        scale: f32,
         (m, k, n): (usize, usize, usize),
         out: &mut [f32],
         tiles: TilesFn,
     ) {
         let (x, w) = (Matrix::row_major(x, k), Matrix::row_major(w, k));
-        let problem = Problem { x, w, bias: Some(bias), scale: 1.0, m, k, n, chain: chain_for(k), out_strides: (n, 1) };
+        let problem = Problem { x, w, bias: Some(bias), scale, m, k, n, chain: chain_for(k), out_strides: (n, 1) };
         blocked::<MR, NR>(problem, out, tiles)
     }
 
@@ -717,11 +719,11 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f") {
-                found.push(("avx512", |x, w, b, s, o| run::<12, 32>(x, w, b, s, o, tiles_avx512)));
-                found.push(("avx512 wide", |x, w, b, s, o| run::<6, 64>(x, w, b, s, o, tiles_avx512_wide)));
+                found.push(("avx512", |x, w, b, c, s, o| run::<12, 32>(x, w, b, c, s, o, tiles_avx512)));
+                found.push(("avx512 wide", |x, w, b, c, s, o| run::<6, 64>(x, w, b, c, s, o, tiles_avx512_wide)));
             }
             if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                found.push(("avx2", |x, w, b, s, o| run::<6, 16>(x, w, b, s, o, tiles_avx2)));
+                found.push(("avx2", |x, w, b, c, s, o| run::<6, 16>(x, w, b, c, s, o, tiles_avx2)));
             }
         }
         found
@@ -737,15 +739,22 @@ mod tests {
         let mut out = [0.0f32; 1];
         assert_eq!(linear(&[1.0], &[1.0], &[0.0], (1, 1, 1), &mut out), !kernels.is_empty());
         // Edges on every axis: M and N not multiples of a panel or a tile, K over one block,
-        // M over one block, a single token.
+        // M over one block, a single token; short sums (several chains of SHORT_CHAIN) and long
+        // ones. A scale other than 1 (the heads' scores) with at most one block of K.
         for (name, kernel) in kernels {
             for (m, k, n) in [(1, 5, 1), (3, 45, 7), (12, 64, 24), (33, 100, 13), (300, KC + 5, 25), (17, 2 * KC, 12)] {
-                let (x, w, bias) = (values(m * k, 1), values(n * k, 2), values(n, 3));
-                let mut out = vec![f32::NAN; m * n];
-                kernel(&x, &w, &bias, (m, k, n), &mut out);
-                let want = reference(&x, &w, &bias, (m, k, n));
-                for (i, (g, r)) in out.iter().zip(&want).enumerate() {
-                    assert_eq!(g.to_bits(), r.to_bits(), "{name} ({m},{k},{n}) element {i}: got {g}, expected {r}");
+                for scale in [1.0, 0.3] {
+                    if scale != 1.0 && k > KC {
+                        continue;
+                    }
+                    let (x, w, bias) = (values(m * k, 1), values(n * k, 2), values(n, 3));
+                    let mut out = vec![f32::NAN; m * n];
+                    kernel(&x, &w, &bias, scale, (m, k, n), &mut out);
+                    let want = reference(&x, &w, &bias, scale, (m, k, n));
+                    for (i, (g, r)) in out.iter().zip(&want).enumerate() {
+                        let place = format!("{name} ({m},{k},{n}) scale {scale} element {i}");
+                        assert_eq!(g.to_bits(), r.to_bits(), "{place}: got {g}, expected {r}");
+                    }
                 }
             }
         }
