@@ -18,10 +18,10 @@ and counts the stages where ours > theirs + one float32 ulp of the stage's large
 
 A stage's error against the truth is its own rounding plus the error it inherits from its inputs,
 and the two can cancel: a side can be closer to the truth at one stage by luck. So for every
-matrix product (the dense layers, the attention's scores and context, the heads) it also prints
-each side's *own* error, max |side - the exact product of the side's own float32 inputs| (the
-product recomputed in float64 with the checkpoint's weights), and counts the products where ours
-is larger than PyTorch's plus one float32 ulp.
+stage computed from others (the matrix products, the sums, LayerNorms, softmax, GELU, tanh and
+mean) it also prints each side's *own* error, max |side - the exact result of the side's own
+float32 inputs| (recomputed in float64 with the checkpoint's weights), and counts the stages where
+ours is larger than PyTorch's plus one float32 ulp, the matrix products and the rest apart.
 """
 
 from __future__ import annotations
@@ -79,50 +79,89 @@ def float64_weights(weights: dict[str, np.ndarray]) -> tuple[dict, dict]:
     return w, heads
 
 
-def products(stage_names, w: dict, other: dict, heads: int):
-    """Every matrix product among `stage_names`: (name, its inputs' stage names, a function of
-    those inputs as float64 arrays that gives the exact product, in the stage's layout). `w` and
-    `other` are `float64_weights`' two tables."""
+def computed_stages(stage_names, w: dict, other: dict, config: dict):
+    """Every stage among `stage_names` that is computed from other stages: (name, whether it is a
+    matrix product, its inputs' stage names, a function of those inputs as float64 arrays that
+    gives the exact result, in the stage's layout). `w` and `other` are `float64_weights`' two
+    tables. The texts are unpadded, so no mask enters the scores, the softmax or the mean."""
+    import torch
+
+    heads, eps = config["num_attention_heads"], config["layer_norm_eps"]
     # The MLM decoder's bias, under either of the names transformers saves it by.
     mlm_bias = other.get("cls.predictions.bias", other.get("cls.predictions.decoder.bias"))
 
     def dense(name: str, table: dict):
         return lambda x: x @ table[name + ".weight"].T + table[name + ".bias"]
 
+    def layer_norm(name: str, table: dict):
+        def f(x):
+            centred = x - x.mean(axis=-1, keepdims=True)
+            variance = (centred * centred).mean(axis=-1, keepdims=True)
+            return centred / np.sqrt(variance + eps) * table[name + ".weight"] + table[name + ".bias"]
+        return f
+
+    def gelu(x):  # the exact (erf) GELU, BERT's "gelu"
+        return 0.5 * x * (1.0 + torch.special.erf(torch.from_numpy(x) / np.sqrt(2.0)).numpy())
+
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    exact_gelu = config.get("hidden_act") == "gelu"
+
     def split(y):  # [B,T,H] -> [B,nh,T,hs], as the query, key and value stages are kept
         b, t, h = y.shape
         return y.reshape(b, t, heads, h // heads).transpose(0, 2, 1, 3)
 
-    found = []
+    product, other_kind = True, False
+    found = [
+        ("embeddings.sum", other_kind, ["embeddings.word", "embeddings.position", "embeddings.token_type"],
+         lambda a, b, c: a + b + c),
+        ("embeddings.layernorm", other_kind, ["embeddings.sum"], layer_norm("embeddings.LayerNorm", w)),
+    ]
     layers = sorted({int(n.split(".")[0][5:]) for n in stage_names if n.startswith("layer")})
     for i in layers:
         inp = "embeddings.layernorm" if i == 0 else f"layer{i - 1}.ffn.layernorm"
-        at, lay = f"layer{i}.attention", f"encoder.layer.{i}"
+        at, lay, ffn = f"layer{i}.attention", f"encoder.layer.{i}", f"layer{i}.ffn"
         for part in ("query", "key", "value"):
             f = dense(f"{lay}.attention.self.{part}", w)
-            found.append((f"{at}.{part}", [inp], lambda x, f=f: split(f(x))))
+            found.append((f"{at}.{part}", product, [inp], lambda x, f=f: split(f(x))))
         # Both sides multiply the sums by the float32 scale (PyTorch by a Python float applied to a
         # float32 tensor), so the exact product is taken with that same constant.
-        found.append((f"{at}.scores", [f"{at}.query", f"{at}.key"],
+        found.append((f"{at}.scores", product, [f"{at}.query", f"{at}.key"],
                       lambda q, k: (q @ k.transpose(0, 1, 3, 2)) * float(np.float32(q.shape[-1] ** -0.5))))
-        found.append((f"{at}.context", [f"{at}.probs", f"{at}.value"],
+        found.append((f"{at}.probs", other_kind, [f"{at}.scores"], softmax))
+        found.append((f"{at}.context", product, [f"{at}.probs", f"{at}.value"],
                       lambda p, v: (p @ v).transpose(0, 2, 1, 3).reshape(p.shape[0], p.shape[2], -1)))
-        found.append((f"{at}.output", [f"{at}.context"], dense(f"{lay}.attention.output.dense", w)))
-        found.append((f"layer{i}.ffn.intermediate", [f"{at}.layernorm"], dense(f"{lay}.intermediate.dense", w)))
-        found.append((f"layer{i}.ffn.output", [f"layer{i}.ffn.activation"], dense(f"{lay}.output.dense", w)))
+        found.append((f"{at}.output", product, [f"{at}.context"], dense(f"{lay}.attention.output.dense", w)))
+        found.append((f"{at}.residual", other_kind, [f"{at}.output", inp], lambda a, b: a + b))
+        found.append((f"{at}.layernorm", other_kind, [f"{at}.residual"],
+                      layer_norm(f"{lay}.attention.output.LayerNorm", w)))
+        found.append((f"{ffn}.intermediate", product, [f"{at}.layernorm"], dense(f"{lay}.intermediate.dense", w)))
+        if exact_gelu:
+            found.append((f"{ffn}.activation", other_kind, [f"{ffn}.intermediate"], gelu))
+        found.append((f"{ffn}.output", product, [f"{ffn}.activation"], dense(f"{lay}.output.dense", w)))
+        found.append((f"{ffn}.residual", other_kind, [f"{ffn}.output", f"{at}.layernorm"], lambda a, b: a + b))
+        found.append((f"{ffn}.layernorm", other_kind, [f"{ffn}.residual"], layer_norm(f"{lay}.output.LayerNorm", w)))
     if not layers:
         return []
     last = f"layer{layers[-1]}.ffn.layernorm"
+    found.append(("sentence.pooled", other_kind, [last], lambda h: h.mean(axis=1)))
     if "pooler.dense.weight" in w:
-        found.append(("pooler.dense", [last], lambda h: dense("pooler.dense", w)(h[:, 0])))
+        found.append(("pooler.dense", product, [last], lambda h: dense("pooler.dense", w)(h[:, 0])))
+        found.append(("pooler.output", other_kind, ["pooler.dense"], np.tanh))
     if "cls.seq_relationship.weight" in other:
-        found.append(("nsp.logits", ["pooler.output"], dense("cls.seq_relationship", other)))
+        found.append(("nsp.logits", product, ["pooler.output"], dense("cls.seq_relationship", other)))
     if "cls.predictions.transform.dense.weight" in other:
-        found.append(("mlm.transform", [last], dense("cls.predictions.transform.dense", other)))
+        found.append(("mlm.transform", product, [last], dense("cls.predictions.transform.dense", other)))
+        if exact_gelu:
+            found.append(("mlm.activation", other_kind, ["mlm.transform"], gelu))
+        found.append(("mlm.layernorm", other_kind, ["mlm.activation"],
+                      layer_norm("cls.predictions.transform.LayerNorm", other)))
     if mlm_bias is not None:
-        found.append(("mlm.logits", ["mlm.layernorm"],
+        found.append(("mlm.logits", product, ["mlm.layernorm"],
                       lambda h: h @ w["embeddings.word_embeddings.weight"].T + mlm_bias))
-    return [(name, inputs, f) for name, inputs, f in found if name in stage_names and all(i in stage_names for i in inputs)]
+    return [entry for entry in found if entry[0] in stage_names and all(i in stage_names for i in entry[2])]
 
 
 def main() -> int:
@@ -143,9 +182,9 @@ def main() -> int:
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.model)
     encoder_weights, head_weights = float64_weights(load_file(os.path.join(args.model, "model.safetensors")))
     with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
-        heads = json.load(f)["num_attention_heads"]
-    own_total = own_behind = 0
-    own_ratios = []
+        config = json.load(f)
+    # Own errors, for the matrix products and for the other computed stages apart.
+    own = {True: {"total": 0, "behind": 0, "ratios": []}, False: {"total": 0, "behind": 0, "ratios": []}}
     # Stages behind, by kind (the name without its layer): which computations they are.
     kinds = {"stages": {}, "own": {}}
 
@@ -193,27 +232,27 @@ def main() -> int:
             shown = ", ".join(f"{n} {m:.1e}/{r:.1e}" for _, n, m, r in case_behind[:4])
             print(f"{size:4d} tokens (text {t}, {n_tokens} tokens): {len(case_behind)} of {len(truth)} stages behind PyTorch"
                   f"{': ' + shown if shown else ''}")
-            # Each product's own error: against the exact product of that side's own inputs.
+            # Each computed stage's own error: against the exact result of that side's own inputs.
             case_own = []
-            found = products(set(truth) & set(ref) & set(ours), encoder_weights, head_weights, heads)
-            for name, inputs, exact_of in found:
-                own, largest = {}, 0.0
+            found = computed_stages(set(truth) & set(ref) & set(ours), encoder_weights, head_weights, config)
+            for name, is_product, inputs, exact_of in found:
+                errors, largest = {}, 0.0
                 for side, dump, entries in (("ours", trace, ours), ("theirs", dumps["ref"], ref)):
                     value = load(dump, entries[name])
                     exact = exact_of(*[load(dump, entries[i]) for i in inputs]).reshape(value.shape)
-                    own[side] = np.abs(value - exact).max()
+                    errors[side] = np.abs(value - exact).max()
                     largest = max(largest, np.abs(exact).max())
                 ulp = float(np.spacing(np.float32(largest)))
-                own_total += 1
-                theirs_own = own["theirs"]
-                own_ratios.append(own["ours"] / theirs_own if theirs_own > 0 else (1.0 if own["ours"] == 0 else np.inf))
-                if own["ours"] > theirs_own + ulp:
+                mine, theirs = errors["ours"], errors["theirs"]
+                own[is_product]["total"] += 1
+                own[is_product]["ratios"].append(mine / theirs if theirs > 0 else (1.0 if mine == 0 else np.inf))
+                if mine > theirs + ulp:
+                    own[is_product]["behind"] += 1
                     tally("own", name)
-                    case_own.append((own["ours"] / max(theirs_own, 1e-30), name, own["ours"], theirs_own))
-            own_behind += len(case_own)
+                    case_own.append((mine / max(theirs, 1e-30), name, mine, theirs))
             case_own.sort(reverse=True)
             shown = ", ".join(f"{n} {m:.1e}/{r:.1e}" for _, n, m, r in case_own[:4])
-            print(f"      own error of its {len(found)} matrix products: {len(case_own)} behind PyTorch's"
+            print(f"      own error of its {len(found)} computed stages: {len(case_own)} behind PyTorch's"
                   f"{': ' + shown if shown else ''}")
     ratios = np.array(ratios)
     print(f"\n{args.kernels} kernels: {behind} of {total} stages farther from the truth than PyTorch by more than one "
@@ -222,9 +261,11 @@ def main() -> int:
         print(f"farthest behind: {worst[1]}")
     if kinds["stages"]:
         print("behind, by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds["stages"].items(), key=lambda x: -x[1])))
-    own_ratios = np.array(own_ratios if own_ratios else [np.nan])
-    print(f"own error of the matrix products: {own_behind} of {own_total} larger than PyTorch's by more than one "
-          f"float32 ulp; ours / PyTorch's: median {np.median(own_ratios):.2f}, largest {own_ratios.max():.2f}")
+    for is_product, what in ((True, "the matrix products"), (False, "the other computed stages")):
+        counts = own[is_product]
+        r = np.array(counts["ratios"] if counts["ratios"] else [np.nan])
+        print(f"own error of {what}: {counts['behind']} of {counts['total']} larger than PyTorch's by more than "
+              f"one float32 ulp; ours / PyTorch's: median {np.median(r):.2f}, largest {r.max():.2f}")
     if kinds["own"]:
         print("own error behind, by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds["own"].items(), key=lambda x: -x[1])))
     return 0
