@@ -115,8 +115,7 @@ pub(crate) fn product(
     assert!(scale == 1.0 || k <= KC, "a scaled product has at most KC sums");
     #[cfg(target_arch = "x86_64")]
     {
-        let out_strides = (out.row_stride, out.col_stride);
-        let problem = Problem { x, w, bias, scale, m, k, n, chain: chain_for(k), out_strides };
+        let problem = Problem { x, w, bias, scale, m, k, n, out_strides: (out.row_stride, out.col_stride) };
         if std::arch::is_x86_feature_detected!("avx512f") {
             if m > 32 {
                 blocked::<6, 64>(problem, out.values, tiles_avx512_wide);
@@ -280,8 +279,6 @@ struct Problem<'a> {
     m: usize,
     k: usize,
     n: usize,
-    /// The steps of each chain of the sum over k: [`chain_for`]`(k)`.
-    chain: usize,
     out_strides: (usize, usize),
 }
 
@@ -427,8 +424,8 @@ unsafe fn tiles_avx2(block: &Block<'_>, tiles: std::ops::Range<usize>, out: Out)
 /// sums over the block's k, added to the output (or to the bias, for the first block).
 #[inline(always)]
 fn compute_tiles<const MR: usize, const NR: usize>(block: &Block<'_>, tiles: std::ops::Range<usize>, out: Out) {
-    let Problem { w, n, chain, out_strides: (out_row, out_col), .. } = block.problem;
-    let kc = block.kc;
+    let Problem { w, k, n, out_strides: (out_row, out_col), .. } = block.problem;
+    let (kc, chain) = (block.kc, chain_for(k));
     // The last tile may have fewer than MR features; its weights are copied into `edge`, padded
     // with zero rows, so that the kernel always reads MR rows.
     let mut edge = Vec::new();
@@ -447,7 +444,7 @@ fn compute_tiles<const MR: usize, const NR: usize>(block: &Block<'_>, tiles: std
         };
         // The next tile's weights, fetched into cache while this tile's first panel is computed.
         let next = (tile + 1 < n / MR).then(|| w.values[(n0 + MR) * w.row_stride + block.k0..].as_ptr());
-        let panel_stride = NR * block.problem.k;
+        let panel_stride = NR * k;
         for p in 0..block.mc.div_ceil(NR) {
             let panel = &block.x_pack[p * panel_stride + NR * block.k0..][..NR * kc];
             // The block's sum, chain by chain: each chain of at most `chain` steps starts from
@@ -709,7 +706,7 @@ mod tests {
         tiles: TilesFn,
     ) {
         let (x, w) = (Matrix::row_major(x, k), Matrix::row_major(w, k));
-        let problem = Problem { x, w, bias: Some(bias), scale, m, k, n, chain: chain_for(k), out_strides: (n, 1) };
+        let problem = Problem { x, w, bias: Some(bias), scale, m, k, n, out_strides: (n, 1) };
         blocked::<MR, NR>(problem, out, tiles)
     }
 
