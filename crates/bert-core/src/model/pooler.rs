@@ -59,7 +59,7 @@ impl<F: Float> BertPooler<F> {
 
 /// `pooler.output`: `[B,H]`, tanh of the dense layer's output.
 pub fn output<F: Float>(dense: Array2<F>) -> Array2<F> {
-    dense.mapv_into(F::tanh)
+    ops::tanh(dense)
 }
 
 /// The backward of [`output`]: d pooler.output -> d pooler.dense `[B,H]`; tanh' = 1 - tanh²,

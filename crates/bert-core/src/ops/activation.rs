@@ -55,6 +55,28 @@ pub fn gelu_tanh_reference<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D
     x.mapv_into(|v| half * v * (F::one() + (c * (v + cubic * v * v * v)).tanh()))
 }
 
+/// tanh of every element, in place (the pooler's activation).
+pub fn tanh<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
+    F::tanh_array(x)
+}
+
+/// [`tanh`] on f32: each value's tanh in f64, rounded to f32 once (`elementwise::tanh_rounded`),
+/// where std's f32 `tanh` is within about an ulp.
+pub(super) fn tanh_f32<D: Dimension>(mut x: Array<f32, D>) -> Array<f32, D> {
+    if fast() {
+        if let Some(values) = x.as_slice_memory_order_mut() {
+            elementwise::tanh_rounded(values);
+            return x;
+        }
+    }
+    tanh_reference(x)
+}
+
+/// The formula: tanh x = (e^x - e^-x) / (e^x + e^-x), by std's `tanh` of the element type.
+pub fn tanh_reference<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
+    x.mapv_into(F::tanh)
+}
+
 /// ReLU of every element, in place: max(x, 0). It is one comparison per value, so it has no
 /// kernel of its own.
 pub fn relu<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
@@ -108,13 +130,14 @@ mod tests {
     use crate::ops::{with_kernels, Kernels};
     use ndarray::Array1;
 
-    /// The three activations in f64, written out independently of the code above, with the
+    /// The activations in f64, written out independently of the code above, with the
     /// error function and tanh of libm and std.
     fn exact(name: &str, x: f64) -> f64 {
         match name {
             "gelu" => 0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)),
             "gelu_tanh" => 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh()),
             "relu" => x.max(0.0),
+            "tanh" => x.tanh(),
             _ => unreachable!(),
         }
     }
@@ -145,7 +168,7 @@ mod tests {
 
     #[test]
     fn every_activation_matches_its_f64_formula_both_ways() {
-        let ops: [(&str, Op); 3] = [("gelu", gelu), ("gelu_tanh", gelu_tanh), ("relu", relu)];
+        let ops: [(&str, Op); 4] = [("gelu", gelu), ("gelu_tanh", gelu_tanh), ("relu", relu), ("tanh", tanh)];
         // -12..12 in small steps, and 1001 values (not a multiple of a vector's 16 lanes).
         let xs = Array1::linspace(-12.0f32, 12.0, 1001);
         for (name, op) in ops {
@@ -161,5 +184,24 @@ mod tests {
                 println!("{name:<10} {:<9} largest error against f64 over [-12, 12]: {worst:.2e}", kernels.name());
             }
         }
+    }
+
+    #[test]
+    fn fast_tanh_is_the_f64_tanh_rounded_once() {
+        // Every f32 in [-10, 10] in steps of about 1e-4, and the values whose tanh rounds to
+        // ±1: each result within half an f32 ulp of f64's tanh (rounding the f64 result, itself
+        // within an f64 ulp, can only miss the nearest f32 by that f64 ulp).
+        let xs: Vec<f32> = (-100_000..=100_000).map(|i| i as f32 * 1e-4).chain([-30.0, 30.0, 0.0, -0.0]).collect();
+        let got = with_kernels(Kernels::Fast, || tanh(Array1::from(xs.clone())));
+        for (&x, &y) in xs.iter().zip(&got) {
+            let want = (x as f64).tanh();
+            let nearest = want as f32;
+            let ulp = f32::from_bits(nearest.abs().to_bits() + 1) as f64 - nearest.abs() as f64;
+            let err = (y as f64 - want).abs();
+            assert!(err <= 0.5 * ulp + want.abs() * f64::EPSILON, "tanh({x}): expected {want}, got {y}");
+        }
+        let signed_zero = with_kernels(Kernels::Fast, || tanh(Array1::from(vec![-0.0f32, f32::NAN, f32::INFINITY])));
+        assert!(signed_zero[0] == 0.0 && signed_zero[0].is_sign_negative(), "tanh(-0) is -0");
+        assert!(signed_zero[1].is_nan() && signed_zero[2] == 1.0, "tanh of NaN and +inf");
     }
 }

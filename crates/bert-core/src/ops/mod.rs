@@ -32,7 +32,7 @@ use std::cell::Cell;
 
 pub use self::activation::{
     gelu, gelu_backward, gelu_reference, gelu_tanh, gelu_tanh_backward, gelu_tanh_reference, relu, relu_backward,
-    relu_reference, tanh_backward,
+    relu_reference, tanh, tanh_backward, tanh_reference,
 };
 pub use self::cross_entropy::{cross_entropy, cross_entropy_backward, log_softmax_rows};
 pub use self::embedding::{embedding, embedding_backward};
@@ -99,6 +99,8 @@ pub trait Float: ndarray::NdFloat + num_traits::FromPrimitive + bytemuck::Pod {
     fn gelu<D: ndarray::Dimension>(x: ndarray::Array<Self, D>) -> ndarray::Array<Self, D>;
     /// [`gelu_tanh`].
     fn gelu_tanh<D: ndarray::Dimension>(x: ndarray::Array<Self, D>) -> ndarray::Array<Self, D>;
+    /// [`tanh`] (named apart from the element's own `tanh`).
+    fn tanh_array<D: ndarray::Dimension>(x: ndarray::Array<Self, D>) -> ndarray::Array<Self, D>;
 }
 
 /// Values of one of the two [`Float`] types.
@@ -157,6 +159,9 @@ impl Float for f32 {
     fn gelu_tanh<D: ndarray::Dimension>(x: ndarray::Array<f32, D>) -> ndarray::Array<f32, D> {
         activation::gelu_tanh_f32(x)
     }
+    fn tanh_array<D: ndarray::Dimension>(x: ndarray::Array<f32, D>) -> ndarray::Array<f32, D> {
+        activation::tanh_f32(x)
+    }
 }
 
 /// f64 has no kernels: every operation is its reference implementation.
@@ -203,6 +208,9 @@ impl Float for f64 {
     }
     fn gelu_tanh<D: ndarray::Dimension>(x: ndarray::Array<f64, D>) -> ndarray::Array<f64, D> {
         gelu_tanh_reference(x)
+    }
+    fn tanh_array<D: ndarray::Dimension>(x: ndarray::Array<f64, D>) -> ndarray::Array<f64, D> {
+        tanh_reference(x)
     }
 }
 

@@ -1,13 +1,13 @@
 //! The fast kernels of the row-wise and element-wise operations: softmax over a row, LayerNorm
-//! of a row, and the two GELUs. Each is a plain loop over a slice that the compiler vectorizes
+//! of a row, the two GELUs, and the pooler's tanh. Each is a plain loop over a slice that the compiler vectorizes
 //! (see `simd.rs`), run on the pool's threads when there is enough of it.
 //!
 //! They compute the same formulas as the reference operations in `ops/`, with these differences
 //! of method, each a few f32 ulp at most: `exp`, `erf` and `tanh` are branch-free polynomial or
 //! rational approximations rather than calls into a maths library, LayerNorm's mean and variance
 //! are summed in f64, the exact GELU is computed in f64 and rounded once (below x ≈ -4, where
-//! the GELU is under 1e-4, its error is instead at most 1.6e-12 · |x|), and softmax multiplies
-//! by 1 / Σ instead of dividing by Σ.
+//! the GELU is under 1e-4, its error is instead at most 1.6e-12 · |x|), the pooler's tanh is
+//! std's f64 `tanh` rounded once, and softmax multiplies by 1 / Σ instead of dividing by Σ.
 
 use super::simd::{self, lane_sum, vectorized, LANES};
 use super::threads::{self, PARALLEL_MIN_LEN};
@@ -161,6 +161,15 @@ const ERF_Q: [f64; 8] = [
 #[inline(always)]
 fn polynomial(t: f64, coefficients: &[f64]) -> f64 {
     coefficients[1..].iter().fold(coefficients[0], |sum, &c| sum.mul_add(t, c))
+}
+
+/// tanh of every value, computed in f64 and rounded to f32 once: the pooler's activation, a few
+/// hundred values a pass, where std's f32 `tanh` is within about an ulp and left the pooler's own
+/// rounding behind PyTorch's (BENCHMARKS.md).
+pub(crate) fn tanh_rounded(values: &mut [f32]) {
+    for v in values {
+        *v = (*v as f64).tanh() as f32;
+    }
 }
 
 /// tanh(x) = 1 - 2 / (e^{2x} + 1), with the branch-free [`simd::exp`]; e^{2x} overflowing to
