@@ -116,12 +116,51 @@ pub fn matrix_product_reference<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_
 /// The backward of [`linear`] on rows: x `[N,in]`, W `[out,in]` and d loss / d y `[N,out]` ->
 /// (dx `[N,in]` = dy · W, dW `[out,in]` = dyᵀ · x, db `[out]` = Σ_rows dy). dW sums over every
 /// token of the batch: each token's use of the weight adds its share.
+///
+/// With the fast kernels, the rows of dy that are all zero are left out of the products (see
+/// [`rows_that_count`]); the reference computes every row, as the formula says.
 pub fn linear_backward<F: Float>(
     x: ArrayView2<'_, F>,
     weight: ArrayView2<'_, F>,
     d_out: ArrayView2<'_, F>,
 ) -> (Array2<F>, Array2<F>, Array1<F>) {
+    if fast() {
+        if let Some(rows) = rows_that_count(x, weight, d_out) {
+            let mut dx = Array2::zeros((d_out.nrows(), weight.ncols()));
+            let (d_out, x) = (d_out.select(Axis(0), &rows), x.select(Axis(0), &rows));
+            for (&row, values) in rows.iter().zip(matrix_product(d_out.view(), weight).outer_iter()) {
+                dx.row_mut(row).assign(&values);
+            }
+            return (dx, matrix_product(d_out.t(), x.view()), d_out.sum_axis(Axis(0)));
+        }
+    }
     (matrix_product(d_out, weight), matrix_product(d_out.t(), x), d_out.sum_axis(Axis(0)))
+}
+
+/// The rows of dy that are not all zero, when leaving the others out of [`linear_backward`]'s
+/// products gives the same result; None when every row counts, or when it would not.
+///
+/// The MLM loss counts only the masked positions (about 1 in 7 in pretraining), so d loss / d
+/// logits is zero on every other row, and so is the gradient of every stage after it until
+/// attention mixes the tokens again: the MLM head's and the last layer's feed-forward and
+/// attention output. A zero row of dy adds only ±0 to each sum of dW and db, which changes no
+/// partial sum, and its row of dx is 0 · W, zero. That holds while the values it meets are
+/// finite: a NaN or an infinity in the row of x, or anywhere in W, would make those sums NaN, so
+/// then every row counts, as in PyTorch.
+fn rows_that_count<F: Float>(
+    x: ArrayView2<'_, F>,
+    weight: ArrayView2<'_, F>,
+    d_out: ArrayView2<'_, F>,
+) -> Option<Vec<usize>> {
+    let counts: Vec<bool> = d_out.outer_iter().map(|row| row.iter().any(|&v| v != F::zero())).collect();
+    if counts.iter().all(|&c| c) {
+        return None;
+    }
+    let skipped_finite = counts.iter().zip(x.outer_iter()).all(|(&c, row)| c || row.iter().all(|v| v.is_finite()));
+    if !skipped_finite || !weight.iter().all(|v| v.is_finite()) {
+        return None;
+    }
+    Some(counts.iter().enumerate().filter(|(_, &c)| c).map(|(row, _)| row).collect())
 }
 
 /// The backward of [`scaled_matmul`]: a `[B,nh,M,K]`, b `[B,nh,K,N]` and d loss / d out
@@ -291,6 +330,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn zero_rows_of_the_upstream_gradient_are_left_out_only_where_that_changes_nothing() {
+        // As in the MLM head: the gradient is zero on every unlabelled row. Rows 0, 2, 3 and 6
+        // of 7 are zero here; the last row counts, so that the rows kept are not a prefix.
+        let two = |rows, cols, seed| Array2::from_shape_vec((rows, cols), values(rows * cols, seed)).unwrap();
+        let (x, w, mut dy) = (two(7, 33, 20), two(45, 33, 21), two(7, 45, 22));
+        for zero in [0, 2, 3, 6] {
+            dy.row_mut(zero).fill(if zero == 3 { -0.0 } else { 0.0 });
+        }
+        let want = linear_backward(x.mapv(f64::from).view(), w.mapv(f64::from).view(), dy.mapv(f64::from).view());
+        assert_eq!(rows_that_count(x.view(), w.view(), dy.view()), Some(vec![1, 4, 5]));
+        let (dx, dw, db) = with_kernels(Kernels::Fast, || linear_backward(x.view(), w.view(), dy.view()));
+        for (name, got, want) in [("dx", dx.clone(), &want.0), ("dW", dw, &want.1)] {
+            close(&got, want, 1e-5).unwrap_or_else(|e| panic!("with zero rows left out, {name}: {e}"));
+        }
+        close(&db, &want.2, 1e-5).unwrap_or_else(|e| panic!("with zero rows left out, db: {e}"));
+        for zero in [0, 2, 3, 6] {
+            assert!(dx.row(zero).iter().all(|&v| v == 0.0), "dx row {zero} is 0 · W");
+        }
+
+        // A non-finite value where a zero row meets it makes the formula's sums NaN: then every
+        // row counts, and the fast path gives the formula's NaN.
+        let mut x_nan = x.clone();
+        x_nan[[2, 5]] = f32::NAN;
+        assert_eq!(rows_that_count(x_nan.view(), w.view(), dy.view()), None);
+        let (_, dw, _) = with_kernels(Kernels::Fast, || linear_backward(x_nan.view(), w.view(), dy.view()));
+        assert!(dw.column(5).iter().all(|v| v.is_nan()), "a NaN in a zero row's x reaches dW, as in the formula");
+        let mut w_inf = w.clone();
+        w_inf[[7, 9]] = f32::INFINITY;
+        assert_eq!(rows_that_count(x.view(), w_inf.view(), dy.view()), None);
+        let (dx, _, _) = with_kernels(Kernels::Fast, || linear_backward(x.view(), w_inf.view(), dy.view()));
+        assert!(dx[[0, 9]].is_nan(), "0 · inf reaches a zero row's dx, as in the formula");
+        // Every row nonzero: nothing to leave out.
+        assert_eq!(rows_that_count(x.view(), w.view(), two(7, 45, 23).view()), None);
     }
 
     #[test]

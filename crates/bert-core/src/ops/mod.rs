@@ -31,8 +31,8 @@ mod split_heads;
 use std::cell::Cell;
 
 pub use self::activation::{
-    gelu, gelu_backward, gelu_reference, gelu_tanh, gelu_tanh_backward, gelu_tanh_reference, relu, relu_backward,
-    relu_reference, tanh, tanh_backward, tanh_reference,
+    gelu, gelu_backward, gelu_backward_reference, gelu_reference, gelu_tanh, gelu_tanh_backward, gelu_tanh_reference,
+    relu, relu_backward, relu_reference, tanh, tanh_backward, tanh_reference,
 };
 pub use self::cross_entropy::{cross_entropy, cross_entropy_backward, log_softmax_rows};
 pub use self::embedding::{embedding, embedding_backward};
@@ -99,6 +99,11 @@ pub trait Float: ndarray::NdFloat + num_traits::FromPrimitive + bytemuck::Pod {
     fn gelu<D: ndarray::Dimension>(x: ndarray::Array<Self, D>) -> ndarray::Array<Self, D>;
     /// [`gelu_tanh`].
     fn gelu_tanh<D: ndarray::Dimension>(x: ndarray::Array<Self, D>) -> ndarray::Array<Self, D>;
+    /// [`gelu_backward`].
+    fn gelu_backward<D: ndarray::Dimension>(
+        x: ndarray::ArrayView<'_, Self, D>,
+        d_out: ndarray::ArrayView<'_, Self, D>,
+    ) -> ndarray::Array<Self, D>;
     /// [`tanh`] (named apart from the element's own `tanh`).
     fn tanh_array<D: ndarray::Dimension>(x: ndarray::Array<Self, D>) -> ndarray::Array<Self, D>;
 }
@@ -159,6 +164,12 @@ impl Float for f32 {
     fn gelu_tanh<D: ndarray::Dimension>(x: ndarray::Array<f32, D>) -> ndarray::Array<f32, D> {
         activation::gelu_tanh_f32(x)
     }
+    fn gelu_backward<D: ndarray::Dimension>(
+        x: ndarray::ArrayView<'_, f32, D>,
+        d_out: ndarray::ArrayView<'_, f32, D>,
+    ) -> ndarray::Array<f32, D> {
+        activation::gelu_backward_f32(x, d_out)
+    }
     fn tanh_array<D: ndarray::Dimension>(x: ndarray::Array<f32, D>) -> ndarray::Array<f32, D> {
         activation::tanh_f32(x)
     }
@@ -208,6 +219,12 @@ impl Float for f64 {
     }
     fn gelu_tanh<D: ndarray::Dimension>(x: ndarray::Array<f64, D>) -> ndarray::Array<f64, D> {
         gelu_tanh_reference(x)
+    }
+    fn gelu_backward<D: ndarray::Dimension>(
+        x: ndarray::ArrayView<'_, f64, D>,
+        d_out: ndarray::ArrayView<'_, f64, D>,
+    ) -> ndarray::Array<f64, D> {
+        gelu_backward_reference(x, d_out)
     }
     fn tanh_array<D: ndarray::Dimension>(x: ndarray::Array<f64, D>) -> ndarray::Array<f64, D> {
         tanh_reference(x)

@@ -118,6 +118,34 @@ vectorized! {
     }
 }
 
+/// The exact GELU's backward, in place over `d` (d loss / d out on entry, d loss / d x on
+/// return): d · (Φ(x) + x · φ(x)), the values shared between the threads.
+pub(crate) fn gelu_backward(x: &[f32], d: &mut [f32]) {
+    assert_eq!(x.len(), d.len(), "one gradient per input");
+    threads::for_each_part(d, LANES, PARALLEL_MIN_LEN / LANES, |first, part| {
+        gelu_backward_slice(&x[first * LANES..][..part.len()], part)
+    });
+}
+
+vectorized! {
+    /// Φ(x) = (1 + erf(x / √2)) / 2 by the forward's f64 erf, and φ(x) = e^{-x²/2} / √(2π) by
+    /// [`simd::exp`] in f32 (within 3e-7 + 6e-8 · x² of itself, its argument rounded to f32; an
+    /// f64 exp would be a scalar call per value); the rest in f64, rounded once. Below x ≈ -3 the
+    /// formula in f32 loses digits in 1 + erf(x / √2), a small difference of numbers near 1;
+    /// this does not.
+    fn gelu_backward_slice(x: &[f32], d: &mut [f32]) {
+        for (d, &v) in d.iter_mut().zip(x) {
+            let x = f64::from(v);
+            let cdf = 0.5 * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2));
+            let pdf = f64::from(simd::exp(-0.5 * v * v)) * INV_SQRT_2PI;
+            *d = (f64::from(*d) * (cdf + x * pdf)) as f32;
+        }
+    }
+}
+
+/// 1 / √(2π), the normal density's factor.
+const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+
 /// erf(x) for f64, within 3.2e-12 of the exact value, as x · P(x²) / Q(x²), a ratio of
 /// polynomials of degree 9 and 7 in x² fitted to erf on [-5, 5] by `scripts/fit_erf.py`, which
 /// prints [`ERF_P`] and [`ERF_Q`]. P's constant term, the last of [`ERF_P`], is close to 2 / √π,
