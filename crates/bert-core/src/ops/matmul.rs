@@ -117,8 +117,9 @@ pub fn matrix_product_reference<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_
 /// (dx `[N,in]` = dy · W, dW `[out,in]` = dyᵀ · x, db `[out]` = Σ_rows dy). dW sums over every
 /// token of the batch: each token's use of the weight adds its share.
 ///
-/// With the fast kernels, the rows of dy that are all zero are left out of the products (see
-/// [`rows_that_count`]); the reference computes every row, as the formula says.
+/// With the fast kernels, the rows of dy that are all zero are left out of the products where
+/// that changes no value (the MLM loss's unlabelled positions; see `rows_that_count`); the
+/// reference computes every row, as the formula says.
 pub fn linear_backward<F: Float>(
     x: ArrayView2<'_, F>,
     weight: ArrayView2<'_, F>,

@@ -20,6 +20,13 @@
 //!
 //! Whatever the count, every output element is computed by one thread, with its sum in a fixed
 //! order, so results do not depend on it (tested to the bit).
+//!
+//! The pool is the calling thread and [`threads`] − 1 helpers ([`run_parts`]): the caller runs
+//! the first part of each split itself and hands one part to each helper. Between splits a
+//! helper spins for [`SPIN`] before it sleeps, since a forward pass splits its work every few
+//! tens of microseconds and waking a sleeping thread is a system call on each side. (A rayon
+//! pool, which this replaced, woke its workers for every split and left the caller waiting:
+//! 0.87 / 0.93 / 0.97 of its forward's time at 12 / 128 / 512 tokens, BENCHMARKS.md.)
 
 use std::sync::OnceLock;
 
@@ -93,15 +100,15 @@ pub(crate) fn for_each_part<T: Send>(
 ) {
     let units = data.len() / unit.max(1);
     let parts = threads().min(units / min_units.max(1)).max(1);
-    if parts == 1 || in_pool() {
+    if parts == 1 || in_split() {
         return work(0, data);
     }
     let units_per_part = units.div_ceil(parts);
-    pool().scope(|scope| {
-        for (i, chunk) in data.chunks_mut(units_per_part * unit).enumerate() {
-            let work = &work;
-            scope.spawn(move |_| work(i * units_per_part, chunk));
-        }
+    let chunks: Vec<std::sync::Mutex<Option<&mut [T]>>> =
+        data.chunks_mut(units_per_part * unit).map(|chunk| std::sync::Mutex::new(Some(chunk))).collect();
+    run_parts(chunks.len(), &|i| {
+        let chunk = chunks[i].lock().expect("not poisoned").take().expect("each part runs once");
+        work(i * units_per_part, chunk)
     });
 }
 
@@ -109,16 +116,11 @@ pub(crate) fn for_each_part<T: Send>(
 /// at once, on the [`pool`].
 pub(crate) fn for_each_range(count: usize, work: impl Fn(std::ops::Range<usize>) + Sync) {
     let parts = threads().min(count).max(1);
-    if parts == 1 || in_pool() {
+    if parts == 1 || in_split() {
         return work(0..count);
     }
     let per_part = count.div_ceil(parts);
-    pool().scope(|scope| {
-        for start in (0..count).step_by(per_part) {
-            let work = &work;
-            scope.spawn(move |_| work(start..count.min(start + per_part)));
-        }
-    });
+    run_parts(count.div_ceil(per_part), &|i| work(i * per_part..count.min((i + 1) * per_part)));
 }
 
 /// Runs `work` on every item at once, the items shared between the threads in contiguous
@@ -126,18 +128,22 @@ pub(crate) fn for_each_range(count: usize, work: impl Fn(std::ops::Range<usize>)
 /// gradient and moments), cut by [`part_len`].
 pub(crate) fn for_each_item<T: Send>(items: Vec<T>, work: impl Fn(T) + Sync) {
     let parts = threads().min(items.len()).max(1);
-    if parts == 1 || in_pool() {
+    if parts == 1 || in_split() {
         return items.into_iter().for_each(work);
     }
     let per_part = items.len().div_ceil(parts);
     let mut items = items.into_iter();
-    pool().scope(|scope| loop {
+    let mut runs = Vec::new();
+    loop {
         let run: Vec<T> = items.by_ref().take(per_part).collect();
         if run.is_empty() {
             break;
         }
-        let work = &work;
-        scope.spawn(move |_| run.into_iter().for_each(work));
+        runs.push(std::sync::Mutex::new(Some(run)));
+    }
+    run_parts(runs.len(), &|i| {
+        let run = runs[i].lock().expect("not poisoned").take().expect("each part runs once");
+        run.into_iter().for_each(&work)
     });
 }
 
@@ -151,21 +157,321 @@ pub(crate) fn part_len(len: usize) -> usize {
     }
 }
 
-/// Whether this thread is one of the pool's: work it splits further runs on it alone (all the
-/// pool's threads are already busy with parts of the outer loop).
-fn in_pool() -> bool {
-    pool().current_thread_index().is_some()
+thread_local! {
+    /// Whether this thread is running a part of a split: a helper of the [`pool`] always, the
+    /// calling thread while it runs its own part. Work it splits further runs on it alone (every
+    /// thread is already busy with a part of the outer split).
+    static IN_SPLIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// The pool of [`threads`] threads our own loops run on. It lives as long as the process:
-/// starting a thread per call would cost about 50 µs each time.
-fn pool() -> &'static rayon::ThreadPool {
-    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+fn in_split() -> bool {
+    IN_SPLIT.get()
+}
+
+/// Runs `work(0)`, ..., `work(parts - 1)` at once: part 0 on the calling thread, each other part
+/// on a helper of the [`pool`], and returns when all are done. A panic in any part is raised
+/// again here, once every part has finished. When another thread is using the pool, or there
+/// are more parts than threads, the calling thread runs every part itself, in order: the same
+/// results, since a part's work does not depend on the thread that does it.
+fn run_parts(parts: usize, work: &(dyn Fn(usize) + Sync)) {
+    let pool = pool();
+    // A part that panicked leaves the lock poisoned; it guards nothing but the turn, so that is
+    // no reason to stop sharing work.
+    let dispatch = match pool.dispatch.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    };
+    // A process forked from this one (Python's multiprocessing) has none of the helper threads.
+    let forked = pool.process != std::process::id();
+    if dispatch.is_none() || forked || parts > pool.helpers.len() + 1 {
+        return (0..parts).for_each(|i| in_part(|| work(i)));
+    }
+    let remaining = std::sync::atomic::AtomicUsize::new(parts - 1);
+    let panicked = std::sync::Mutex::new(None);
+    let tasks: Vec<Task> =
+        (1..parts).map(|part| Task { work: erase(work), part, remaining: &remaining, panicked: &panicked }).collect();
+    for (helper, task) in pool.helpers.iter().zip(&tasks) {
+        helper.give(task);
+    }
+    // Every helper must be done with its task before `tasks` and `work` go away, also when the
+    // calling thread's own part panics: so the panic is caught, and raised after the wait.
+    let own = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| in_part(|| work(0))));
+    // A part whose helper has not taken it yet (another thread had the helper's core, such as
+    // a dump's writing thread) is run here instead of waited for.
+    for helper in &pool.helpers[..parts - 1] {
+        let task = helper.task.swap(std::ptr::null_mut(), std::sync::atomic::Ordering::SeqCst);
+        if !task.is_null() {
+            // SAFETY: the task is one of `tasks`, alive until this function returns.
+            in_part(|| unsafe { &*task }.run());
+        }
+    }
+    pool.wait_for(&remaining);
+    if let Err(payload) = own {
+        std::panic::resume_unwind(payload);
+    }
+    let helper_panic = panicked.lock().expect("not poisoned").take();
+    if let Some(payload) = helper_panic {
+        std::panic::resume_unwind(payload);
+    }
+}
+
+/// Runs `f` marked as a part of a split (see [`IN_SPLIT`]).
+fn in_part(f: impl FnOnce()) {
+    /// Unmarks the thread also when `f` panics.
+    struct Unmark(bool);
+    impl Drop for Unmark {
+        fn drop(&mut self) {
+            IN_SPLIT.set(self.0);
+        }
+    }
+    let _unmark = Unmark(IN_SPLIT.replace(true));
+    f()
+}
+
+/// How long a waiting thread (a helper between splits, the caller for its helpers) spins before
+/// it sleeps. A forward
+/// pass hands its parts out every few tens of microseconds; a thread that slept in between had
+/// to be woken by a system call each time, about 9 µs of the waker's time on this machine plus
+/// the sleeper's own start, which was a fifth of a 128-token MiniLM pass's samples.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// A thread's wait for something another thread does: [`Spin::again`] is true (after a pause
+/// of a few cycles) until [`SPIN`] has passed. Every 64 turns the waiting thread also offers its
+/// core to any other thread ready to run, such as a dump's writing thread.
+struct Spin {
+    start: std::time::Instant,
+    turns: u32,
+}
+
+impl Spin {
+    fn new() -> Spin {
+        Spin { start: std::time::Instant::now(), turns: 0 }
+    }
+
+    /// Whether to go on spinning; the clock is read every 64 turns.
+    fn again(&mut self) -> bool {
+        self.turns = self.turns.wrapping_add(1);
+        if !self.turns.is_multiple_of(64) {
+            std::hint::spin_loop();
+            return true;
+        }
+        if self.start.elapsed() < SPIN {
+            std::thread::yield_now();
+            return true;
+        }
+        false
+    }
+}
+
+/// One part of a split, handed to a helper: everything on the calling thread's stack, which
+/// outlives the part (`run_parts` waits for it).
+struct Task<'a> {
+    /// `work`, with its lifetime erased (see [`erase`]).
+    work: *const (dyn Fn(usize) + Sync + 'static),
+    part: usize,
+    remaining: &'a std::sync::atomic::AtomicUsize,
+    panicked: &'a std::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
+}
+
+impl Task<'_> {
+    /// Runs the part, keeps its panic if it panics, and counts it done. Whoever took the task
+    /// from its helper's slot runs it, once; the task may be gone as soon as it is counted.
+    fn run(&self) {
+        // SAFETY: `run_parts` keeps `work` alive until every task is counted done.
+        let work = unsafe { &*self.work };
+        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(self.part))) {
+            self.panicked.lock().expect("not poisoned").get_or_insert(payload);
+        }
+        let last = self.remaining.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1;
+        // The task may be gone now; the pool, which says whether its caller sleeps, is not.
+        if last {
+            pool().wake_caller();
+        }
+    }
+}
+
+/// `work` as a pointer that a helper thread can hold: it lives on the calling thread's stack,
+/// and `run_parts` does not return before every helper is done with it.
+fn erase(work: &(dyn Fn(usize) + Sync)) -> *const (dyn Fn(usize) + Sync + 'static) {
+    let work: *const (dyn Fn(usize) + Sync + '_) = work;
+    // SAFETY: only the pointer's lifetime changes; `run_parts` keeps the pointee alive for as
+    // long as any helper reads it.
+    unsafe { std::mem::transmute(work) }
+}
+
+/// One helper thread of the [`pool`]: `task` is the part it is to run next (null when none), and
+/// `sleeping` says whether it has gone to sleep waiting for one, and needs waking.
+struct Helper {
+    task: std::sync::atomic::AtomicPtr<Task<'static>>,
+    sleeping: std::sync::atomic::AtomicBool,
+    thread: OnceLock<std::thread::Thread>,
+}
+
+impl Helper {
+    /// Hands `task` to this helper, which must have none; wakes it if it sleeps.
+    fn give(&self, task: &Task<'_>) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let task = task as *const Task<'_> as *mut Task<'static>;
+        let previous = self.task.swap(task, SeqCst);
+        assert!(previous.is_null(), "a helper runs one part at a time");
+        // With both sides SeqCst, either the helper sees the task before it sleeps, or this
+        // sees it sleeping and wakes it (a wake before its sleep makes the sleep return at once).
+        if self.sleeping.load(SeqCst) {
+            self.thread.get().expect("the helper has started").unpark();
+        }
+    }
+
+    /// The helper's life: wait for a task, run it, say it is done; forever.
+    fn serve(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        IN_SPLIT.set(true);
+        loop {
+            let mut spin = Spin::new();
+            let task = loop {
+                let task = self.task.swap(std::ptr::null_mut(), SeqCst);
+                if !task.is_null() {
+                    break task;
+                }
+                if spin.again() {
+                    continue;
+                }
+                self.sleeping.store(true, SeqCst);
+                if self.task.load(SeqCst).is_null() {
+                    std::thread::park();
+                }
+                self.sleeping.store(false, SeqCst);
+            };
+            // SAFETY: the caller of `give` waits in `run_parts` until `remaining` says this task
+            // is done, so the task, its `work` and the counters it points to are alive until
+            // `run` counts it; nothing of them is touched after that.
+            unsafe { &*task }.run();
+        }
+    }
+}
+
+/// The [`threads`] − 1 helpers our own loops run on beside the calling thread, started at the
+/// first split and living as long as the process (starting a thread per call would cost about
+/// 50 µs each time). `dispatch` is held by the one thread handing parts out at a time.
+struct Pool {
+    helpers: Vec<&'static Helper>,
+    dispatch: std::sync::Mutex<()>,
+    /// The thread waiting for the parts of the split under way, and whether it sleeps.
+    caller: std::sync::Mutex<Option<std::thread::Thread>>,
+    caller_sleeping: std::sync::atomic::AtomicBool,
+    /// The process that started the helpers.
+    process: u32,
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads())
-            .thread_name(|i| format!("bert-core-{i}"))
-            .build()
-            .expect("the thread pool starts")
+        let helpers: Vec<&'static Helper> = (1..threads())
+            .map(|i| {
+                let helper: &'static Helper = Box::leak(Box::new(Helper {
+                    task: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+                    sleeping: std::sync::atomic::AtomicBool::new(false),
+                    thread: OnceLock::new(),
+                }));
+                let handle = std::thread::Builder::new()
+                    .name(format!("bert-core-{i}"))
+                    .spawn(move || helper.serve())
+                    .expect("a helper thread starts");
+                helper.thread.set(handle.thread().clone()).expect("set once");
+                helper
+            })
+            .collect();
+        Pool {
+            helpers,
+            dispatch: std::sync::Mutex::new(()),
+            caller: std::sync::Mutex::new(None),
+            caller_sleeping: std::sync::atomic::AtomicBool::new(false),
+            process: std::process::id(),
+        }
     })
+}
+
+impl Pool {
+    /// Waits until `remaining` is 0: spins for [`SPIN`], then sleeps until the helper that
+    /// finishes the last part wakes it. Sleeping rather than spinning on matters when another
+    /// thread (a dump's writing thread) has taken a helper's core: the caller's core is then
+    /// idle, and the system moves the helper there.
+    fn wait_for(&self, remaining: &std::sync::atomic::AtomicUsize) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let mut spin = Spin::new();
+        while remaining.load(SeqCst) != 0 {
+            if spin.again() {
+                continue;
+            }
+            *self.caller.lock().expect("not poisoned") = Some(std::thread::current());
+            // With both sides SeqCst, either the last helper sees the caller sleeping, or the
+            // caller sees the count at 0 before it sleeps (see `Helper::give`).
+            self.caller_sleeping.store(true, SeqCst);
+            if remaining.load(SeqCst) != 0 {
+                std::thread::park();
+            }
+            self.caller_sleeping.store(false, SeqCst);
+        }
+    }
+
+    /// Wakes the thread waiting in [`Pool::wait_for`], if it sleeps. A wake that comes late,
+    /// when that thread has moved on, only makes one of its later sleeps return early, and every
+    /// sleep is in a loop that checks what it waits for.
+    fn wake_caller(&self) {
+        if self.caller_sleeping.load(std::sync::atomic::Ordering::SeqCst) {
+            if let Some(caller) = self.caller.lock().expect("not poisoned").as_ref() {
+                caller.unpark();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_part_runs_once_also_when_splits_nest_panic_or_come_from_several_threads() {
+        // Each value is written by the part that owns it; a value missed or written twice shows.
+        let fill = |data: &mut [u32]| {
+            for_each_part(data, 1, 1, |first, part| {
+                for (i, v) in part.iter_mut().enumerate() {
+                    *v += (first + i) as u32;
+                }
+            })
+        };
+        let want: Vec<u32> = (0..1000).collect();
+        let mut data = vec![0u32; 1000];
+        fill(&mut data);
+        assert_eq!(data, want, "one split");
+
+        // A split inside a part runs on that part's thread alone.
+        let mut nested = vec![vec![0u32; 1000]; 4];
+        for_each_item(nested.iter_mut().collect(), |inner| fill(inner));
+        assert!(nested.iter().all(|inner| *inner == want), "splits inside a split");
+
+        // A panic in any part reaches the caller once every part has finished; the pool goes on.
+        for panicking in 0..threads() {
+            let caught = std::panic::catch_unwind(|| {
+                for_each_range(threads(), |range| assert!(!range.contains(&panicking), "part {panicking}"))
+            });
+            assert!(caught.is_err(), "the panic of part {panicking} is raised in the caller");
+        }
+        let mut data = vec![0u32; 1000];
+        fill(&mut data);
+        assert_eq!(data, want, "a split after the panics");
+
+        // Several threads at once: one shares its work, the others run theirs alone.
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for _ in 0..50 {
+                        let mut data = vec![0u32; 1000];
+                        fill(&mut data);
+                        assert_eq!(data, want, "a split beside others");
+                    }
+                });
+            }
+        });
+    }
 }
