@@ -116,15 +116,22 @@ pub fn matrix_product_reference<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_
 /// The backward of [`linear`] on rows: x `[N,in]`, W `[out,in]` and d loss / d y `[N,out]` ->
 /// (dx `[N,in]` = dy · W, dW `[out,in]` = dyᵀ · x, db `[out]` = Σ_rows dy). dW sums over every
 /// token of the batch: each token's use of the weight adds its share.
-///
-/// With the fast kernels, the rows of dy that are all zero are left out of the products where
-/// that changes no value (the MLM loss's unlabelled positions; see `rows_that_count`); the
-/// reference computes every row, as the formula says.
 pub fn linear_backward<F: Float>(
     x: ArrayView2<'_, F>,
     weight: ArrayView2<'_, F>,
     d_out: ArrayView2<'_, F>,
 ) -> (Array2<F>, Array2<F>, Array1<F>) {
+    F::linear_backward(x, weight, d_out)
+}
+
+/// [`linear_backward`] on f32. With the fast kernels, the rows of dy that are all zero (the MLM
+/// loss's unlabelled positions) are left out of the products where that changes nothing but the
+/// blocking of dW's sums; see `rows_that_count`.
+pub(super) fn linear_backward_f32(
+    x: ArrayView2<'_, f32>,
+    weight: ArrayView2<'_, f32>,
+    d_out: ArrayView2<'_, f32>,
+) -> (Array2<f32>, Array2<f32>, Array1<f32>) {
     if fast() {
         if let Some(rows) = rows_that_count(x, weight, d_out) {
             let mut dx = Array2::zeros((d_out.nrows(), weight.ncols()));
@@ -135,6 +142,15 @@ pub fn linear_backward<F: Float>(
             return (dx, matrix_product(d_out.t(), x.view()), d_out.sum_axis(Axis(0)));
         }
     }
+    linear_backward_reference(x, weight, d_out)
+}
+
+/// The formula: dx = dy · W, dW = dyᵀ · x, db = the sum of dy's rows.
+pub fn linear_backward_reference<F: Float>(
+    x: ArrayView2<'_, F>,
+    weight: ArrayView2<'_, F>,
+    d_out: ArrayView2<'_, F>,
+) -> (Array2<F>, Array2<F>, Array1<F>) {
     (matrix_product(d_out, weight), matrix_product(d_out.t(), x), d_out.sum_axis(Axis(0)))
 }
 
@@ -144,10 +160,12 @@ pub fn linear_backward<F: Float>(
 /// The MLM loss counts only the masked positions (about 1 in 7 in pretraining), so d loss / d
 /// logits is zero on every other row, and so is the gradient of every stage after it until
 /// attention mixes the tokens again: the MLM head's and the last layer's feed-forward and
-/// attention output. A zero row of dy adds only ±0 to each sum of dW and db, which changes no
-/// partial sum, and its row of dx is 0 · W, zero. That holds while the values it meets are
-/// finite: a NaN or an infinity in the row of x, or anywhere in W, would make those sums NaN, so
-/// then every row counts, as in PyTorch.
+/// attention output. A zero row of dy adds only ±0 to each sum of dW and db, and its row of dx
+/// is 0 · W, zero. So dx and db come out the same bits; dW is the same sum of the other rows'
+/// terms, but matrixmultiply adds its sums in blocks of 256 rows, and with fewer rows the blocks
+/// fall elsewhere, so dW's rounding may differ (as it would with another batch). That holds while
+/// the values a zero row meets are finite: a NaN or an infinity in its row of x, or anywhere in W,
+/// would make those sums NaN, so then every row counts, as in PyTorch.
 fn rows_that_count<F: Float>(
     x: ArrayView2<'_, F>,
     weight: ArrayView2<'_, F>,
@@ -342,6 +360,7 @@ mod tests {
         for zero in [0, 2, 3, 6] {
             dy.row_mut(zero).fill(if zero == 3 { -0.0 } else { 0.0 });
         }
+        // In f64 the backward is the formula, every row counted.
         let want = linear_backward(x.mapv(f64::from).view(), w.mapv(f64::from).view(), dy.mapv(f64::from).view());
         assert_eq!(rows_that_count(x.view(), w.view(), dy.view()), Some(vec![1, 4, 5]));
         let (dx, dw, db) = with_kernels(Kernels::Fast, || linear_backward(x.view(), w.view(), dy.view()));

@@ -47,8 +47,8 @@ pub use self::kernels::threads::{
 pub(crate) use self::kernels::threads::{for_each_item, part_len};
 pub use self::layer_norm::{layer_norm_rows, layer_norm_rows_backward, layer_norm_rows_reference};
 pub use self::matmul::{
-    linear, linear_backward, linear_reference, matmul, matrix_product, matrix_product_reference, scaled_matmul,
-    scaled_matmul_backward, scaled_matmul_reference,
+    linear, linear_backward, linear_backward_reference, linear_reference, matmul, matrix_product,
+    matrix_product_reference, scaled_matmul, scaled_matmul_backward, scaled_matmul_reference,
 };
 pub use self::softmax::{softmax_rows, softmax_rows_backward, softmax_rows_reference};
 pub use self::split_heads::{merge_heads, split_heads, transpose};
@@ -86,6 +86,12 @@ pub trait Float: ndarray::NdFloat + num_traits::FromPrimitive + bytemuck::Pod {
     ) -> ndarray::Array4<Self>;
     /// [`matrix_product`].
     fn matrix_product(a: ndarray::ArrayView2<'_, Self>, b: ndarray::ArrayView2<'_, Self>) -> ndarray::Array2<Self>;
+    /// [`linear_backward`].
+    fn linear_backward(
+        x: ndarray::ArrayView2<'_, Self>,
+        weight: ndarray::ArrayView2<'_, Self>,
+        d_out: ndarray::ArrayView2<'_, Self>,
+    ) -> (ndarray::Array2<Self>, ndarray::Array2<Self>, ndarray::Array1<Self>);
     /// [`softmax_rows`].
     fn softmax_rows<D: ndarray::Dimension>(x: ndarray::Array<Self, D>) -> ndarray::Array<Self, D>;
     /// [`layer_norm_rows`].
@@ -147,6 +153,13 @@ impl Float for f32 {
     fn matrix_product(a: ndarray::ArrayView2<'_, f32>, b: ndarray::ArrayView2<'_, f32>) -> ndarray::Array2<f32> {
         matmul::matrix_product_f32(a, b)
     }
+    fn linear_backward(
+        x: ndarray::ArrayView2<'_, f32>,
+        weight: ndarray::ArrayView2<'_, f32>,
+        d_out: ndarray::ArrayView2<'_, f32>,
+    ) -> (ndarray::Array2<f32>, ndarray::Array2<f32>, ndarray::Array1<f32>) {
+        matmul::linear_backward_f32(x, weight, d_out)
+    }
     fn softmax_rows<D: ndarray::Dimension>(x: ndarray::Array<f32, D>) -> ndarray::Array<f32, D> {
         softmax::softmax_rows_f32(x)
     }
@@ -202,6 +215,13 @@ impl Float for f64 {
     }
     fn matrix_product(a: ndarray::ArrayView2<'_, f64>, b: ndarray::ArrayView2<'_, f64>) -> ndarray::Array2<f64> {
         matrix_product_reference(a, b)
+    }
+    fn linear_backward(
+        x: ndarray::ArrayView2<'_, f64>,
+        weight: ndarray::ArrayView2<'_, f64>,
+        d_out: ndarray::ArrayView2<'_, f64>,
+    ) -> (ndarray::Array2<f64>, ndarray::Array2<f64>, ndarray::Array1<f64>) {
+        linear_backward_reference(x, weight, d_out)
     }
     fn softmax_rows<D: ndarray::Dimension>(x: ndarray::Array<f64, D>) -> ndarray::Array<f64, D> {
         softmax_rows_reference(x)

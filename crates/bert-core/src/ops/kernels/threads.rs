@@ -26,7 +26,7 @@
 //! helper spins for [`SPIN`] before it sleeps, since a forward pass splits its work every few
 //! tens of microseconds and waking a sleeping thread is a system call on each side. (A rayon
 //! pool, which this replaced, woke its workers for every split and left the caller waiting:
-//! 0.87 / 0.93 / 0.97 of its forward's time at 12 / 128 / 512 tokens, BENCHMARKS.md.)
+//! 0.84 / 0.92 / 0.97 of its forward's time at 12 / 128 / 512 tokens, BENCHMARKS.md.)
 
 use std::sync::OnceLock;
 
@@ -203,7 +203,7 @@ fn run_parts(parts: usize, work: &(dyn Fn(usize) + Sync)) {
         let task = helper.task.swap(std::ptr::null_mut(), std::sync::atomic::Ordering::SeqCst);
         if !task.is_null() {
             // SAFETY: the task is one of `tasks`, alive until this function returns.
-            in_part(|| unsafe { &*task }.run());
+            in_part(|| unsafe { Task::run(task) });
         }
     }
     pool.wait_for(&remaining);
@@ -276,14 +276,24 @@ struct Task<'a> {
 
 impl Task<'_> {
     /// Runs the part, keeps its panic if it panics, and counts it done. Whoever took the task
-    /// from its helper's slot runs it, once; the task may be gone as soon as it is counted.
-    fn run(&self) {
+    /// from its helper's slot runs it, once.
+    ///
+    /// The task may be gone as soon as it is counted, while this function is still running, so
+    /// it takes a pointer rather than a reference (a reference argument must stay valid for the
+    /// whole call) and copies out what it needs first; the counters it keeps references to are
+    /// atomics and a mutex, whose references may outlive their use.
+    ///
+    /// # Safety
+    /// `task` must point to a task of a split under way in `run_parts`, taken from its helper's
+    /// slot by the caller of this function.
+    unsafe fn run(task: *const Task<'_>) {
+        let Task { work, part, remaining, panicked } = *task;
         // SAFETY: `run_parts` keeps `work` alive until every task is counted done.
-        let work = unsafe { &*self.work };
-        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(self.part))) {
-            self.panicked.lock().expect("not poisoned").get_or_insert(payload);
+        let work = &*work;
+        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(part))) {
+            panicked.lock().expect("not poisoned").get_or_insert(payload);
         }
-        let last = self.remaining.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1;
+        let last = remaining.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1;
         // The task may be gone now; the pool, which says whether its caller sleeps, is not.
         if last {
             pool().wake_caller();
@@ -345,7 +355,7 @@ impl Helper {
             // SAFETY: the caller of `give` waits in `run_parts` until `remaining` says this task
             // is done, so the task, its `work` and the counters it points to are alive until
             // `run` counts it; nothing of them is touched after that.
-            unsafe { &*task }.run();
+            unsafe { Task::run(task) };
         }
     }
 }
