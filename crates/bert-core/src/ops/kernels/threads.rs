@@ -230,10 +230,10 @@ fn in_part(f: impl FnOnce()) {
 }
 
 /// How long a waiting thread (a helper between splits, the caller for its helpers) spins before
-/// it sleeps. A forward
-/// pass hands its parts out every few tens of microseconds; a thread that slept in between had
-/// to be woken by a system call each time, about 9 µs of the waker's time on this machine plus
-/// the sleeper's own start, which was a fifth of a 128-token MiniLM pass's samples.
+/// it sleeps. A forward pass hands its parts out every few tens of microseconds; a thread that
+/// slept in between had to be woken by a system call each time, about 9 µs of the waker's time
+/// on this machine plus the sleeper's own start, which was a fifth of a 128-token MiniLM pass's
+/// samples.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// A thread's wait for something another thread does: [`Spin::again`] is true (after a pause
