@@ -7,7 +7,7 @@
 //! rational approximations rather than calls into a maths library, LayerNorm's mean and variance
 //! are summed in f64, the exact GELU is computed in f64 and rounded once (below x ≈ -4, where
 //! the GELU is under 1e-4, its error is instead at most 1.6e-12 · |x|), the pooler's tanh is
-//! std's f64 `tanh` rounded once, and softmax multiplies by 1 / Σ instead of dividing by Σ.
+//! std's f64 `tanh` rounded once, and softmax is computed in f64 and rounded once.
 
 use super::simd::{self, lane_sum, vectorized, LANES};
 use super::threads::{self, PARALLEL_MIN_LEN};
@@ -17,8 +17,9 @@ use super::threads::{self, PARALLEL_MIN_LEN};
 pub(crate) fn softmax_rows(values: &mut [f32], row_len: usize) {
     let min_rows = PARALLEL_MIN_LEN.div_ceil(row_len.max(1));
     threads::for_each_part(values, row_len, min_rows, |_, rows| {
+        let mut exps = vec![0.0f64; row_len];
         for row in rows.chunks_exact_mut(row_len) {
-            softmax_row(row);
+            softmax_row(row, &mut exps);
         }
     });
 }
@@ -26,7 +27,15 @@ pub(crate) fn softmax_rows(values: &mut [f32], row_len: usize) {
 vectorized! {
     /// softmax(x)_j = exp(x_j - max x) / Σ_k exp(x_k - max x); subtracting the max avoids
     /// overflow and makes the padded keys' f32::MIN scores come out as exactly 0.
-    fn softmax_row(row: &mut [f32]) {
+    ///
+    /// In f64 and rounded once, each value within half an f32 ulp (plus 3e-10 relative) of the
+    /// exact softmax of the row: x_j - max is exact in f64, [`simd::exp_f64`] is within 3e-10,
+    /// and the sum of at most a few thousand terms in [0, 1] loses no f32 digit. The f32 version
+    /// this replaced (an exp within 2 ulp, an f32 sum, a multiplication by 1 / Σ) left the
+    /// probabilities' own rounding behind PyTorch's on 22 of 162 stages, in about 70% of this
+    /// one's time (BENCHMARKS.md, "Softmax in f64, rounded once"). `exps` holds the row's
+    /// exponentials between the two passes.
+    fn softmax_row(row: &mut [f32], exps: &mut [f64]) {
         let mut max = [f32::NEG_INFINITY; LANES];
         let mut chunks = row.chunks_exact(LANES);
         for chunk in &mut chunks {
@@ -34,24 +43,25 @@ vectorized! {
                 *m = m.max(v);
             }
         }
-        let max = chunks.remainder().iter().chain(&max).copied().fold(f32::NEG_INFINITY, f32::max);
+        let max = f64::from(chunks.remainder().iter().chain(&max).copied().fold(f32::NEG_INFINITY, f32::max));
 
-        let mut sum = [0.0f32; LANES];
-        let mut chunks = row.chunks_exact_mut(LANES);
-        for chunk in &mut chunks {
-            for (s, v) in sum.iter_mut().zip(chunk) {
-                *v = simd::exp(*v - max);
-                *s += *v;
+        let mut sum = [0.0f64; LANES];
+        let mut chunks = row.chunks_exact(LANES).zip(exps.chunks_exact_mut(LANES));
+        for (chunk, exps) in &mut chunks {
+            for ((s, e), &v) in sum.iter_mut().zip(exps).zip(chunk) {
+                *e = simd::exp_f64(f64::from(v) - max);
+                *s += *e;
             }
         }
+        let done = row.len() / LANES * LANES;
         let mut tail = 0.0;
-        for v in chunks.into_remainder() {
-            *v = simd::exp(*v - max);
-            tail += *v;
+        for (e, &v) in exps[done..].iter_mut().zip(&row[done..]) {
+            *e = simd::exp_f64(f64::from(v) - max);
+            tail += *e;
         }
-        let inv_sum = 1.0 / (sum.iter().sum::<f32>() + tail);
-        for v in row.iter_mut() {
-            *v *= inv_sum;
+        let inv_sum = 1.0 / (sum.iter().sum::<f64>() + tail);
+        for (v, &e) in row.iter_mut().zip(exps.iter()) {
+            *v = (e * inv_sum) as f32;
         }
     }
 }
@@ -129,16 +139,16 @@ pub(crate) fn gelu_backward(x: &[f32], d: &mut [f32]) {
 
 vectorized! {
     /// Φ(x) = (1 + erf(x / √2)) / 2 by the forward's f64 erf, and φ(x) = e^{-x²/2} / √(2π) by
-    /// [`simd::exp`] in f32 (within 3e-7 + 6e-8 · x² of itself, its argument rounded to f32; an
-    /// f64 exp would be a scalar call per value); the rest in f64, rounded once. Below x ≈ -3 the
-    /// formula in f32 loses digits in 1 + erf(x / √2), a small difference of numbers near 1;
-    /// this keeps them down to x ≈ -5.5. Φ is then off by at most erf's 1.6e-12 / 2 absolute,
-    /// which below x ≈ -6.5 is more than the GELU's derivative itself (under 1e-10 there).
+    /// [`simd::exp_f64`] (within 3e-10 of itself; -x²/2 is exact in f64 for an f32 x), the rest
+    /// in f64, rounded once. Below x ≈ -3 the formula in f32 loses digits in 1 + erf(x / √2), a
+    /// small difference of numbers near 1; this keeps them down to x ≈ -5.5. Φ is then off by at
+    /// most erf's 1.6e-12 / 2 absolute, which below x ≈ -6.5 is more than the GELU's derivative
+    /// itself (under 1e-10 there).
     fn gelu_backward_slice(x: &[f32], d: &mut [f32]) {
         for (d, &v) in d.iter_mut().zip(x) {
             let x = f64::from(v);
             let cdf = 0.5 * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2));
-            let pdf = f64::from(simd::exp(-0.5 * v * v)) * INV_SQRT_2PI;
+            let pdf = simd::exp_f64(-0.5 * x * x) * INV_SQRT_2PI;
             *d = (f64::from(*d) * (cdf + x * pdf)) as f32;
         }
     }
@@ -215,6 +225,36 @@ mod tests {
     /// The largest |approximation - reference| over [-10, 10].
     fn worst(approx: impl Fn(f32) -> f32, reference: impl Fn(f32) -> f32) -> f32 {
         (-10_000..=10_000).map(|i| i as f32 * 1e-3).map(|x| (approx(x) - reference(x)).abs()).fold(0.0, f32::max)
+    }
+
+    /// Each probability is within half an f32 ulp, plus 3e-10 relative, of its row's softmax
+    /// computed in f64 with std's exp: rows around the vector width and up to 512 long (one
+    /// attention row at BERT's longest input), scores spread over [-12, 12], and a padded key.
+    #[test]
+    fn softmax_is_within_half_an_ulp_of_the_f64_softmax() {
+        for len in [1, 2, 15, 16, 17, 100, 512] {
+            for seed in 0..20 {
+                let mut row: Vec<f32> =
+                    (0..len).map(|i| ((i * 7_919 + seed * 104_729) % 10_007) as f32 / 10_007.0 * 24.0 - 12.0).collect();
+                if len > 3 {
+                    row[len / 2] = f32::MIN;
+                }
+                let max = f64::from(row.iter().copied().fold(f32::NEG_INFINITY, f32::max));
+                let exps: Vec<f64> = row.iter().map(|&v| (f64::from(v) - max).exp()).collect();
+                let sum: f64 = exps.iter().sum();
+                let mut got = row.clone();
+                softmax_rows(&mut got, len);
+                for (j, (&g, &e)) in got.iter().zip(&exps).enumerate() {
+                    let want = e / sum;
+                    let half_ulp = f64::from(((want as f32).next_up() - want as f32) / 2.0);
+                    let error = (f64::from(g) - want).abs();
+                    assert!(
+                        error <= half_ulp + 3e-10 * want,
+                        "len {len}, seed {seed}, [{j}]: want {want:e}, got {g:e}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
