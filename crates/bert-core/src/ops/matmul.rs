@@ -1,11 +1,12 @@
 //! Matrix products: a dense layer's `x · Wᵀ + b`, and attention's products, one per head.
 //!
 //! The fast kernel is `kernels/gemm.rs`, a packed product written for BERT's shapes, which reads
-//! W in place from the checkpoint and gives the same bits whatever the thread count.
+//! W in place from the checkpoint and gives the same bits whatever the thread count; a layer
+//! with only a few outputs takes one dot product in f64 per output (`kernels/narrow.rs`).
 
 use ndarray::{s, Array, Array1, Array2, Array4, ArrayBase, ArrayView1, ArrayView2, ArrayView4, Axis, Data, Dimension};
 
-use super::kernels::gemm;
+use super::kernels::{gemm, narrow};
 use super::split_heads::transpose;
 use super::{fast, Float};
 
@@ -27,7 +28,8 @@ pub fn linear<F: Float, S: Data<Elem = F>, D: Dimension>(
     y.into_shape_with_order(shape).expect("[N,out] holds every token's outputs")
 }
 
-/// `[N,in]` -> `[N,out]`: [`linear`] on f32 rows, by the fast kernel or the formula.
+/// `[N,in]` -> `[N,out]`: [`linear`] on f32 rows, by the fast kernel or the formula. A layer
+/// with fewer than six outputs (NSP, a small classifier) sums each output in f64 instead.
 pub(super) fn linear_rows_f32(
     x: ArrayView2<'_, f32>,
     weight: ArrayView2<'_, f32>,
@@ -39,6 +41,10 @@ pub(super) fn linear_rows_f32(
         let mut out = Array2::<f32>::zeros((n, n_out));
         let operands = (x.as_slice(), weight.as_slice(), bias.as_slice());
         if let (Some(x), Some(w), Some(b), Some(o)) = (operands.0, operands.1, operands.2, out.as_slice_mut()) {
+            if n_out < narrow::NARROW {
+                narrow::linear(x, w, b, (n, n_in, n_out), o);
+                return out;
+            }
             if gemm::linear(x, w, b, (n, n_in, n_out), o) {
                 return out;
             }

@@ -1,5 +1,6 @@
 //! The machinery below the operations: a packed matrix product (`gemm.rs`, `pack.rs`, on the
-//! strided matrices of `matrix.rs`), loops
+//! strided matrices of `matrix.rs`), dot products in f64 for layers with few outputs
+//! (`narrow.rs`), loops
 //! compiled for the widest vector instructions the CPU has (`simd.rs`, `elementwise.rs`, and the
 //! sums of a stage's statistics in `statistics.rs`), the thread pool they share (`threads.rs`),
 //! and the allocator's setting that keeps freed memory for the next pass (`memory.rs`).
@@ -13,6 +14,7 @@ pub(crate) mod elementwise;
 pub(crate) mod gemm;
 mod matrix;
 pub(crate) mod memory;
+pub(crate) mod narrow;
 mod pack;
 pub(crate) mod simd;
 pub(crate) mod statistics;
