@@ -29,9 +29,10 @@ vectorized! {
     /// overflow and makes the padded keys' f32::MIN scores come out as exactly 0.
     ///
     /// In f64 and rounded once, each value the f32 rounding of a number within 2e-11 (relative)
-    /// of the exact softmax of the row: x_j - max in f64 is exact or rounded once (2^-53),
-    /// [`simd::exp_f64`] is within 1e-11 for the numerator and for each term of the sum,
-    /// whose additions of at most a few thousand terms in [0, 1] lose no f32 digit. The f32 version
+    /// of the exact softmax of the row: x_j - max in f64 is exact or rounded once (2^-53), and
+    /// [`simd::exp_f64`] is low by between 0 and 1e-11 of itself, for the numerator and for every
+    /// term of the sum alike, so that their ratio is off by at most about 1e-11; the f64 sum of
+    /// at most a few thousand terms in [0, 1] and the scaling add about 1e-13. The f32 version
     /// this replaced (an exp within 2 ulp, an f32 sum, a multiplication by 1 / Σ) left the
     /// probabilities' own rounding behind PyTorch's on 22 of 162 stages, in about 70% of this
     /// one's time (BENCHMARKS.md, "Softmax in f64, rounded once"). `exps` holds the row's
@@ -265,15 +266,22 @@ mod tests {
         assert!(subnormal > 0, "some probabilities are subnormal");
     }
 
-    /// A row found by a reviewer where exp's errors of opposite signs add up: most scores sit
-    /// ln 2 / 2 below the largest, where the polynomial errs one way, and one sits just above
-    /// that point, where it errs the other. A degree-8 polynomial (2.8e-10) failed here.
+    /// Rows where exp's errors weigh most: many scores ln 2 / 2 below the largest, where the
+    /// polynomial is furthest below e^x, so that the sum is low and the largest score's
+    /// probability high, and the reverse; and a reviewer's row where a polynomial of degree 8,
+    /// whose errors change sign with r, put a probability 4.2e-10 off.
     #[test]
-    fn softmax_where_the_exps_errors_add_up() {
-        let mut row = vec![0.0f32];
-        row.extend(std::iter::repeat_n(-0.346_573_68_f32, 200));
-        row.extend([-0.346_573_5_f32, -3.184_95]);
-        check_softmax(&row, "the reviewer's row");
+    fn softmax_where_the_exps_errors_weigh_most() {
+        let mut rows = vec![vec![0.0f32; 1_001], vec![0.0f32; 1_001]];
+        rows[0][1..].fill(-0.346_573_5);
+        rows[1][1_000] = -0.346_573_5;
+        let mut reviewer = vec![0.0f32];
+        reviewer.extend(std::iter::repeat_n(-0.346_573_68_f32, 200));
+        reviewer.extend([-0.346_573_5_f32, -3.184_95]);
+        rows.push(reviewer);
+        for (i, row) in rows.iter().enumerate() {
+            check_softmax(row, &format!("row {i}"));
+        }
     }
 
     #[test]

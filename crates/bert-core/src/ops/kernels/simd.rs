@@ -129,10 +129,10 @@ pub(crate) fn exp(x: f32) -> f32 {
 ///
 /// The same reduction as [`exp`], x = n·ln2 + r with |r| ≤ ln2/2, in f64: ln 2 split as fdlibm
 /// does (LN2_HI has 32 significant bits, so n · LN2_HI is exact for any n here), and e^r from its
-/// Taylor polynomial to degree 9, whose first left-out term is below 6.9e-12, and below 9.8e-12
-/// of e^r (at least 1 / √2). Each
+/// Taylor polynomial to degree 9, whose left-out terms are all positive, so that the result is
+/// never above e^x, and below it by at most 6.9e-12, or 9.8e-12 of e^r (at least 1 / √2). Each
 /// Horner step is one `mul_add`, which rounds once on every instruction set, so every build
-/// gives the same bits. Below -708 it is 0 (the exact value is at most 3e-308, and subnormal
+/// gives the same bits. Below -708 it is 0 (the exact value is at most 3.3e-308, and subnormal
 /// below -708.4), and above 709 it is +inf (the exact value overflows above 709.8).
 #[inline(always)]
 pub(crate) fn exp_f64(x: f64) -> f64 {
