@@ -16,7 +16,8 @@ in turn; the table gives each one's median over the rounds, in ms.
 
 With --pytorch, each round also times PyTorch's forward alone on the same token ids, in this
 (warm) process, right after each command: transformers' BertForPreTraining (the MLM and NSP
-logits, as the command computes), eager attention, float32, eval mode, torch.inference_mode(),
+logits, as the command computes them; DIR must have both heads, which
+`scripts/make_bench_model.py --pretraining` gives), eager attention, float32, eval mode, torch.inference_mode(),
 torch.set_num_threads(THREADS); the median of three forwards per round. The table then gives each
 command against it (issue 40's "whole command" target). With --batch N the command gets N copies
 of the text, a batch of N sequences, and PyTorch the same [N, T] ids.
@@ -48,6 +49,13 @@ def main() -> None:
     parser.add_argument("--pytorch", action="store_true", help="also time PyTorch's forward, in process")
     parser.add_argument("--batch", type=int, default=1)
     args = parser.parse_args()
+    if args.batch < 1:
+        parser.error(f"--batch {args.batch}: must be at least 1")
+    if any(not 0 <= int(w) <= 510 for w in args.words.split(",")):
+        parser.error(f"--words {args.words}: each must be 0 to 510 (512 tokens with [CLS] and [SEP])")
+    if args.pytorch and not has_pretraining_heads(args.model):
+        parser.error(f"--pytorch: {args.model} has no MLM and NSP heads (cls.*), which the command would then "
+                     "skip and BertForPreTraining would add at random; make one with make_bench_model.py --pretraining")
     env = dict(os.environ, BERT_TRACE_THREADS=str(args.threads))
     words = "the quick brown fox jumps over the lazy dog".split()
     runs = {"floor": [args.bench, "floor", "--model", args.model]}
@@ -81,6 +89,17 @@ def main() -> None:
             print(f"{name:>18}  {ours:8.1f}  {pytorch:8.1f}  {ours / pytorch:17.2f}   {rounds}")
 
 
+def has_pretraining_heads(model: str) -> bool:
+    """Whether the checkpoint has both of BertForPreTraining's heads."""
+    from safetensors import safe_open
+
+    with safe_open(os.path.join(model, "model.safetensors"), framework="numpy") as f:
+        names = list(f.keys())
+    return any(n.startswith("cls.predictions.") for n in names) and any(
+        n.startswith("cls.seq_relationship.") for n in names
+    )
+
+
 def pytorch_forward(args: argparse.Namespace, texts: dict[str, str]) -> dict:
     """For each run's text, a function that times one forward of BertForPreTraining on its token
     ids (a batch of --batch copies), in ms, after one warm-up."""
@@ -93,6 +112,9 @@ def pytorch_forward(args: argparse.Namespace, texts: dict[str, str]) -> dict:
     forward = {}
     for name, text in texts.items():
         encoded = tokenizer([text] * args.batch, return_tensors="pt")
+        # One token per word of the text, as the command's tokenizer gives on this vocabulary.
+        tokens = len(text.split()) + 2
+        assert tuple(encoded["input_ids"].shape) == (args.batch, tokens), (name, encoded["input_ids"].shape)
 
         def run(encoded=encoded) -> float:
             with torch.inference_mode():
