@@ -216,6 +216,10 @@ minilm accents_cjk --only-stages 'embeddings.*,layer5.ffn.layernorm,pooler.*,sen
 "$PYTHON" scripts/dump_reference.py --dtype float64 --model "$MINILM" --model-name "$MINILM_NAME" \
     --out golden/minilm/truth/single "When in Rome, do as the Romans do."
 
+# ---- transformers' own initialisation of the course model's config (train --from-config is held
+# to its statistics: crates/bert-core/tests/training.rs). golden/init/config.json is the input.
+"$PYTHON" scripts/init_reference.py golden/init/config.json golden/init/statistics.json
+
 # ---- Every file's hash, which the test suite checks (crates/bert-trace/tests/golden_integrity.rs)
 # The hashes hold on the CPU that made the goldens: regenerating elsewhere changes the last
 # bits of some values (golden/README.md), and this list with them.

@@ -147,41 +147,59 @@ impl Explanation {
     }
 }
 
-/// `stage` and a tuple of indices (ints from 0, `slice(None)` for a whole axis) as a target.
+/// `stage` and a tuple of indices as numpy reads them (ints, negative ones from the end; a slice
+/// `a:b` on one axis, `slice(None)` for the whole axis) as a target.
 fn target(py: Python<'_>, stage: &str, index: &Bound<'_, PyAny>) -> PyResult<Target> {
     let items: Vec<Bound<'_, PyAny>> = match index.extract::<Vec<Bound<'_, PyAny>>>() {
         Ok(items) => items,
         Err(_) => vec![index.clone()],
     };
+    let bad = |problem: String| -> PyResult<Target> { Err(raise(py, "InputError", problem)) };
     let mut axes = Vec::new();
     for item in &items {
         if let Ok(slice) = item.cast::<PySlice>() {
-            let whole = ["start", "stop", "step"].iter().all(|a| slice.getattr(*a).is_ok_and(|v| v.is_none()));
-            if !whole {
-                return Err(raise(
-                    py,
-                    "InputError",
-                    format!("index={}: a slice must be `:` (slice(None))", index.repr()?),
-                ));
+            // As numpy: None or an int at each end; a step other than 1 is not taken.
+            let end = |name: &str| -> PyResult<Option<i64>> {
+                let value = slice.getattr(name)?;
+                if value.is_none() {
+                    return Ok(None);
+                }
+                if value.is_instance_of::<pyo3::types::PyBool>() {
+                    return Err(raise(py, "InputError", format!("index={}: a bool is not an index", index.repr()?)));
+                }
+                value.extract::<i64>().map(Some).map_err(|_| {
+                    raise(
+                        py,
+                        "InputError",
+                        format!(
+                            "index={}: a slice's ends must be ints or None",
+                            index.repr().map(|r| r.to_string()).unwrap_or_default()
+                        ),
+                    )
+                })
+            };
+            let step = end("step")?;
+            if step.is_some_and(|s| s != 1) {
+                return bad(format!("index={}: a slice with a step is not taken; give a:b", index.repr()?));
             }
-            axes.push(Axis::All);
+            axes.push(Axis::Slice { start: end("start")?, stop: end("stop")? });
             continue;
         }
+        // A bool is an int to Python, but numpy reads it as a mask, not as an index.
+        if item.is_instance_of::<pyo3::types::PyBool>() {
+            return bad(format!("index={}: a bool is not an index; give ints", index.repr()?));
+        }
         match item.extract::<i64>() {
-            Ok(i) if i >= 0 => axes.push(Axis::At(i as usize)),
-            _ => {
-                return Err(raise(
-                    py,
-                    "InputError",
-                    format!(
-                        "index={}: expected a tuple of ints from 0, with slice(None) for a whole axis",
-                        index.repr()?
-                    ),
+            Ok(i) => axes.push(Axis::At(i)),
+            Err(_) => {
+                return bad(format!(
+                    "index={}: expected a tuple of ints (negative ones count from the end), with a slice on one axis",
+                    index.repr()?
                 ))
             }
         }
     }
-    let text: Vec<String> = axes.iter().map(|a| if let Axis::At(i) = a { i.to_string() } else { ":".into() }).collect();
+    let text: Vec<String> = axes.iter().map(|a| a.to_string()).collect();
     let text = format!("{stage}[{}]", text.join(","));
     let parsed = Target::parse(&text).or_raise(py)?;
     Ok(Target { index: axes, ..parsed })
@@ -227,7 +245,7 @@ pub fn explain_trace(
 ) -> PyResult<Py<PyAny>> {
     guarded(py, || {
         let target = target(py, stage, index)?;
-        let row = target.index.contains(&Axis::All);
+        let row = target.is_row();
         let explanations = match dump.float_dtype() {
             DType::F64 => {
                 let double = model.in_f64(py)?;

@@ -37,6 +37,7 @@ use bert_commands::settings::PassSettings;
 use bert_commands::source::process_env;
 use bert_core::diff::ToleranceOverride;
 use bert_core::stage;
+use bert_core::train::options::Warmup;
 use bert_core::train::TrainSettings;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -179,7 +180,8 @@ fn diff(
 }
 
 /// Why one element of a dump's stage is what it is (`bert-trace explain`): `index` is a tuple
-/// of ints from 0, with `slice(None)` for a whole axis (then a list of explanations); `model`
+/// of ints as numpy reads them (negative ones from the end), with a slice on one axis (then a
+/// list of explanations; a bool is refused); `model`
 /// is the dump's model, by default the one its manifest names (never the built-in one).
 #[pyfunction]
 #[pyo3(signature = (dump, stage, index, *, model = None))]
@@ -242,6 +244,7 @@ fn stages(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
     file = None, model = None, *, on_step = None, on_eval = None, eval_file = None, eval_split = None,
     eval_every = None, steps = None, lr = None, warmup_steps = None, batch_size = None, max_len = None,
     mask_prob = None, nsp_negatives = None, seed = None, betas = None, eps = None, weight_decay = None,
+    max_grad_norm = None, no_decay = None, from_config = false, documents = false, nsp = false,
     save = None, save_every = None, resume = None, dump_step = None, log_every = 1, threads = None, kernels = None,
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -256,7 +259,7 @@ fn train<'py>(
     eval_every: Option<usize>,
     steps: Option<usize>,
     lr: Option<f64>,
-    warmup_steps: Option<usize>,
+    warmup_steps: Option<f64>,
     batch_size: Option<usize>,
     max_len: Option<usize>,
     mask_prob: Option<f64>,
@@ -265,6 +268,11 @@ fn train<'py>(
     betas: Option<(f64, f64)>,
     eps: Option<f64>,
     weight_decay: Option<f64>,
+    max_grad_norm: Option<f64>,
+    no_decay: Option<Bound<'py, PyAny>>,
+    from_config: bool,
+    documents: bool,
+    nsp: bool,
     save: Option<Bound<'py, PyAny>>,
     save_every: Option<usize>,
     resume: Option<Bound<'py, PyAny>>,
@@ -273,10 +281,11 @@ fn train<'py>(
     threads: Option<usize>,
     kernels: Option<String>,
 ) -> PyResult<Py<PyAny>> {
+    let no_decay = no_decay.as_ref().filter(|v| !v.is_none()).map(|v| args::strings(Some(v))).transpose()?;
     let settings = TrainSettings {
         steps,
         lr,
-        warmup_steps,
+        warmup_steps: warmup_steps.map(Warmup::from_number).transpose().or_raise(py)?,
         batch_size,
         max_len,
         mask_prob,
@@ -285,11 +294,15 @@ fn train<'py>(
         betas,
         eps,
         weight_decay,
+        max_grad_norm,
+        no_decay,
         eval_split,
-        ..TrainSettings::default()
+        documents: documents.then_some(true),
+        nsp: nsp.then_some(true),
     };
     let keywords = pretraining::TrainKeywords {
         settings,
+        from_config,
         eval_file,
         eval_every,
         save,
@@ -330,7 +343,7 @@ fn finetune<'py>(
     epochs: Option<usize>,
     steps: Option<usize>,
     lr: Option<f64>,
-    warmup_steps: Option<usize>,
+    warmup_steps: Option<f64>,
     batch_size: Option<usize>,
     max_len: Option<usize>,
     seed: Option<u64>,
@@ -351,7 +364,7 @@ fn finetune<'py>(
     let settings = TrainSettings {
         steps,
         lr,
-        warmup_steps,
+        warmup_steps: warmup_steps.map(Warmup::from_number).transpose().or_raise(py)?,
         batch_size,
         max_len,
         seed,

@@ -78,6 +78,7 @@ impl Progress for ToPython {
 pub struct TrainKeywords<'py> {
     /// The keywords that decide the run's numbers, as the library takes them.
     pub settings: TrainSettings,
+    pub from_config: bool,
     pub eval_file: Option<Bound<'py, PyAny>>,
     pub eval_every: Option<usize>,
     pub save: Option<Bound<'py, PyAny>>,
@@ -106,6 +107,7 @@ pub fn train(
         eval_file: path(py, k.eval_file.as_ref())?,
         eval_every: k.eval_every,
         model: path(py, model)?,
+        from_config: k.from_config,
         settings: k.settings,
         save: path(py, k.save.as_ref())?,
         save_every: k.save_every,

@@ -263,8 +263,8 @@ impl Trace {
         Ok(py.import("json")?.call_method1("loads", (text,))?.unbind())
     }
 
-    /// Why one element of a stage is what it is: `stage` and `index`, a tuple of ints from 0
-    /// with `slice(None)` for a whole axis (then a list, one per element). The formula with its
+    /// Why one element of a stage is what it is: `stage` and `index`, a tuple of ints as numpy
+    /// reads them, with a slice on one axis (then a list, one per element). The formula with its
     /// operands, the value recomputed by the stage's own function, and every element it reads;
     /// `model=` when the trace has none (one read with `load`).
     #[pyo3(signature = (stage, index, *, model = None))]

@@ -530,8 +530,11 @@ def test_explain_gives_the_commands_explanation_from_a_trace_and_a_dump(tmp_path
     assert theirs.formula == cli["formula"]
     with pytest.raises(bert_trace.InputError, match="out of range"):
         t.explain("layer0.attention.probs", (0, 0, 3, 13))
-    with pytest.raises(bert_trace.InputError, match="tuple of ints from 0"):
-        t.explain("layer0.attention.probs", (0, 0, 3, -1))
+    # As numpy reads them: -1 is the last key, 10:12 two keys, and a bool is no index.
+    assert t.explain("layer0.attention.probs", (0, 0, 3, -1)).index == [0, 0, 3, 12]
+    assert [e.index[3] for e in t.explain("layer0.attention.probs", (0, 0, 3, slice(10, 12)))] == [10, 11]
+    with pytest.raises(bert_trace.InputError, match="a bool is not an index"):
+        t.explain("layer0.attention.probs", (0, 0, 3, True))
 
 
 def test_a_stalled_download_is_an_error_not_the_end_of_the_interpreter(tmp_path, monkeypatch):

@@ -52,7 +52,7 @@ pub fn explain(request: &ExplainRequest) -> Result<ExplainReport> {
         _ => explain::explain(&source::load(Some(&spec))?.model, &dump, &target)?,
     };
     let text: String = explanations.iter().map(text).collect();
-    Ok(ExplainReport { text, row: target.index.contains(&explain::Axis::All), explanations })
+    Ok(ExplainReport { text, row: target.is_row(), explanations })
 }
 
 /// The model to explain `dump` with: `model` when given, else the one its manifest names, as a

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use bert_core::experiments::intervention::{AblateWith, Interventions};
-use bert_core::explain::{self, Axis, Target};
+use bert_core::explain::{self, Target};
 use bert_core::io::dump::manifest::Record;
 use bert_core::io::dump::{self, DumpWriter};
 use bert_core::model::Pass;
@@ -34,7 +34,8 @@ explain INDEX        why one element of the stage is what it is ([0,0,3,5])
 set INDEX VALUE      change one element of the stage; every stage after it is recomputed
 ablate LAYER.HEAD    zero a head's output from here on (layer0.head3), as ‹ablate› does
 patch DUMP:STAGE     take a stage from another dump, as ‹patch› does (at or after the cursor)
-continue             run to the end and print the predictions and losses (and write ‹out›)
+continue             run to the end and print the predictions and losses (and write ‹out›); the
+                     session goes on, on the finished pass
 help                 this list
 quit                 end (so does the end of the input)";
 
@@ -101,6 +102,8 @@ pub struct StepSession {
     stages: Vec<(Stage, Tensor)>,
     /// Where `continue` writes the pass, checked at the start.
     out: Option<(std::path::PathBuf, dump::Options)>,
+    /// Whether `continue` has written it.
+    wrote: bool,
     pub notes: Vec<String>,
 }
 
@@ -144,8 +147,21 @@ impl StepSession {
             top_k: request.top_k,
             stages: Vec::new(),
             out,
+            wrote: false,
             notes,
         })
+    }
+
+    /// Why nothing was written, when the session was asked for a dump and ended without the
+    /// `continue` that writes it.
+    pub fn unwritten(&self) -> Option<String> {
+        match (&self.out, self.wrote) {
+            (Some((out, _)), false) => Some(format!(
+                "note: nothing was written to {}: the dump is written by `continue`, which the session did not reach",
+                out.display()
+            )),
+            _ => None,
+        }
     }
 
     /// The stage names of the pass, in order, for completion.
@@ -236,7 +252,7 @@ impl StepSession {
                     return Err(bad(&format!("set: {stage} holds integers, `{value_text}` is not one")));
                 }
                 let target = Target::parse(&format!("{stage}{}", index_text.trim()))?;
-                if target.index.contains(&Axis::All) {
+                if target.is_row() {
                     return Err(bad("set: give one element, without `:`"));
                 }
                 let index = target.indices(tensor.shape()).map_err(|e| bad(&format!("set: {e}")))?.remove(0);
@@ -275,11 +291,17 @@ impl StepSession {
                 let used = traced.batch.as_ref().unwrap_or(&self.batch);
                 let mut text = render::predictions::report(&self.model, used, &traced.outputs, self.top_k);
                 text += &render::predictions::losses(&self.model, used, &traced.outputs);
-                if let Some((out, options)) = &self.out {
-                    self.write(out, *options)?;
+                if let Some((out, options)) = self.out.clone() {
+                    // A later `continue` rewrites the dump this session wrote, and only that.
+                    let options = dump::Options { force: options.force || self.wrote, ..options };
+                    self.write(&out, options)?;
+                    self.wrote = true;
                     text += &format!("\nwrote {} stages to {} (manifest.json)\n", self.stages.len(), out.display());
                 }
-                Ok(Reply { text, done: true })
+                // The pass is finished and the session goes on: the cursor is on its last stage,
+                // where show, explain, head, goto and back read it, and a set reruns from its stage.
+                self.cursor = Some(self.plan.len() - 1);
+                Ok(Reply { text, done: false })
             }
             other => Err(bad(&format!("unknown command `{other}`: type help for the commands"))),
         }

@@ -241,8 +241,17 @@ fn run_in<F: Float>(
         report.notes.push("note: kernels: reference (the plain formulas)".into());
     }
     model.kernels = kernels;
-    let Prepared { inputs, batch, stop, only, mut interventions, notes, .. } = prepare(request, texts, &model)?;
+    let Prepared { inputs, batch, objectives, stop, only, mut interventions, notes } = prepare(request, texts, &model)?;
     let explained = request.explain.as_deref().map(Target::parse).transpose()?.map(|target| (target, inputs.clone()));
+    if let Some((target, _)) = &explained {
+        check_target(
+            &model,
+            target,
+            &batch,
+            objectives,
+            stop.map(|stop| (stop, request.stop_at.as_deref().unwrap_or_default())),
+        )?;
+    }
     report.notes.extend(notes);
     let reference = request.reference.as_deref().map(Dump::open).transpose()?;
     if let (Some(reference), Output::Dump { out, .. }) = (&reference, &request.output) {
@@ -330,6 +339,44 @@ fn run_in<F: Float>(
         report.text += &format!("\n{explanation}");
     }
     Ok(report)
+}
+
+/// Refuses, before the pass runs and anything is written, an `--explain` target this pass will
+/// not have: a stage it does not make or makes only after `stop`, or an index outside the
+/// stage's shape for this batch.
+fn check_target<F: Float>(
+    model: &BertModel<F>,
+    target: &Target,
+    batch: &Batch,
+    objectives: Objectives,
+    stop: Option<(Stage, &str)>,
+) -> Result<()> {
+    let bad = |problem: String| Error::from(BertError::Explain { target: target.text.clone(), problem });
+    let plan = model.plan(objectives);
+    let reached = match stop {
+        Some((stop, _)) => &plan[..plan.iter().position(|s| *s == stop).map_or(plan.len(), |i| i + 1)],
+        None => &plan[..],
+    };
+    let Some(stage) = reached.iter().find(|s| s.name() == target.stage) else {
+        if let (Some((stop, given)), true) = (stop, plan.iter().any(|s| s.name() == target.stage)) {
+            let at = if given == stop.name() { String::new() } else { format!(" (after {stop})") };
+            return Err(bad(format!(
+                "{} comes after {}{at}: the pass stops before it",
+                target.stage,
+                STOP_AT.with(given)
+            )));
+        }
+        let suggestions = bert_core::stage::suggestions(&target.stage, reached);
+        let hint =
+            if suggestions.is_empty() { String::new() } else { format!(" (did you mean {}?)", suggestions.join(", ")) };
+        return Err(bad(format!("this pass makes no stage {}{hint}", target.stage)));
+    };
+    if stage.info().part == Part::Input && !stage.is_grad() {
+        return Err(bad(format!("{} is an input of the pass: given, not computed", target.stage)));
+    }
+    let (b, t) = batch.dims();
+    target.indices(&stage.shape(&model.dims(b, t))).map_err(bad)?;
+    Ok(())
 }
 
 /// `target` explained on the pass's stages, kept in memory (nothing is written for it).

@@ -20,6 +20,7 @@ use crate::source;
 
 pub const FILE: Opt = Opt("file");
 pub const EVAL_FILE: Opt = Opt("eval_file");
+pub const FROM_CONFIG: Opt = Opt("from_config");
 
 /// A training run as a caller asks for it; each field is the option of that name.
 #[derive(Clone, Debug, Default)]
@@ -32,6 +33,9 @@ pub struct TrainRequest {
     pub eval_every: Option<usize>,
     /// The model to start from; None: the built-in tiny model (or the resumed run's).
     pub model: Option<PathBuf>,
+    /// Start from new weights drawn for `model`'s config.json (`BertForPreTraining(config)`)
+    /// rather than from its weights.
+    pub from_config: bool,
     pub settings: TrainSettings,
     pub save: Option<PathBuf>,
     pub save_every: Option<usize>,
@@ -50,6 +54,15 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
         refuse!(
             "{} continues the run saved there, from its model: it cannot be used with {}",
             Opt("resume"),
+            source::MODEL
+        );
+    }
+    if args.from_config && args.resume.is_some() {
+        refuse!("{FROM_CONFIG} starts a run from new weights: it cannot be used with {}", Opt("resume"));
+    }
+    if args.from_config && args.model.is_none() {
+        refuse!(
+            "{FROM_CONFIG} draws new weights for a config.json: give the directory that holds it with {}",
             source::MODEL
         );
     }
@@ -82,18 +95,32 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
     if eval_every.is_some() && eval_file.is_none() && split.is_none() {
         refuse!("{} measures held-out text: give {} or {} too", run::EVAL_EVERY, EVAL_FILE, options::EVAL_SPLIT);
     }
-    let corpus = Corpus::read(&file)?;
-    let held_out = eval_file.as_deref().map(Corpus::read).transpose()?;
-    let seed = args.settings.seed.or_else(|| saved.as_ref().map(|(_, state)| state.options.batching.seed)).unwrap_or(0);
-    let (corpus, held_out) = match split.filter(|p| *p > 0.0 && *p < 1.0) {
-        Some(share) => {
-            let (train, held) = corpus.split(share, seed)?;
-            (train, Some(held))
-        }
-        None => (corpus, held_out),
+    // One example a line is read now, so that a bad line is named before the model loads;
+    // documents are packed once the model's tokenizer and the run's options are known.
+    let documents =
+        args.settings.documents.or_else(|| saved.as_ref().map(|(_, state)| state.options.batching.documents));
+    let lines = match documents.unwrap_or(false) {
+        true => None,
+        false => Some((Corpus::read(&file)?, eval_file.as_deref().map(Corpus::read).transpose()?)),
     };
+    // What the run made or left out is said once every check has passed.
+    let mut notes = Vec::new();
     let (mut model, files) = match &saved {
         Some((dir, _)) => (BertModel::load(dir)?, source::files_of_dir(dir)?),
+        None if args.from_config => {
+            let dir = args.model.as_deref().expect("checked above");
+            let seed = args.settings.seed.unwrap_or(0);
+            let model = BertModel::from_config(dir, seed)?;
+            notes.push(format!(
+                "note: new weights for {} drawn from {} as transformers initialises them (weights from N(0, {}²), \
+                 the padding row, biases 0, LayerNorm 1 and 0, the MLM decoder tied to the word embeddings){}",
+                dir.join("config.json").display(),
+                SEED.with(seed),
+                model.config.initializer_range,
+                if dir.join("model.safetensors").exists() { "; its model.safetensors is not read" } else { "" }
+            ));
+            (model, source::files_of_dir(dir)?)
+        }
         None => {
             let loaded = source::load(args.model.as_deref())?;
             for note in &loaded.notes {
@@ -107,12 +134,24 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
     let settings = &args.settings;
     let saved_options = saved.as_ref().map(|(dir, state)| (*dir, &state.options));
     let options = settings.resolve(saved_options, model.config.max_position_embeddings, options::PRETRAINING)?;
+    let (corpus, held_out) = match lines {
+        Some(read) => read,
+        None => {
+            let pack = |path: &std::path::Path| Corpus::read_documents(path, &model.tokenizer, &options.batching);
+            (pack(&file)?, eval_file.as_deref().map(pack).transpose()?)
+        }
+    };
+    let (corpus, held_out) = match split.filter(|p| *p > 0.0 && *p < 1.0) {
+        Some(share) => {
+            let (train, held) = corpus.split(share, options.batching.seed)?;
+            (train, Some(held))
+        }
+        None => (corpus, held_out),
+    };
     let mut dump_steps = BTreeSet::new();
     for spec in &args.dump_steps {
         dump_steps.extend(run::parse_steps(spec)?);
     }
-    // What the run made or left out is said once every check has passed.
-    let mut notes = Vec::new();
     let trainer = match saved {
         Some((dir, state)) => Trainer::resume(model, corpus, state, dir)?,
         None => {

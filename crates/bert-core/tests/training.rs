@@ -28,7 +28,7 @@ fn corpus(lines: usize, pairs: bool) -> Corpus {
 }
 
 fn batching(batch_size: usize, seed: u64) -> Batching {
-    Batching { batch_size, max_len: 32, mask_prob: 0.15, nsp_negatives: 0.5, seed }
+    Batching { batch_size, max_len: 32, mask_prob: 0.15, nsp_negatives: 0.5, seed, documents: false, nsp: false }
 }
 
 #[test]
@@ -106,4 +106,67 @@ fn an_update_keeps_the_decoder_tied_to_the_word_embeddings() {
     assert!(table.iter().zip(&before).all(|(after, b)| *after == b + 1.0), "the table changed once, in place");
     let names: Vec<String> = model.parameters().iter().map(|(stage, _)| stage.hf()).collect();
     assert_eq!(names.iter().filter(|n| n.contains("word_embeddings")).count(), 1, "{names:?}");
+}
+
+/// `BertModel::from_config` draws what transformers' `BertForPreTraining(config)` draws
+/// (golden/init/statistics.json, from scripts/init_reference.py): the same parameters, in the
+/// same order and shapes; zeros and ones where transformers puts them (the padding row of the
+/// word table included); and the drawn ones with transformers' spread (a plain normal, not a
+/// truncated one) within a few standard errors.
+#[test]
+fn new_weights_have_the_statistics_of_transformers_init() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden");
+    let reference: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(golden.join("init/statistics.json")).unwrap()).unwrap();
+    // The config is the course model's; the tokenizer's files are golden/tiny's (its vocabulary
+    // is smaller than the config's, which new weights do not mind).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(golden.join("init/config.json"), dir.path().join("config.json")).unwrap();
+    for file in ["vocab.txt", "tokenizer_config.json"] {
+        std::fs::copy(golden.join("tiny").join(file), dir.path().join(file)).unwrap();
+    }
+    let model = BertModel::from_config(dir.path(), 0).unwrap();
+    let ours = model.parameters();
+    let expected = reference["parameters"].as_array().unwrap();
+    let names: Vec<String> = ours.iter().map(|(stage, _)| stage.hf()).collect();
+    let theirs: Vec<&str> = expected.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, theirs, "the parameters and their order");
+    let seeds = reference["seeds"].as_f64().unwrap();
+    for ((stage, param), want) in ours.iter().zip(expected) {
+        let name = stage.hf();
+        let shape: Vec<usize> =
+            want["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
+        assert_eq!(param.shape(), &shape[..], "{name}: shape");
+        let values = param.as_slice();
+        let n = values.len() as f64;
+        let share = |f: &dyn Fn(f32) -> bool| values.iter().filter(|&&v| f(v)).count() as f64 / n;
+        let (zeros, ones) = (share(&|v| v == 0.0), share(&|v| v == 1.0));
+        let stat = |key: &str| want[key].as_f64().unwrap();
+        println!("{name}: zeros {zeros} (transformers {}), ones {ones} ({})", stat("zeros"), stat("ones"));
+        // A fill is exact, the whole tensor's; a drawn tensor has the padding row's share of
+        // zeros (the word table's), and a float32 draw is now and then exactly 0 (about one in a
+        // million of transformers' are).
+        if stat("zeros") + stat("ones") == 1.0 {
+            assert_eq!((zeros, ones), (stat("zeros"), stat("ones")), "{name}: shares of zeros and ones");
+            continue;
+        }
+        assert!((zeros - stat("zeros")).abs() < 2e-5 && ones == 0.0, "{name}: zeros {zeros}, ones {ones}");
+        let mean = values.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+        let std = (values.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let range = model.config.initializer_range;
+        let beyond = share(&|v| f64::from(v).abs() > 2.0 * range);
+        // Standard errors of a normal's mean, standard deviation and tail share over ours and
+        // transformers' (drawn `seeds` times) samples together.
+        let both = (1.0 / n + 1.0 / (n * seeds)).sqrt();
+        let tail = 0.0455_f64;
+        let checks = [
+            ("mean", mean, stat("mean"), range * both),
+            ("std", std, stat("std"), range * both / 2f64.sqrt()),
+            ("share beyond 2 initializer ranges", beyond, stat("beyond_2std"), (tail * (1.0 - tail)).sqrt() * both),
+        ];
+        for (what, got, expected, error) in checks {
+            println!("{name}: {what} {got:.6} (transformers {expected:.6}, standard error {error:.2e})");
+            assert!((got - expected).abs() <= 5.0 * error, "{name}: {what} {got} against transformers' {expected}");
+        }
+    }
 }

@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use bert_core::train::options::Warmup;
 use clap::{Args, Parser, Subcommand};
 
 use crate::color::ColorChoice;
@@ -591,6 +592,10 @@ pub enum OccludeWith {
 pub struct TrainArgs {
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Start from new weights drawn for --model's config.json from --seed, as transformers'
+    /// BertForPreTraining(config) draws them, rather than from the weights there
+    #[arg(long)]
+    pub from_config: bool,
     /// The text to train on: one example per line, or a sentence pair per line (sentence A, a
     /// tab, sentence B), which adds the NSP loss. Blank lines are skipped
     #[arg(long, value_name = "FILE")]
@@ -611,9 +616,10 @@ pub struct TrainArgs {
     /// The peak learning rate [default: 1e-4, BERT's]
     #[arg(allow_hyphen_values = true, long, value_name = "LR")]
     pub lr: Option<f64>,
-    /// Steps over which the learning rate rises linearly from 0 [default: 0]
+    /// Steps over which the learning rate rises linearly from 0, or a share of --steps below 1
+    /// (0.1: the first 10%, BERT's warmup_proportion) [default: 0]
     #[arg(allow_hyphen_values = true, long, value_name = "N")]
-    pub warmup_steps: Option<usize>,
+    pub warmup_steps: Option<Warmup>,
     /// Examples per batch [default: 8]
     #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub batch_size: Option<usize>,
@@ -624,6 +630,15 @@ pub struct TrainArgs {
     /// The share of tokens masked for the MLM loss [default: 0.15]
     #[arg(allow_hyphen_values = true, long, value_name = "P")]
     pub mask_prob: Option<f64>,
+    /// FILE is documents, as Google's create_pretraining_data.py reads them: one sentence or
+    /// paragraph a line, a blank line between documents. A document's lines are packed into
+    /// sequences of up to --max-len tokens (a long line is cut at a word)
+    #[arg(long)]
+    pub documents: bool,
+    /// With --documents: each sequence is split into sentence A and the sentence B that follows
+    /// it, for the NSP loss (B replaced by another sequence's at --nsp-negatives)
+    #[arg(long, requires = "documents")]
+    pub nsp: bool,
     /// For sentence pairs: the chance that sentence B is replaced by another line's (NSP label 1)
     /// [default: 0.5]
     #[arg(allow_hyphen_values = true, long, value_name = "P")]
@@ -641,6 +656,14 @@ pub struct TrainArgs {
     /// AdamW's decoupled weight decay, applied to every parameter [default: 0.01, PyTorch's]
     #[arg(allow_hyphen_values = true, long, value_name = "W")]
     pub weight_decay: Option<f64>,
+    /// Clip the gradients' global norm to this before each update, as HF Trainer does (1.0)
+    /// [default: no clipping, as plain torch.optim.AdamW]
+    #[arg(allow_hyphen_values = true, long, value_name = "NORM")]
+    pub max_grad_norm: Option<f64>,
+    /// No weight decay for the parameters whose names contain one of these, as BERT's recipe
+    /// (bias,LayerNorm) [default: every parameter decays]
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub no_decay: Option<Vec<String>>,
     /// Save the trained model here (config.json, model.safetensors, the tokenizer's files, and
     /// the optimizer's state to resume from): a new or empty directory, or one this command wrote
     #[arg(long, value_name = "DIR")]
@@ -697,9 +720,10 @@ pub struct FinetuneArgs {
     /// The peak learning rate [default: 2e-5, BERT's fine-tuning recipe]
     #[arg(allow_hyphen_values = true, long, value_name = "LR")]
     pub lr: Option<f64>,
-    /// Steps over which the learning rate rises linearly from 0 [default: 0]
+    /// Steps over which the learning rate rises linearly from 0, or a share of --steps below 1
+    /// (0.1: the first 10%, BERT's warmup_proportion) [default: 0]
     #[arg(allow_hyphen_values = true, long, value_name = "N")]
-    pub warmup_steps: Option<usize>,
+    pub warmup_steps: Option<Warmup>,
     /// Examples per batch [default: 32]
     #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub batch_size: Option<usize>,

@@ -61,10 +61,13 @@ pub fn run(args: &StepArgs) -> Result<i32> {
             break;
         }
     }
+    if let Some(note) = session.unwritten() {
+        eprintln!("{}", crate::flags(&note));
+    }
     Ok(0)
 }
 
-/// The prompt on a terminal, until `quit`, `continue` or the end of input.
+/// The prompt on a terminal, until `quit` or the end of input.
 fn interactive(session: &mut StepSession) -> Result<i32> {
     let mut editor: Editor<Completion, rustyline::history::MemHistory> =
         Editor::with_history(rustyline::Config::default(), rustyline::history::MemHistory::new())?;
@@ -78,17 +81,21 @@ fn interactive(session: &mut StepSession) -> Result<i32> {
                     Ok(reply) => {
                         print!("{}", crate::flags(&reply.text));
                         if reply.done {
-                            return Ok(0);
+                            break;
                         }
                     }
                     Err(error) => println!("{}", crate::flags(&error.to_string())),
                 }
             }
             Err(ReadlineError::Interrupted) => continue,
-            Err(ReadlineError::Eof) => return Ok(0),
+            Err(ReadlineError::Eof) => break,
             Err(error) => return Err(error.into()),
         }
     }
+    if let Some(note) = session.unwritten() {
+        eprintln!("{}", crate::flags(&note));
+    }
+    Ok(0)
 }
 
 /// Completes the first word as a command, and later words as stage names.

@@ -18,6 +18,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         eval_file: args.eval_file.clone(),
         eval_every: args.eval_every,
         model: args.model.model.clone(),
+        from_config: args.from_config,
         settings: TrainSettings {
             steps: args.steps,
             lr: args.lr,
@@ -27,11 +28,14 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
             mask_prob: args.mask_prob,
             nsp_negatives: args.nsp_negatives,
             seed: args.seed,
+            documents: args.documents.then_some(true),
+            nsp: args.nsp.then_some(true),
             betas: args.betas,
             eps: args.eps,
             weight_decay: args.weight_decay,
+            max_grad_norm: args.max_grad_norm,
+            no_decay: args.no_decay.clone(),
             eval_split: args.eval_split,
-            ..TrainSettings::default()
         },
         save: args.save.clone(),
         save_every: args.save_every,

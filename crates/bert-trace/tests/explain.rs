@@ -178,7 +178,16 @@ fn bad_input_is_one_line_and_exit_2() {
             vec![&mask, "layer0.attention.probs[0,0,3]", "--model", "golden/tiny"],
             "expected 4 indices",
         ),
-        ("a negative index", vec![&mask, "layer0.attention.probs[0,0,3,-1]", "--model", "golden/tiny"], "negative"),
+        (
+            "a negative index beyond the axis",
+            vec![&mask, "layer0.attention.probs[0,0,3,-99]", "--model", "golden/tiny"],
+            "index -99 is out of range",
+        ),
+        (
+            "an empty slice",
+            vec![&mask, "layer0.attention.probs[0,0,3,5:2]", "--model", "golden/tiny"],
+            "selects nothing",
+        ),
         (
             "a stage the dump lacks",
             vec![&mask, "layer9.attention.probs[0,0,0,0]", "--model", "golden/tiny"],

@@ -646,3 +646,103 @@ fn an_npz_is_read_within_what_bert_trace_reads_and_what_the_process_may_hold() {
     );
     cases.finish("npz");
 }
+
+/// A copy of golden/tiny's `mask` dump without its manifest (as a learner saves stages from their
+/// own code), with `stage` replaced by `change` of it.
+fn manifestless(dir: &Path, stage: &str, change: impl Fn(ArrayD<f32>) -> ArrayD<f32>) {
+    copy_dir(&root().join("golden/tiny/dumps/mask"), dir);
+    std::fs::remove_file(dir.join("manifest.json")).unwrap();
+    let path = dir.join(format!("{stage}.npy"));
+    let values = ArrayD::<f32>::read_npy(std::fs::File::open(&path).unwrap()).unwrap();
+    let changed = change(values);
+    changed.write_npy(std::fs::File::create(&path).unwrap()).unwrap();
+}
+
+/// Issue 51's battery: explain on dumps laid out another way, `--explain` refused before `--out`
+/// is touched, and `step` after `continue`.
+#[test]
+fn explain_and_step_refuse_before_writing_and_never_panic() {
+    let mut cases = Cases::default();
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path();
+    let tiny = root().join("golden/tiny").display().to_string();
+
+    // Dumps saved as a learner saves them: the query before the head split ([T,H]), scores cut
+    // to 5 of the keys, a narrowed embeddings.sum. Each is named, in one line, never a panic.
+    let layouts: [(&str, &str, &str, fn(ArrayD<f32>) -> ArrayD<f32>); 3] = [
+        ("the query before the head split", "layer0.attention.query", "layer0.attention.scores[0,0,1,2]", |a| {
+            let (t, nh, hs) = (a.shape()[2], a.shape()[1], a.shape()[3]);
+            let mut flat = ndarray::Array2::<f32>::zeros((t, nh * hs));
+            for ((_, h, i, d), v) in a.into_dimensionality::<ndarray::Ix4>().unwrap().indexed_iter() {
+                flat[[i, h * hs + d]] = *v;
+            }
+            flat.into_dyn()
+        }),
+        ("scores cut to 5 keys", "layer0.attention.scores", "layer0.attention.probs[0,0,3,4]", |a| {
+            a.slice(ndarray::s![.., .., .., ..5]).to_owned().into_dyn()
+        }),
+        ("a narrowed embeddings.sum", "embeddings.sum", "embeddings.layernorm[0,1,20]", |a| {
+            a.slice(ndarray::s![.., .., ..16]).to_owned().into_dyn()
+        }),
+    ];
+    for (name, stage, target, change) in layouts {
+        let dir = base.join(name.replace(' ', "-"));
+        manifestless(&dir, stage, change);
+        let ran = run(&strings(&["explain", &dir.display().to_string(), target, "--model", &tiny]));
+        cases.check(&format!("explain on {name}"), one_line(&ran, &format!("{stage} in the dump is")), Some(&ran));
+    }
+
+    // `--explain` that the pass cannot answer is refused before the dump is written: a new
+    // directory is not made, and an old dump stays as it was.
+    let out = base.join("out");
+    let out_arg = out.display().to_string();
+    for (name, explain, expected) in [
+        ("a stage after --stop-at", "mlm.logits[0,1,2]", "the pass stops before it"),
+        ("an unknown stage", "nosuch.stage[0]", "makes no stage nosuch.stage"),
+        ("an index out of range", "layer0.attention.probs[0,0,99,0]", "out of range"),
+        ("an input", "input.ids[0,0]", "an input of the pass"),
+    ] {
+        let ran = run(&strings(&["--out", &out_arg, "--stop-at", "layer0", "--explain", explain, TEXT]));
+        let result = one_line(&ran, expected).and_then(|_| {
+            if out.exists() {
+                Err(format!("{} was made", out.display()))
+            } else {
+                Ok(())
+            }
+        });
+        cases.check(&format!("--explain {name}, new --out"), result, Some(&ran));
+    }
+    assert_eq!(run(&strings(&["--out", &out_arg, TEXT])).code, Some(0));
+    let before = snapshot(&out);
+    for explain in ["nosuch.stage[0]", "layer0.attention.probs[0,0,3,99]"] {
+        let ran = run(&strings(&["--out", &out_arg, "--force", "--explain", explain, TEXT]));
+        let result = if ran.code == Some(2) { unchanged(&before, &out) } else { Err(format!("exit {:?}", ran.code)) };
+        cases.check(&format!("--explain {explain} over an old dump leaves it"), result, Some(&ran));
+    }
+
+    // `step`: a bad command after `continue` ends the run with exit 2; the finished pass is still
+    // read; a run asked for --out that never reaches `continue` writes nothing and says so.
+    let step = |commands: &str, out: Option<&Path>| {
+        let mut list = strings(&["step", "--model", &tiny, TEXT, "-c", commands]);
+        if let Some(out) = out {
+            list.extend(strings(&["--out", &out.display().to_string()]));
+        }
+        run(&list)
+    };
+    let ran = step("continue; frobnicate", None);
+    cases.check("step: a bad command after continue", one_line(&ran, "unknown command `frobnicate`"), Some(&ran));
+    let ran = step("continue; goto layer0.attention.probs; show [0,0,0,:3]", None);
+    let result = match (ran.code, ran.stdout.contains("[13/43] layer0.attention.probs")) {
+        (Some(0), true) => Ok(()),
+        other => Err(format!("exit and goto's stage after continue: {other:?}")),
+    };
+    cases.check("step: goto and show after continue", result, Some(&ran));
+    let unwritten = base.join("step-out");
+    let ran = step("next 3", Some(&unwritten));
+    let result = match (ran.code, ran.stderr.contains("nothing was written"), unwritten.exists()) {
+        (Some(0), true, false) => Ok(()),
+        other => Err(format!("(exit, said why, written): {other:?}")),
+    };
+    cases.check("step --out without continue", result, Some(&ran));
+    cases.finish("explain and step before writing");
+}

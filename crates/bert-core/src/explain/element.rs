@@ -14,7 +14,7 @@ use crate::objectives::IGNORE;
 use crate::ops::Float;
 use crate::pass::Tensor;
 use crate::stage::inputs::inputs;
-use crate::stage::{DType, ParamKind, Stage, StageKind, StageKind::*};
+use crate::stage::{DType, Dim, ParamKind, Stage, StageKind, StageKind::*};
 
 /// The names of the intermediate quantities, one table for every kind: what `steps` may hold.
 pub const STEPS: &[&str] = &[
@@ -49,11 +49,59 @@ pub struct Operands<'a, F: Float> {
     pub(super) model: &'a BertModel<F>,
     dump: &'a Dump,
     read: HashMap<String, Tensor>,
+    /// B and T as the first stage read gives them: every other stage must agree.
+    batch: Option<usize>,
+    tokens: Option<usize>,
 }
 
 impl<'a, F: Float> Operands<'a, F> {
     pub fn new(model: &'a BertModel<F>, dump: &'a Dump) -> Operands<'a, F> {
-        Operands { model, dump, read: HashMap::new() }
+        Operands { model, dump, read: HashMap::new(), batch: None, tokens: None }
+    }
+
+    /// Refuses a stage whose shape is not the one bert-trace gives it for this model: a dump
+    /// saved in another layout (the query before the head split, a row cut short) is named,
+    /// rather than read at indices it does not have. B and T are taken from the first stage
+    /// read, and every later one must agree.
+    fn check_shape(&mut self, stage: Stage, shape: &[usize]) -> Result<(), String> {
+        let symbols = stage.info().shape;
+        let n_labels = self.model.classifier.as_ref().map_or(0, |c| c.labels.len());
+        let fixed = self.model.config.dims(0, 0, n_labels);
+        let expected: Vec<String> = symbols
+            .iter()
+            .map(|&dim| match dim {
+                Dim::B => self.batch.map_or("B".into(), |b| b.to_string()),
+                Dim::T => self.tokens.map_or("T".into(), |t| t.to_string()),
+                other => fixed.size(other).to_string(),
+            })
+            .collect();
+        let refuse = || {
+            format!(
+                "{} in the dump is {shape:?}, where bert-trace's {} is [{}] for this model: explain reads a dump \
+                 laid out as bert-trace writes it (`bert-trace stages` lists each stage's shape)",
+                stage.name(),
+                stage.shape_symbols(),
+                expected.join(", ")
+            )
+        };
+        if symbols.len() != shape.len() {
+            return Err(refuse());
+        }
+        let (mut batch, mut tokens) = (self.batch, self.tokens);
+        for (&dim, &n) in symbols.iter().zip(shape) {
+            let seen = match dim {
+                Dim::B => &mut batch,
+                Dim::T => &mut tokens,
+                other if fixed.size(other) == n => continue,
+                _ => return Err(refuse()),
+            };
+            match *seen {
+                Some(size) if size != n => return Err(refuse()),
+                _ => *seen = Some(n),
+            }
+        }
+        (self.batch, self.tokens) = (batch, tokens);
+        Ok(())
     }
 
     pub(super) fn tensor(&mut self, stage: Stage) -> Result<&Tensor, String> {
@@ -63,6 +111,7 @@ impl<'a, F: Float> Operands<'a, F> {
                 format!("the dump has no {name}, which this element reads (was it left out with ‹only›?)")
             })?;
             let tensor = self.dump.read(entry).map_err(|e| e.to_string())?;
+            self.check_shape(stage, tensor.shape())?;
             self.read.insert(name.clone(), tensor);
         }
         Ok(&self.read[&name])

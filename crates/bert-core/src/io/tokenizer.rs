@@ -335,6 +335,17 @@ impl BertTokenizer {
         [PAD, UNK, CLS, SEP, MASK].iter().filter_map(|t| self.inner.token_to_id(t)).map(i64::from).collect()
     }
 
+    /// Where each token of `text` is in it: the byte range of every token, special tokens left
+    /// out, in order. A text is cut into pieces of at most so many tokens at these ranges
+    /// (`train --documents`).
+    pub fn token_spans(&self, text: &str) -> Result<Vec<(usize, usize)>> {
+        let encoding = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| BertError::Input { index: 0, problem: format!("cannot tokenize: {e}") })?;
+        Ok(encoding.get_offsets().to_vec())
+    }
+
     /// How many tokens the vocabulary has (`len(tokenizer)` in transformers).
     pub fn vocab_len(&self) -> usize {
         self.inner.get_vocab_size(true)

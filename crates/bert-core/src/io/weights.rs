@@ -285,3 +285,22 @@ mod tests {
         assert_eq!(got, want);
     }
 }
+
+/// A safetensors file of f32 tensors, as transformers writes them (`format: pt`).
+pub(crate) fn safetensors_bytes(tensors: &[(String, Vec<usize>, &[f32])], dir: &Path) -> Result<Vec<u8>> {
+    let views = tensors
+        .iter()
+        .map(|(name, shape, values)| {
+            let view = safetensors::tensor::TensorView::new(
+                safetensors::Dtype::F32,
+                shape.clone(),
+                bytemuck::cast_slice(values),
+            )
+            .expect("a parameter's bytes fill its shape");
+            (name.clone(), view)
+        })
+        .collect::<Vec<_>>();
+    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+    safetensors::tensor::serialize(views, Some(metadata))
+        .map_err(|e| BertError::Checkpoint { path: dir.into(), problem: format!("cannot serialise the weights: {e}") })
+}

@@ -1,8 +1,12 @@
-//! Heads a checkpoint lacks, made new for pretraining or fine-tuning as transformers'
-//! `_init_weights` makes them: a dense layer's weight drawn from N(0, initializer_range²) and its bias zero;
-//! LayerNorm's weight one and its bias zero; the MLM decoder tied to the word embeddings, with
-//! a zero bias. The draws come from a seed (SplitMix64 through Box–Muller), not from PyTorch's
-//! generator: the distribution is transformers', the numbers are our own.
+//! New weights, as transformers' `_init_weights` makes them: a whole `BertForPreTraining` for a
+//! `config.json` ([`BertModel::from_config`], `train --from-config`), or the heads a checkpoint
+//! lacks for pretraining or fine-tuning. A dense layer's weight and an embedding table are drawn
+//! from N(0, initializer_range²), the word table's padding row and every bias are zero;
+//! LayerNorm's weight is one and its bias zero; the MLM decoder is tied to the word embeddings,
+//! with a zero bias. The draws come from a seed (SplitMix64 through Box–Muller), not from
+//! PyTorch's generator: the distribution is transformers', the numbers are our own.
+
+use std::path::Path;
 
 use super::classifier::ClassifierHead;
 use super::layer_norm::LayerNorm;
@@ -11,9 +15,88 @@ use super::mlm::MlmHead;
 use super::nsp::NspHead;
 use super::pooler::BertPooler;
 use super::BertModel;
-use crate::io::weights::Param;
+use crate::error::{BertError, Result};
+use crate::io::config::BertConfig;
+use crate::io::tokenizer::BertTokenizer;
+use crate::io::weights::{Param, Storage, WeightStore};
 use crate::objectives::splitmix::SplitMix64;
 use crate::ops::Float;
+use crate::stage::{self, HeadSet, ParamKind, StageKind};
+
+/// How `_init_weights` fills a parameter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fill {
+    /// N(0, initializer_range²): dense weights and embedding tables.
+    Normal,
+    Zeros,
+    Ones,
+}
+
+/// What `_init_weights` puts in a parameter of this kind: `nn.Linear` and `nn.Embedding`
+/// weights are drawn, biases are zero, LayerNorm's weight is one.
+fn fill(kind: ParamKind) -> Fill {
+    use ParamKind::*;
+    match kind {
+        WordEmbeddings | PositionEmbeddings | TokenTypeEmbeddings | QueryWeight | KeyWeight | ValueWeight
+        | AttnOutputWeight | IntermediateWeight | FfnOutputWeight | PoolerWeight | MlmTransformWeight | NspWeight
+        | ClassifierWeight => Fill::Normal,
+        EmbLayerNormWeight | AttnLayerNormWeight | FfnLayerNormWeight | MlmLayerNormWeight => Fill::Ones,
+        EmbLayerNormBias | QueryBias | KeyBias | ValueBias | AttnOutputBias | AttnLayerNormBias | IntermediateBias
+        | FfnOutputBias | FfnLayerNormBias | PoolerBias | MlmBias | MlmTransformBias | MlmLayerNormBias | NspBias
+        | ClassifierBias => Fill::Zeros,
+    }
+}
+
+impl BertModel {
+    /// `BertForPreTraining(config)`: the config.json and tokenizer of `dir` with new weights
+    /// drawn from `seed`, every module of the encoder, the pooler and both pretraining heads.
+    /// Weights `dir` may hold are not read. The tensors are built under the names the stage
+    /// table gives and loaded by each module's own `load`, as a checkpoint's are.
+    pub fn from_config(dir: &Path, seed: u64) -> Result<BertModel> {
+        let config_path = dir.join("config.json");
+        if !dir.is_dir() {
+            let problem = "not a directory: give the directory that holds config.json and the tokenizer's files";
+            return Err(BertError::NotFound { path: dir.into(), problem: problem.into() });
+        }
+        if !config_path.is_file() {
+            let problem = "there is no config.json in it: new weights are drawn for a config.json";
+            return Err(BertError::ModelDir { path: dir.into(), problem: problem.into() });
+        }
+        let config = BertConfig::from_file(&config_path)?;
+        let tokenizer = BertTokenizer::from_dir(dir)?;
+        let source = dir.join("model.safetensors");
+        let store = WeightStore::new(&source, Storage::Owned(initial_weights(&config, seed)?))?;
+        BertModel::assemble(config, &store, tokenizer, dir.into())
+    }
+}
+
+/// The safetensors bytes of a new `BertForPreTraining` for `config`, every parameter filled as
+/// [`fill`] says, the draws in the order of `named_parameters()`.
+fn initial_weights(config: &BertConfig, seed: u64) -> Result<Vec<u8>> {
+    let heads = HeadSet { pooler: true, mlm: true, nsp: true, classifier: false, sentence: false };
+    let dims = config.dims(1, 1, 0);
+    let mut init = Init { rng: SplitMix64::new(seed), std: config.initializer_range };
+    let mut tensors = Vec::new();
+    for stage in stage::parameters(config.num_hidden_layers, heads) {
+        let StageKind::Param(kind) = stage.kind else { unreachable!("the table's parameters are parameters") };
+        let shape = stage.shape(&dims);
+        let n: usize = shape.iter().product();
+        let mut values: Vec<f32> = match fill(kind) {
+            Fill::Normal => (0..n).map(|_| (init.std * init.normal()) as f32).collect(),
+            Fill::Zeros => vec![0.0; n],
+            Fill::Ones => vec![1.0; n],
+        };
+        // `nn.Embedding(padding_idx=pad_token_id)`: the padding token's row is zero.
+        if kind == ParamKind::WordEmbeddings && config.pad_token_id < config.vocab_size {
+            let h = config.hidden_size;
+            values[config.pad_token_id * h..(config.pad_token_id + 1) * h].fill(0.0);
+        }
+        tensors.push((stage.hf(), shape, values));
+    }
+    let views: Vec<(String, Vec<usize>, &[f32])> =
+        tensors.iter().map(|(name, shape, values)| (name.clone(), shape.clone(), &values[..])).collect();
+    crate::io::weights::safetensors_bytes(&views, Path::new("config.json"))
+}
 
 impl<F: Float> BertModel<F> {
     /// Gives the model the heads pretraining needs that it lacks: the MLM head, and with `nsp`

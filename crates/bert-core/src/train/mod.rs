@@ -13,6 +13,7 @@
 
 pub mod adamw;
 pub mod corpus;
+pub mod documents;
 pub mod evaluate;
 pub mod labelled;
 pub mod options;

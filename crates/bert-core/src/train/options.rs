@@ -59,6 +59,72 @@ pub struct Batching {
     /// The chance that a pair's sentence B is replaced by another line's (label 1).
     pub nsp_negatives: f64,
     pub seed: u64,
+    /// The file is documents (Google's pretraining input), packed into sequences of up to
+    /// `max_len` tokens (`documents.rs`), rather than one example a line.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub documents: bool,
+    /// With `documents`: the packed sequences are sentence pairs, for the NSP loss.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub nsp: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !value
+}
+
+/// The warm-up as a caller gives it: a number of steps, or a share of the run's steps (a number
+/// below 1, as transformers 5 reads `warmup_steps`), which is ⌈share · steps⌉ steps.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Warmup {
+    Steps(usize),
+    Share(f64),
+}
+
+impl Warmup {
+    /// What `--warmup-steps` and `warmup_steps=` accept.
+    pub const ACCEPTED: &'static str =
+        "a whole number of steps, or a share of the run's steps below 1 (0.1: the first 10%)";
+
+    /// The warm-up for a value given as a number: whole and at least 1, a count of steps;
+    /// from 0 to below 1, a share.
+    pub fn from_number(value: f64) -> Result<Warmup> {
+        let bad = || BertError::OptionValue {
+            option: WARMUP_STEPS,
+            value: format!("{value}"),
+            accepted: Warmup::ACCEPTED.into(),
+        };
+        if !(value.is_finite() && value >= 0.0) {
+            return Err(bad());
+        }
+        if value < 1.0 {
+            return Ok(Warmup::Share(value));
+        }
+        if value.fract() != 0.0 || value > usize::MAX as f64 {
+            return Err(bad());
+        }
+        Ok(Warmup::Steps(value as usize))
+    }
+
+    /// The warm-up in steps, for a run of `steps` steps.
+    pub fn steps(self, steps: usize) -> usize {
+        match self {
+            Warmup::Steps(n) => n,
+            Warmup::Share(share) => (share * steps as f64).ceil() as usize,
+        }
+    }
+}
+
+impl std::str::FromStr for Warmup {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Warmup, String> {
+        if let Ok(steps) = text.trim().parse::<usize>() {
+            return Ok(Warmup::Steps(steps));
+        }
+        let bad = || format!("{text:?} is not {}", Warmup::ACCEPTED);
+        let value: f64 = text.trim().parse().map_err(|_| bad())?;
+        Warmup::from_number(value).map_err(|_| bad())
+    }
 }
 
 /// The options as a caller gives them: None takes the resumed run's value, else the default.
@@ -66,12 +132,14 @@ pub struct Batching {
 pub struct TrainSettings {
     pub steps: Option<usize>,
     pub lr: Option<f64>,
-    pub warmup_steps: Option<usize>,
+    pub warmup_steps: Option<Warmup>,
     pub batch_size: Option<usize>,
     pub max_len: Option<usize>,
     pub mask_prob: Option<f64>,
     pub nsp_negatives: Option<f64>,
     pub seed: Option<u64>,
+    pub documents: Option<bool>,
+    pub nsp: Option<bool>,
     pub betas: Option<(f64, f64)>,
     pub eps: Option<f64>,
     pub weight_decay: Option<f64>,
@@ -98,6 +166,8 @@ pub const MAX_LEN: Opt = Opt("max_len");
 pub const MASK_PROB: Opt = Opt("mask_prob");
 pub const NSP_NEGATIVES: Opt = Opt("nsp_negatives");
 pub const SEED: Opt = Opt("seed");
+pub const DOCUMENTS: Opt = Opt("documents");
+pub const NSP: Opt = Opt("nsp");
 pub const BETAS: Opt = Opt("betas");
 pub const EPS: Opt = Opt("eps");
 pub const WEIGHT_DECAY: Opt = Opt("weight_decay");
@@ -117,6 +187,8 @@ fn field(option: Opt) -> &'static str {
         "mask_prob" => "options.batching.mask_prob",
         "nsp_negatives" => "options.batching.nsp_negatives",
         "seed" => "options.batching.seed",
+        "documents" => "options.batching.documents",
+        "nsp" => "options.batching.nsp",
         "betas" => "options.adamw.beta1, options.adamw.beta2",
         "eps" => "options.adamw.eps",
         "weight_decay" => "options.adamw.weight_decay",
@@ -166,7 +238,8 @@ impl TrainSettings {
         };
         let steps = pick(STEPS, self.steps, old.map(|o| o.steps), steps, &differs)?;
         let lr = pick(LR, self.lr, old.map(|o| o.lr), recipe.lr, &differs)?;
-        let warmup_steps = pick(WARMUP_STEPS, self.warmup_steps, old.map(|o| o.warmup_steps), 0, &differs)?;
+        let warmup = self.warmup_steps.map(|w| w.steps(steps));
+        let warmup_steps = pick(WARMUP_STEPS, warmup, old.map(|o| o.warmup_steps), 0, &differs)?;
         let batching = old.map(|o| o.batching);
         let batch_size =
             pick(BATCH_SIZE, self.batch_size, batching.map(|b| b.batch_size), recipe.batch_size, &differs)?;
@@ -181,6 +254,8 @@ impl TrainSettings {
             &differs,
         )?;
         let seed = pick(SEED, self.seed, batching.map(|b| b.seed), 0, &differs)?;
+        let documents = pick(DOCUMENTS, self.documents, batching.map(|b| b.documents), false, &differs)?;
+        let nsp = pick(NSP, self.nsp, batching.map(|b| b.nsp), false, &differs)?;
         let defaults = AdamWConfig::default();
         let adamw = old.map(|o| o.adamw);
         let (beta1, beta2) = match (self.betas, adamw.map(|a| (a.beta1, a.beta2))) {
@@ -223,7 +298,7 @@ impl TrainSettings {
             steps,
             lr,
             warmup_steps,
-            batching: Batching { batch_size, max_len, mask_prob, nsp_negatives, seed },
+            batching: Batching { batch_size, max_len, mask_prob, nsp_negatives, seed, documents, nsp },
             adamw: AdamWConfig { beta1, beta2, eps, weight_decay },
             max_grad_norm,
             no_decay,
@@ -286,6 +361,13 @@ impl TrainOptions {
         }
         if no_decay.iter().any(|p| p.trim().is_empty()) {
             return bad(NO_DECAY, no_decay.join(","), "names or parts of names, such as bias,LayerNorm, none empty");
+        }
+        if batching.nsp && !batching.documents {
+            return bad(
+                NSP,
+                "true".into(),
+                &format!("only with {DOCUMENTS}: in a file of one example a line, a pair is a line with a tab"),
+            );
         }
         if let Some(share) = eval_split.filter(|p| !(*p > 0.0 && *p < 1.0)) {
             return bad(EVAL_SPLIT, format!("{share:?}"), "a share greater than 0 and less than 1, such as 0.1");

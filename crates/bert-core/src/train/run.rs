@@ -293,14 +293,13 @@ impl fmt::Display for Header<'_> {
         if let Some(classes) = &corpus.classes {
             return write!(
                 f,
-                "fine-tuning on {}: {} {}, {} labels ({}), {} of {} per epoch; {}, lr {} (warm-up {})",
+                "fine-tuning on {}: {} {}, {} labels ({}), {}; {}, lr {:?} (warm-up {})",
                 corpus.path.display(),
                 corpus.len(),
                 if corpus.pairs.is_some() { "sentence pairs" } else { "examples" },
                 classes.names.len(),
                 classes.names.join(", "),
-                plural(corpus.batches_per_epoch(options.batching.batch_size), "batch", "batches"),
-                options.batching.batch_size,
+                batches(corpus.len(), options.batching.batch_size),
                 plural(options.steps, "step", "steps"),
                 options.lr,
                 options.warmup_steps
@@ -308,16 +307,31 @@ impl fmt::Display for Header<'_> {
         }
         write!(
             f,
-            "training on {}: {} {}, {} of {} per epoch; {objectives}; {}, lr {} (warm-up {})",
+            "training on {}: {} {}, {}; {objectives}; {}, lr {:?} (warm-up {})",
             corpus.path.display(),
             corpus.len(),
-            if corpus.pairs.is_some() { "sentence pairs" } else { "lines" },
-            plural(corpus.batches_per_epoch(options.batching.batch_size), "batch", "batches"),
-            options.batching.batch_size,
+            match (options.batching.documents, corpus.pairs.is_some()) {
+                (true, true) => "sentence pairs packed from its documents",
+                (true, false) => "sequences packed from its documents",
+                (false, true) => "sentence pairs",
+                (false, false) => "lines",
+            },
+            batches(corpus.len(), options.batching.batch_size),
             plural(options.steps, "step", "steps"),
             options.lr,
             options.warmup_steps
         )
+    }
+}
+
+/// An epoch's batches as they are: `7 batches of 32 per epoch`, or with a smaller last one,
+/// `8 batches per epoch (7 of 32 and one of 16)`.
+fn batches(examples: usize, size: usize) -> String {
+    let (full, rest) = (examples / size, examples % size);
+    match (full, rest) {
+        (_, 0) => format!("{} of {size} per epoch", plural(full, "batch", "batches")),
+        (0, _) => format!("1 batch of {rest} per epoch"),
+        _ => format!("{} batches per epoch ({full} of {size} and one of {rest})", full + 1),
     }
 }
 

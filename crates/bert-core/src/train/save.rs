@@ -26,7 +26,6 @@
 //! A [`SaveObserver`] is told of every point a save passes, so that the tests can fail it, or
 //! kill the process, at each.
 
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,6 +37,7 @@ use super::corpus::Corpus;
 use super::{StepLog, TrainOptions, Trainer};
 use crate::error::{BertError, Result};
 use crate::io::dump::{self, DirLock};
+use crate::io::weights::safetensors_bytes;
 use crate::io::weights::{Storage, WeightStore};
 use crate::model::BertModel;
 
@@ -596,25 +596,6 @@ fn checkpoint_config(config_json: &[u8], labels: Option<&[String]>, dir: &Path) 
     let mut text = serde_json::to_string_pretty(&config).expect("JSON always serialises");
     text.push('\n');
     Ok(text.into_bytes())
-}
-
-/// A safetensors file of f32 tensors, as transformers writes them (`format: pt`).
-fn safetensors_bytes(tensors: &[(String, Vec<usize>, &[f32])], dir: &Path) -> Result<Vec<u8>> {
-    let views = tensors
-        .iter()
-        .map(|(name, shape, values)| {
-            let view = safetensors::tensor::TensorView::new(
-                safetensors::Dtype::F32,
-                shape.clone(),
-                bytemuck::cast_slice(values),
-            )
-            .expect("a parameter's bytes fill its shape");
-            (name.clone(), view)
-        })
-        .collect::<Vec<_>>();
-    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    safetensors::tensor::serialize(views, Some(metadata))
-        .map_err(|e| BertError::Checkpoint { path: dir.into(), problem: format!("cannot serialise the weights: {e}") })
 }
 
 /// Reads `dir/trainer_state.json`: the step, options and losses of the run saved there, each

@@ -1,0 +1,251 @@
+//! Pretraining examples as BERT makes them (`train --documents`): the input of Google's
+//! `create_pretraining_data.py` — one sentence or paragraph a line, a blank line between
+//! documents — packed into sequences of up to `max_len` tokens.
+//!
+//! Each line is tokenized once. A line longer than a sequence holds is cut into pieces at word
+//! starts (where a token begins after a space), each at most a sequence long. A document's
+//! pieces are then packed in order, as many as fit, into one example; as in Google's script, one
+//! example in ten (`SHORT_SEQ_PROB`) aims at a random shorter length, so that the model also
+//! sees the short inputs fine-tuning gives it. With `nsp`, the pieces of an example are split
+//! at a random piece boundary into sentence A and sentence B, the B that follows A in the
+//! document (a single piece is split at a word start in its middle); the step's batch then
+//! replaces B with another example's at `nsp_negatives` (`corpus.rs`), drawn anew each time the
+//! example is seen, where Google's script draws it once.
+//!
+//! The examples are made once, from the seed; the masks are drawn anew at every step (dynamic
+//! masking, as transformers' `DataCollatorForLanguageModeling`; Google's are static).
+
+use std::path::Path;
+
+use super::corpus::{sha256_hex, Corpus};
+use crate::error::{BertError, Result};
+use crate::io::tokenizer::BertTokenizer;
+use crate::objectives::splitmix::SplitMix64;
+
+/// Google's `short_seq_prob`: the share of examples that aim at a random shorter length.
+pub const SHORT_SEQ_PROB: f64 = 0.1;
+
+/// A run of a line's text, and how many tokens it holds.
+#[derive(Clone, Debug)]
+struct Piece {
+    text: String,
+    tokens: usize,
+    /// The line of the file it comes from, counted from 1.
+    line: usize,
+}
+
+/// The documents of `text` (the contents of the file at `path`): each a list of (line number,
+/// line), blank lines between them.
+fn documents<'a>(text: &'a str, path: &Path) -> Result<Vec<Vec<(usize, &'a str)>>> {
+    let mut documents = vec![Vec::new()];
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            if !documents.last().expect("never empty").is_empty() {
+                documents.push(Vec::new());
+            }
+            continue;
+        }
+        if line.contains('\t') {
+            return Err(BertError::Corpus {
+                path: path.into(),
+                line: index + 1,
+                problem: format!(
+                    "a tab: with {} a line is a sentence or a paragraph, and sentence pairs are made from a \
+                     document's consecutive lines ({})",
+                    super::options::DOCUMENTS,
+                    super::options::NSP
+                ),
+            });
+        }
+        documents.last_mut().expect("never empty").push((index + 1, line.trim()));
+    }
+    documents.retain(|d| !d.is_empty());
+    Ok(documents)
+}
+
+/// `line` cut at word starts into pieces of at most `budget` tokens (a single word longer than
+/// that is cut between its tokens).
+fn pieces(line: &str, number: usize, tokenizer: &BertTokenizer, budget: usize) -> Result<Vec<Piece>> {
+    let spans = tokenizer.token_spans(line)?;
+    let starts_word = |i: usize| {
+        let start = spans[i].0;
+        start == 0 || line[..start].ends_with(char::is_whitespace)
+    };
+    let mut out = Vec::new();
+    let mut first = 0;
+    while first < spans.len() {
+        let mut end = (first + budget).min(spans.len());
+        if end < spans.len() {
+            // The last word start after `first` at or before `end`, if there is one.
+            if let Some(cut) = (first + 1..=end).rev().find(|&i| starts_word(i)) {
+                end = cut;
+            }
+        }
+        let from = spans[first].0;
+        let to = if end < spans.len() { spans[end].0 } else { line.len() };
+        let text = line[from..to].trim();
+        if !text.is_empty() {
+            out.push(Piece { text: text.to_string(), tokens: end - first, line: number });
+        }
+        first = end;
+    }
+    Ok(out)
+}
+
+impl Corpus {
+    /// Reads the documents of the file at `path` and packs them as `batching` says (its
+    /// `max_len`, `nsp` and `seed`).
+    pub fn read_documents(
+        path: &Path,
+        tokenizer: &BertTokenizer,
+        batching: &super::options::Batching,
+    ) -> Result<Corpus> {
+        let text = super::corpus::read_text(path)?;
+        pack(&text, path, tokenizer, batching.max_len, batching.nsp, batching.seed)
+    }
+}
+
+/// Packs the documents of `text` into examples of at most `max_len` tokens, `[CLS]` and the
+/// `[SEP]`s included: sentence pairs with `nsp`, single texts otherwise.
+pub fn pack(
+    text: &str,
+    path: &Path,
+    tokenizer: &BertTokenizer,
+    max_len: usize,
+    nsp: bool,
+    seed: u64,
+) -> Result<Corpus> {
+    let specials = if nsp { 3 } else { 2 };
+    let least = specials + if nsp { 2 } else { 1 };
+    if max_len < least {
+        return Err(BertError::OptionValue {
+            option: super::options::MAX_LEN,
+            value: max_len.to_string(),
+            accepted: format!("at least {least} to pack documents into sequences"),
+        });
+    }
+    let budget = max_len - specials;
+    let mut rng = SplitMix64::new(seed ^ 0xD0C5_0000_0000_0000);
+    let (mut texts, mut pairs, mut lines) = (Vec::new(), Vec::new(), Vec::new());
+    for document in documents(text, path)? {
+        let mut all = Vec::new();
+        for (number, line) in document {
+            all.extend(pieces(line, number, tokenizer, budget)?);
+        }
+        let mut i = 0;
+        while i < all.len() {
+            let short = budget >= 2 && rng.uniform() < SHORT_SEQ_PROB;
+            let target = if short { 2 + (rng.next_u64() % (budget as u64 - 1)) as usize } else { budget };
+            // At least one piece; then as many as fit in the target.
+            let mut chunk = vec![all[i].clone()];
+            let mut length = all[i].tokens;
+            i += 1;
+            while i < all.len() && length + all[i].tokens <= target {
+                length += all[i].tokens;
+                chunk.push(all[i].clone());
+                i += 1;
+            }
+            let line = chunk[0].line;
+            let join = |pieces: &[Piece]| pieces.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join(" ");
+            if !nsp {
+                texts.push(join(&chunk));
+                lines.push(line);
+                continue;
+            }
+            let (a, b) = if chunk.len() >= 2 {
+                let a_end = 1 + (rng.next_u64() % (chunk.len() as u64 - 1)) as usize;
+                (join(&chunk[..a_end]), join(&chunk[a_end..]))
+            } else {
+                match split_in_two(&chunk[0].text) {
+                    Some(halves) => halves,
+                    // A piece of one word has no sentence B: it is left out of the pairs.
+                    None => continue,
+                }
+            };
+            texts.push(a);
+            pairs.push(b);
+            lines.push(line);
+        }
+    }
+    if texts.is_empty() {
+        return Err(BertError::Corpus {
+            path: path.into(),
+            line: 0,
+            problem: "no text to train on (the file is empty or blank)".into(),
+        });
+    }
+    Ok(Corpus { path: path.into(), texts, pairs: nsp.then_some(pairs), lines, sha256: sha256_hex(text), classes: None })
+}
+
+/// A text cut at the word start nearest its middle, when it has two words.
+fn split_in_two(text: &str) -> Option<(String, String)> {
+    let starts: Vec<usize> = text
+        .char_indices()
+        .filter(|&(i, c)| i > 0 && !c.is_whitespace() && text[..i].ends_with(char::is_whitespace))
+        .map(|(i, _)| i)
+        .collect();
+    let middle = text.len() / 2;
+    let cut = *starts.iter().min_by_key(|&&i| i.abs_diff(middle))?;
+    Some((text[..cut].trim().to_string(), text[cut..].trim().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> BertTokenizer {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden/tiny");
+        BertTokenizer::from_dir(&dir).expect("golden/tiny's tokenizer")
+    }
+
+    /// Every example fits, the documents' words come back in order, and no example mixes two
+    /// documents.
+    #[test]
+    fn packing_keeps_every_word_in_order_within_each_document() {
+        let tokenizer = tiny();
+        let words = |n: usize, tag: &str| (0..n).map(|i| format!("{tag}{}", i % 7)).collect::<Vec<_>>().join(" ");
+        let text = format!(
+            "{}\n{}\n\n{}\n{}\n",
+            words(5, "the cat "),
+            words(40, "a dog "),
+            words(3, "the bird "),
+            words(30, "the cow ")
+        );
+        for nsp in [false, true] {
+            for max_len in [8, 16, 33] {
+                let corpus = pack(&text, Path::new("t.txt"), &tokenizer, max_len, nsp, 7).unwrap();
+                let mut joined = Vec::new();
+                for (index, a) in corpus.texts.iter().enumerate() {
+                    let b = corpus.pairs.as_ref().map(|p| p[index].as_str());
+                    let batch =
+                        tokenizer.encode(&[a.clone()], b.map(|b| vec![b.to_string()]).as_deref(), 512, false).unwrap();
+                    assert!(
+                        batch.ids.ncols() <= max_len,
+                        "max_len {max_len}: {a:?} / {b:?} is {} tokens",
+                        batch.ids.ncols()
+                    );
+                    joined.push(a.clone());
+                    joined.extend(b.map(str::to_string));
+                }
+                let first: Vec<&str> = text.split("\n\n").collect();
+                let words_of = |t: &str| t.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+                let expected: Vec<String> = first.iter().flat_map(|d| words_of(d)).collect();
+                let got: Vec<String> = joined.iter().flat_map(|t| words_of(t)).collect();
+                if !nsp {
+                    assert_eq!(expected, got, "max_len {max_len}");
+                } else {
+                    // A pair needs two words: a one-word example is left out, nothing else.
+                    let mut rest = expected.iter();
+                    assert!(got.iter().all(|w| rest.any(|e| e == w)), "max_len {max_len}: out of order");
+                    assert!(expected.len() - got.len() <= corpus.len(), "max_len {max_len}: too many left out");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_tab_is_refused_with_its_line() {
+        let error = pack("one\n\ntwo\tthree\n", Path::new("t.txt"), &tiny(), 16, false, 0).unwrap_err();
+        assert!(error.to_string().contains("t.txt") && error.to_string().contains('3'), "{error}");
+    }
+}
