@@ -382,9 +382,9 @@ def check(model_dir: str, dump: str) -> bool:
     w = load_file(os.path.join(model_dir, "model.safetensors"))
     with open(os.path.join(dump, "manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
-    assert manifest["format"] in ("bert-trace-dump/1", "bert-trace-dump/2"), manifest["format"]
+    assert manifest["format"] in ("bert-trace-dump/1", "bert-trace-dump/2", "bert-trace-dump/3"), manifest["format"]
     required = {"format", "producer", "model", "inputs", "stages"}
-    optional = {"only_stages", "stopped_at", "model_fingerprint", "interventions", "lens"}
+    optional = {"only_stages", "stopped_at", "model_fingerprint", "model_tensors", "interventions", "lens"}
     assert required <= set(manifest) <= required | optional, sorted(manifest)
     # This pass computes the unchanged model: an intervened dump or the lens is not recomputed
     # here, and saying so is better than a check that passes without looking.

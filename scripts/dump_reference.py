@@ -60,7 +60,7 @@ torch.testing.assert_close(atol=1e-5, rtol=1e-5):
     classifier.logits          == logits
 
 OUT then gets one OUT/<stage>.npy per stage (float32 -- float64 with --dtype float64 --,
-or int64 for input.*, little-endian, C order) and OUT/manifest.json (format "bert-trace-dump/2"). Files
+or int64 for input.*, little-endian, C order) and OUT/manifest.json (format "bert-trace-dump/3"). Files
 are written to a temporary directory next to OUT and moved into place, the
 manifest last. An OUT that is not empty and has no manifest.json of ours is
 refused. --only-stages keeps the stages matching any of the given glob patterns
@@ -172,7 +172,8 @@ output.dense, output, bert.embeddings, bert.pooler), so PyTorch's own outputs mu
 manifest records them in "interventions" ({"ablate": "layer1.head2", "with": "zero"},
 {"patch": STAGE, "positions": "1-3", "from": DUMP}), "lens": true, and every dump carries
 "model_fingerprint": the first 16 hex digits of the sha256 of the position-embedding table
-(float32, little-endian, C order).
+(float32, little-endian, C order), and "model_tensors": the digest of every parameter
+(scripts/fingerprint.py), by which a reader refuses a model that differs in any weight.
 
 Example:
 
@@ -202,10 +203,11 @@ import transformers
 from safetensors import safe_open
 from torch import nn
 
-FORMAT = "bert-trace-dump/2"
+FORMAT = "bert-trace-dump/3"
 # Every format this script reads (an earlier dump in OUT, --labels-from, --patch): version 2
-# added the interventions, the lens and the model fingerprint, and reads version 1 unchanged.
-READABLE_FORMATS = ("bert-trace-dump/1", "bert-trace-dump/2")
+# added the interventions, the lens and the model fingerprint, version 3 the digest of every
+# tensor (model_tensors), and each reads the earlier ones unchanged.
+READABLE_FORMATS = ("bert-trace-dump/1", "bert-trace-dump/2", "bert-trace-dump/3")
 ATOL = 1e-5
 RTOL = 1e-5
 # The tolerances of every check against transformers, per --dtype.
@@ -1183,6 +1185,20 @@ class Interventions:
                 handle.remove()
 
 
+def model_tensors(model: nn.Module) -> dict:
+    """The digest of every parameter (scripts/fingerprint.py), by the name bert-trace gives it:
+    transformers' name, with `bert.` before an encoder's own when the model is a bare BertModel."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from fingerprint import tensor_digest
+
+    bare = not hasattr(model, "bert")
+    digests = {}
+    for name, param in model.named_parameters():
+        name = f"bert.{name}" if bare else name
+        digests[name] = tensor_digest(name, param.detach().to(torch.float32).cpu().numpy())
+    return dict(sorted(digests.items()))
+
+
 def model_fingerprint(model: nn.Module) -> str:
     """The first 16 hex digits of the sha256 of the position-embedding table as float32."""
     bert = model.bert if hasattr(model, "bert") else model
@@ -1460,6 +1476,7 @@ def main() -> int:
         # deliberately partial dump from a truncated one.
         **({"only_stages": args.only_stages} if args.only_stages else {}),
         "model_fingerprint": model_fingerprint(model),
+        "model_tensors": model_tensors(model),
         **({"interventions": iv.records} if iv.records else {}),
         **({"lens": True} if args.lens else {}),
         # The parameters a backward pass did not reach: no grad.param.* file, as .grad is None.

@@ -4,8 +4,6 @@
 use std::path::PathBuf;
 
 use bert_commands::diff;
-use bert_core::diff::isolate::{own_errors, Isolation};
-use bert_core::diff::truth::against_truth;
 use bert_core::diff::ToleranceOverride;
 use bert_core::stage::DType;
 use bert_core::Dump;
@@ -26,7 +24,9 @@ fn open(py: Python<'_>, side: &Bound<'_, PyAny>) -> PyResult<Dump> {
     py.detach(|| Dump::open(&path)).or_raise(py)
 }
 
-/// `diff(reference, trace, atol=None, rtol=None, isolate=False, truth=None, model=None)`.
+/// `diff(reference, trace, atol=None, rtol=None, isolate=False, truth=None, model=None)`: the
+/// command's own comparison (`bert_commands::diff::compare`). `isolate` needs the model both
+/// dumps were made with, as the command does: `model=`, or the model of a trace in memory.
 pub fn diff(
     py: Python<'_>,
     reference: &Bound<'_, PyAny>,
@@ -37,36 +37,29 @@ pub fn diff(
     model: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<DiffReport> {
     guarded(py, || {
-        let (reference, trace) = (open(py, reference)?, open(py, trace)?);
-        let isolation = if isolate {
-            let model = match model.filter(|m| !m.is_none()) {
-                Some(m) if m.is_instance_of::<Model>() => m.cast::<Model>()?.clone().unbind(),
-                Some(m) => Py::new(py, Model::load(py, Some(PathBuf::from(path_text(py, m)?)))?)?,
-                None => Py::new(py, Model::load(py, None)?)?,
-            };
-            let model = model.get();
-            // Each dump is recomputed in its own precision: an f64 dump with the model in f64.
-            let double = match (reference.float_dtype(), trace.float_dtype()) {
-                (DType::F64, _) | (_, DType::F64) => Some(model.in_f64(py)?),
-                _ => None,
-            };
-            let single = model.f32.lock().expect("not poisoned");
-            let own = |dump: &Dump| match (&double, dump.float_dtype()) {
-                (Some(double), DType::F64) => own_errors(&double.lock().expect("not poisoned"), dump),
-                _ => own_errors(&single, dump),
-            };
-            Some(py.detach(|| Isolation::of(&reference, &trace, own)).or_raise(py)?)
-        } else {
-            None
-        };
-        let truth = match truth {
-            Some(t) => {
-                let dump = open(py, t)?;
-                Some(py.detach(|| against_truth(&reference, &trace, &dump)).or_raise(py)?)
+        let (reference_dump, trace_dump) = (open(py, reference)?, open(py, trace)?);
+        // The model given, else the one a trace in memory was made with (the trace's first).
+        let model = match model.filter(|m| !m.is_none()) {
+            Some(m) if m.is_instance_of::<Model>() => Some(m.cast::<Model>()?.clone().unbind()),
+            Some(m) => Some(Py::new(py, Model::load(py, Some(PathBuf::from(path_text(py, m)?)))?)?),
+            None => {
+                [trace, reference].iter().find_map(|side| side.cast::<Trace>().ok().and_then(|t| t.get().made_with(py)))
             }
-            None => None,
         };
-        let report = diff::render(&reference, &trace, tolerance, isolation.as_ref(), truth.as_deref()).or_raise(py)?;
+        diff::check_isolate(isolate, model.is_some()).or_raise(py)?;
+        let truth = truth.map(|t| open(py, t)).transpose()?;
+        let model = model.as_ref().filter(|_| isolate).map(|m| m.get());
+        // Each dump is recomputed in its own precision: an f64 dump with the model in f64.
+        let f64_needed = [&reference_dump, &trace_dump].iter().any(|d| d.float_dtype() == DType::F64);
+        let double = match (model, f64_needed) {
+            (Some(model), true) => Some(model.in_f64(py)?),
+            _ => None,
+        };
+        let single = model.map(|m| m.f32.lock().expect("not poisoned"));
+        let double_guard = double.as_ref().map(|d| d.lock().expect("not poisoned"));
+        let with = single.as_ref().map(|single| diff::IsolateWith::Loaded { single, double: double_guard.as_deref() });
+        let report =
+            py.detach(|| diff::compare(&reference_dump, &trace_dump, tolerance, with, truth.as_ref())).or_raise(py)?;
         Ok(DiffReport::of(report))
     })
 }

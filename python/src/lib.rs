@@ -42,7 +42,7 @@ use bert_core::train::TrainSettings;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::{guarded, raise};
+use crate::errors::{guarded, raise, OrRaise};
 use crate::model::Model;
 use crate::result::Trace;
 
@@ -152,8 +152,10 @@ fn load(py: Python<'_>, dir: &Bound<'_, PyAny>, model: Option<&Bound<'_, PyAny>>
 
 /// Compares `reference` and `trace` (each a `Trace` or a dump directory) stage by stage, as
 /// `bert-trace diff` does, and returns its report. `isolate=True` recomputes each stage from
-/// each side's own inputs with `model`'s weights (whose error is it); `truth` is a float64 dump
-/// of the same input (which side is closer to the exact result).
+/// each side's own inputs with the model both were made with (whose error is it): `model=`, or
+/// the model of a `Trace` given as a side; without one it is refused, as the command refuses
+/// `--isolate` without `--model`. `truth` is a float64 dump of the same input (which side is
+/// closer to the exact result).
 #[pyfunction]
 #[pyo3(signature = (reference, trace, *, atol = None, rtol = None, isolate = false, truth = None, model = None))]
 #[allow(clippy::too_many_arguments)]

@@ -1,5 +1,6 @@
 //! `bert_trace.Model`: a checkpoint loaded once, for many traces (a notebook's loop).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -25,6 +26,8 @@ pub struct Model {
     pub f64: Mutex<Option<Arc<Mutex<BertModel<f64>>>>>,
     /// The checkpoint's fingerprint (the SHA-256 of its position table), computed once.
     fingerprint: std::sync::OnceLock<String>,
+    /// Its tensors' digests, computed once.
+    tensor_digests: std::sync::OnceLock<BTreeMap<String, String>>,
 }
 
 // The passes run with the GIL released, on this thread, while Python goes on: the model must
@@ -48,6 +51,7 @@ impl Model {
             f32: Arc::new(Mutex::new(loaded.model)),
             f64: Mutex::new(None),
             fingerprint,
+            tensor_digests: std::sync::OnceLock::new(),
         })
     }
 
@@ -55,6 +59,11 @@ impl Model {
     /// f64 model (it hashes the table as f32).
     pub fn fingerprint<F: bert_core::ops::Float>(&self, model: &BertModel<F>) -> String {
         self.fingerprint.get_or_init(|| model.fingerprint()).clone()
+    }
+
+    /// Its tensors' digests (`bert_core::io::fingerprint`), computed once.
+    pub fn tensor_digests<F: bert_core::ops::Float>(&self, model: &BertModel<F>) -> BTreeMap<String, String> {
+        self.tensor_digests.get_or_init(|| model.tensor_digests()).clone()
     }
 
     /// The model in f64, loaded from the same files the first time.

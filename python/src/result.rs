@@ -91,6 +91,11 @@ impl Trace {
         Trace { manifest, arrays, rows: OnceLock::new(), model, dir: Mutex::new(dir), top_k: 5, report: None }
     }
 
+    /// The model that made the trace, or that `load` was given.
+    pub(crate) fn made_with(&self, py: Python<'_>) -> Option<Py<Model>> {
+        self.model.as_ref().map(|m| m.clone_ref(py))
+    }
+
     /// The stage table's rows.
     fn rows(&self, py: Python<'_>) -> PyResult<&[Row]> {
         if self.rows.get().is_none() {
@@ -146,7 +151,7 @@ impl Trace {
             DumpWriter::create(&dir, m.producer.clone(), m.model.clone(), m.inputs.clone(), options).or_raise(py)?;
         writer.set_stopped_at(m.stopped_at.as_deref().and_then(stage::parse));
         if let Some(fingerprint) = &m.model_fingerprint {
-            writer.set_model_fingerprint(fingerprint.clone());
+            writer.set_model_identity(fingerprint.clone(), m.model_tensors.clone());
         }
         writer.set_interventions(m.interventions.clone());
         writer.set_lens(m.lens);

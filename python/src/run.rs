@@ -275,6 +275,7 @@ fn run<F: Float>(
         stopped_at: stopped_at.map(|s| s.name()),
         archive: None,
         model_fingerprint: Some(handle.get().fingerprint(&model)),
+        model_tensors: handle.get().tensor_digests(&model),
         interventions: interventions.records(),
         lens: request.lens,
         no_gradient: collect.no_gradient.clone(),

@@ -180,6 +180,16 @@ def test_isolate_recomputes_a_float64_trace_in_float64():
     assert report.json["culprit"] is None
 
 
+def test_isolate_without_the_model_is_refused_as_the_command_refuses_it():
+    """Two dump directories and no model: the command refuses --isolate without --model, and so
+    does Python, rather than recomputing with the built-in model and blaming the wrong side."""
+    dump = ROOT / "golden/tiny/dumps/mask"
+    with pytest.raises(bert_trace.InputError, match=r"isolate=True recomputes each stage .* model="):
+        bert_trace.diff(dump, dump, isolate=True)
+    cli = subprocess.run([BIN, "diff", str(dump), str(dump), "--isolate"], capture_output=True, text=True)
+    assert cli.returncode == 2 and "--isolate recomputes each stage" in cli.stderr
+
+
 def as_keywords(line, spelled):
     """The CLI's message as Python words it: each (flag form, keyword form) of `spelled` is how
     the command and Python name the same option (`--ablate layer0.head9`, `ablate=layer0.head9`)."""
@@ -268,7 +278,16 @@ def test_a_hook_changes_the_pass_as_an_ablation_does():
         bert_trace.trace([])
 
 
-def test_ctrl_c_stops_the_pass_between_stages():
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl-C handler, which raises KeyboardInterrupt: a process started with SIGINT
+    ignored (in the background, under nohup) has none, and a raised SIGINT would do nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_stops_the_pass_between_stages(ctrl_c_raises):
     def interrupt(a):
         signal.raise_signal(signal.SIGINT)
 
@@ -439,7 +458,7 @@ def test_out_writes_the_dump_and_reference_diffs_it(tmp_path):
     assert len(t.predictions()[0]["top"]) == 5 and len(bert_trace.trace("[MASK]", top_k=2).predictions()[0]["top"]) == 2
 
 
-def test_train_is_the_commands_run(tmp_path):
+def test_train_is_the_commands_run(tmp_path, ctrl_c_raises):
     options = dict(steps=6, lr=3e-3, batch_size=4, seed=9, warmup_steps=2)
     steps = []
     log = bert_trace.train(ROOT / "walkthrough/texts/romans.txt", model=ROOT / "golden/tiny", on_step=steps.append,
@@ -579,3 +598,26 @@ def test_attribute_is_the_commands_json_and_draws_itself():
     with pytest.raises(bert_trace.InputError) as refused:
         bert_trace.attribute(text, model=ROOT / "golden/tiny", target="romans", method="shap")
     assert str(refused.value).startswith('method="shap"'), str(refused.value)
+
+
+def test_every_tensor_digest_is_the_one_numpy_computes(tmp_path):
+    """A format-3 dump records each tensor's digest: bert-trace's (Rust) against
+    scripts/fingerprint.py's (NumPy) on the checkpoint's own file, and dump_reference.py uses the
+    latter, so both writers record the same."""
+    from safetensors.numpy import load_file
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from fingerprint import tensor_digest
+
+    out = tmp_path / "dump"
+    subprocess.run([BIN, "--model", str(ROOT / "golden/tiny"), "--out", str(out), "the cat sat"],
+                   check=True, capture_output=True)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["format"] == "bert-trace-dump/3"
+    weights = load_file(str(ROOT / "golden/tiny/model.safetensors"))
+    digests = manifest["model_tensors"]
+    assert len(digests) == 46, sorted(digests)
+    for name, digest in digests.items():
+        assert tensor_digest(name, weights[name]) == digest, name
+    # The sample reads a large tensor's strided values, not all of them, and still its last rows.
+    assert weights["bert.embeddings.word_embeddings.weight"].size > 4096

@@ -21,7 +21,6 @@ use crate::refuse;
 use crate::render::table::{new_table, visible};
 use crate::settings::PassSettings;
 use crate::source;
-use crate::trace::texts;
 
 pub const METHOD: Opt = Opt("method");
 pub const TARGET: Opt = Opt("target");
@@ -123,10 +122,9 @@ pub fn attribute(
 ) -> Result<(AttributeReport, ExperimentReport)> {
     let (_, kernels) = request.settings.apply()?;
     check_options(request)?;
-    let texts = texts(&request.texts, request.file.as_deref())?;
-    if texts.is_empty() {
-        refuse!("no text given: give one, or {} for a file of them", Opt("file"));
-    }
+    let with_origins = crate::trace::texts_with_origins(&request.texts, request.file.as_deref())?;
+    let (texts, origins): (Vec<String>, Vec<String>) = with_origins.into_iter().unzip();
+    crate::trace::refuse_no_text(&texts, request.file.as_deref())?;
     let per_text = |values: usize, option: Opt| -> Result<()> {
         if values > 1 && values != texts.len() {
             refuse!(
@@ -156,7 +154,7 @@ pub fn attribute(
         let nsp = request.nsp_labels.get(if request.nsp_labels.len() == 1 { 0 } else { i }).copied();
         let (batch, target) =
             target_of(&model, text, pair.clone(), pick(&request.targets, i), pick(&request.labels, i), nsp)
-                .map_err(|e| within_text(e, i, texts.len()))?;
+                .map_err(|e| within_text(e, &origins[i], texts.len()))?;
         targets.push((pair, batch, target));
     }
     let hide = match request.occlude_with.unwrap_or_default() {
@@ -177,7 +175,7 @@ pub fn attribute(
                 model.integrated_gradients(&batch, target, request.of, path, &mut |done, all| progress(i, done, all))
             }
         }
-        .map_err(|e| within_text(e.into(), i, texts.len()))?;
+        .map_err(|e| within_text(e.into(), &origins[i], texts.len()))?;
         examples.push(Example { text: text.clone(), pair, attribution });
     }
     let report = AttributeReport {
@@ -269,11 +267,12 @@ fn target_of(
     Ok((batch, target))
 }
 
-/// `error`, saying which text it is about when there are several.
-fn within_text(error: crate::Error, index: usize, texts: usize) -> crate::Error {
+/// `error`, saying which text it is about (`text 2`, `reviews.txt: line 7`) when there are
+/// several.
+fn within_text(error: crate::Error, origin: &str, texts: usize) -> crate::Error {
     match texts {
         1 => error,
-        _ => crate::Error::Within { what: format!("text {}", index + 1), inner: Box::new(error) },
+        _ => crate::Error::Within { what: origin.to_string(), inner: Box::new(error) },
     }
 }
 

@@ -13,6 +13,7 @@ use bert_core::diff::{diff_dumps, FirstFailure, Report, StageReport, Status, Tol
 use bert_core::io::dump::manifest::Record;
 use bert_core::io::dump::Dump;
 use bert_core::stage::DType;
+use bert_core::BertModel;
 use serde::Serialize;
 
 use crate::error::Result;
@@ -31,7 +32,7 @@ pub struct DiffRequest {
     pub isolate: bool,
     /// A float64 dump of the same input to measure both sides against.
     pub truth: Option<PathBuf>,
-    /// The model both dumps were made with (for `isolate`); None: the built-in tiny model.
+    /// The model both dumps were made with, which `isolate` needs.
     pub model: Option<PathBuf>,
 }
 
@@ -46,42 +47,69 @@ pub struct DiffReport {
 
 /// Compares the two dumps `request` names.
 pub fn diff(request: &DiffRequest) -> Result<DiffReport> {
-    if request.isolate && request.model.is_none() {
+    check_isolate(request.isolate, request.model.is_some())?;
+    let reference = Dump::open(&request.reference)?;
+    let trace = Dump::open(&request.trace)?;
+    let truth = request.truth.as_deref().map(Dump::open).transpose()?;
+    let isolate = match (request.isolate, request.model.as_deref()) {
+        (true, Some(dir)) => Some(IsolateWith::Dir(dir)),
+        _ => None,
+    };
+    compare(&reference, &trace, request.tolerance, isolate, truth.as_ref())
+}
+
+/// Refuses `isolate` without the model both dumps were made with: recomputing a stage with
+/// another model blames the wrong one. The command line and Python alike.
+pub fn check_isolate(isolate: bool, model_given: bool) -> Result<()> {
+    if isolate && !model_given {
         return Err(crate::Error::Request(format!(
             "{} recomputes each stage with the model both dumps were made with: give it with {}",
             ISOLATE.on(),
             source::MODEL
         )));
     }
-    let reference = Dump::open(&request.reference)?;
-    let trace = Dump::open(&request.trace)?;
-    let isolation = match request.isolate {
-        true => Some(isolate(request.model.as_deref(), &reference, &trace)?),
-        false => None,
-    };
-    let truth = match &request.truth {
-        Some(path) => Some(against_truth(&reference, &trace, &Dump::open(path)?)?),
-        None => None,
-    };
-    render(&reference, &trace, request.tolerance, isolation.as_ref(), truth.as_deref())
+    Ok(())
+}
+
+/// The model `isolate` recomputes each stage with: a directory, loaded in each precision a dump
+/// needs, or a model already loaded (a notebook's), with its f64 copy when one is needed.
+pub enum IsolateWith<'a> {
+    Dir(&'a std::path::Path),
+    Loaded { single: &'a BertModel<f32>, double: Option<&'a BertModel<f64>> },
+}
+
+/// Compares two dumps already open: every stage, then with `isolate` each side's own errors,
+/// and with `truth` each side against a float64 dump. The command and Python both end here.
+pub fn compare(
+    reference: &Dump,
+    trace: &Dump,
+    tolerance: ToleranceOverride,
+    isolate: Option<IsolateWith<'_>>,
+    truth: Option<&Dump>,
+) -> Result<DiffReport> {
+    let isolation = isolate.map(|with| isolation(with, reference, trace)).transpose()?;
+    let truth = truth.map(|truth| against_truth(reference, trace, truth)).transpose()?;
+    render(reference, trace, tolerance, isolation.as_ref(), truth.as_deref())
 }
 
 /// Each dump's stages recomputed with the model in the dump's precision (each precision loaded
 /// once): an f64 trace is then held to f64 rounding.
-fn isolate(model: Option<&std::path::Path>, reference: &Dump, trace: &Dump) -> Result<Isolation> {
+fn isolation(with: IsolateWith<'_>, reference: &Dump, trace: &Dump) -> Result<Isolation> {
     let (mut single, mut double) = (None, None);
-    Isolation::of(reference, trace, |dump| match dump.float_dtype() {
-        DType::F64 => {
+    Isolation::of(reference, trace, |dump| match (&with, dump.float_dtype()) {
+        (IsolateWith::Loaded { double: Some(model), .. }, DType::F64) => Ok(own_errors(*model, dump)?),
+        (IsolateWith::Loaded { single: model, .. }, _) => Ok(own_errors(*model, dump)?),
+        (IsolateWith::Dir(dir), DType::F64) => {
             let model = match &mut double {
                 Some(model) => model,
-                None => double.insert(source::load_as::<f64>(model)?.model),
+                None => double.insert(source::load_as::<f64>(Some(dir))?.model),
             };
             Ok(own_errors(model, dump)?)
         }
-        _ => {
+        (IsolateWith::Dir(dir), _) => {
             let model = match &mut single {
                 Some(model) => model,
-                None => single.insert(source::load(model)?.model),
+                None => single.insert(source::load(Some(dir))?.model),
             };
             Ok(own_errors(model, dump)?)
         }

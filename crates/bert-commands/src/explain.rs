@@ -24,6 +24,8 @@ pub struct ExplainRequest {
 /// The explanations, as the command prints them (`text`) and as `--json` gives them.
 #[derive(Clone, Debug)]
 pub struct ExplainReport {
+    /// What the caller should know about how far the model was checked.
+    pub notes: Vec<String>,
     pub text: String,
     pub explanations: Vec<Explanation>,
     /// Whether the target named a whole row (`:`): then the JSON is an array.
@@ -47,12 +49,24 @@ pub fn explain(request: &ExplainRequest) -> Result<ExplainReport> {
     let target = Target::parse(&request.target)?;
     let dump = Dump::open(&request.dump)?;
     let spec = model_of(&dump, request.model.as_deref())?;
+    // A model the manifest names (not one the caller gave) that cannot be loaded is the
+    // manifest's to answer for: the message names it, and the option that overrides it.
+    let named = |error: crate::Error| match request.model {
+        Some(_) => error,
+        None => crate::Error::Request(format!(
+            "{}: its manifest names the model {}, which is not a directory next to the dump or here, nor one that \
+             loads ({error}): give the model it was made with, with {MODEL}",
+            dump.dir.join("manifest.json").display(),
+            spec.display()
+        )),
+    };
     let explanations = match dump.float_dtype() {
-        DType::F64 => explain::explain(&source::load_as::<f64>(Some(&spec))?.model, &dump, &target)?,
-        _ => explain::explain(&source::load(Some(&spec))?.model, &dump, &target)?,
+        DType::F64 => explain::explain(&source::load_as::<f64>(Some(&spec)).map_err(named)?.model, &dump, &target)?,
+        _ => explain::explain(&source::load(Some(&spec)).map_err(named)?.model, &dump, &target)?,
     };
     let text: String = explanations.iter().map(text).collect();
-    Ok(ExplainReport { text, row: target.is_row(), explanations })
+    let notes = bert_core::diff::isolate::model_check_note(&dump).into_iter().collect();
+    Ok(ExplainReport { notes, text, row: target.is_row(), explanations })
 }
 
 /// The model to explain `dump` with: `model` when given, else the one its manifest names, as a
@@ -98,7 +112,11 @@ fn render(out: &mut String, e: &Explanation) {
         let steps: Vec<String> = e.steps.iter().map(|s| format!("{} {}", s.name, s.value)).collect();
         let _ = writeln!(out, "  steps:      {}", steps.join(", "));
     }
-    for (idx, term) in e.terms.iter().enumerate() {
+    // Five terms of 0 would say nothing: a sum whose terms are all 0 is said to be so.
+    if !e.terms.is_empty() && e.terms.iter().all(|t| t.value.to_f64() == 0.0) {
+        let _ = writeln!(out, "  largest:    every term is 0");
+    }
+    for (idx, term) in e.terms.iter().enumerate().filter(|_| e.terms.iter().any(|t| t.value.to_f64() != 0.0)) {
         let (a, b) = (&e.inputs[term.inputs[0]], &e.inputs[term.inputs[1]]);
         let _ = writeln!(
             out,

@@ -119,6 +119,13 @@ pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Resul
     model.kernels = kernels;
     let existing = model.classifier.as_ref().map(|c| c.labels.clone());
     let names = data.classes(existing.as_deref())?;
+    // The columns a GLUE header has besides the label and the texts are read past, and said so.
+    let read_past: Vec<String> = [Some(&data), eval_data.as_ref()]
+        .into_iter()
+        .flatten()
+        .filter(|d| !d.ignored.is_empty())
+        .map(|d| format!("note: {}: the columns {} are read past", d.path.display(), d.ignored.join(", ")))
+        .collect();
     let held_out = eval_data.map(|d| d.into_corpus(&names)).transpose()?;
     let corpus = data.into_corpus(&names)?;
 
@@ -158,7 +165,7 @@ pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Resul
         dump_steps.extend(run::parse_steps(spec)?);
     }
     // What the run made or left out is said once every check has passed.
-    let mut notes = Vec::new();
+    let mut notes = read_past;
     let trainer = match saved {
         Some((dir, state)) => Trainer::resume(model, corpus, state, dir)?,
         None => {

@@ -63,9 +63,7 @@ pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> 
         crate::refuse!("{}: a batch holds at least one text", BATCH_SIZE.with(0));
     }
     let texts = texts(&request.texts, request.file.as_deref())?;
-    if texts.is_empty() {
-        crate::refuse!("no text given: give one, or {} for a file of them", Opt("file"));
-    }
+    crate::trace::refuse_no_text(&texts, request.file.as_deref())?;
     let loaded = source::load(request.model.as_deref())?;
     let mut model = loaded.model;
     model.kernels = kernels;
@@ -98,6 +96,19 @@ pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> 
         batches.push(batch);
     }
     let both = !request.importance && !request.statistics;
+    // The importance is of a loss: the labels this command takes, named as it takes them.
+    let no_loss = request.mlm_targets.is_empty() && request.nsp_labels.is_empty() && request.labels.is_empty();
+    if (request.importance || both) && no_loss {
+        let classifier = if model.classifier.is_some() { ", or a classifier's class with ‹label›" } else { "" };
+        crate::refuse!(
+            "the importance of a head is for a loss: give the word at the [MASK] with {}, or {} with {}{classifier} \
+             ({} alone needs none)",
+            Opt("mlm_target"),
+            Opt("nsp_label"),
+            Opt("pair"),
+            STATISTICS
+        );
+    }
     let importance = (request.importance || both).then(|| model.head_importance(&batches, progress)).transpose()?;
     let statistics = (request.statistics || both).then(|| model.head_statistics(&batches)).transpose()?;
     let text = match request.json {
@@ -138,8 +149,8 @@ fn report(importance: Option<&Importance>, statistics: Option<&Statistics>) -> S
             ("attention to [SEP]", &stats.sep),
             ("attention to punctuation", &stats.punctuation),
             ("attention to the token itself", &stats.own),
-            ("attention to the previous token", &stats.previous),
-            ("attention to the next token", &stats.next),
+            ("attention to the previous token ([CLS], which has none, counting 0)", &stats.previous),
+            ("attention to the next token (the last real token, which has none, counting 0)", &stats.next),
             ("entropy of each query's attention, in nats", &stats.entropy),
         ];
         for (what, values) in grids {

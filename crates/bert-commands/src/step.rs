@@ -13,7 +13,7 @@ use bert_core::model::Pass;
 use bert_core::pass::hook::{Chain, Hook, TensorViewMut};
 use bert_core::pass::summary::Summary;
 use bert_core::pass::{Memory, Sink, Tensor};
-use bert_core::stage::{self, Stage};
+use bert_core::stage::{self, Stage, StageKind};
 use bert_core::{Batch, BertModel};
 use ndarray::ArrayView2;
 
@@ -361,7 +361,7 @@ impl StepSession {
         let records = self.records()?;
         let producer = serde_json::json!({"name": "bert-trace step", "version": env!("CARGO_PKG_VERSION")});
         let mut writer = DumpWriter::create(out, producer, self.name.clone(), self.inputs.clone(), options)?;
-        writer.set_model_fingerprint(self.model.fingerprint());
+        writer.set_model(&self.model);
         writer.set_interventions(records);
         for (stage, tensor) in &self.stages {
             if writer.wants(stage) {
@@ -509,6 +509,7 @@ fn show(stage: &Stage, tensor: &Tensor, part: &str) -> Result<String> {
     }
     let mut index: Vec<usize> = ranges.iter().map(|r| r.start).collect();
     let last = ranges.len() - 1;
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
     'rows: loop {
         let cells: Vec<String> = ranges[last]
             .clone()
@@ -517,7 +518,7 @@ fn show(stage: &Stage, tensor: &Tensor, part: &str) -> Result<String> {
                 num(values[ndarray::IxDyn(&index)])
             })
             .collect();
-        let _ = writeln!(text, "{:?}  {}", &index[..last], cells.join("  "));
+        rows.push((format!("{:?}", &index[..last]), cells));
         // The next row: the last axis but one that can move on, the axes after it back to start.
         for axis in (0..last).rev() {
             if index[axis] + 1 < ranges[axis].end {
@@ -529,6 +530,21 @@ fn show(stage: &Stage, tensor: &Tensor, part: &str) -> Result<String> {
             }
         }
         break;
+    }
+    // A header names the last axis's indices, each over its column: for attention, the keys.
+    let attention = stage.is_value_of(StageKind::AttnScores) || stage.is_value_of(StageKind::AttnProbs);
+    let corner = if attention { "[b, head, query] \\ key" } else { "row \\ last axis" };
+    let label_width =
+        rows.iter().map(|(label, _)| label.chars().count()).max().unwrap_or(0).max(corner.chars().count());
+    let columns: Vec<usize> = ranges[last].clone().collect();
+    let widths: Vec<usize> = (0..columns.len())
+        .map(|c| rows.iter().map(|(_, cells)| cells[c].len()).max().unwrap_or(0).max(columns[c].to_string().len()))
+        .collect();
+    let header: Vec<String> = columns.iter().zip(&widths).map(|(i, w)| format!("{i:>w$}")).collect();
+    let _ = writeln!(text, "{corner:<label_width$}  {}", header.join("  "));
+    for (label, cells) in rows {
+        let cells: Vec<String> = cells.iter().zip(&widths).map(|(cell, w)| format!("{cell:>w$}")).collect();
+        let _ = writeln!(text, "{label:<label_width$}  {}", cells.join("  "));
     }
     Ok(text)
 }

@@ -268,7 +268,7 @@ fn run_in<F: Float>(
             let options = dump::Options { force: *force, npz: *npz, ..dump::Options::default() };
             let mut writer = DumpWriter::create(out, producer, name.clone(), inputs, options)?;
             writer.set_stopped_at(stop);
-            writer.set_model_fingerprint(model.fingerprint());
+            writer.set_model(&model);
             writer.set_interventions(interventions.records());
             writer.set_lens(request.lens);
             if !request.only.is_empty() {
@@ -426,12 +426,7 @@ pub fn kept_bytes<F: Float>(model: &BertModel<F>, prepared: &Prepared) -> u64 {
 
 /// Checks `request` against `model` and makes the batch of `texts`: see [`Prepared`].
 pub fn prepare<F: Float>(request: &TraceRequest, texts: Vec<String>, model: &BertModel<F>) -> Result<Prepared> {
-    if texts.is_empty() {
-        match &request.file {
-            Some(path) => refuse!("{}: holds no text (every line is blank)", path.display()),
-            None => refuse!("no text given: give one, or {} for a file of them", FILE),
-        }
-    }
+    refuse_no_text(&texts, request.file.as_deref())?;
     let n_heads = model.config.num_attention_heads;
     if let Some(head) = request.head.filter(|&head| head >= n_heads) {
         refuse!("{} is out of range: the model has {n_heads} heads, 0 to {}", HEAD.with(head), n_heads - 1);
@@ -529,9 +524,17 @@ fn masking_notes(batch: &bert_core::Batch, mask_prob: Option<f64>) -> Vec<String
 /// The most bytes a file of texts may have: far more text than any batch a BERT can read.
 const MAX_TEXT_FILE: u64 = 64 << 20;
 
-/// `texts`, then the lines of `file` (empty lines skipped).
+/// The texts given and the lines of `file` (blank lines left out), in that order.
 pub fn texts(texts: &[String], file: Option<&Path>) -> Result<Vec<String>> {
-    let mut all = texts.to_vec();
+    Ok(texts_with_origins(texts, file)?.into_iter().map(|(text, _)| text).collect())
+}
+
+/// [`texts`], each with where it came from, as messages name it: `text 2` for the second
+/// given, `reviews.txt: line 7` for a line of the file (counted as an editor counts them, blank
+/// lines included). None of them refused: [`refuse_no_text`] does that.
+pub fn texts_with_origins(texts: &[String], file: Option<&Path>) -> Result<Vec<(String, String)>> {
+    let mut all: Vec<(String, String)> =
+        texts.iter().enumerate().map(|(i, text)| (text.clone(), format!("text {}", i + 1))).collect();
     if let Some(path) = file {
         let bytes = files::read(path, MAX_TEXT_FILE).within(|| format!("{}: cannot read", path.display()))?;
         for (idx, line) in bytes.split(|&b| b == b'\n').enumerate() {
@@ -540,11 +543,22 @@ pub fn texts(texts: &[String], file: Option<&Path>) -> Result<Vec<String>> {
             };
             let line = line.trim_end_matches('\r');
             if !line.trim().is_empty() {
-                all.push(line.to_string());
+                all.push((line.to_string(), format!("{}: line {}", path.display(), idx + 1)));
             }
         }
     }
     Ok(all)
+}
+
+/// Refuses a command given no text: naming the file when it was one of blank lines only.
+pub fn refuse_no_text(texts: &[String], file: Option<&Path>) -> Result<()> {
+    if texts.is_empty() {
+        match file {
+            Some(path) => refuse!("{}: holds no text (every line is blank)", path.display()),
+            None => refuse!("no text given: give one, or {} for a file of them", FILE),
+        }
+    }
+    Ok(())
 }
 
 /// Refuses an `out` that a patch reads: writing the pass there would replace the values the

@@ -170,3 +170,36 @@ fn new_weights_have_the_statistics_of_transformers_init() {
         }
     }
 }
+
+/// The held-out measure shows every chosen token as `[MASK]` and counts a token guessed first,
+/// or among the five best, as a sort of each row would.
+#[test]
+fn the_held_out_measure_is_fill_mask_top_1_and_top_5() {
+    let model = tiny();
+    let corpus = corpus(40, false);
+    let batching = Batching { mask_prob: 0.3, ..batching(8, 5) };
+    let evaluation = bert_core::train::evaluate::evaluate(&model, &corpus, &batching, 0).unwrap();
+    let mask = model.tokenizer.token_to_id("[MASK]").unwrap() as i64;
+    let (mut top1, mut top5, mut count) = (0, 0, 0);
+    for index in 0..corpus.batches_per_epoch(8) {
+        let batch = corpus.held_out_batch(index, &model.tokenizer, &batching).unwrap();
+        let labels = batch.labels.mlm.clone().unwrap();
+        let traced = model.trace(&batch, &mut bert_core::pass::Discard, None).unwrap();
+        let logits = traced.outputs.mlm_logits.unwrap();
+        for ((at, &label), &id) in labels.indexed_iter().zip(batch.ids.iter()) {
+            if label == -100 {
+                continue;
+            }
+            assert_eq!(id, mask, "a chosen position at {at:?} is shown as [MASK]");
+            let mut order: Vec<(usize, f32)> =
+                logits.slice(ndarray::s![at.0, at.1, ..]).iter().copied().enumerate().collect();
+            order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let rank = order.iter().position(|&(token, _)| token as i64 == label).unwrap();
+            count += 1;
+            top1 += usize::from(rank == 0);
+            top5 += usize::from(rank < 5);
+        }
+    }
+    println!("{count} masked: top-1 {top1}, top-5 {top5}; the evaluation's {evaluation}");
+    assert_eq!((evaluation.examples, evaluation.correct, evaluation.top5_correct), (count, top1, Some(top5)));
+}

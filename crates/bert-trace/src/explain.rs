@@ -13,8 +13,11 @@ pub fn run(args: &ExplainArgs) -> Result<i32> {
         model: args.model.clone(),
     })?;
     match args.json {
-        true => println!("{}", report.to_json()),
-        false => crate::print(&[], &report.text),
+        true => {
+            crate::print(&report.notes, "");
+            println!("{}", report.to_json())
+        }
+        false => crate::print(&report.notes, &report.text),
     }
     Ok(0)
 }

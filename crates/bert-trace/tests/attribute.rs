@@ -174,7 +174,8 @@ fn bad_input_is_one_line_and_exit_2() {
     let empty = empty.display().to_string();
     // (arguments, what the message says)
     let two = tmp.path().join("two.txt");
-    std::fs::write(&two, "When in Rome, do as the [MASK] do.\nno mask here\n").unwrap();
+    // A blank line between them: the second text is on line 3, as an editor counts.
+    std::fs::write(&two, "When in Rome, do as the [MASK] do.\n\nno mask here\n").unwrap();
     let two = two.display().to_string();
     let cases: [(&[&str], &str); 14] = [
         (&["attribute", "--model", "golden/tiny", "--target", "romans", "When in Rome."], "exactly one [MASK]"),
@@ -223,7 +224,10 @@ fn bad_input_is_one_line_and_exit_2() {
             ],
             "the baseline equals the input",
         ),
-        (&["attribute", "--model", "golden/tiny", "--target", "romans", "--file", &empty], "no text given"),
+        (
+            &["attribute", "--model", "golden/tiny", "--target", "romans", "--file", &empty],
+            "empty.txt: holds no text (every line is blank)",
+        ),
         (&["attribute", "--model", "golden/tiny", text], "nothing to attribute: give --target"),
         (
             &["attribute", "--model", "golden/tiny", "--ig-steps", "8", "--target", "romans", text],
@@ -265,10 +269,10 @@ fn bad_input_is_one_line_and_exit_2() {
             ],
             "--ig-steps 100000: at most 10000 points",
         ),
-        // The second text is refused before the first is attributed, by its number.
+        // The second text is refused before the first is attributed, by its file and line.
         (
             &["attribute", "--model", "golden/tiny", "--target", "romans", "--file", &two],
-            "text 2: the text must hold exactly one [MASK]",
+            "two.txt: line 3: the text must hold exactly one [MASK]",
         ),
     ];
     for (args, says) in cases {

@@ -273,7 +273,7 @@ fn the_zh_course_writes_each_glossary_term_one_way() {
 }
 
 /// The packages of chapter 0's install line (the first line with `pip install `), as module
-/// names: `pip install numpy safetensors` gives numpy and safetensors.
+/// names: `pip install numpy safetensors ./python` gives numpy, safetensors and bert_trace.
 fn installed_by_chapter_0() -> Vec<String> {
     let setup = std::fs::read_to_string(root().join("walkthrough/00-setup.md")).unwrap();
     let line = setup
@@ -285,7 +285,10 @@ fn installed_by_chapter_0() -> Vec<String> {
         if word == "&&" || word == ";" || word == "|" || word.starts_with('#') {
             break;
         }
-        if !word.starts_with('-') {
+        if word == "./python" {
+            // This repository's Python package, by the module it installs.
+            packages.push("bert_trace".into());
+        } else if !word.starts_with('-') {
             packages.push(word.to_lowercase().replace('-', "_"));
         }
     }

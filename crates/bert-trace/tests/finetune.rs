@@ -181,7 +181,10 @@ fn bad_input_is_one_line_and_exit_2_before_anything_is_written() {
         (vec!["--file", DATA, "--max-grad-norm", "-1"], "--max-grad-norm -1.0".into()),
         (vec!["--file", DATA, "--no-decay", "bias,"], "--no-decay".into()),
         (vec!["--file", DATA, "--no-decay", "LayerNrom"], "LayerNrom: expected a part of a parameter's name".into()),
-        (vec!["--file", &unknown_header], format!("{unknown_header}: line 1: a header naming label")),
+        (
+            vec!["--file", &unknown_header],
+            format!("{unknown_header}: line 1: a header naming the label, but no text column"),
+        ),
         (
             vec!["--file", pairs, "--eval-file", &singles],
             format!("{singles}: single texts, but the classifier trains on sentence pairs"),

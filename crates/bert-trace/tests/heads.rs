@@ -113,7 +113,10 @@ fn the_most_important_head_matters_more_than_the_least() {
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let cases: [(&[&str], &str); 4] = [
-        (&["--importance", "When in Rome."], "a backward pass needs a loss"),
+        (
+            &["--importance", "When in Rome."],
+            "the importance of a head is for a loss: give the word at the [MASK] with --mlm-target",
+        ),
         (&["--mlm-target", "romans", "no mask here"], "1 target word(s) for 0 [MASK] token(s)"),
         (&["--label", "positive", "x"], "classifier"),
         (&["--statistics"], "no text given"),

@@ -669,7 +669,9 @@ fn explain_and_step_refuse_before_writing_and_never_panic() {
 
     // Dumps saved as a learner saves them: the query before the head split ([T,H]), scores cut
     // to 5 of the keys, a narrowed embeddings.sum. Each is named, in one line, never a panic.
-    let layouts: [(&str, &str, &str, fn(ArrayD<f32>) -> ArrayD<f32>); 3] = [
+    // (what the learner did, the stage saved so, the element explained, how it was saved)
+    type Layout = (&'static str, &'static str, &'static str, fn(ArrayD<f32>) -> ArrayD<f32>);
+    let layouts: [Layout; 3] = [
         ("the query before the head split", "layer0.attention.query", "layer0.attention.scores[0,0,1,2]", |a| {
             let (t, nh, hs) = (a.shape()[2], a.shape()[1], a.shape()[3]);
             let mut flat = ndarray::Array2::<f32>::zeros((t, nh * hs));
@@ -745,4 +747,59 @@ fn explain_and_step_refuse_before_writing_and_never_panic() {
     };
     cases.check("step --out without continue", result, Some(&ran));
     cases.finish("explain and step before writing");
+}
+
+/// A model that differs from the dump's in one head's query weights, and nowhere the old
+/// fingerprint looked, is refused by explain and diff --isolate, naming the tensor; a dump from
+/// before format 3 is still explained, with a note that only its position table was checked.
+#[test]
+fn a_model_with_other_weights_is_never_accepted_in_silence() {
+    let mut cases = Cases::default();
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = tmp.path().join("dump");
+    let dump_arg = dump.display().to_string();
+    let tiny = root().join("golden/tiny").display().to_string();
+    assert_eq!(run(&strings(&["--model", &tiny, "--out", &dump_arg, TEXT])).code, Some(0));
+    // golden/tiny with layer 1's query weights of head 2 changed.
+    let other = tmp.path().join("other");
+    copy_dir(&root().join("golden/tiny"), &other);
+    let path = other.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let name = "bert.encoder.layer.1.attention.self.query.weight";
+    let mut owned: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
+        .tensors()
+        .into_iter()
+        .map(|(n, view)| (n.to_string(), view.shape().to_vec(), view.data().to_vec()))
+        .collect();
+    let (_, _, data) = owned.iter_mut().find(|(n, _, _)| n == name).unwrap();
+    // Rows 16..24 are head 2's outputs (hs 8): each value doubled.
+    for row in 16..24 {
+        for col in 0..32 {
+            let at = (row * 32 + col) * 4;
+            let v = f32::from_le_bytes(data[at..at + 4].try_into().unwrap()) * 2.0;
+            data[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = owned
+        .iter()
+        .map(|(n, shape, data)| {
+            (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), data).unwrap())
+        })
+        .collect();
+    std::fs::write(&path, safetensors::tensor::serialize(views, None).unwrap()).unwrap();
+    let other_arg = other.display().to_string();
+    let ran = run(&strings(&["explain", &dump_arg, "layer1.attention.query[0,2,3,1]", "--model", &other_arg]));
+    cases.check("explain with other query weights", one_line(&ran, name), Some(&ran));
+    let ran = run(&strings(&["diff", &dump_arg, &dump_arg, "--isolate", "--model", &other_arg]));
+    cases.check("diff --isolate with other query weights", one_line(&ran, name), Some(&ran));
+    // An older dump records the position table's fingerprint only: explained, with a note.
+    let golden = root().join("golden/tiny/dumps/mask").display().to_string();
+    let ran = run(&strings(&["explain", &golden, "layer0.attention.probs[0,0,3,5]", "--model", &tiny]));
+    let result = match (ran.code, ran.stderr.contains("records no digest of the model's tensors")) {
+        (Some(0), true) => Ok(()),
+        other => Err(format!("(exit, noted): {other:?}")),
+    };
+    cases.check("an older dump is checked as far as it goes, and says so", result, Some(&ran));
+    cases.finish("a model with other weights");
 }

@@ -189,9 +189,10 @@ fn probability_code(p: f32) -> u8 {
     }
 }
 
-/// Whether a value is a masked score (f32::MIN or -inf).
+/// Whether a value is a masked score: the library's rule for a picture, which knows values, not
+/// keys (`bert_core::diff::is_masked_score`).
 pub fn is_masked(v: f32) -> bool {
-    v as f64 <= -1e30
+    bert_core::diff::is_masked_score(f64::from(v), None)
 }
 
 /// The attention block: every layer's probabilities as 8-bit codes, and their thumbnails.
@@ -537,6 +538,8 @@ pub fn page(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<
     let data = json!({
         "format": "bert-trace-view/1",
         "title": title,
+        // The page greys a score at or below this, by the library's one rule.
+        "masked_at": bert_core::diff::MASKED,
         "model": dump.manifest.model,
         "producer": format!("{producer}{version}"),
         "dims": {"batch": b, "tokens": t, "layers": layers, "heads": heads, "hidden": hidden},

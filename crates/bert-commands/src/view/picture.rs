@@ -43,7 +43,7 @@ impl Scale {
         if probability {
             return Scale::Probability;
         }
-        let finite = values.iter().map(|&v| v as f64).filter(|v| v.is_finite() && *v > -1e30);
+        let finite = values.iter().filter(|&&v| v.is_finite() && !is_masked(v)).map(|&v| v as f64);
         let (min, max) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
         let (min, max) = if min.is_finite() { (min, max) } else { (0.0, 0.0) };
         if min < 0.0 {

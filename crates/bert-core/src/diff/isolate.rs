@@ -187,11 +187,31 @@ fn own_of(report: &StageReport) -> Own {
     }
 }
 
-/// Refuses a model that is not the dump's: its fingerprint, when the manifest records one,
-/// must be the model's, and the model must give the dump's word embeddings from the dump's ids.
+/// Refuses a model that is not the dump's: its fingerprint and every tensor's digest, when the
+/// manifest records them, must be the model's, and the model must give the dump's word
+/// embeddings from the dump's ids (a dump older than format 3 records the fingerprint only:
+/// [`model_check_note`] says so).
 /// Every own error would otherwise be the models' difference, not the dump's. A dump without its
 /// ids or its word embeddings (a learner's partial dump) has nothing to check the embeddings
 /// with, and is not refused for that.
+/// What a dump written before format 3 lets [`check_model`] check: its position table's
+/// fingerprint, where it has one, and its word embeddings, not every weight.
+pub fn model_check_note(dump: &Dump) -> Option<String> {
+    let older = dump.manifest.format != crate::io::dump::manifest::FORMAT;
+    let what = match dump.manifest.model_fingerprint {
+        Some(_) => "by the fingerprint of its position table and by its word embeddings",
+        None => "by its word embeddings",
+    };
+    (older && dump.manifest.model_tensors.is_empty()).then(|| {
+        format!(
+            "note: {} is a {} dump, which records no digest of the model's tensors: the model is checked {what}, \
+             not by every weight",
+            dump.dir.display(),
+            dump.manifest.format
+        )
+    })
+}
+
 pub fn check_model<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<()> {
     let mismatch = |detail: String| BertError::Dump {
         path: dump.dir.clone(),
@@ -201,6 +221,17 @@ pub fn check_model<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<()> {
         let ours = model.fingerprint();
         if *theirs != ours {
             return Err(mismatch(format!("the dump was made with fingerprint {theirs}, the model's is {ours}")));
+        }
+    }
+    if !dump.manifest.model_tensors.is_empty() {
+        let ours = model.tensor_digests();
+        let differ = crate::io::fingerprint::differing(&ours, &dump.manifest.model_tensors);
+        if let Some(first) = differ.first() {
+            let more = match differ.len() {
+                1 => String::new(),
+                n => format!(" and {} more", n - 1),
+            };
+            return Err(mismatch(format!("its {first}{more} differ from the weights the dump was made with")));
         }
     }
     let stage = Stage::new(EmbWord);

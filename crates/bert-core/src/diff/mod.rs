@@ -74,8 +74,18 @@ pub fn stage_tolerance(stage: Stage) -> Tolerance {
 }
 
 /// Attention scores at or below this are masked, whatever constant masked them: exp(-1000) is 0
-/// in f32 and f64 alike, so such a key gets probability 0 beside any real key's score.
+/// in f32 and f64 alike, so such a key gets probability 0 beside any real key's score. It
+/// covers f32::MIN and float16's -65504, and older transformers' -10000 added to a real score
+/// (-9997.5 is above -1e4, so a bound of -1e4 would miss it).
 pub const MASKED: f64 = -1000.0;
+
+/// The one rule for a masked attention score, which `diff` and `view` share: where the dump
+/// has its attention mask, `key_is_padding` says (a padding key's score is masked if it is at
+/// or below [`MASKED`]: one left unmasked is not); without a mask, any score at or below
+/// [`MASKED`] is.
+pub fn is_masked_score(score: f64, key_is_padding: Option<bool>) -> bool {
+    key_is_padding.unwrap_or(true) && score <= MASKED
+}
 
 /// How one stage compares.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -491,7 +501,8 @@ pub fn compare_tensors(
         let index: Vec<usize> = index.slice().to_vec();
         let is_padded = padded.as_ref().is_some_and(|(axis, mask)| mask[[index[0], index[*axis]]] == 0);
         let acc = if is_padded { &mut pad } else { &mut real };
-        let masked = is_scores && r <= MASKED && o <= MASKED && masked_key(&index);
+        let padding = masked_key(&index);
+        let masked = is_scores && is_masked_score(r, Some(padding)) && is_masked_score(o, Some(padding));
         acc.add(&index, r, o, &tolerance, masked);
     }
     let stats = real.finish();

@@ -248,6 +248,17 @@ fn layer_norm_params(kind: StageKind) -> Option<(ParamKind, ParamKind)> {
     })
 }
 
+/// For an attention row whose query is padding: saying so, since no real token reads that row
+/// (its values are computed all the same). Empty when the query is real, or the dump has no mask.
+fn padding_query<F: Float>(ops: &mut Operands<'_, F>, b: usize, query: usize) -> String {
+    let Ok(mask) = ops.tensor(Stage::new(InputAttentionMask)) else { return String::new() };
+    let mask = mask.to_f64();
+    match mask.get(ndarray::IxDyn(&[b, query])) {
+        Some(&0.0) => format!("; query {query} is padding: no real token reads this row"),
+        _ => String::new(),
+    }
+}
+
 /// The element `index` of the forward stage `stage`, explained from the dump's operands; why not,
 /// when it cannot be.
 pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize]) -> Result<Parts, String> {
@@ -372,8 +383,9 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
             let padded = ops.tensor(reads[2])?.to_f64().iter().any(|&m| m == 0.0);
             let mask = if padded && mask_value == 0.0 { F::min_value().to_f64().unwrap_or(f64::MIN) } else { 0.0 };
             p.step("mask", mask);
+            let padding = padding_query(ops, b, i);
             p.formula = format!(
-                "Σ_d q[{i}, d] · k[{j}, d] · scale + mask = {} · {} + {} = {} (head {head}; {}; the dot in f64)",
+                "Σ_d q[{i}, d] · k[{j}, d] · scale + mask = {} · {} + {} = {} (head {head}; {}; the dot in f64){padding}",
                 p.n(dot),
                 p.n(scale),
                 p.n(mask),
@@ -391,8 +403,9 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
             let scores = p.row(ops, reads[0], row_at)?;
             let max = p.step("max", scores.iter().copied().fold(f64::NEG_INFINITY, f64::max));
             let sum_exp = p.step("sum_exp", scores.iter().map(|s| (s - max).exp()).sum());
+            let padding = padding_query(ops, row_at[0], row_at[2]);
             p.formula = format!(
-                "exp(scores[{j}] - max) / Σ_k exp(scores[k] - max) = exp({} - {}) / {} = {} (the row of {} scores; in f64)",
+                "exp(scores[{j}] - max) / Σ_k exp(scores[k] - max) = exp({} - {}) / {} = {} (the row of {} scores; in f64){padding}",
                 p.n(scores[j]),
                 p.n(max),
                 p.n(sum_exp),

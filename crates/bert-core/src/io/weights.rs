@@ -269,23 +269,6 @@ fn aliases(name: &str) -> Vec<String> {
     all
 }
 
-#[cfg(test)]
-mod tests {
-    use super::aliases;
-
-    #[test]
-    fn aliases_cover_prefix_and_gamma_beta() {
-        let got = aliases("bert.embeddings.LayerNorm.weight");
-        let want = [
-            "bert.embeddings.LayerNorm.weight",
-            "embeddings.LayerNorm.weight",
-            "bert.embeddings.LayerNorm.gamma",
-            "embeddings.LayerNorm.gamma",
-        ];
-        assert_eq!(got, want);
-    }
-}
-
 /// A safetensors file of f32 tensors, as transformers writes them (`format: pt`).
 pub(crate) fn safetensors_bytes(tensors: &[(String, Vec<usize>, &[f32])], dir: &Path) -> Result<Vec<u8>> {
     let views = tensors
@@ -303,4 +286,21 @@ pub(crate) fn safetensors_bytes(tensors: &[(String, Vec<usize>, &[f32])], dir: &
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
     safetensors::tensor::serialize(views, Some(metadata))
         .map_err(|e| BertError::Checkpoint { path: dir.into(), problem: format!("cannot serialise the weights: {e}") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::aliases;
+
+    #[test]
+    fn aliases_cover_prefix_and_gamma_beta() {
+        let got = aliases("bert.embeddings.LayerNorm.weight");
+        let want = [
+            "bert.embeddings.LayerNorm.weight",
+            "embeddings.LayerNorm.weight",
+            "bert.embeddings.LayerNorm.gamma",
+            "embeddings.LayerNorm.gamma",
+        ];
+        assert_eq!(got, want);
+    }
 }

@@ -183,6 +183,20 @@ impl<F: Float> BertModel<F> {
         let table = self.embeddings.position_embeddings.view2();
         crate::io::fingerprint::fingerprint(table.iter().map(|v| v.to_f32().unwrap_or(f32::NAN)))
     }
+
+    /// The digest of every parameter, by its transformers name (`io/fingerprint.rs`), as a
+    /// format-3 manifest records them.
+    pub fn tensor_digests(&self) -> std::collections::BTreeMap<String, String> {
+        self.parameters()
+            .into_iter()
+            .map(|(stage, param)| {
+                let values: Vec<f32> = param.as_slice().iter().map(|v| v.to_f32().unwrap_or(f32::NAN)).collect();
+                let name = stage.hf();
+                let digest = crate::io::fingerprint::tensor_digest(&name, param.shape(), &values);
+                (name, digest)
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -10,14 +10,15 @@
 //! | `layer.rs` | `BertLayer` | 9 |
 //! | `pooler.rs` | `BertPooler` | 10 |
 //! | `mlm.rs` | `BertOnlyMLMHead` (`cls.predictions`) | 11 |
-//! | `heads.rs` | `cls.seq_relationship`, `classifier` | 10, 11 |
+//! | `nsp.rs`, `classifier.rs` | `cls.seq_relationship`, `classifier` | 10, 11 |
 //! | `losses.rs` | the losses of `BertForPreTraining` | 13 |
 //! | `sentence_pooling.rs` | sentence-transformers' mean pooling | 10 |
 //!
 //! The arithmetic is done by [`crate::ops`]; the checkpoint's files are read by [`crate::io`]
-//! and put together into a model by `checkpoint.rs`; a batch with the pretraining labels its
-//! inputs ask for is made by `encode.rs`; what is checked before a pass (the stop stage, the
-//! ids, memory, the heads labels need) is in `preflight.rs`.
+//! and put together into a model by `load.rs` (new weights for a config, and heads a checkpoint
+//! lacks, by `init.rs`); a batch with the pretraining labels its inputs ask for is made by
+//! `encode.rs`; what is checked before a pass (the stop stage, the ids, memory, the heads labels
+//! need) is in `preflight.rs`.
 
 pub mod activation;
 pub mod attention;

@@ -145,10 +145,10 @@ impl Corpus {
         // [CLS] and [SEP] (and a second [SEP] for pairs) plus one token of each sentence.
         let least = if self.pairs.is_some() { 5 } else { 3 };
         if batching.max_len < least {
-            let what = if self.pairs.is_some() {
-                "a pair's [CLS] and two [SEP]s take 3, and each sentence needs a token"
-            } else {
-                "[CLS] and [SEP] take 2, and a line needs a token to mask"
+            let what = match (self.pairs.is_some(), self.classes.is_some()) {
+                (true, _) => "a pair's [CLS] and two [SEP]s take 3, and each sentence needs a token",
+                (false, true) => "[CLS] and [SEP] take 2, and an example needs a token of its text",
+                (false, false) => "[CLS] and [SEP] take 2, and a line needs a token to mask",
             };
             return Err(BertError::OptionValue {
                 option: MAX_LEN,
@@ -321,9 +321,10 @@ impl Corpus {
     }
 
     /// The held-out batch `index` of this corpus, for an evaluation: examples `index · B` on, in
-    /// the file's order, as they are (a pair keeps its own sentence B), masked with numbers of
-    /// the run's seed and the batch's index alone, so that every evaluation of a run judges the
-    /// same positions; a labelled corpus's batch carries its classes instead.
+    /// the file's order, as they are (a pair keeps its own sentence B), a share `mask_prob` of
+    /// their tokens chosen with numbers of the run's seed and the batch's index alone, so that
+    /// every evaluation of a run judges the same positions, and each chosen one shown as
+    /// `[MASK]`; a labelled corpus's batch carries its classes instead.
     pub fn held_out_batch(&self, index: usize, tokenizer: &BertTokenizer, batching: &Batching) -> Result<Batch> {
         let size = batching.batch_size.max(1);
         let examples: Vec<usize> = (index * size..((index + 1) * size).min(self.len())).collect();
@@ -336,6 +337,16 @@ impl Corpus {
         let mut batch = tokenizer.encode(&texts, pairs.as_deref(), batching.max_len, true)?;
         let seed = seed_for(batching.seed, index, Purpose::HeldOut);
         mask_tokens(&mut batch, tokenizer, batching.mask_prob, seed)?;
+        // Every chosen token is shown as [MASK], as a learner asks the model to fill one: the
+        // random and unchanged tenths of BERT's training masks are left out of the measure.
+        let mask_id = tokenizer.token_to_id(crate::io::tokenizer::MASK).map(i64::from);
+        if let (Some(mask_id), Some(labels)) = (mask_id, &batch.labels.mlm) {
+            for (&label, id) in labels.iter().zip(batch.ids.iter_mut()) {
+                if label != crate::objectives::IGNORE {
+                    *id = mask_id;
+                }
+            }
+        }
         Ok(batch)
     }
 

@@ -217,8 +217,9 @@ mod tests {
                 let mut joined = Vec::new();
                 for (index, a) in corpus.texts.iter().enumerate() {
                     let b = corpus.pairs.as_ref().map(|p| p[index].as_str());
-                    let batch =
-                        tokenizer.encode(&[a.clone()], b.map(|b| vec![b.to_string()]).as_deref(), 512, false).unwrap();
+                    let batch = tokenizer
+                        .encode(std::slice::from_ref(a), b.map(|b| vec![b.to_string()]).as_deref(), 512, false)
+                        .unwrap();
                     assert!(
                         batch.ids.ncols() <= max_len,
                         "max_len {max_len}: {a:?} / {b:?} is {} tokens",

@@ -27,6 +27,12 @@ pub struct Evaluation {
     /// whose most likely token is the original.
     pub accuracy: f64,
     pub correct: usize,
+    /// For the MLM: the share of masked positions whose original token is among the five most
+    /// likely (ties counted against it), and how many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top5_accuracy: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top5_correct: Option<usize>,
     /// The examples judged, or the masked positions.
     pub examples: usize,
     /// `exp(loss)`, for the MLM loss; None for a classifier, and where it overflows f64.
@@ -51,9 +57,10 @@ pub fn evaluate(model: &BertModel, held_out: &Corpus, batching: &Batching, step:
 }
 
 /// The MLM loss over every held-out masked position (not a mean of the batches' means), its
-/// perplexity, and how many masked tokens the model guesses right.
+/// perplexity, and how many masked tokens the model guesses right, first or among its five
+/// best guesses.
 fn fill_in(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usize) -> Result<Evaluation> {
-    let (mut sum, mut count, mut correct) = (0.0f64, 0usize, 0usize);
+    let (mut sum, mut count, mut correct, mut top5) = (0.0f64, 0usize, 0usize, 0usize);
     for index in 0..held_out.batches_per_epoch(batching.batch_size.max(1)) {
         let mut batch = held_out.held_out_batch(index, &model.tokenizer, batching)?;
         // The NSP loss is not judged: a held-out pair keeps its own sentence B.
@@ -68,6 +75,11 @@ fn fill_in(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usiz
             let row = logits.slice(ndarray::s![at.0, at.1, ..]);
             let best = row.iter().enumerate().filter(|(_, v)| !v.is_nan()).max_by(|a, b| a.1.total_cmp(b.1));
             correct += usize::from(best.is_some_and(|(id, _)| id as i64 == label));
+            // Its rank: how many tokens score at least as high, itself aside; NaN is never among
+            // the best, nor is a label whose score is NaN.
+            let own = row[label as usize];
+            let above = row.iter().enumerate().filter(|&(id, v)| id as i64 != label && (*v >= own)).count();
+            top5 += usize::from(!own.is_nan() && above < 5);
         }
     }
     let loss = sum / count.max(1) as f64;
@@ -82,6 +94,8 @@ fn fill_in(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usiz
         loss,
         accuracy: correct as f64 / count.max(1) as f64,
         correct,
+        top5_accuracy: Some(top5 as f64 / count.max(1) as f64),
+        top5_correct: Some(top5),
         examples: count,
         perplexity: Some(loss.exp()).filter(|p| p.is_finite()),
         confusion: Vec::new(),
@@ -135,6 +149,8 @@ fn classify(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usi
         loss,
         accuracy: correct as f64 / examples as f64,
         correct,
+        top5_accuracy: None,
+        top5_correct: None,
         examples,
         perplexity: None,
         confusion,
@@ -145,15 +161,19 @@ fn classify(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usi
 impl fmt::Display for Evaluation {
     /// `eval  step 30  loss 0.6421  accuracy 0.7333 (22 of 30)`, then the confusion table; for
     /// the MLM, `eval  step 30  mlm loss 4.1234  perplexity 61.80  accuracy 0.2500 (3 of 12
-    /// masked tokens)`.
+    /// masked tokens)  top-5 0.5000 (6)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.classes.is_empty() {
             let perplexity = self.perplexity.map_or("beyond f64".into(), |p| format!("{p:.2}"));
-            return write!(
+            write!(
                 f,
                 "eval  step {}  mlm loss {:.4}  perplexity {perplexity}  accuracy {:.4} ({} of {} masked tokens)",
                 self.step, self.loss, self.accuracy, self.correct, self.examples
-            );
+            )?;
+            if let (Some(share), Some(n)) = (self.top5_accuracy, self.top5_correct) {
+                write!(f, "  top-5 {share:.4} ({n})")?;
+            }
+            return Ok(());
         }
         write!(
             f,

@@ -28,38 +28,98 @@ pub struct Labelled {
     pub lines: Vec<usize>,
     /// Whether the labels are class ids (integers) rather than names.
     pub numeric: bool,
+    /// The header's columns read past (GLUE's ids, genres and parses).
+    pub ignored: Vec<String>,
     pub sha256: String,
 }
 
 /// Where each field of a line is.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Columns {
     label: usize,
     text: usize,
     pair: Option<usize>,
     /// The fields a line must have at least.
     width: usize,
+    /// The header's other columns, by name: read past, and said so.
+    ignored: Vec<String>,
+}
+
+/// The names a header may give the label, in the order they are looked for: GLUE's `label`,
+/// MNLI's `gold_label` (beside its annotators' `label1` to `label5`), QQP's `is_duplicate` and
+/// MRPC's `Quality`.
+const LABELS: [&str; 4] = ["label", "gold_label", "is_duplicate", "quality"];
+
+/// The text columns a header may name: one text, or a pair (sentence A, sentence B), as GLUE's
+/// files name them. MNLI's `sentence1` and `sentence2` come before its parses'; QNLI pairs a
+/// `question` with its `sentence`.
+const PAIRS: [(&str, &str); 4] =
+    [("sentence1", "sentence2"), ("question1", "question2"), ("#1 string", "#2 string"), ("question", "sentence")];
+const SINGLES: [&str; 2] = ["sentence", "text"];
+
+/// Whether a column's name says it holds a text (a sentence, a question, a string), which the
+/// reader must place or refuse: a text left out in silence would train on half of each example.
+fn names_a_text(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    ["sentence", "text", "question"].contains(&stem) || (name.starts_with('#') && name.ends_with(" string"))
 }
 
 impl Columns {
-    /// The columns a header line names, if it is one: `label`, and `sentence` (or `text`) or
-    /// `sentence1` (with `sentence2` for pairs), in any case. Ok(None): not a header; an error: a
-    /// line that names `label` but no text column the reader knows.
+    /// The columns a header line names, if it is one: a label column ([`LABELS`]) and one text
+    /// or a pair of them ([`PAIRS`], [`SINGLES`]), in any order and case; the other columns are
+    /// read past. Ok(None): not a header; an error: a header whose texts cannot be placed (none
+    /// the reader knows, a name given twice, or a text column beside the ones it reads).
     fn named(fields: &[&str]) -> std::result::Result<Option<Columns>, String> {
-        let at = |name: &str| fields.iter().position(|f| f.trim().eq_ignore_ascii_case(name));
-        let Some(label) = at("label") else { return Ok(None) };
-        let (text, pair) = match (at("sentence").or(at("text")), at("sentence1"), at("sentence2")) {
-            (Some(text), None, None) => (text, None),
-            (None, Some(text), pair) => (text, pair),
-            _ => {
-                return Err(format!(
-                    "a header naming label, but its text column is not one this reader knows: name it sentence \
-                     (or text), or sentence1 and sentence2 for pairs (found {})",
-                    fields.iter().map(|f| f.trim()).collect::<Vec<_>>().join(", ")
-                ))
-            }
+        let names: Vec<String> = fields.iter().map(|f| f.trim().to_ascii_lowercase()).collect();
+        let at = |name: &str| names.iter().position(|f| f == name);
+        let Some(label) = LABELS.iter().find_map(|name| at(name)) else { return Ok(None) };
+        let found = || fields.iter().map(|f| f.trim()).collect::<Vec<_>>().join(", ");
+        if let Some(twice) = names.iter().enumerate().find(|(i, n)| names[..*i].contains(n)).map(|(_, n)| n) {
+            return Err(format!(
+                "the header names {twice} twice, so which column is which cannot be told (found {})",
+                found()
+            ));
+        }
+        let pair = PAIRS.iter().find_map(|(a, b)| Some((at(a)?, at(b)?)));
+        let (text, pair) = match pair {
+            Some((a, b)) => (a, Some(b)),
+            None => match SINGLES.iter().find_map(|name| at(name)) {
+                Some(text) => (text, None),
+                None => {
+                    return Err(format!(
+                        "a header naming the label, but no text column this reader knows: name it sentence (or text), \
+                         or a pair sentence1 and sentence2, question1 and question2, question and sentence, or #1 String \
+                         and #2 String (found {})",
+                        found()
+                    ))
+                }
+            },
         };
-        Ok(Some(Columns { label, text, pair, width: fields.len() }))
+        let used = [Some(label), Some(text), pair];
+        let unplaced: Vec<&str> = fields
+            .iter()
+            .enumerate()
+            .filter(|(i, name)| !used.contains(&Some(*i)) && names_a_text(name.trim()))
+            .map(|(_, name)| name.trim())
+            .collect();
+        if !unplaced.is_empty() {
+            return Err(format!(
+                "the header names text column(s) {} beside {}{}: which to read cannot be told, so none is left out in \
+                 silence; drop or rename the column(s) (found {})",
+                unplaced.join(", "),
+                fields[text].trim(),
+                pair.map(|b| format!(" and {}", fields[b].trim())).unwrap_or_default(),
+                found()
+            ));
+        }
+        let ignored = fields
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !used.contains(&Some(*i)))
+            .map(|(_, f)| f.trim().to_string())
+            .collect();
+        Ok(Some(Columns { label, text, pair, width: fields.len(), ignored }))
     }
 }
 
@@ -94,30 +154,31 @@ impl Labelled {
         for (number, line) in first.into_iter().chain(rows) {
             let fields: Vec<&str> = line.split('\t').collect();
             if fields.len() == 1 {
-                let problem = match columns.filter(|_| header) {
+                let problem = match columns.as_ref().filter(|_| header) {
                     Some(c) => format!("no tab: the header names {} columns, separated by tabs", c.width),
                     None => "no tab: a line is label<TAB>text, or label<TAB>text_a<TAB>text_b".into(),
                 };
                 return Err(bad(number, problem));
             }
-            let cols = match columns {
-                Some(cols) => cols,
+            let cols = match &columns {
+                Some(cols) => cols.clone(),
                 None => {
                     let cols = match fields.len() {
-                        2 => Columns { label: 0, text: 1, pair: None, width: 2 },
-                        3 => Columns { label: 0, text: 1, pair: Some(2), width: 3 },
+                        2 => Columns { label: 0, text: 1, pair: None, width: 2, ignored: Vec::new() },
+                        3 => Columns { label: 0, text: 1, pair: Some(2), width: 3, ignored: Vec::new() },
                         n => {
                             return Err(bad(
                                 number,
                                 format!(
                                     "{} tabs: a line is label<TAB>text, or label<TAB>text_a<TAB>text_b (a header line \
-                                     naming label and sentence gives other columns)",
+                                     naming label and sentence gives other columns; CoLA's files have none: put \
+                                     source<TAB>label<TAB>original<TAB>sentence first)",
                                     n - 1
                                 ),
                             ))
                         }
                     };
-                    *columns.get_or_insert(cols)
+                    columns.get_or_insert(cols).clone()
                 }
             };
             if fields.len() != cols.width {
@@ -166,8 +227,10 @@ impl Labelled {
         if texts.is_empty() {
             return Err(bad(0, "no example (the file is empty, blank, or a header alone)".into()));
         }
-        let is_pairs = columns.is_some_and(|c| c.pair.is_some());
+        let is_pairs = columns.as_ref().is_some_and(|c| c.pair.is_some());
+        let ignored = columns.map(|c| c.ignored).unwrap_or_default();
         Ok(Labelled {
+            ignored,
             path: path.into(),
             texts,
             pairs: is_pairs.then_some(pairs),
@@ -321,7 +384,71 @@ mod tests {
     #[test]
     fn a_line_that_names_label_but_no_known_text_column_is_refused() {
         let error = parse("label\treview\npos\tgood\n").unwrap_err().to_string();
-        assert!(error.contains("data.tsv: line 1: a header naming label"), "{error}");
+        assert!(error.contains("data.tsv: line 1: a header naming the label, but no text column"), "{error}");
+    }
+
+    /// GLUE's files as they come, each header and one line: the label and the one or two texts
+    /// it must read, and the columns read past.
+    #[test]
+    fn glue_layouts_are_read_by_their_headers() {
+        /// A layout's name, its file, and the text, sentence B and columns read past it must give.
+        type Layout<'a> = (&'a str, &'a str, &'a str, Option<&'a str>, &'a [&'a str]);
+        let cases: [Layout; 7] = [
+            ("SST-2", "sentence\tlabel\nit 's a charming journey . \t1\n", "it 's a charming journey . ", None, &[]),
+            (
+                "MRPC",
+                "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t702876\t702977\tAmrozi accused him .\tReferring to him .\n",
+                "Amrozi accused him .",
+                Some("Referring to him ."),
+                &["#1 ID", "#2 ID"],
+            ),
+            (
+                "QQP",
+                "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t2\t3\tHow do I?\tHow can I?\t1\n",
+                "How do I?",
+                Some("How can I?"),
+                &["id", "qid1", "qid2"],
+            ),
+            (
+                "MNLI",
+                "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t\
+                 sentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label\n0\t1\t1e\tgov\t( a )\t( b )\t(S a)\t(S b)\t\
+                 Conceptually cream skimming.\tProduct and geography.\tneutral\tneutral\n",
+                "Conceptually cream skimming.",
+                Some("Product and geography."),
+                &["index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse", "sentence1_parse", "sentence2_parse", "label1"],
+            ),
+            (
+                "QNLI",
+                "index\tquestion\tsentence\tlabel\n0\tWhen?\tIn 1990.\tentailment\n",
+                "When?",
+                Some("In 1990."),
+                &["index"],
+            ),
+            ("RTE", "index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\tnot_entailment\n", "A.", Some("B."), &["index"]),
+            ("WNLI", "index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\t1\n", "A.", Some("B."), &["index"]),
+        ];
+        for (name, file, text, pair, ignored) in cases {
+            let got = parse(file).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(got.texts, [text], "{name}");
+            assert_eq!(got.pairs.as_ref().map(|p| p[0].as_str()), pair, "{name}");
+            assert_eq!(got.ignored, ignored, "{name}");
+        }
+    }
+
+    /// A header whose texts cannot all be placed is refused, naming them; CoLA's files, which
+    /// have no header, are pointed to one.
+    #[test]
+    fn texts_that_cannot_be_placed_are_refused() {
+        for (file, expected) in [
+            ("label\tsentence\tsentence\npos\ta\tb\n", "names sentence twice"),
+            ("label\ttext\tsentence\npos\ta\tb\n", "names text column(s) text beside sentence"),
+            ("index\tsentence1\tsentence2\tsentence3\tlabel\n0\ta\tb\tc\t1\n", "sentence3"),
+            ("gj04\t1\t\tOur friends won't buy this analysis.\n", "CoLA's files have none"),
+        ] {
+            let error = parse(file).unwrap_err().to_string();
+            assert!(error.contains(expected), "{file:?}: {error}");
+        }
     }
 
     #[test]

@@ -337,7 +337,7 @@ impl TrainOptions {
             return bad(BATCH_SIZE, "0".into(), "at least 1: a batch needs at least one example");
         }
         if batching.max_len == 0 {
-            return bad(MAX_LEN, "0".into(), "at least 3: [CLS] and [SEP] take 2, and a line needs a token to mask");
+            return bad(MAX_LEN, "0".into(), "at least 3: [CLS] and [SEP] take 2, and a text needs a token");
         }
         if !(batching.mask_prob > 0.0 && batching.mask_prob <= 1.0) {
             return bad(MASK_PROB, format!("{:?}", batching.mask_prob), "greater than 0, at most 1 (BERT used 0.15)");

@@ -276,7 +276,7 @@ fn step_writer(trainer: &Trainer, dir: &Path, mut producer: serde_json::Value) -
     producer["train_step"] = serde_json::json!(trainer.step + 1);
     let model = trainer.model.source.display().to_string();
     let mut writer = DumpWriter::create(dir, producer, model, inputs, dump::Options::named_by(SAVE))?;
-    writer.set_model_fingerprint(trainer.model.fingerprint());
+    writer.set_model(&trainer.model);
     Ok(writer)
 }
 

@@ -16,6 +16,8 @@
     [1.0, '#67001f'],
   ];
   const MASKED_COLOR = '#9e9e9e';
+  // A score at or below this is masked: the library's rule, sent with the data (masked_at).
+  let MASKED_AT;
   const NAN_COLOR = '#ff00ff';
   // One colour per head (cycled past 16): Tableau 10, then six darker hues.
   const HEAD_COLORS = [
@@ -222,6 +224,8 @@
       if (D.format !== 'bert-trace-view/1') {
         throw new Error('unknown data format ' + JSON.stringify(D.format) + ' (this page reads bert-trace-view/1)');
       }
+      if (typeof D.masked_at !== 'number') throw new Error('the embedded data has no masked_at');
+      MASKED_AT = D.masked_at;
     } catch (err) {
       const main = document.querySelector('main');
       main.replaceChildren(h('p', { class: 'error', text: 'Nothing to show: ' + err.message }));
@@ -1065,7 +1069,7 @@
       // returns {v, masked, code}
       const c = arr[k];
       if (e.encoding === 'f32') {
-        if (c <= -1e30) return { v: c, masked: true };
+        if (c <= MASKED_AT) return { v: c, masked: true };
         return { v: c, masked: false };
       }
       if (e.encoding === 'att') return { v: c / 255, masked: false, code: c };
@@ -1114,7 +1118,7 @@
         for (let q = 0; q < n; q++) {
           const x = arr[this.offset + q];
           const o = q * 4;
-          if (x <= -1e30) { px[o] = MASKED_RGB[0]; px[o + 1] = MASKED_RGB[1]; px[o + 2] = MASKED_RGB[2]; } else if (x !== x) { px[o] = NAN_RGB[0]; px[o + 1] = NAN_RGB[1]; px[o + 2] = NAN_RGB[2]; } else {
+          if (x <= MASKED_AT) { px[o] = MASKED_RGB[0]; px[o + 1] = MASKED_RGB[1]; px[o + 2] = MASKED_RGB[2]; } else if (x !== x) { px[o] = NAN_RGB[0]; px[o + 1] = NAN_RGB[1]; px[o + 2] = NAN_RGB[2]; } else {
             let t = dom.t(x);
             t = t < 0 ? 0 : t > 1 ? 1 : t;
             const li = Math.round(t * 1023) * 4;
@@ -1199,7 +1203,7 @@
         ctx.beginPath(); ctx.moveTo(L.barX + HM.barW, L.top + yy + 0.5); ctx.lineTo(L.barX + HM.barW + 3, L.top + yy + 0.5); ctx.stroke();
       }
       let hasMasked = false;
-      if (e.encoding === 'f32') { for (let q = 0; q < n; q++) if (arr[this.offset + q] <= -1e30) { hasMasked = true; break; } } else if (e.encoding === 'u8') { for (let q = 0; q < n; q++) if (arr[this.offset + q] === e.maskedCode) { hasMasked = true; break; } }
+      if (e.encoding === 'f32') { for (let q = 0; q < n; q++) if (arr[this.offset + q] <= MASKED_AT) { hasMasked = true; break; } } else if (e.encoding === 'u8') { for (let q = 0; q < n; q++) if (arr[this.offset + q] === e.maskedCode) { hasMasked = true; break; } }
       if (hasMasked) {
         const my = L.top + L.barH + 4;
         ctx.fillStyle = MASKED_COLOR; ctx.fillRect(L.barX, my, HM.barW, 10);

@@ -9,15 +9,16 @@ use crate::stage::{Dims, Stage};
 
 /// The `format` value of every manifest we write. Version 2 added the interventions, the lens,
 /// the gradients and the model's fingerprint: a reader of version 1 would take an intervened run
-/// for the model's own.
-pub const FORMAT: &str = "bert-trace-dump/2";
+/// for the model's own. Version 3 added the digest of every tensor (`model_tensors`): a reader of
+/// version 2 would accept a model that differs in a weight other than the position table.
+pub const FORMAT: &str = "bert-trace-dump/3";
 
 /// What every format name starts with; the number after it is the format's major version.
 pub const FORMAT_PREFIX: &str = "bert-trace-dump/";
 
 /// The newest major version this build reads: a manifest of a newer one is refused in one line,
 /// since it may hold what this version would misread.
-pub const FORMAT_MAJOR: u32 = 2;
+pub const FORMAT_MAJOR: u32 = 3;
 
 /// The whole manifest.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -44,6 +45,10 @@ pub struct Manifest {
     /// position-embedding table (see `io/fingerprint.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_fingerprint: Option<String>,
+    /// The digest of every tensor of that checkpoint, by its transformers name (format 3; see
+    /// `io/fingerprint.rs`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub model_tensors: std::collections::BTreeMap<String, String>,
     /// What was changed in the pass (ablated heads, patched stages), in the order applied.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub interventions: Vec<Record>,

@@ -183,6 +183,7 @@ impl DumpWriter {
             stopped_at: None,
             archive: options.npz.then(|| ARCHIVE.to_string()),
             model_fingerprint: None,
+            model_tensors: Default::default(),
             interventions: Vec::new(),
             lens: false,
             no_gradient: Vec::new(),
@@ -209,9 +210,16 @@ impl DumpWriter {
         self.manifest.only_stages = Some(patterns);
     }
 
-    /// Records which checkpoint made the dump ([`crate::BertModel::fingerprint`]).
-    pub fn set_model_fingerprint(&mut self, fingerprint: String) {
+    /// Records which checkpoint made the dump: its fingerprint and the digest of every tensor
+    /// ([`crate::BertModel::fingerprint`], [`crate::BertModel::tensor_digests`]).
+    pub fn set_model<F: crate::ops::Float>(&mut self, model: &crate::BertModel<F>) {
+        self.set_model_identity(model.fingerprint(), model.tensor_digests());
+    }
+
+    /// [`DumpWriter::set_model`] from what another dump's manifest recorded.
+    pub fn set_model_identity(&mut self, fingerprint: String, tensors: std::collections::BTreeMap<String, String>) {
         self.manifest.model_fingerprint = Some(fingerprint);
+        self.manifest.model_tensors = tensors;
     }
 
     /// Records what the pass changed, in the order applied.

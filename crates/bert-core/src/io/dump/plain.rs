@@ -322,6 +322,7 @@ fn finish(path: &Path, mut found: Vec<Found>, kind: DumpKind, source: Source) ->
         stopped_at: None,
         archive: None,
         model_fingerprint: None,
+        model_tensors: Default::default(),
         interventions: Vec::new(),
         lens: false,
         no_gradient: Vec::new(),

@@ -166,6 +166,7 @@ impl Dump {
             stopped_at: None,
             archive: None,
             model_fingerprint: Some(fingerprint),
+            model_tensors: Default::default(),
             interventions,
             lens: false,
             no_gradient: Vec::new(),
