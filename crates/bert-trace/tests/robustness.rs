@@ -12,7 +12,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -618,42 +617,65 @@ fn stage_names_for_scripts_and_tables_for_the_terminal() {
     assert!(widest <= 80, "a line of {widest} characters on an 80-column terminal:\n{text}");
 }
 
-/// A killed run is killed midway, at a point the test knows: `BERT_TRACE_PAUSE_AFTER_STAGES`.
-fn spawn_paused(out: &Path, after: usize) -> std::process::Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bert-trace"))
-        .current_dir(root())
-        .env("BERT_TRACE_PAUSE_AFTER_STAGES", after.to_string())
-        .args(["--out", &out.display().to_string(), TEXT])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    for line in stderr.lines() {
-        if line.unwrap().starts_with("paused after") {
-            return child;
-        }
-    }
-    child.wait().ok();
-    panic!("the run ended before pausing after {after} stages");
+/// The stage files in `out` written since `since` (a file being written has a hidden name
+/// until it is whole, and an earlier dump's files are older).
+fn stage_files_since(out: &Path, since: std::time::SystemTime) -> usize {
+    std::fs::read_dir(out).map_or(0, |entries| {
+        entries
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let new = e.metadata().and_then(|m| m.modified()).is_ok_and(|t| t >= since);
+                name.ends_with(".npy") && !name.starts_with('.') && new
+            })
+            .count()
+    })
 }
 
-/// Killed after 1, 20 and 42 of golden/tiny's 43 stages, into an empty directory or over a
-/// whole dump: no manifest, every stage file present is whole, and the next run cleans up.
+/// A run killed midway, from outside, as a user's `kill -9` or the kernel's OOM killer would: a
+/// batch big enough that writing its stages takes a while, killed (SIGKILL) as soon as `after`
+/// of its stage files are in `out`. The binary has no hook for it.
+fn kill_after(out: &Path, texts: &Path, after: usize) -> std::process::ExitStatus {
+    // A file's time is the kernel's coarse clock (a few ms behind this one): an earlier dump's
+    // files are 200 ms older than the start, and the run's own are counted from 20 ms before it.
+    std::thread::sleep(Duration::from_millis(200));
+    let since = std::time::SystemTime::now() - Duration::from_millis(20);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bert-trace"))
+        .current_dir(root())
+        .args(["--out", &out.display().to_string(), "--threads", "1", "--file", &texts.display().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while stage_files_since(out, since) < after
+        && start.elapsed() < Duration::from_secs(60)
+        && child.try_wait().unwrap().is_none()
+    {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    child.kill().ok();
+    child.wait().unwrap()
+}
+
+/// Killed after about 1, 20 and 42 of golden/tiny's 43 stages, into an empty directory or over
+/// a whole dump: no manifest, every stage file present is whole, and the next run cleans up.
 #[test]
 fn a_run_killed_midway_leaves_nothing_that_looks_complete() {
+    let tmp = tempfile::tempdir().unwrap();
+    // 256 texts of about 40 tokens (golden/tiny takes 64): each stage is megabytes, so the
+    // writing takes long enough to be caught midway.
+    let texts = tmp.path().join("texts.txt");
+    let line = "when in rome do as the romans do and all roads lead to rome ".repeat(3);
+    std::fs::write(&texts, format!("{}\n", line.trim()).repeat(256)).unwrap();
     for (over_a_dump, after) in [(false, 1), (false, 20), (true, 1), (true, 42)] {
-        let tmp = tempfile::tempdir().unwrap();
-        let out = tmp.path().join("t");
+        let out = tmp.path().join(format!("t-{over_a_dump}-{after}"));
         if over_a_dump {
             assert_eq!(run(&["--out".into(), out.display().to_string(), TEXT.into()]).code, Some(0));
         }
-        let mut child = spawn_paused(&out, after);
-        // The writing thread may still be writing the stages handed to it: give it a moment,
-        // then kill the run where it stands.
-        std::thread::sleep(Duration::from_millis(50));
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let status = kill_after(&out, &texts, after);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9), "the run into {} ended before it was killed: {status}", out.display());
         let when = format!("killed after {after} stages (over a dump: {over_a_dump})");
         assert!(!out.join("manifest.json").exists(), "{when}: a manifest was left");
         for entry in std::fs::read_dir(&out).unwrap() {

@@ -37,12 +37,6 @@ impl<'a> Recorder<'a> {
     }
 }
 
-/// For tests only: `BERT_TRACE_PAUSE_AFTER_STAGES=N` stops the run for good once N stages have
-/// been handed on, after saying so on stderr, so that a test can kill it at a known point.
-fn pause_after() -> Option<usize> {
-    std::env::var("BERT_TRACE_PAUSE_AFTER_STAGES").ok()?.parse().ok()
-}
-
 impl Sink for Recorder<'_> {
     fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> bert_core::Result<()> {
         // The order of the values does not change the summary, so a transposed view (Q, K and V
@@ -64,12 +58,6 @@ impl Sink for Recorder<'_> {
         }
         if self.inner.wants(&stage) {
             self.inner.emit(stage, tensor)?;
-        }
-        if pause_after() == Some(self.rows.len()) {
-            eprintln!("paused after {} stages (BERT_TRACE_PAUSE_AFTER_STAGES)", self.rows.len());
-            loop {
-                std::thread::park();
-            }
         }
         Ok(())
     }

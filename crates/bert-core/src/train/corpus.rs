@@ -321,10 +321,11 @@ impl Corpus {
     }
 
     /// The held-out batch `index` of this corpus, for an evaluation: examples `index · B` on, in
-    /// the file's order, as they are (a pair keeps its own sentence B), a share `mask_prob` of
-    /// their tokens chosen with numbers of the run's seed and the batch's index alone, so that
-    /// every evaluation of a run judges the same positions, and each chosen one shown as
-    /// `[MASK]`; a labelled corpus's batch carries its classes instead.
+    /// the file's order, as they are (a pair keeps its own sentence B), 15% of their tokens
+    /// (BERT's share, whatever `mask_prob` the run trains with) chosen with numbers of the run's
+    /// seed and the batch's index alone, so that every evaluation of a run judges the same
+    /// positions, and each chosen one shown as `[MASK]`; a labelled corpus's batch carries its
+    /// classes instead.
     pub fn held_out_batch(&self, index: usize, tokenizer: &BertTokenizer, batching: &Batching) -> Result<Batch> {
         let size = batching.batch_size.max(1);
         let examples: Vec<usize> = (index * size..((index + 1) * size).min(self.len())).collect();
@@ -336,7 +337,8 @@ impl Corpus {
             self.pairs.as_ref().map(|pairs| examples.iter().map(|&i| pairs[i].clone()).collect());
         let mut batch = tokenizer.encode(&texts, pairs.as_deref(), batching.max_len, true)?;
         let seed = seed_for(batching.seed, index, Purpose::HeldOut);
-        mask_tokens(&mut batch, tokenizer, batching.mask_prob, seed)?;
+        // BERT's 15% whatever the run trains with: the measure is the same for every run.
+        mask_tokens(&mut batch, tokenizer, super::options::DEFAULT_MASK_PROB, seed)?;
         // Every chosen token is shown as [MASK], as a learner asks the model to fill one: the
         // random and unchanged tenths of BERT's training masks are left out of the measure.
         let mask_id = tokenizer.token_to_id(crate::io::tokenizer::MASK).map(i64::from);

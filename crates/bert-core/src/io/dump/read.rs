@@ -86,6 +86,10 @@ pub struct Dump {
     index: HashMap<String, usize>,
     /// The stages whose files lack the batch axis the stage table gives them: read with it.
     batch_added: std::collections::HashSet<String>,
+    /// The files more than one stage names, each read once and kept: a manifest that lists one
+    /// small file for many stages is read in time linear in its stages, not in its files' reads.
+    repeated: std::collections::HashSet<String>,
+    read_once: std::sync::Mutex<HashMap<String, (Tensor, NpyType)>>,
 }
 
 impl Dump {
@@ -188,8 +192,11 @@ impl Dump {
     fn new(path: &Path, manifest: Manifest, kind: DumpKind, source: Source) -> Result<Dump> {
         match &source {
             Source::Files(dir) => {
+                let mut checked = std::collections::HashSet::new();
                 for stage in &manifest.stages {
-                    plain::check_inside(dir, &dir.join(&stage.file))?;
+                    if checked.insert(stage.file.as_str()) {
+                        plain::check_inside(dir, &dir.join(&stage.file))?;
+                    }
                 }
             }
             Source::Archive(archive) if kind == DumpKind::Manifest => {
@@ -199,7 +206,20 @@ impl Dump {
             _ => {}
         }
         let index = manifest.stages.iter().enumerate().map(|(i, s)| (s.name.clone(), i)).collect();
-        Ok(Dump { dir: path.into(), manifest, kind, notes: Vec::new(), source, index, batch_added: Default::default() })
+        let mut seen = std::collections::HashSet::new();
+        let repeated =
+            manifest.stages.iter().filter(|s| !seen.insert(s.file.as_str())).map(|s| s.file.clone()).collect();
+        Ok(Dump {
+            dir: path.into(),
+            manifest,
+            kind,
+            notes: Vec::new(),
+            source,
+            index,
+            batch_added: Default::default(),
+            repeated,
+            read_once: Default::default(),
+        })
     }
 
     /// A trace held in memory as a dump: `tensors[i]` is the values of `manifest.stages[i]`, of
@@ -263,10 +283,20 @@ impl Dump {
         let stored_shape = if batch_added { &entry.shape[1..] } else { &entry.shape[..] };
         let (tensor, stored) = match &self.source {
             Source::Files(dir) => {
-                let path = dir.join(&entry.file);
-                let (file, len) =
-                    files::open_regular(&path).map_err(|e| bad(format!("cannot open: {}", reason(&e))))?;
-                npy::read(file, len).map_err(&bad)?
+                let cached = self.read_once.lock().expect("not poisoned").get(&entry.file).cloned();
+                match cached {
+                    Some(read) => read,
+                    None => {
+                        let path = dir.join(&entry.file);
+                        let (file, len) =
+                            files::open_regular(&path).map_err(|e| bad(format!("cannot open: {}", reason(&e))))?;
+                        let read = npy::read(file, len).map_err(&bad)?;
+                        if self.repeated.contains(&entry.file) {
+                            self.read_once.lock().expect("not poisoned").insert(entry.file.clone(), read.clone());
+                        }
+                        read
+                    }
+                }
             }
             Source::Archive(path) => {
                 let (file, _) = files::open_regular(path).map_err(|e| bad(format!("cannot open: {}", reason(&e))))?;
