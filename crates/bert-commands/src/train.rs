@@ -122,6 +122,16 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
             (model, source::files_of_dir(dir)?)
         }
         None => {
+            // A directory with a config and no weights is a model to be made, which is asked for.
+            if let Some(dir) = args.model.as_deref().filter(|d| d.join("config.json").is_file()) {
+                if !dir.join("model.safetensors").exists() && !dir.join("pytorch_model.bin").exists() {
+                    refuse!(
+                        "{}: there is no model.safetensors in it; give {FROM_CONFIG} to train new weights for its \
+                         config.json",
+                        dir.display()
+                    );
+                }
+            }
             let loaded = source::load(args.model.as_deref())?;
             for note in &loaded.notes {
                 progress.note(note);

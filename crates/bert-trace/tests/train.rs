@@ -490,3 +490,92 @@ fn a_resumed_run_refuses_other_options_and_another_text() {
     let same = bert_trace(&["train", "--resume", &checkpoint, "--lr", "1e-4", "--steps", "4", "--seed", "0"]);
     assert!(same.status.success(), "{}", stderr(&same));
 }
+
+/// `--from-config` trains new weights for a directory's config.json and tokenizer, only when
+/// asked; `--documents` packs a text of documents; `--warmup-steps` below 1 is a share. Each
+/// refusal is one line, before anything is written.
+#[test]
+fn new_weights_and_packed_documents_are_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    std::fs::create_dir(&config).unwrap();
+    for file in ["config.json", "vocab.txt", "tokenizer_config.json"] {
+        std::fs::copy(root().join("golden/tiny").join(file), config.join(file)).unwrap();
+    }
+    let config_arg = config.display().to_string();
+    let documents = tmp.path().join("documents.txt");
+    std::fs::write(
+        &documents,
+        "the romans built roads .\nall roads lead to rome .\n\nwhen in rome do as the romans do .\n",
+    )
+    .unwrap();
+    let documents_arg = documents.display().to_string();
+    let save = tmp.path().join("save");
+    let save_arg = save.display().to_string();
+    let refused = |args: &[&str], says: &str| {
+        let out = bert_trace(args);
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
+        assert!(text.contains(says), "{args:?}: expected {says:?} in {text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("error")).count(), 1, "{args:?}: {text}");
+        assert!(!save.exists(), "{args:?}: wrote {}", save.display());
+    };
+    let romans = "walkthrough/texts/romans.txt";
+    refused(
+        &["train", "--model", &config_arg, "--file", romans, "--steps", "1", "--save", &save_arg],
+        "give --from-config",
+    );
+    refused(
+        &["train", "--from-config", "--file", romans, "--steps", "1", "--save", &save_arg],
+        "--from-config draws new weights",
+    );
+    refused(
+        &[
+            "train",
+            "--model",
+            &config_arg,
+            "--from-config",
+            "--documents",
+            "--file",
+            "walkthrough/texts/romans_pairs.txt",
+        ]
+        .iter()
+        .copied()
+        .chain(["--steps", "1", "--save", &save_arg])
+        .collect::<Vec<_>>(),
+        "a tab: with --documents",
+    );
+    refused(&["train", "--model", &config_arg, "--nsp", "--file", &documents_arg, "--steps", "1"], "--documents");
+    let ran = bert_trace(&[
+        "train",
+        "--model",
+        &config_arg,
+        "--from-config",
+        "--documents",
+        "--file",
+        &documents_arg,
+        "--steps",
+        "10",
+        "--warmup-steps",
+        "0.25",
+        "--max-len",
+        "16",
+        "--save",
+        &save_arg,
+        "--seed",
+        "3",
+    ]);
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    assert!(stderr(&ran).contains("new weights for"), "{}", stderr(&ran));
+    // 10 steps, a quarter of them warm-up: ⌈2.5⌉ = 3.
+    assert!(
+        stdout(&ran).contains("packed from its documents") && stdout(&ran).contains("(warm-up 3)"),
+        "{}",
+        stdout(&ran)
+    );
+    // The saved model is new weights, not golden/tiny's, and loads as any checkpoint does.
+    let trained = bert_core::BertModel::load(&save).unwrap();
+    let tiny = bert_core::BertModel::load(&root().join("golden/tiny")).unwrap();
+    assert_ne!(trained.fingerprint(), tiny.fingerprint());
+    assert!(bert_trace(&["--model", &save_arg, "--no-dump", "the romans built [MASK] ."]).status.success());
+}
