@@ -412,7 +412,7 @@ impl Trace {
     /// The model that made the trace, if it is loaded here.
     #[getter]
     fn model(&self, py: Python<'_>) -> Option<Py<Model>> {
-        self.model.as_ref().map(|m| m.clone_ref(py))
+        self.made_with(py)
     }
 
     fn _repr_html_(&self, py: Python<'_>) -> PyResult<String> {

@@ -538,11 +538,11 @@ fn new_weights_and_packed_documents_are_asked_for() {
             "--documents",
             "--file",
             "walkthrough/texts/romans_pairs.txt",
-        ]
-        .iter()
-        .copied()
-        .chain(["--steps", "1", "--save", &save_arg])
-        .collect::<Vec<_>>(),
+            "--steps",
+            "1",
+            "--save",
+            &save_arg,
+        ],
         "a tab: with --documents",
     );
     refused(&["train", "--model", &config_arg, "--nsp", "--file", &documents_arg, "--steps", "1"], "--documents");

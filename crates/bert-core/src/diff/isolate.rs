@@ -228,10 +228,10 @@ pub fn check_model<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<()> {
         let differ = crate::io::fingerprint::differing(&ours, &dump.manifest.model_tensors);
         if let Some(first) = differ.first() {
             let more = match differ.len() {
-                1 => String::new(),
-                n => format!(" and {} more", n - 1),
+                1 => " differs".to_string(),
+                n => format!(" and {} more differ", n - 1),
             };
-            return Err(mismatch(format!("its {first}{more} differ from the weights the dump was made with")));
+            return Err(mismatch(format!("its {first}{more} from the weights the dump was made with")));
         }
     }
     let stage = Stage::new(EmbWord);
