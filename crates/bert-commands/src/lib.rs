@@ -12,6 +12,7 @@
 //! | `compare` | [`compare`] |
 //! | `train` | [`train`] |
 //! | `finetune` | [`finetune`] |
+//! | `evaluate` | [`evaluate`] |
 //! | `ablate`, `lens`, `attribute` | [`ablate`], [`lens`], [`attribute`] (and [`experiment`]) |
 //! | `heads` | [`heads`] |
 //! | `view` | [`view`] |
@@ -22,6 +23,7 @@ pub mod attribute;
 pub mod compare;
 pub mod diff;
 pub mod error;
+pub mod evaluate;
 pub mod experiment;
 pub mod explain;
 pub mod finetune;

@@ -284,7 +284,7 @@ fn run_in<F: Float>(
         recorder = recorder.keeping_all();
     }
     let hook = (!interventions.is_empty()).then_some(&mut interventions as &mut dyn Hook);
-    let pass = Pass { stop_after: stop, hook, lens: request.lens, backward: request.backward };
+    let pass = Pass { stop_after: stop, hook, lens: request.lens, backward: request.backward, ..Pass::default() };
     let traced = model.trace_with(&batch, &mut recorder, pass)?;
 
     let text = &mut report.text;

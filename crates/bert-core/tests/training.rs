@@ -182,6 +182,7 @@ fn the_held_out_measure_is_fill_mask_top_1_and_top_5() {
     let evaluation = bert_core::train::evaluate::evaluate(&model, &corpus, &batching, 0).unwrap();
     let mask = model.tokenizer.token_to_id("[MASK]").unwrap() as i64;
     let (mut top1, mut top5, mut count) = (0, 0, 0);
+    let mut label_counts = std::collections::HashMap::<i64, usize>::new();
     for index in 0..corpus.batches_per_epoch(8) {
         let batch = corpus.held_out_batch(index, &model.tokenizer, &batching).unwrap();
         let labels = batch.labels.mlm.clone().unwrap();
@@ -197,10 +198,74 @@ fn the_held_out_measure_is_fill_mask_top_1_and_top_5() {
             order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             let rank = order.iter().position(|&(token, _)| token as i64 == label).unwrap();
             count += 1;
+            *label_counts.entry(label).or_default() += 1;
             top1 += usize::from(rank == 0);
             top5 += usize::from(rank < 5);
         }
     }
     println!("{count} masked: top-1 {top1}, top-5 {top5}; the evaluation's {evaluation}");
     assert_eq!((evaluation.examples, evaluation.correct, evaluation.top5_correct), (count, top1, Some(top5)));
+    // The guess that ignores the text: the most frequent masked token, the lowest id of equals.
+    let most = label_counts.values().copied().max().unwrap();
+    let token = label_counts.iter().filter(|(_, &n)| n == most).map(|(&id, _)| id).min().unwrap();
+    let guess = evaluation.constant_guess.expect("an MLM measure has the constant guess");
+    assert_eq!(
+        (guess.token.as_str(), guess.correct),
+        (model.tokenizer.id_to_token(token as u32).unwrap().as_str(), most),
+        "the constant guess: expected {token} for {most} of {count}"
+    );
+}
+
+/// golden/english-small's recipe is reproducible: its first five steps, from the recipe's new
+/// weights (phase 1 draws them with `--from-config --seed 0`) and on the batches the run drew
+/// (kept in golden/english-small/phase-1/first-steps/, so that the test needs no corpus), give
+/// the losses the run's log recorded, bit for bit.
+#[test]
+fn the_course_model_recipe_repeats_its_first_five_steps_bit_for_bit() {
+    use bert_core::train::options::TrainOptions;
+    use bert_core::train::Trainer;
+    use bert_core::Discard;
+
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden/english-small");
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("phase-1/trainer_state.json")).unwrap()).unwrap();
+    let options: TrainOptions = serde_json::from_value(state["options"].clone()).unwrap();
+    let model = BertModel::from_config(&dir, options.batching.seed).unwrap();
+    // The corpus only has to be one the options accept: every batch below is the run's own.
+    let sample = std::fs::read_to_string(dir.join("heldout-sample.txt")).unwrap();
+    let corpus = Corpus::parse(&sample, Path::new("heldout-sample.txt")).unwrap();
+    let mut trainer = Trainer::new(model, corpus, options).unwrap();
+    let log = state["log_history"].as_array().unwrap();
+    for step in 1..=5 {
+        let batch = batch_of(&dir.join(format!("phase-1/first-steps/step-{step}")));
+        let got = trainer.step_with(batch, &mut Discard).unwrap();
+        // The log holds each loss as the float32 it is, in its shortest decimal form.
+        let want: f32 = serde_json::from_value(log[step - 1]["loss"].clone()).unwrap();
+        assert_eq!(log[step - 1]["step"], step, "the log's entry {step}");
+        assert_eq!(
+            got.loss.to_bits(),
+            want.to_bits(),
+            "step {step}: loss: expected {want} (the recipe's log), got {}",
+            got.loss
+        );
+    }
+}
+
+/// The batch a training step read, from the inputs its `--dump-step` dump wrote (the recipe
+/// keeps these four files of each step): the ids the model saw, the token types, the attention
+/// mask and the MLM labels.
+fn batch_of(dump_dir: &Path) -> bert_core::Batch {
+    let read = |name: &str| -> ndarray::Array2<i64> {
+        let path = dump_dir.join(format!("{name}.npy"));
+        ndarray_npy::read_npy(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let ids = read("input.ids");
+    bert_core::Batch {
+        tokens: vec![Vec::new(); ids.nrows()],
+        ids,
+        token_type_ids: read("input.token_type_ids"),
+        attention_mask: read("input.attention_mask"),
+        pairs: false,
+        labels: bert_core::objectives::Labels { mlm: Some(read("input.labels")), ..Default::default() },
+    }
 }

@@ -72,6 +72,10 @@ pub enum Command {
     /// against PyTorch, held-out accuracy and a confusion table as it goes, a checkpoint
     /// transformers loads
     Finetune(FinetuneArgs),
+    /// Measure a model on held-out text: the MLM loss, perplexity and top-1 and top-5 accuracy at
+    /// a fixed, seeded 15% of its tokens (each shown as [MASK]) beside the best guess that
+    /// ignores the text; or a classifier's accuracy and confusion table on labelled examples
+    Evaluate(EvaluateArgs),
 }
 
 /// Where the model comes from.
@@ -384,6 +388,40 @@ pub struct ViewArgs {
     /// when it can be found]
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The held-out text: one example per line (for a classifier: a label, a tab and a text), or
+    /// documents with --documents
+    #[arg(long, value_name = "FILE")]
+    pub file: PathBuf,
+    /// FILE is documents, as train --documents reads them (a paragraph a line, a blank line
+    /// between documents), packed into sequences of up to --max-len tokens
+    #[arg(long)]
+    pub documents: bool,
+    /// Tokens per sequence, [CLS] and [SEP] included [default: the model's longest input, at
+    /// most 128]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub max_len: Option<usize>,
+    /// Sequences per pass; the masks are drawn batch by batch, so a measure is of a batch size
+    /// and a seed [default: 32]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub batch_size: Option<usize>,
+    /// The seed that chooses the masked tokens [default: 0]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Print the measure as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
+    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
+    pub kernels: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ mod cli;
 mod color;
 mod compare;
 mod diff;
+mod evaluate;
 mod explain;
 mod finetune;
 mod heads;
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
         Some(Command::Train(args)) => train::run(args),
         Some(Command::Finetune(args)) => finetune::run(args),
         Some(Command::Heads(args)) => heads::run(args),
+        Some(Command::Evaluate(args)) => evaluate::run(args),
     });
     match result {
         Ok(code) => ExitCode::from(code as u8),

@@ -27,6 +27,7 @@ pub fn prepare(cli: &Cli) -> Result<()> {
         Some(Command::Train(a)) => (a.threads, a.kernels.as_deref()),
         Some(Command::Finetune(a)) => (a.threads, a.kernels.as_deref()),
         Some(Command::Heads(a)) => (a.threads, a.kernels.as_deref()),
+        Some(Command::Evaluate(a)) => (a.threads, a.kernels.as_deref()),
         Some(_) => (None, None),
     };
     // The start of `main`: no other thread exists yet to read the environment.

@@ -6,7 +6,7 @@
 use ndarray::{arr0, s, Array2, Array3};
 
 use super::gradients::{Gradients, Grads, Record};
-use super::{losses, BertModel, Pass};
+use super::{labelled_rows, losses, BertModel, Pass};
 use crate::error::Result;
 use crate::io::tokenizer::Batch;
 use crate::ops::Float;
@@ -25,8 +25,15 @@ impl<F: Float> BertModel<F> {
 
     /// The backward pass, from the loss back to the embeddings, reading the forward's stages from
     /// `record` and handing each gradient stage to `tracer` as it is computed: `grad.<stage>`
-    /// in reverse order, then `grad.param.<name>` in the order of the parameters.
-    pub(crate) fn backward(&self, batch: &Batch, record: &Record<F>, tracer: &mut Tracer) -> Result<Grads<F>, Halt> {
+    /// in reverse order, then `grad.param.<name>` in the order of the parameters. With
+    /// `labelled_only`, the forward ran the MLM head at the labelled positions only.
+    pub(crate) fn backward(
+        &self,
+        batch: &Batch,
+        record: &Record<F>,
+        labelled_only: bool,
+        tracer: &mut Tracer,
+    ) -> Result<Grads<F>, Halt> {
         let (mlm_labels, nsp_labels, class_labels) = (&batch.labels.mlm, &batch.labels.nsp, &batch.labels.class);
         let mut grads = Grads::new();
         let n_layers = self.layers.len();
@@ -36,10 +43,20 @@ impl<F: Float> BertModel<F> {
         tracer.float(Stage::new(Loss).grad(), &mut arr0(F::one()))?;
         let (mut from_mlm, mut from_cls) = (None, None);
         if let (Some(labels), Some(mlm)) = (mlm_labels, &self.mlm) {
+            // The head ran on the rows it saw: all of them, or the labelled ones gathered.
+            let gathered = labelled_only.then(|| labelled_rows::gather(last_hidden.view(), labels));
+            let (rows, row_labels) = match &gathered {
+                Some((rows, row_labels)) => (rows, row_labels),
+                None => (&last_hidden, labels),
+            };
             tracer.float(Stage::new(MlmLoss).grad(), &mut arr0(F::one()))?;
-            tracer.float(Stage::new(MlmLosses).grad(), &mut losses::mean_backward::<F, _>(labels))?;
-            let d_logits = losses::mlm_loss_backward(record.three(Stage::new(MlmLogits)), labels);
-            from_mlm = Some(mlm.backward(&last_hidden, record, &d_logits, &mut grads, tracer)?);
+            tracer.float(Stage::new(MlmLosses).grad(), &mut losses::mean_backward::<F, _>(row_labels))?;
+            let d_logits = losses::mlm_loss_backward(record.three(Stage::new(MlmLogits)), row_labels);
+            let d_rows = mlm.backward(rows, record, &d_logits, &mut grads, tracer)?;
+            from_mlm = Some(match labelled_only {
+                true => labelled_rows::scatter(d_rows.view(), labels),
+                false => d_rows,
+            });
         }
         // The pooler's output gets a share from each head on it that has a loss.
         let mut d_pooled: Option<Array2<F>> = None;

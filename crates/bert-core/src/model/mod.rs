@@ -29,6 +29,7 @@ mod encode;
 pub mod feed_forward;
 pub mod gradients;
 mod init;
+mod labelled_rows;
 pub mod layer;
 pub mod layer_norm;
 pub mod linear;
@@ -88,7 +89,7 @@ pub struct Outputs<F: Float = f32> {
     pub last_hidden: Option<Array3<F>>,
     /// `[B,H]`
     pub pooled: Option<Array2<F>>,
-    /// `[B,T,V]`
+    /// `[B,T,V]`; None for a pass that ran the MLM head at the labelled positions only.
     pub mlm_logits: Option<Array3<F>>,
     /// `[B,2]`
     pub nsp_logits: Option<Array2<F>>,
@@ -151,6 +152,11 @@ pub struct Pass<'h> {
     pub lens: bool,
     /// Then run the backward pass: the `grad.*` stages, after the rest. Needs a loss.
     pub backward: bool,
+    /// With MLM labels, run the MLM head at the labelled positions only (`labelled_rows.rs`):
+    /// its stages are then `[1,M,..]` for the M labelled positions, not `[B,T,..]`, there are no
+    /// `mlm_logits` in the outputs, and the loss and gradients are the same up to float rounding
+    /// (the order of some sums). For a training step whose head stages nobody reads.
+    pub labelled_only: bool,
 }
 
 /// The result of one traced forward pass.
@@ -233,8 +239,9 @@ impl<F: Float> BertModel<F> {
             let mut tee = Tee { sink: &mut *sink, record: pass.backward.then_some(&mut record as &mut dyn Sink) };
             // The hook may outlive the sink; the tracer holds both for the shorter time.
             let mut tracer = Tracer::new(&mut tee, pass.stop_after, hook.as_deref_mut().map(|h| h as &mut dyn Hook));
-            let run =
-                ops::with_kernels(self.kernels, || self.run(batch, pass.lens, &mut tracer, &mut outputs, &mut used));
+            let run = ops::with_kernels(self.kernels, || {
+                self.run(batch, (pass.lens, pass.labelled_only), &mut tracer, &mut outputs, &mut used)
+            });
             match run {
                 Ok(()) => None,
                 Err(Halt::Stopped(stage)) => Some(stage),
@@ -245,7 +252,8 @@ impl<F: Float> BertModel<F> {
         if let (true, None, Some(used)) = (pass.backward, stopped_at, &used) {
             let mut tracer = Tracer::new(&mut *sink, None, hook.map(|h| h as &mut dyn Hook));
             tracer.set_attention_mask(&used.attention_mask);
-            let backward = ops::with_kernels(self.kernels, || self.backward(used, &record, &mut tracer));
+            let backward =
+                ops::with_kernels(self.kernels, || self.backward(used, &record, pass.labelled_only, &mut tracer));
             gradients = Some(backward.map_err(|halt| match halt {
                 Halt::Failed(e) => e,
                 Halt::Stopped(_) => unreachable!("the backward pass has no stop stage"),
@@ -278,7 +286,7 @@ impl<F: Float> BertModel<F> {
     fn run(
         &self,
         batch: &Batch,
-        lens: bool,
+        (lens, labelled_only): (bool, bool),
         tracer: &mut Tracer,
         outputs: &mut Outputs<F>,
         used: &mut Option<Batch>,
@@ -310,12 +318,20 @@ impl<F: Float> BertModel<F> {
         if let Some(pooler) = &self.pooler {
             outputs.pooled = Some(pooler.forward(&hidden, tracer)?);
         }
-        if let Some(mlm) = &self.mlm {
-            let logits = mlm.forward(&hidden, tracer)?;
-            if let Some(labels) = &batch.labels.mlm {
-                outputs.mlm_loss = Some(losses::mlm_loss(&logits, labels, tracer)?);
+        match (&self.mlm, &batch.labels.mlm) {
+            (Some(mlm), Some(labels)) if labelled_only => {
+                let (rows, row_labels) = labelled_rows::gather(hidden.view(), labels);
+                let logits = mlm.forward(&rows, tracer)?;
+                outputs.mlm_loss = Some(losses::mlm_loss(&logits, &row_labels, tracer)?);
             }
-            outputs.mlm_logits = Some(logits);
+            (Some(mlm), labels) => {
+                let logits = mlm.forward(&hidden, tracer)?;
+                if let Some(labels) = labels {
+                    outputs.mlm_loss = Some(losses::mlm_loss(&logits, labels, tracer)?);
+                }
+                outputs.mlm_logits = Some(logits);
+            }
+            (None, _) => {}
         }
         if let (Some(nsp), Some(pooled)) = (&self.nsp, &outputs.pooled) {
             let logits = nsp.forward(pooled, tracer)?;

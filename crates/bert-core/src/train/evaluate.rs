@@ -35,6 +35,11 @@ pub struct Evaluation {
     pub top5_correct: Option<usize>,
     /// The examples judged, or the masked positions.
     pub examples: usize,
+    /// For the MLM: the best a guess that ignores the text can do on these positions, the
+    /// token most of them are (ties: the lowest id), and the share of positions it is. A model
+    /// that has learnt nothing but how often each token occurs scores about this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constant_guess: Option<ConstantGuess>,
     /// `exp(loss)`, for the MLM loss; None for a classifier, and where it overflows f64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub perplexity: Option<f64>,
@@ -45,6 +50,14 @@ pub struct Evaluation {
     /// The classes' names, in the order of the table's rows and columns.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<String>,
+}
+
+/// The best guess that ignores the text: one token for every masked position.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConstantGuess {
+    pub token: String,
+    pub accuracy: f64,
+    pub correct: usize,
 }
 
 /// Runs `model` on every example of `held_out` (in the file's order, a batch of `batching` at a
@@ -60,7 +73,15 @@ pub fn evaluate(model: &BertModel, held_out: &Corpus, batching: &Batching, step:
 /// perplexity, and how many masked tokens the model guesses right, first or among its five
 /// best guesses.
 fn fill_in(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usize) -> Result<Evaluation> {
+    if model.mlm.is_none() {
+        return Err(BertError::MissingHead {
+            path: model.source.clone(),
+            wanted: "the held-out MLM measure".into(),
+            weights: "cls.predictions.*".into(),
+        });
+    }
     let (mut sum, mut count, mut correct, mut top5) = (0.0f64, 0usize, 0usize, 0usize);
+    let mut label_counts = std::collections::BTreeMap::<i64, usize>::new();
     for index in 0..held_out.batches_per_epoch(batching.batch_size.max(1)) {
         let mut batch = held_out.held_out_batch(index, &model.tokenizer, batching)?;
         // The NSP loss is not judged: a held-out pair keeps its own sentence B.
@@ -72,6 +93,7 @@ fn fill_in(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usiz
         for ((at, &label), &loss) in labels.indexed_iter().zip(per_position.iter()).filter(|((_, &l), _)| l != IGNORE) {
             sum += f64::from(loss);
             count += 1;
+            *label_counts.entry(label).or_default() += 1;
             let row = logits.slice(ndarray::s![at.0, at.1, ..]);
             let best = row.iter().enumerate().filter(|(_, v)| !v.is_nan()).max_by(|a, b| a.1.total_cmp(b.1));
             correct += usize::from(best.is_some_and(|(id, _)| id as i64 == label));
@@ -89,6 +111,12 @@ fn fill_in(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usiz
             problem: format!("the held-out MLM loss is {loss}: the run has diverged"),
         });
     }
+    // The most frequent label, the lowest id among equals (the map is in id order).
+    let constant_guess = label_counts.iter().rev().max_by_key(|(_, &n)| n).map(|(&id, &n)| ConstantGuess {
+        token: model.tokenizer.id_to_token(id as u32).unwrap_or_default(),
+        accuracy: n as f64 / count as f64,
+        correct: n,
+    });
     Ok(Evaluation {
         step,
         loss,
@@ -97,6 +125,7 @@ fn fill_in(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usiz
         top5_accuracy: Some(top5 as f64 / count.max(1) as f64),
         top5_correct: Some(top5),
         examples: count,
+        constant_guess,
         perplexity: Some(loss.exp()).filter(|p| p.is_finite()),
         confusion: Vec::new(),
         classes: Vec::new(),
@@ -152,6 +181,7 @@ fn classify(model: &BertModel, held_out: &Corpus, batching: &Batching, step: usi
         top5_accuracy: None,
         top5_correct: None,
         examples,
+        constant_guess: None,
         perplexity: None,
         confusion,
         classes: classes.names.clone(),

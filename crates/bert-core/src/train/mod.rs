@@ -36,7 +36,7 @@ use crate::io::memory;
 use crate::io::tokenizer::Batch;
 use crate::model::{BertModel, Pass};
 use crate::pass::{Sink, TensorView};
-use crate::stage::Stage;
+use crate::stage::{Stage, StageKind::*};
 
 /// What one step reports.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -182,9 +182,27 @@ impl Trainer {
             return Err(BertError::Training(format!("the run's {} steps are done", self.options.steps)));
         }
         let (batch, _) = self.next_batch()?;
+        self.step_with(batch, sink)
+    }
+
+    /// [`Trainer::step`] on a batch made elsewhere, in place of the corpus's next one: a run's
+    /// batches kept apart from its corpus (as `golden/english-small` keeps its first five, so
+    /// that a test repeats them without the corpus) give its steps again.
+    pub fn step_with(&mut self, batch: Batch, sink: &mut dyn Sink) -> Result<StepLog> {
+        if self.finished() {
+            return Err(BertError::Training(format!("the run's {} steps are done", self.options.steps)));
+        }
         let lr = linear_with_warmup(self.options.lr, self.step, self.options.warmup_steps, self.options.steps);
-        let traced =
-            self.model.trace_with(&batch, &mut Unfinished(&mut *sink), Pass { backward: true, ..Pass::default() })?;
+        // A step whose MLM head nobody reads (every step but one `--dump-step` asks for) runs the
+        // head at the labelled positions only, as Google's pretraining does: the same loss and
+        // gradients for a fraction of the decoder's arithmetic. A dumped step shows the head at
+        // every position, as transformers computes it; its parameters' gradients can then differ
+        // from an undumped step's in the last bits (the order of a sum), so a run with a dump
+        // follows the same run without one to float rounding, not bit for bit.
+        let head = [MlmTransform, MlmActivation, MlmLayerNorm, MlmLogits, MlmLosses].map(Stage::new);
+        let labelled_only = !head.iter().any(|stage| sink.wants(stage) || sink.wants(&stage.grad()));
+        let pass = Pass { backward: true, labelled_only, ..Pass::default() };
+        let traced = self.model.trace_with(&batch, &mut Unfinished(&mut *sink), pass)?;
         // A diverged run stops here, before its parameters take a non-finite step: nothing of
         // this step is applied, and a save of the weights it broke is never written.
         let step = self.step + 1;
