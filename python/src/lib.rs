@@ -236,7 +236,7 @@ fn stages(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
 /// Measures a model on held-out text as `bert-trace evaluate` does (every keyword is the
 /// command's option of that name, with its default): for a model with the MLM head, the MLM
 /// loss, perplexity and top-1 and top-5 accuracy at a fixed, seeded 15% of the text's tokens,
-/// each shown as [MASK], beside the best guess that ignores the text (`constant_guess`); for a
+/// each shown as `[MASK]`, beside the best guess that ignores the text (`constant_guess`); for a
 /// classifier, its loss, accuracy and confusion table on labelled examples. Returns the report
 /// as a dict (`model`, `file`, `file_sha256`, `seed`, `max_len`, `evaluation`).
 #[pyfunction]
