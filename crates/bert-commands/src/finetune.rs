@@ -35,8 +35,11 @@ pub struct FinetuneRequest {
     pub file: Option<PathBuf>,
     /// Held-out examples to evaluate on.
     pub eval_file: Option<PathBuf>,
-    /// The model to start from; None: the built-in tiny model (or the resumed run's).
+    /// The model to start from; None: the built-in english-small (or the resumed run's).
     pub model: Option<PathBuf>,
+    /// Start from new weights drawn for `model`'s config.json rather than from its weights: what
+    /// the same fine-tuning makes of a model that was never pretrained.
+    pub from_config: bool,
     pub settings: TrainSettings,
     /// The run's length in passes over the data, instead of `steps`.
     pub epochs: Option<usize>,
@@ -70,6 +73,7 @@ pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Resul
             source::MODEL
         );
     }
+    source::start::check(args.model.as_deref(), args.from_config, args.resume.is_some())?;
     if args.epochs.is_some() && args.settings.steps.is_some() {
         refuse!("{EPOCHS} and {STEPS} both say how long the run is: give one");
     }
@@ -105,16 +109,17 @@ pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Resul
     }
     let data = Labelled::read(&file)?;
     let eval_data = eval_file.as_deref().map(Labelled::read).transpose()?;
+    // New weights are said once every check has passed, with the other notes.
+    let mut new_weights = Vec::new();
     let (mut model, files) = match &saved {
         Some((dir, _)) => (BertModel::load(dir)?, source::files_of_dir(dir)?),
-        None => {
-            let loaded = source::load(args.model.as_deref())?;
-            for note in &loaded.notes {
-                progress.note(note);
-            }
-            let files = source::files(args.model.as_deref(), &loaded.model)?;
-            (loaded.model, files)
-        }
+        None => source::start::model(
+            args.model.as_deref(),
+            args.from_config,
+            args.settings.seed.unwrap_or(0),
+            progress,
+            &mut new_weights,
+        )?,
     };
     model.kernels = kernels;
     let existing = model.classifier.as_ref().map(|c| c.labels.clone());
@@ -165,7 +170,8 @@ pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Resul
         dump_steps.extend(run::parse_steps(spec)?);
     }
     // What the run made or left out is said once every check has passed.
-    let mut notes = read_past;
+    let mut notes = new_weights;
+    notes.extend(read_past);
     let trainer = match saved {
         Some((dir, state)) => Trainer::resume(model, corpus, state, dir)?,
         None => {

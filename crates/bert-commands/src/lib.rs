@@ -2,7 +2,7 @@
 //! trace, diff, compare, train, ...), its work, and its report, which the `bert-trace` binary
 //! prints and the `bert_trace` Python package returns. BERT itself, its passes and every
 //! measure are `bert_core`'s; this crate adds where models come from ([`source`]: a directory,
-//! the Hugging Face cache or hub, the built-in tiny model) and how reports are printed
+//! the Hugging Face cache or hub, the models built into bert-trace) and how reports are printed
 //! ([`render`]) and drawn ([`view`]).
 //!
 //! | command | here |

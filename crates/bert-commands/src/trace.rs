@@ -82,7 +82,7 @@ pub struct TraceRequest {
     pub texts: Vec<String>,
     /// More texts, one per line.
     pub file: Option<PathBuf>,
-    /// A model directory or hub id; None: the built-in tiny model.
+    /// A model directory or hub id; None: the built-in english-small.
     pub model: Option<PathBuf>,
     /// Sentence B of each text, for sentence pairs.
     pub pair: Vec<String>,

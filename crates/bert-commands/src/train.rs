@@ -20,7 +20,7 @@ use crate::source;
 
 pub const FILE: Opt = Opt("file");
 pub const EVAL_FILE: Opt = Opt("eval_file");
-pub const FROM_CONFIG: Opt = Opt("from_config");
+pub use crate::source::start::FROM_CONFIG;
 
 /// A training run as a caller asks for it; each field is the option of that name.
 #[derive(Clone, Debug, Default)]
@@ -31,7 +31,7 @@ pub struct TrainRequest {
     /// holds out lines of `file` instead).
     pub eval_file: Option<PathBuf>,
     pub eval_every: Option<usize>,
-    /// The model to start from; None: the built-in tiny model (or the resumed run's).
+    /// The model to start from; None: the built-in english-small (or the resumed run's).
     pub model: Option<PathBuf>,
     /// Start from new weights drawn for `model`'s config.json (`BertForPreTraining(config)`)
     /// rather than from its weights.
@@ -57,15 +57,7 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
             source::MODEL
         );
     }
-    if args.from_config && args.resume.is_some() {
-        refuse!("{FROM_CONFIG} starts a run from new weights: it cannot be used with {}", Opt("resume"));
-    }
-    if args.from_config && args.model.is_none() {
-        refuse!(
-            "{FROM_CONFIG} draws new weights for a config.json: give the directory that holds it with {}",
-            source::MODEL
-        );
-    }
+    source::start::check(args.model.as_deref(), args.from_config, args.resume.is_some())?;
     let (threads, kernels) = args.pass.apply()?;
     let saved = args.resume.as_deref().map(|dir| read_state(dir).map(|state| (dir, state))).transpose()?;
     let file = match (&args.file, &saved) {
@@ -107,38 +99,13 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
     let mut notes = Vec::new();
     let (mut model, files) = match &saved {
         Some((dir, _)) => (BertModel::load(dir)?, source::files_of_dir(dir)?),
-        None if args.from_config => {
-            let dir = args.model.as_deref().expect("checked above");
-            let seed = args.settings.seed.unwrap_or(0);
-            let model = BertModel::from_config(dir, seed)?;
-            notes.push(format!(
-                "note: new weights for {} drawn from {} as transformers initialises them (weights from N(0, {}²), \
-                 the padding row, biases 0, LayerNorm 1 and 0, the MLM decoder tied to the word embeddings){}",
-                dir.join("config.json").display(),
-                SEED.with(seed),
-                model.config.initializer_range,
-                if dir.join("model.safetensors").exists() { "; its model.safetensors is not read" } else { "" }
-            ));
-            (model, source::files_of_dir(dir)?)
-        }
-        None => {
-            // A directory with a config and no weights is a model to be made, which is asked for.
-            if let Some(dir) = args.model.as_deref().filter(|d| d.join("config.json").is_file()) {
-                if !dir.join("model.safetensors").exists() && !dir.join("pytorch_model.bin").exists() {
-                    refuse!(
-                        "{}: there is no model.safetensors in it; give {FROM_CONFIG} to train new weights for its \
-                         config.json",
-                        dir.display()
-                    );
-                }
-            }
-            let loaded = source::load(args.model.as_deref())?;
-            for note in &loaded.notes {
-                progress.note(note);
-            }
-            let files = source::files(args.model.as_deref(), &loaded.model)?;
-            (loaded.model, files)
-        }
+        None => source::start::model(
+            args.model.as_deref(),
+            args.from_config,
+            args.settings.seed.unwrap_or(0),
+            progress,
+            &mut notes,
+        )?,
     };
     model.kernels = kernels;
     let settings = &args.settings;

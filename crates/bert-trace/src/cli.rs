@@ -84,7 +84,8 @@ pub struct ModelArgs {
     /// A model directory (config.json, model.safetensors, tokenizer.json or vocab.txt), or a
     /// Hugging Face model id (`bert-base-uncased`, `org/name`, `org/name@revision`), taken from the
     /// HF cache (HF_HOME, HF_HUB_CACHE) or downloaded into it (HF_ENDPOINT; none with
-    /// HF_HUB_OFFLINE=1). Default: the tiny random model built into bert-trace.
+    /// HF_HUB_OFFLINE=1), or a model built into bert-trace: `english-small` (the default, the
+    /// course's pretrained English BERT) or `tiny` (random weights with small numbers).
     #[arg(long, value_name = "DIR|ID")]
     pub model: Option<PathBuf>,
 }
@@ -302,7 +303,8 @@ pub struct ExplainArgs {
     #[arg(long)]
     pub json: bool,
     /// The model the dump was made with. Default: the one its manifest names, as a directory next
-    /// to the dump, then here, then as a hub id (the built-in tiny model is never assumed)
+    /// to the dump, then here, then a built-in model by that name, then as a hub id (checked
+    /// against the fingerprint the dump recorded)
     #[arg(long, value_name = "DIR|ID")]
     pub model: Option<PathBuf>,
 }
@@ -735,6 +737,10 @@ pub struct TrainArgs {
 pub struct FinetuneArgs {
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Start from new weights drawn for --model's config.json from --seed, as transformers draws
+    /// them, rather than from the weights there: what fine-tuning makes of an unpretrained model
+    #[arg(long)]
+    pub from_config: bool,
     /// The labelled examples, one per line: a label, a tab and a text, or for sentence pairs a
     /// label and two texts, tab-separated; or any column order a header line gives (label,
     /// sentence or sentence1 and sentence2), as GLUE's files have. Labels are class ids or names

@@ -13,6 +13,7 @@ pub fn run(args: &FinetuneArgs) -> Result<i32> {
         file: args.file.clone(),
         eval_file: args.eval_file.clone(),
         model: args.model.model.clone(),
+        from_config: args.from_config,
         settings: TrainSettings {
             steps: args.steps,
             lr: args.lr,

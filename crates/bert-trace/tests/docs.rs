@@ -97,7 +97,7 @@ fn readme_and_walkthrough_console_blocks() {
 #[test]
 fn one_changed_character_fails() {
     let step = Step {
-        command: "bert-trace --stop-at embeddings.word --no-dump 'a \\ b'".into(),
+        command: "bert-trace --model tiny --stop-at embeddings.word --no-dump 'a \\ b'".into(),
         status: 0,
         output: String::new(),
         line: 1,

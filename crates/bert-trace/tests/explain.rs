@@ -233,24 +233,44 @@ fn bad_input_is_one_line_and_exit_2() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Without `--model`, the model the manifest names is found from the current directory; the
-/// tiny model built into bert-trace, which manifests call golden/tiny, is never assumed where
-/// no such directory is.
+/// Without `--model`, the model the manifest names is found from the current directory, else,
+/// where no such directory is, the model built into bert-trace that manifests call by that name
+/// (golden/tiny): the same explanation either way. A dump made with another model that names
+/// golden/tiny is refused by the check of the model against the dump, in one line.
 #[test]
-fn the_model_comes_from_the_manifest_never_the_built_in_one() {
+fn the_model_comes_from_the_manifest_or_the_built_in_one_it_names() {
+    let target = "layer0.attention.probs[0,0,3,5]";
     let mask = root().join("golden/tiny/dumps/mask").display().to_string();
-    let found = bert_trace(&["explain", &mask, "layer0.attention.probs[0,0,3,5]"]);
+    let found = bert_trace(&["explain", &mask, target]);
     assert!(found.status.success(), "{}", String::from_utf8_lossy(&found.stderr));
     let elsewhere = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_bert-trace"))
-        .args(["explain", &mask, "layer0.attention.probs[0,0,3,5]"])
-        .current_dir(elsewhere.path())
-        .env("HF_HUB_OFFLINE", "1")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("give that directory with --model") && stderr.lines().count() == 1, "{stderr}");
+    let explain_elsewhere = |dump: &str| {
+        Command::new(env!("CARGO_BIN_EXE_bert-trace"))
+            .args(["explain", dump, target])
+            .current_dir(elsewhere.path())
+            .env("HF_HUB_OFFLINE", "1")
+            .output()
+            .unwrap()
+    };
+    let built_in = explain_elsewhere(&mask);
+    assert!(built_in.status.success(), "{}", String::from_utf8_lossy(&built_in.stderr));
+    assert_eq!(String::from_utf8_lossy(&built_in.stdout), String::from_utf8_lossy(&found.stdout));
+
+    // The course's English model's dump, its manifest changed to name the tiny model.
+    let other = elsewhere.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    for entry in std::fs::read_dir(root().join("golden/english-small/dumps/mask")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, other.join(path.file_name().unwrap())).unwrap();
+    }
+    let manifest = std::fs::read_to_string(other.join("manifest.json")).unwrap();
+    let renamed = manifest.replace("\"model\": \"golden/english-small\"", "\"model\": \"golden/tiny\"");
+    assert_ne!(manifest, renamed, "the manifest names golden/english-small");
+    std::fs::write(other.join("manifest.json"), renamed).unwrap();
+    let refused = explain_elsewhere(&other.display().to_string());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().filter(|l| !l.starts_with("note:")).count(), 1, "{stderr}");
 }
 
 /// `bert-trace --explain 'STAGE[INDEX]' TEXT` explains on the fresh pass what `explain` explains

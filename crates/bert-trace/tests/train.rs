@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use bert_core::diff::{diff_dumps, Status, ToleranceOverride};
 use bert_core::pass::Tensor;
 use bert_core::Dump;
-use common::{bert_trace, root};
+use common::{bert_trace_tiny, root};
 
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -119,7 +119,7 @@ fn against_pytorch(case: &str, golden: &Path, args_of: impl Fn(&serde_json::Valu
         let save = tmp.path().join("run");
         let mut args = args_of(&reference["options"]);
         args.extend(["--save".into(), save.display().to_string(), "--dump-step".into(), param_step.to_string()]);
-        let out = bert_trace(&args);
+        let out = bert_trace_tiny(&args);
         assert!(out.status.success(), "{case}: {}", stderr(&out));
 
         // Every step's loss, and the learning rate it used.
@@ -184,7 +184,7 @@ fn theirs_lr(reference: &serde_json::Value, step: usize) -> f64 {
 fn train(extra: &[&str]) -> std::process::Output {
     let mut args = vec!["train", "--model", "golden/tiny", "--file", "walkthrough/texts/romans_pairs.txt"];
     args.extend(extra);
-    bert_trace(&args)
+    bert_trace_tiny(&args)
 }
 
 #[test]
@@ -199,7 +199,7 @@ fn a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit() {
     assert!(first.status.success(), "{}", stderr(&first));
     let checkpoint = whole.join("checkpoint-3").display().to_string();
     let part_arg = part.display().to_string();
-    let resumed = bert_trace(&["train", "--resume", &checkpoint, "--save", &part_arg]);
+    let resumed = bert_trace_tiny(&["train", "--resume", &checkpoint, "--save", &part_arg]);
     assert!(resumed.status.success(), "{}", stderr(&resumed));
     let steps = |out: &std::process::Output| -> Vec<String> {
         stdout(out).lines().filter(|l| l.starts_with("step")).map(String::from).collect()
@@ -236,7 +236,7 @@ fn held_out_text_is_judged_on_the_same_masks_every_time() {
     // Resumed at step 2 with no evaluation option given, it evaluates as the saved run did.
     let resumed_dir = tmp.path().join("resumed");
     let checkpoint = save.join("checkpoint-2").display().to_string();
-    let resumed = bert_trace(&["train", "--resume", &checkpoint, "--save", &resumed_dir.display().to_string()]);
+    let resumed = bert_trace_tiny(&["train", "--resume", &checkpoint, "--save", &resumed_dir.display().to_string()]);
     assert!(resumed.status.success(), "{}", stderr(&resumed));
     let again: serde_json::Value =
         serde_json::from_slice(&std::fs::read(resumed_dir.join("trainer_state.json")).unwrap()).unwrap();
@@ -260,7 +260,7 @@ fn a_saved_checkpoint_has_transformers_names_and_traces() {
     want.sort();
     got.sort();
     assert_eq!(got, want);
-    let traced = bert_trace(&["--no-dump", "--model", &save_arg, "the romans built [MASK] in italy"]);
+    let traced = bert_trace_tiny(&["--no-dump", "--model", &save_arg, "the romans built [MASK] in italy"]);
     assert!(traced.status.success(), "{}", stderr(&traced));
     assert!(stdout(&traced).contains("[MASK] at position 5"), "{}", stdout(&traced));
     // A save into the same directory replaces the run's own files.
@@ -299,7 +299,7 @@ fn a_checkpoint_without_heads_gets_fresh_ones_from_the_seed() {
     let save = tmp.path().join("run").display().to_string();
     let model = minilm.display().to_string();
     let args = ["train", "--model", &model, "--file", "walkthrough/texts/romans_pairs.txt", "--steps", "1"];
-    let out = bert_trace(&[&args[..], &["--batch-size", "2", "--save", &save, "--seed", "4"]].concat());
+    let out = bert_trace_tiny(&[&args[..], &["--batch-size", "2", "--save", &save, "--seed", "4"]].concat());
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("has no cls.predictions, cls.seq_relationship: made new from --seed 4"),
@@ -311,11 +311,11 @@ fn a_checkpoint_without_heads_gets_fresh_ones_from_the_seed() {
     assert_eq!(state["fresh_heads"], serde_json::json!(["cls.predictions", "cls.seq_relationship"]));
     // A refusal is one line: the note of the new heads waits until every check has passed.
     let users = directory_with(tmp.path(), "users", &["notes.txt"]).display().to_string();
-    let refused = bert_trace(&[&args[..], &["--batch-size", "2", "--save", &users]].concat());
+    let refused = bert_trace_tiny(&[&args[..], &["--batch-size", "2", "--save", &users]].concat());
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert_eq!(stderr(&refused).trim_end().lines().count(), 1, "{}", stderr(&refused));
     // The new heads come from the seed alone: the same seed, the same first loss.
-    let again = bert_trace(&[&args[..], &["--batch-size", "2", "--seed", "4"]].concat());
+    let again = bert_trace_tiny(&[&args[..], &["--batch-size", "2", "--seed", "4"]].concat());
     let line = |o: &std::process::Output| stdout(o).lines().find(|l| l.starts_with("step")).map(String::from);
     assert_eq!(line(&out), line(&again));
 }
@@ -436,7 +436,7 @@ fn bad_input_is_one_line_and_exit_2_before_anything_is_written() {
     for (args, expected) in cases {
         let mut all = vec!["train".to_string()];
         all.extend(args.iter().cloned());
-        let out = bert_trace(&all);
+        let out = bert_trace_tiny(&all);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: expected exit 2, got {:?}: {err}", out.status.code());
         assert!(err.contains(expected), "{args:?}: expected `{expected}` in: {err}");
@@ -446,7 +446,7 @@ fn bad_input_is_one_line_and_exit_2_before_anything_is_written() {
     // A run that diverges stops at the first non-finite loss, in one line, and saves nothing.
     let diverged = tmp.path().join("diverged");
     let args = ["train", "--file", text, "--steps", "5", "--lr", "1e30", "--save"];
-    let out = bert_trace(&[&args[..], &[diverged.to_str().unwrap()]].concat());
+    let out = bert_trace_tiny(&[&args[..], &[diverged.to_str().unwrap()]].concat());
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("step 2: the loss is NaN: the run has diverged"), "{}", stderr(&out));
     assert!(!diverged.join("model.safetensors").exists(), "a diverged run saved its weights");
@@ -482,12 +482,12 @@ fn a_resumed_run_refuses_other_options_and_another_text() {
     for (args, expected) in cases {
         let mut all = vec!["train".to_string(), "--resume".into(), checkpoint.clone()];
         all.extend(args.iter().cloned());
-        let out = bert_trace(&all);
+        let out = bert_trace_tiny(&all);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(expected), "{args:?}: expected `{expected}` in: {}", stderr(&out));
     }
     // The same options, given again, are not a difference.
-    let same = bert_trace(&["train", "--resume", &checkpoint, "--lr", "1e-4", "--steps", "4", "--seed", "0"]);
+    let same = bert_trace_tiny(&["train", "--resume", &checkpoint, "--lr", "1e-4", "--steps", "4", "--seed", "0"]);
     assert!(same.status.success(), "{}", stderr(&same));
 }
 
@@ -513,7 +513,7 @@ fn new_weights_and_packed_documents_are_asked_for() {
     let save = tmp.path().join("save");
     let save_arg = save.display().to_string();
     let refused = |args: &[&str], says: &str| {
-        let out = bert_trace(args);
+        let out = bert_trace_tiny(args);
         let text = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
         assert!(text.contains(says), "{args:?}: expected {says:?} in {text}");
@@ -546,7 +546,7 @@ fn new_weights_and_packed_documents_are_asked_for() {
         "a tab: with --documents",
     );
     refused(&["train", "--model", &config_arg, "--nsp", "--file", &documents_arg, "--steps", "1"], "--documents");
-    let ran = bert_trace(&[
+    let ran = bert_trace_tiny(&[
         "train",
         "--model",
         &config_arg,
@@ -577,5 +577,5 @@ fn new_weights_and_packed_documents_are_asked_for() {
     let trained = bert_core::BertModel::load(&save).unwrap();
     let tiny = bert_core::BertModel::load(&root().join("golden/tiny")).unwrap();
     assert_ne!(trained.fingerprint(), tiny.fingerprint());
-    assert!(bert_trace(&["--model", &save_arg, "--no-dump", "the romans built [MASK] ."]).status.success());
+    assert!(bert_trace_tiny(&["--model", &save_arg, "--no-dump", "the romans built [MASK] ."]).status.success());
 }

@@ -17,9 +17,20 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{copy_dir, one_line, poison_tensor, root, run, run_with, set_stage, snapshot, unchanged, Cases, Ran};
+use common::{copy_dir, one_line, poison_tensor, root, set_stage, snapshot, tiny, unchanged, Cases, Ran};
 use ndarray::ArrayD;
 use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+
+/// `bert-trace ARGS` on the built-in tiny model, whose shapes and vocabulary the cases are
+/// written against (`common::tiny`).
+fn run(args: &[String]) -> Ran {
+    common::run(&tiny(args))
+}
+
+/// [`run`] with `env`, killed after `limit`.
+fn run_with(args: &[String], env: &[(&str, &str)], limit: std::time::Duration) -> Ran {
+    common::run_with(&tiny(args), env, limit)
+}
 
 const TEXT: &str = "When in Rome, do as the [MASK] do.";
 const ROMANS: &str = "walkthrough/texts/romans.txt";

@@ -8,6 +8,8 @@
 //! command must end as its block says: with status 0, or with the status of the `? N` line
 //! below it (the notation `docs.rs` checks too).
 //!
+//! A picture the chapter shows that a python block draws is, byte for byte, what it drew.
+//!
 //! Each python block runs in a fresh interpreter after the chapter's earlier python blocks, so
 //! variables carry over as they would in a notebook. The interpreter is `$BERT_TRACE_PYTHON`
 //! (the README's test command points it at a venv with numpy) or `python3`; without numpy the
@@ -91,6 +93,37 @@ fn check_markdown(chapter: &Path, dir: &Path, consoles: bool) -> Vec<String> {
                 ));
             }
             _ => {}
+        }
+    }
+    failures.extend(pictures_drawn_by_python(&markdown, &blocks, dir, chapter));
+    failures
+}
+
+/// A picture shown as `![...](pictures/NAME)` that a python block draws (to
+/// `dumps/pictures/NAME`) must be, byte for byte, what the block drew: the committed picture is
+/// what the chapter's code makes of the committed data. (Pictures drawn by `bert-trace view`
+/// are checked by `view.rs`.)
+fn pictures_drawn_by_python(markdown: &str, blocks: &[Block], dir: &Path, chapter: &Path) -> Vec<String> {
+    let mut failures = Vec::new();
+    for line in markdown.lines().filter(|l| l.starts_with("![") && l.contains("](pictures/")) {
+        let name = line.split("](pictures/").nth(1).unwrap().trim_end_matches(')');
+        let drawn = format!("dumps/pictures/{name}");
+        if !blocks.iter().any(|b| b.lang == "python" && b.text.contains(&drawn)) {
+            continue;
+        }
+        let (got, committed) = (std::fs::read(dir.join(&drawn)), std::fs::read(dir.join("pictures").join(name)));
+        match (got, committed) {
+            (Ok(got), Ok(committed)) if got == committed => {}
+            (Ok(_), Ok(_)) => failures.push(format!(
+                "{}: pictures/{name} is not what its python block draws ({drawn}); copy it over after review",
+                chapter.display()
+            )),
+            (got, committed) => failures.push(format!(
+                "{}: pictures/{name}: drawn {:?}, committed {:?}",
+                chapter.display(),
+                got.map(|b| b.len()),
+                committed.map(|b| b.len())
+            )),
         }
     }
     failures

@@ -1,22 +1,23 @@
 //! Where a model comes from: a directory (`model=` names it), a Hugging Face model id (from the
-//! HF cache, or downloaded into it: `hub.rs`, `download.rs`, `cache.rs`, `id.rs`), or the tiny
-//! random model built into bert-trace (golden/tiny), so that a trace works from anywhere.
+//! HF cache, or downloaded into it: `hub.rs`, `download.rs`, `cache.rs`, `id.rs`), or a model
+//! built into bert-trace (`builtin.rs`: english-small, the default, and tiny).
 
+mod builtin;
 mod cache;
 mod download;
 mod hub;
 pub mod hub_error;
 mod id;
+pub mod start;
 
 use std::path::{Path, PathBuf};
 
-use bert_core::io::weights::Storage;
-use bert_core::model::load::TokenizerFiles;
 use bert_core::ops::Float;
 use bert_core::train::save::ModelFiles;
 use bert_core::words::Opt;
 use bert_core::BertModel;
 
+pub use self::builtin::{Builtin, ENGLISH_SMALL, TINY};
 pub use self::cache::{process_env, Env, HubCache};
 pub use self::download::DEFAULT_ENDPOINT;
 pub use self::hub_error::{HubError, HubFailure};
@@ -29,34 +30,28 @@ pub const MODEL: Opt = Opt("model");
 /// A loaded model, what manifests call it, and what its loading has to say.
 pub struct Loaded<F: Float = f32> {
     pub model: BertModel<F>,
-    /// The directory as given, `org/name@commit` for a hub model, or golden/tiny.
+    /// The directory as given, `org/name@commit` for a hub model, or a built-in model's directory.
     pub name: String,
-    /// Whether it is the built-in tiny model.
+    /// Whether it is a model built into bert-trace.
     pub embedded: bool,
-    /// Notes for the caller to show once (the built-in model; the tokenizer's).
+    /// Notes for the caller to show once (the default model; the tokenizer's).
     pub notes: Vec<String>,
 }
 
-/// The name the built-in model goes by in messages and manifests.
-pub const EMBEDDED_NAME: &str = "golden/tiny";
-
-const CONFIG: &[u8] = include_bytes!("../../../../golden/tiny/config.json");
-const WEIGHTS: &[u8] = include_bytes!("../../../../golden/tiny/model.safetensors");
-const VOCAB: &[u8] = include_bytes!("../../../../golden/tiny/vocab.txt");
-const TOKENIZER_CONFIG: &[u8] = include_bytes!("../../../../golden/tiny/tokenizer_config.json");
-
-/// Loads the model `spec` names (None: the built-in tiny model).
+/// Loads the model `spec` names (None: the default built-in model, english-small).
 pub fn load(spec: Option<&Path>) -> Result<Loaded> {
     load_as(spec)
 }
 
 /// [`load`] for a pass in `F` (f32, or f64 for `precision="f64"`).
 pub fn load_as<F: Float>(spec: Option<&Path>) -> Result<Loaded<F>> {
-    let Some(spec) = spec else {
-        let model = embedded_as()?;
-        let notes = vec![embedded_note(&model)];
-        return Ok(Loaded { model, name: EMBEDDED_NAME.into(), embedded: true, notes });
-    };
+    if let Some(builtin) = Builtin::resolve(spec) {
+        let model = builtin.load_as()?;
+        // Only the default is announced: a model named by the caller needs no introduction.
+        let notes = if spec.is_none() { vec![builtin.note(&model)] } else { Vec::new() };
+        return Ok(Loaded { model, name: builtin.dir.into(), embedded: true, notes });
+    }
+    let spec = spec.expect("no spec resolves to the default built-in model");
     let mut notes = Vec::new();
     let dir = model_dir(spec, &mut notes)?;
     let model: BertModel<F> = match hub_id(spec) {
@@ -92,46 +87,13 @@ fn model_dir(spec: &Path, notes: &mut Vec<String>) -> Result<PathBuf> {
     }
 }
 
-/// The tiny random model from golden/tiny, read from the binary itself.
-pub fn embedded() -> Result<BertModel> {
-    embedded_as()
-}
-
-/// [`embedded`] for a pass in `F`.
-pub fn embedded_as<F: Float>() -> Result<BertModel<F>> {
-    Ok(BertModel::from_bytes_as(
-        CONFIG,
-        Storage::Static(WEIGHTS),
-        TokenizerFiles::Vocab { vocab: VOCAB, config: Some(TOKENIZER_CONFIG) },
-        Path::new(EMBEDDED_NAME),
-    )?)
-}
-
-/// The one-line note printed when the built-in model is used.
-pub fn embedded_note<F: Float>(model: &BertModel<F>) -> String {
-    format!(
-        "note: using the tiny random model built into bert-trace ({} layers, hidden {}, vocab {}); \
-         its predictions are meaningless. Pick a real one with {} or a hub id.",
-        model.config.num_hidden_layers,
-        model.config.hidden_size,
-        model.config.vocab_size,
-        MODEL.with("DIR")
-    )
-}
-
 /// The files a checkpoint saved from this model carries beside its weights: its config.json and
-/// its tokenizer's files, read from its directory (or the built-in model's, from the binary).
+/// its tokenizer's files, read from its directory (or a built-in model's, from the binary).
 pub fn files<F: Float>(spec: Option<&Path>, model: &BertModel<F>) -> Result<ModelFiles> {
-    if spec.is_none() {
-        return Ok(ModelFiles {
-            config_json: CONFIG.to_vec(),
-            tokenizer: vec![
-                ("vocab.txt".into(), VOCAB.to_vec()),
-                ("tokenizer_config.json".into(), TOKENIZER_CONFIG.to_vec()),
-            ],
-        });
+    match Builtin::resolve(spec) {
+        Some(builtin) => Ok(builtin.files()),
+        None => files_of_dir(&model.source),
     }
-    files_of_dir(&model.source)
 }
 
 /// [`files`] of a model directory.

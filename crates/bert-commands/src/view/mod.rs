@@ -225,8 +225,8 @@ fn names_model(args: &ViewRequest, dump: &Dump) -> Result<Option<BertModel>> {
         return Ok(Some(source::load(args.model.as_deref())?.model));
     }
     let named = &dump.manifest.model;
-    if named == source::EMBEDDED_NAME {
-        return Ok(source::embedded().ok());
+    if let Some(builtin) = source::Builtin::of_manifest(named) {
+        return Ok(builtin.load_as().ok());
     }
     let dir = Path::new(named);
     let dir = if dir.is_relative() && !dir.exists() { dump.dir.join(dir) } else { dir.to_path_buf() };

