@@ -6,7 +6,7 @@ Builds `BertForPreTraining(config)` (transformers draws every weight with `_init
 under a few seeds and writes, for each parameter of `named_parameters()` in order, its name and
 shape and, over all seeds, the mean and standard deviation of its values, the share that is
 exactly 0, the share exactly 1 and the share beyond two
-initializer ranges from 0 (which tells a plain normal from a truncated one). `crates/bert-core/tests/training.rs` draws new weights for the
+initializer ranges from 0 (which tells a plain normal from a truncated one). `crates/bert-core/tests/all/training.rs` draws new weights for the
 same config with bert-trace and compares: the names, shapes and order must be the same, a
 parameter transformers fills with zeros or ones must be filled so, and a drawn one must have the
 same spread within its sampling error.

@@ -57,7 +57,7 @@ EOF
 # at 1), and the held-out text evaluated every 200 steps.
 common=(--file "$corpus/train.txt" --documents --mask-prob 0.3
   --betas 0.9,0.98 --weight-decay 0.01 --no-decay bias,LayerNorm --max-grad-norm 1.0
-  --eval-file "$corpus/heldout.txt" --eval-every 200 --log-every 50)
+  --eval-file "$corpus/heldout.txt" --eval-every 200 --log-every 50 --dropout 0)
 # Phase 1: 8,000 steps of 64 sequences of at most 64 tokens, from new weights.
 phase1=(--model "$work/init" --from-config --seed 0 --steps 8000 --batch-size 64 --max-len 64
   --lr 1e-3 --warmup-steps 300 --save-every 1000)
@@ -93,7 +93,7 @@ run_phase "$work/phase-2" "$work/phase-2.log" "${phase2[@]}"
 # the same data options, five steps; of each step's dump only the inputs are kept.
 rm -rf "$work/first-steps-run"
 "$bert_trace" train --model "$work/init" --from-config --seed 0 --steps 5 --warmup-steps 5 --batch-size 64 \
-  --max-len 64 --file "$corpus/train.txt" --documents --mask-prob 0.3 --dump-step 1-5 \
+  --max-len 64 --file "$corpus/train.txt" --documents --mask-prob 0.3 --dropout 0 --dump-step 1-5 \
   --save "$work/first-steps-run" > /dev/null
 mkdir -p "$out/phase-1"
 for step in 1 2 3 4 5; do

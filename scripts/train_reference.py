@@ -18,8 +18,13 @@ input.attention_mask, input.labels and input.next_sentence_label: the masks and 
 negatives bert-trace drew), and the starting parameters from RUN/step-1/param.* (so that a
 checkpoint without the pretraining heads, whose new heads bert-trace drew from its seed, starts
 from the same values; for heads the checkpoint has, param.* is checked to equal its weights).
-The model is transformers' BertForPreTraining in eval mode (dropout off, as bert-trace runs
-it), the optimizer torch.optim.AdamW with the run's betas, eps and weight decay (its
+The model is transformers' BertForPreTraining in eval mode; a run that dropped out (its
+step dumps hold `*_dropout_mask` stages) has its masks applied wherever transformers drops:
+`torch.nn.functional.dropout`, which every `nn.Dropout` and eager attention's dropout call, is
+replaced by one that multiplies by the next of the step's masks, in the order the pass reaches
+them (the embeddings', then each layer's attention probabilities', attention output's and
+feed-forward output's, then a classifier's), each checked to be of the tensor's shape. The
+optimizer torch.optim.AdamW with the run's betas, eps and weight decay (its
 single-tensor form, PyTorch's default for CPU tensors), the schedule transformers'
 get_linear_schedule_with_warmup.
 
@@ -65,6 +70,28 @@ def read_step(run: str, k: int) -> tuple[dict, dict[str, np.ndarray]]:
     return manifest, arrays
 
 
+class DumpedDropout:
+    """`torch.nn.functional.dropout` with bert-trace's masks: each call multiplies by the next
+    mask of the step (0 where dropped, 1/(1-p) where kept: the tensor PyTorch's CPU dropout
+    multiplies by). With no masks loaded, the identity (eval mode)."""
+
+    def __init__(self) -> None:
+        self.masks: list[tuple[str, torch.Tensor]] = []
+
+    def load(self, arrays: dict[str, np.ndarray], names: list[str]) -> None:
+        self.masks = [(n, torch.from_numpy(arrays[n])) for n in names if n.endswith("dropout_mask")]
+
+    def __call__(self, input, p=0.5, training=True, inplace=False):  # noqa: A002 (torch's names)
+        if not self.masks:
+            return input
+        name, mask = self.masks.pop(0)
+        assert tuple(mask.shape) == tuple(input.shape), f"{name} is {tuple(mask.shape)}, the tensor {tuple(input.shape)}"
+        return input * mask
+
+    def done(self) -> None:
+        assert not self.masks, f"masks the pass never reached: {[n for n, _ in self.masks]}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--run", required=True, help="the directory bert-trace train --save wrote")
@@ -84,6 +111,8 @@ def main() -> int:
     cls = transformers.BertForSequenceClassification if classifier else transformers.BertForPreTraining
     model = cls(config)
     model.eval()
+    dropout = DumpedDropout()
+    torch.nn.functional.dropout = dropout
     named = dict(model.named_parameters())
     if not classifier:
         assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight, "decoder not tied"
@@ -131,10 +160,14 @@ def main() -> int:
             first_inputs = inputs
         before = {n: p.detach().clone() for n, p in named.items()} if k == args.param_step else None
         lr = optimizer.param_groups[0]["lr"]
+        order = [st["name"] for st in manifest["stages"]]
+        dropout.load(arrays, order)
         out = model(**inputs)
+        dropout.done()
         if classifier:
             classes = torch.from_numpy(arrays["input.class_labels"])
             loss = ce(out.logits, classes)
+            dropout.load(arrays, order)
             own = model(**inputs, labels=classes).loss  # transformers' own, single-label
             assert torch.equal(own, loss), (own, loss)
             mlm_loss = nsp_loss = None
@@ -147,6 +180,7 @@ def main() -> int:
             loss = mlm_loss + nsp_loss if nsp_loss is not None else mlm_loss
             if nsp is not None:
                 # transformers' own loss, given both labels, is the same sum.
+                dropout.load(arrays, order)
                 own = model(**inputs, labels=labels, next_sentence_label=nsp).loss
                 assert torch.equal(own, loss), (own, loss)
         optimizer.zero_grad(set_to_none=True)

@@ -15,10 +15,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use bert_core::diff::{diff_dumps, compare_tensors, default_tolerance, ToleranceOverride};
+use bert_core::diff::{compare_tensors, default_tolerance, diff_dumps, ToleranceOverride};
 use bert_core::io::dump::{read_manifest, Dump};
-use bert_core::stage;
 use bert_core::pass::Tensor;
+use bert_core::stage;
 use libfuzzer_sys::fuzz_target;
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../golden/tiny/dumps/mask");
@@ -60,13 +60,7 @@ fn fixed() -> &'static Fixed {
                 std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
             }
         }
-        Fixed {
-            _root: root,
-            golden,
-            tensors,
-            manifest_dir,
-            npy_dir,
-        }
+        Fixed { _root: root, golden, tensors, manifest_dir, npy_dir }
     })
 }
 

@@ -19,7 +19,8 @@ use libfuzzer_sys::fuzz_target;
 fn data_section() -> &'static [u8] {
     static DATA: OnceLock<Vec<u8>> = OnceLock::new();
     DATA.get_or_init(|| {
-        let file = std::fs::read(std::path::Path::new(common::TINY).join("model.safetensors")).expect("golden/tiny weights");
+        let file =
+            std::fs::read(std::path::Path::new(common::TINY).join("model.safetensors")).expect("golden/tiny weights");
         let header_len = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
         file[8 + header_len..].to_vec()
     })

@@ -283,7 +283,7 @@ fn evaluate<'py>(
     file = None, model = None, *, on_step = None, on_eval = None, eval_file = None, eval_split = None,
     eval_every = None, steps = None, lr = None, warmup_steps = None, batch_size = None, max_len = None,
     mask_prob = None, nsp_negatives = None, seed = None, betas = None, eps = None, weight_decay = None,
-    max_grad_norm = None, no_decay = None, from_config = false, documents = false, nsp = false,
+    max_grad_norm = None, no_decay = None, dropout = None, from_config = false, documents = false, nsp = false,
     save = None, save_every = None, resume = None, dump_step = None, log_every = 1, threads = None, kernels = None,
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -309,6 +309,7 @@ fn train<'py>(
     weight_decay: Option<f64>,
     max_grad_norm: Option<f64>,
     no_decay: Option<Bound<'py, PyAny>>,
+    dropout: Option<f64>,
     from_config: bool,
     documents: bool,
     nsp: bool,
@@ -336,6 +337,7 @@ fn train<'py>(
         max_grad_norm,
         no_decay,
         eval_split,
+        dropout,
         documents: documents.then_some(true),
         nsp: nsp.then_some(true),
     };
@@ -366,7 +368,7 @@ fn train<'py>(
     file = None, model = None, *, on_step = None, on_eval = None, eval_file = None, eval_split = None,
     eval_every = None, epochs = None, steps = None, lr = None, warmup_steps = None, batch_size = None,
     max_len = None, seed = None, betas = None, eps = None, weight_decay = None, max_grad_norm = None,
-    no_decay = None, from_config = false, save = None, save_every = None, resume = None, dump_step = None,
+    no_decay = None, dropout = None, from_config = false, save = None, save_every = None, resume = None, dump_step = None,
     log_every = 1, threads = None, kernels = None,
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -391,6 +393,7 @@ fn finetune<'py>(
     weight_decay: Option<f64>,
     max_grad_norm: Option<f64>,
     no_decay: Option<Bound<'py, PyAny>>,
+    dropout: Option<f64>,
     from_config: bool,
     save: Option<Bound<'py, PyAny>>,
     save_every: Option<usize>,
@@ -414,6 +417,7 @@ fn finetune<'py>(
         max_grad_norm,
         no_decay,
         eval_split,
+        dropout,
         ..TrainSettings::default()
     };
     let keywords = finetuning::FinetuneKeywords {

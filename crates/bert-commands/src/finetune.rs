@@ -164,7 +164,7 @@ pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Resul
         }
         settings.steps = Some(steps);
     }
-    let options = settings.resolve(saved_options, model.config.max_position_embeddings, options::FINE_TUNING)?;
+    let options = settings.resolve(saved_options, &model.config, options::FINE_TUNING)?;
     let mut dump_steps = BTreeSet::new();
     for spec in &args.dump_steps {
         dump_steps.extend(run::parse_steps(spec)?);

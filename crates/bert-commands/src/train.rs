@@ -110,7 +110,7 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
     model.kernels = kernels;
     let settings = &args.settings;
     let saved_options = saved.as_ref().map(|(dir, state)| (*dir, &state.options));
-    let options = settings.resolve(saved_options, model.config.max_position_embeddings, options::PRETRAINING)?;
+    let options = settings.resolve(saved_options, &model.config, options::PRETRAINING)?;
     let (corpus, held_out) = match lines {
         Some(read) => read,
         None => {

@@ -8,11 +8,13 @@ use ndarray::{Array, Array2, Array3, ArrayD, Axis, Ix1, Ix2, Ix3, Ix4, IxDyn};
 use crate::error::Result;
 use crate::io::dump::Dump;
 use crate::model::gradients::Grads;
-use crate::model::{additive_mask, attention, backward, embeddings, losses, pooler, sentence_pooling, BertModel};
+use crate::model::{
+    additive_mask, attention, backward, dropout, embeddings, losses, pooler, sentence_pooling, BertModel,
+};
 use crate::objectives::IGNORE;
 use crate::ops::{self, Float};
 use crate::pass::Tensor;
-use crate::stage::inputs::{alternatives_from, inputs};
+use crate::stage::inputs::{alternatives_from, inputs, Pass};
 use crate::stage::{Stage, StageKind::*};
 
 /// `stage` recomputed from the dump's values of its inputs: Ok(Err(reason)) when it cannot be
@@ -23,7 +25,8 @@ pub fn recompute_from<F: Float>(
     stage: Stage,
     n_layers: usize,
 ) -> Result<std::result::Result<Tensor, String>> {
-    let needed = inputs(stage, n_layers);
+    let pass = pass_of(dump, n_layers);
+    let needed = inputs(stage, pass);
     let mut values = Vec::with_capacity(needed.len());
     for input in &needed {
         match dump.entry(&input.name()) {
@@ -36,7 +39,7 @@ pub fn recompute_from<F: Float>(
     let absent = |range: std::ops::Range<usize>| -> Vec<String> {
         range.filter(|&i| values[i].is_none()).map(|i| needed[i].name()).collect()
     };
-    let split = alternatives_from(stage, n_layers).unwrap_or(needed.len()).min(needed.len());
+    let split = alternatives_from(stage, pass).unwrap_or(needed.len()).min(needed.len());
     let (required, alternatives) = (absent(0..split), absent(split..needed.len()));
     if !required.is_empty() || (split < needed.len() && alternatives.len() == needed.len() - split) {
         let mut missing = required;
@@ -44,9 +47,15 @@ pub fn recompute_from<F: Float>(
         return Ok(Err(format!("inputs absent ({})", missing.join(", "))));
     }
     Ok(ops::with_kernels(model.kernels, || match stage.is_grad() {
-        true => recompute_grad(model, stage, &values),
+        true => recompute_grad(model, stage, pass, &values),
         false => recompute(model, stage, &values),
     }))
+}
+
+/// The pass `dump` holds, for what its stages read: a training step that dropped out has the
+/// embeddings' dropout mask.
+pub fn pass_of(dump: &Dump, n_layers: usize) -> Pass {
+    Pass { n_layers, dropout: dump.entry(&Stage::new(EmbDropoutMask).name()).is_some() }
 }
 
 /// A gradient `grad.<stage>` from its inputs (in the order of `stage/inputs.rs`: the forward
@@ -55,6 +64,7 @@ pub fn recompute_from<F: Float>(
 fn recompute_grad<F: Float>(
     model: &BertModel<F>,
     stage: Stage,
+    pass: Pass,
     x: &[Option<Tensor>],
 ) -> std::result::Result<Tensor, String> {
     let mut scratch = Grads::new();
@@ -65,9 +75,25 @@ fn recompute_grad<F: Float>(
         let value = float_of::<F, IxDyn>(value, what)?;
         value.iter().next().copied().filter(|_| value.len() == 1).ok_or(format!("{what} is not one number"))
     };
-    let n_layers = model.config.num_hidden_layers;
+    let value = Stage { of: crate::stage::Of::Value, ..stage };
     let out: ArrayD<F> = match stage.kind {
         Param(_) => return Err("a parameter's gradient sums over every token: not recomputed alone".into()),
+        // Before a dropout stage, in a pass that dropped out: d stage = d dropout ⊙ mask.
+        EmbLayerNorm | AttnProbs | AttnOutput | FfnOutput if pass.handed_on(value) != value => {
+            let d_dropped = float_of::<F, IxDyn>(&x[0], "the dropout stage's gradient")?;
+            let mask = float_of::<F, IxDyn>(&x[1], "the dropout mask")?;
+            same(&[d_dropped.shape(), mask.shape()])?;
+            dropout::dropout_backward(d_dropped, &mask)
+        }
+        ClassifierDropout => {
+            let classifier = model.classifier.as_ref().ok_or("the model has no classifier")?;
+            let read = wide_of::<F, Ix2>(&x[0], "classifier.dropout", h)?;
+            let d_logits = float_of::<F, Ix2>(&x[1], "grad.classifier.logits")?;
+            if d_logits.dim() != (read.dim().0, classifier.dense.out_features()) {
+                return Err(format!("grad.classifier.logits is {:?}", d_logits.shape()));
+            }
+            classifier.dense.backward(&read, &d_logits, "classifier", &mut scratch).into_dyn()
+        }
         Loss => ndarray::arr0(F::one()).into_dyn(),
         MlmLoss | NspLoss | ClassifierLoss => ndarray::arr0(scalar(&x[0], "grad.loss")?).into_dyn(),
         MlmLosses | NspLosses | ClassifierLosses => {
@@ -111,7 +137,7 @@ fn recompute_grad<F: Float>(
                 ("grad.nsp.logits", model.nsp.as_ref().map(|nsp| &nsp.dense), "the NSP head"),
                 ("grad.classifier.logits", model.classifier.as_ref().map(|c| &c.dense), "a classifier"),
             ];
-            for ((name, dense, head), d_logits) in heads.into_iter().zip(&x[1..]) {
+            for ((name, dense, head), d_logits) in heads.into_iter().zip(&x[1..3]) {
                 if d_logits.is_none() {
                     continue;
                 }
@@ -120,7 +146,14 @@ fn recompute_grad<F: Float>(
                 if d_logits.dim() != (pooled.dim().0, dense.out_features()) {
                     return Err(format!("{name} is {:?}", d_logits.shape()));
                 }
-                d_pooled += &dense.backward(&pooled, &d_logits, "head", &mut scratch);
+                let mut share = dense.backward(&pooled, &d_logits, "head", &mut scratch);
+                // A pass that dropped out dropped the classifier's input: its share through the mask.
+                if let (Some(mask), "grad.classifier.logits") = (x.get(3), name) {
+                    let mask = float_of::<F, Ix2>(mask, "classifier.dropout_mask")?;
+                    same(&[mask.shape(), share.shape()])?;
+                    share = dropout::dropout_backward(share, &mask);
+                }
+                d_pooled += &share;
             }
             d_pooled.into_dyn()
         }
@@ -130,7 +163,7 @@ fn recompute_grad<F: Float>(
             same(&[pooled.shape(), d_pooled.shape()])?;
             pooler::output_backward(pooled.view(), d_pooled.view()).into_dyn()
         }
-        FfnLayerNorm | EmbLayerNorm if alternatives_from(stage, n_layers).is_some() => {
+        FfnLayerNorm | EmbLayerNorm | EmbDropout if alternatives_from(stage, pass).is_some() => {
             // The last hidden state: the heads' shares.
             let hidden = wide::<F>(&x[0], "the last hidden state", h)?;
             let from_mlm = match &x[1] {
@@ -155,10 +188,10 @@ fn recompute_grad<F: Float>(
             };
             backward::hidden_backward(hidden.raw_dim(), from_mlm, from_cls).into_dyn()
         }
-        FfnLayerNorm | EmbLayerNorm => {
+        FfnLayerNorm | EmbLayerNorm | EmbDropout => {
             // A layer's input, from the next layer's attention block.
             let next = match stage.kind {
-                EmbLayerNorm => 0,
+                EmbLayerNorm | EmbDropout => 0,
                 _ => stage.layer.unwrap_or(0) + 1,
             };
             let attention = &model.layers.get(next).ok_or("a layer the model does not have")?.attention;
@@ -185,7 +218,7 @@ fn recompute_grad<F: Float>(
             layer_norm.backward(value.view(), d_out.view(), "layer_norm", &mut scratch).into_dyn()
         }
         // The gradient of a sum's term is the sum's.
-        FfnOutput | AttnOutput | EmbWord | EmbPosition | EmbTokenType => {
+        FfnOutput | AttnOutput | FfnOutputDropout | AttnOutputDropout | EmbWord | EmbPosition | EmbTokenType => {
             float_of::<F, IxDyn>(&x[0], "the sum's gradient")?
         }
         FfnActivation | AttnContext => {
@@ -216,7 +249,7 @@ fn recompute_grad<F: Float>(
             width(d_intermediate.shape(), feed_forward.intermediate.out_features())?;
             feed_forward.input_backward(&value, &d_intermediate, &d_residual, &prefix("ffn"), &mut scratch).into_dyn()
         }
-        AttnProbs | AttnValue => {
+        AttnProbs | AttnProbsDropout | AttnValue => {
             let (probs, v) = (float_of::<F, Ix4>(&x[0], "probs")?, float_of::<F, Ix4>(&x[1], "value")?);
             let d_context = wide::<F>(&x[2], "grad.attention.context", h)?;
             if probs.dim().3 != v.dim().2 || d_context.dim().1 != probs.dim().2 || v.dim().1 * v.dim().3 != h {
@@ -229,7 +262,7 @@ fn recompute_grad<F: Float>(
             }
             let (d_probs, d_v) = attention::context_backward(probs.view(), v.view(), d_context);
             match stage.kind {
-                AttnProbs => d_probs.into_dyn(),
+                AttnProbs | AttnProbsDropout => d_probs.into_dyn(),
                 _ => d_v.into_dyn(),
             }
         }
@@ -465,6 +498,18 @@ fn recompute<F: Float>(
         | InputLabels
         | InputNextSentenceLabel
         | InputClassLabels => return Err("an input, which nothing computes".into()),
+        EmbDropoutMask
+        | AttnProbsDropoutMask
+        | AttnOutputDropoutMask
+        | FfnOutputDropoutMask
+        | ClassifierDropoutMask => {
+            return Err("a dropout mask, drawn from the step's seed, not computed from other stages".into())
+        }
+        EmbDropout | AttnProbsDropout | AttnOutputDropout | FfnOutputDropout | ClassifierDropout => {
+            let (kept, mask) = (float_of::<F, IxDyn>(&x[0], "its input")?, float_of::<F, IxDyn>(&x[1], "its mask")?);
+            same(&[kept.shape(), mask.shape()])?;
+            dropout::dropout(kept, &mask)
+        }
     };
     Ok(Tensor::of_float(out))
 }

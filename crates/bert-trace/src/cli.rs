@@ -700,6 +700,11 @@ pub struct TrainArgs {
     /// [default: no clipping, as plain torch.optim.AdamW]
     #[arg(allow_hyphen_values = true, long, value_name = "NORM")]
     pub max_grad_norm: Option<f64>,
+    /// Drop out with probability P wherever BERT does (the embeddings, the attention
+    /// probabilities, each block's output, a classifier's input), in training only; 0: none
+    /// [default: the model's config.json, hidden_dropout_prob and attention_probs_dropout_prob]
+    #[arg(allow_hyphen_values = true, long, value_name = "P")]
+    pub dropout: Option<f64>,
     /// No weight decay for the parameters whose names contain one of these, as BERT's recipe
     /// (bias,LayerNorm) [default: every parameter decays]
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
@@ -792,6 +797,11 @@ pub struct FinetuneArgs {
     /// [default: no clipping, as plain torch.optim.AdamW]
     #[arg(allow_hyphen_values = true, long, value_name = "NORM")]
     pub max_grad_norm: Option<f64>,
+    /// Drop out with probability P wherever BERT does (the embeddings, the attention
+    /// probabilities, each block's output, a classifier's input), in training only; 0: none
+    /// [default: the model's config.json, hidden_dropout_prob and attention_probs_dropout_prob]
+    #[arg(allow_hyphen_values = true, long, value_name = "P")]
+    pub dropout: Option<f64>,
     /// No weight decay for the parameters whose names contain one of these, as BERT's recipe
     /// (bias,LayerNorm) [default: every parameter decays]
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]

@@ -34,6 +34,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
             eps: args.eps,
             weight_decay: args.weight_decay,
             max_grad_norm: args.max_grad_norm,
+            dropout: args.dropout,
             no_decay: args.no_decay.clone(),
             eval_split: args.eval_split,
         },

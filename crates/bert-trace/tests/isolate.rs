@@ -361,3 +361,90 @@ fn an_intervened_dump_blames_no_intervention() {
     let (_, failed) = own_summary(&report);
     assert!(failed.is_empty(), "{failed:?}");
 }
+
+/// A training step that dropped out (the config's 0.1): its masks are stages of their own, 0 or
+/// 1/(1-p) as float32 rounds it, dropping about p of each; every other value and every gradient
+/// but the parameters' isolates to rounding level through them, in pretraining (MLM + NSP) and
+/// in fine-tuning (the classifier's input dropped too); `explain` says what a dropped element is.
+#[test]
+fn a_training_step_with_dropout_isolates_through_its_masks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        // The places that drop out: the embeddings, 3 in each of the 2 layers, and a classifier's input.
+        ("train", "golden/tiny", "walkthrough/texts/romans_pairs.txt", 1 + 3 * 2),
+        ("finetune", "golden/tiny-classifier", "walkthrough/texts/romans_labelled.tsv", 1 + 3 * 2 + 1),
+    ];
+    for (command, model, file, places) in cases {
+        let save = tmp.path().join(command);
+        let save_arg = save.display().to_string();
+        let args = [
+            command,
+            "--model",
+            model,
+            "--file",
+            file,
+            "--steps",
+            "1",
+            "--batch-size",
+            "4",
+            "--seed",
+            "7",
+            "--dump-step",
+            "1",
+            "--save",
+            &save_arg,
+        ];
+        let out = bert_trace(&args);
+        assert!(out.status.success(), "{command}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("dropout 0.1"), "{command}: the first line says so");
+        let step = save.join("step-1");
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(step.join("manifest.json")).unwrap()).unwrap();
+        let names: Vec<String> =
+            manifest["stages"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_string()).collect();
+        let masks: Vec<&String> = names.iter().filter(|n| n.ends_with("dropout_mask")).collect();
+        let dropped: Vec<&String> =
+            names.iter().filter(|n| n.ends_with("dropout") && !n.starts_with("grad.")).collect();
+        assert_eq!((masks.len(), dropped.len()), (places, places), "{command}: {names:?}");
+        let (mut zeros, mut all) = (0usize, 0usize);
+        for mask in &masks {
+            let values =
+                ArrayD::<f32>::read_npy(std::fs::File::open(step.join(format!("{mask}.npy"))).unwrap()).unwrap();
+            for &v in &values {
+                assert!(v == 0.0 || v == (1.0f64 / 0.9) as f32, "{command} {mask}: {v} is neither 0 nor 1/0.9");
+            }
+            zeros += values.iter().filter(|&&v| v == 0.0).count();
+            all += values.len();
+        }
+        let share = zeros as f64 / all as f64;
+        assert!((0.08..0.12).contains(&share), "{command}: {zeros} of {all} dropped, not about 0.1");
+
+        let (code, report, stderr) = isolate(&step, &step, &root().join(model));
+        assert_eq!(code, Some(0), "{command}: {stderr}");
+        let (largest, failed) = own_summary(&report);
+        assert!(failed.is_empty() && report["culprit"].is_null(), "{command}: failing {failed:?}");
+        let stages = report["stages"].as_array().unwrap();
+        let own = |name: &str| stages.iter().find(|s| s["name"] == name).map(|s| s["own_max_abs"]["trace"].clone());
+        for name in names.iter().filter(|n| !n.contains("param.") && !n.starts_with("input.") && !n.ends_with("_mask"))
+        {
+            assert!(own(name).is_some_and(|v| v.is_number()), "{command}: {name} is not isolated: {:?}", own(name));
+        }
+        println!("{command}: {} stages isolated, largest own error {largest:.2e}", names.len());
+
+        // A dropped element of layer 0's attention probabilities, explained.
+        let probs =
+            ArrayD::<f32>::read_npy(std::fs::File::open(step.join("layer0.attention.probs_dropout_mask.npy")).unwrap())
+                .unwrap();
+        let (at, _) = probs.indexed_iter().find(|(_, &v)| v == 0.0).unwrap();
+        let index = format!("{:?}", ndarray::Dimension::slice(&at).to_vec()).replace(' ', "");
+        let step_arg = step.display().to_string();
+        let element = format!("layer0.attention.probs_dropout{index}");
+        let explained = bert_trace(&["explain", &step_arg, &element, "--model", model]);
+        let text = String::from_utf8_lossy(&explained.stdout);
+        assert!(
+            explained.status.success() && text.contains("(dropped)"),
+            "{command}: {text}{}",
+            String::from_utf8_lossy(&explained.stderr)
+        );
+    }
+}

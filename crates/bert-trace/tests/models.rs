@@ -55,7 +55,7 @@ fn inspect_config_counts_bert_large_without_weights() {
     )
     .unwrap();
     let stdout = ok(bert_trace(&["inspect", "--config", config.to_str().unwrap()]), "inspect --config");
-    // The counts are worked out by hand in crates/bert-core/tests/params.rs.
+    // The counts are worked out by hand in crates/bert-core/tests/all/params.rs.
     let rows: &[&[&str]] = &[
         &["(hidden_size / num_attention_heads)", "64"],
         &["embeddings", "31782912"],

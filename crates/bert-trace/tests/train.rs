@@ -27,6 +27,14 @@ fn stderr(out: &std::process::Output) -> String {
 /// 2e-6 on losses of 4 to 7, the rounding of two f32 implementations).
 const LOSS_ATOL: f64 = 2e-5;
 
+/// `--dropout P` for a golden's options: a run saved without dropout rates had none.
+fn dropout_arg(options: &serde_json::Value) -> String {
+    let rates = &options["dropout"];
+    let p = rates["hidden"].as_f64().unwrap_or(0.0);
+    assert!(rates.is_null() || (rates["attention"] == rates["hidden"]), "one --dropout gives every rate: {rates}");
+    p.to_string()
+}
+
 /// The `bert-trace train` arguments a golden's options stand for.
 fn golden_args(options: &serde_json::Value) -> Vec<String> {
     let (b, a) = (&options["batching"], &options["adamw"]);
@@ -42,6 +50,7 @@ fn golden_args(options: &serde_json::Value) -> Vec<String> {
         ("--betas", format!("{},{}", a["beta1"], a["beta2"])),
         ("--eps", a["eps"].to_string()),
         ("--weight-decay", a["weight_decay"].to_string()),
+        ("--dropout", dropout_arg(options)),
     ];
     pairs.into_iter().flat_map(|(flag, value)| [flag.to_string(), value]).collect()
 }
@@ -67,6 +76,7 @@ fn finetune_args(options: &serde_json::Value) -> Vec<String> {
         ("--betas", format!("{},{}", a["beta1"], a["beta2"])),
         ("--eps", a["eps"].to_string()),
         ("--weight-decay", a["weight_decay"].to_string()),
+        ("--dropout", dropout_arg(options)),
     ];
     if let Some(norm) = options["max_grad_norm"].as_f64() {
         pairs.push(("--max-grad-norm", norm.to_string()));
@@ -80,7 +90,7 @@ fn finetune_args(options: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn ten_steps_match_pytorch_and_one_step_parameter_by_parameter() {
-    for case in ["mlm", "pairs"] {
+    for case in ["mlm", "pairs", "dropout"] {
         let golden = root().join("golden/tiny/training").join(case);
         let file = format!("golden/tiny/training/{case}/text.txt");
         against_pytorch(&format!("train {case}"), &golden, |options| {
@@ -96,7 +106,7 @@ fn ten_steps_match_pytorch_and_one_step_parameter_by_parameter() {
 /// `BertForSequenceClassification` trained by PyTorch on the same batches.
 #[test]
 fn fine_tuning_matches_pytorch_step_by_step() {
-    for case in ["sentences", "pairs"] {
+    for case in ["sentences", "pairs", "dropout"] {
         let golden = root().join("golden/tiny-classifier/finetune").join(case);
         let file = format!("golden/tiny-classifier/finetune/{case}/data.tsv");
         against_pytorch(&format!("finetune {case}"), &golden, |options| {

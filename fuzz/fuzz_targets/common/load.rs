@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use bert_core::io::tokenizer::BertTokenizer;
-use bert_core::pass::Discard;
 use bert_core::io::weights::{Storage, WeightStore};
+use bert_core::pass::Discard;
 use bert_core::{BertConfig, BertModel};
 
 pub const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../golden/tiny");

@@ -13,10 +13,10 @@ use crate::diff::{compare_tensors, default_tolerance, stage_tolerance, StageRepo
 use crate::error::{BertError, Result};
 use crate::io::dump::manifest::Record;
 use crate::io::dump::Dump;
-use crate::model::BertModel;
+use crate::model::{dropout, BertModel};
 use crate::ops::Float;
 use crate::recompute::recompute_from;
-use crate::stage::inputs::inputs;
+use crate::stage::inputs::{inputs, Pass};
 use crate::stage::{self, DType, Part, Stage, StageKind::*};
 
 /// A stage's own error on one side of a diff.
@@ -103,17 +103,20 @@ impl Isolation {
 pub fn own_errors<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<Vec<(String, Own)>> {
     check_model(model, dump)?;
     let n_layers = model.config.num_hidden_layers;
+    let pass = crate::recompute::pass_of(dump, n_layers);
     let mask = dump.attention_mask()?;
     let intervened = intervened(dump);
     let mut owns = Vec::new();
     for entry in &dump.manifest.stages {
         let Some(stage) = stage::parse(&entry.name) else { continue };
-        // The inputs and the parameters are given, not computed; a gradient is recomputed from
-        // the forward values and the gradients after it, as the backward computes it.
-        if !stage.is_grad() && (stage.info().part == Part::Input || stage.info().part == Part::Param) {
+        // The inputs, the parameters and a training step's dropout masks are given, not computed;
+        // a gradient is recomputed from the forward values and the gradients after it, as the
+        // backward computes it.
+        let given = matches!(stage.info().part, Part::Input | Part::Param) || dropout::is_mask(stage.kind);
+        if !stage.is_grad() && given {
             continue;
         }
-        if let Some(reason) = changed_by_intervention(stage, &intervened, n_layers) {
+        if let Some(reason) = changed_by_intervention(stage, &intervened, pass) {
             owns.push((entry.name.clone(), Own::NotIsolated { reason }));
             continue;
         }
@@ -164,10 +167,10 @@ pub(crate) fn intervened(dump: &Dump) -> Vec<(Stage, String)> {
 /// Why `stage` cannot be isolated in a dump with these interventions, if it cannot: its value is
 /// the intervention's, not its inputs' function; or, for a gradient, it reads the gradient of a
 /// changed stage, which the intervention's backward changed on its way.
-pub(crate) fn changed_by_intervention(stage: Stage, intervened: &[(Stage, String)], n_layers: usize) -> Option<String> {
-    let (changed, record) = intervened.iter().find(|(changed, _)| {
-        *changed == stage || (stage.is_grad() && inputs(stage, n_layers).contains(&changed.grad()))
-    })?;
+pub(crate) fn changed_by_intervention(stage: Stage, intervened: &[(Stage, String)], pass: Pass) -> Option<String> {
+    let (changed, record) = intervened
+        .iter()
+        .find(|(changed, _)| *changed == stage || (stage.is_grad() && inputs(stage, pass).contains(&changed.grad())))?;
     Some(match *changed == stage {
         true => format!("changed by an intervention ({record})"),
         false => format!("reads the gradient of {changed}, which an intervention changed ({record})"),

@@ -54,7 +54,13 @@ pub fn default_tolerance(kind: StageKind) -> Tolerance {
         // A table lookup and one or two additions: only the rounding of the sums.
         EmbWord | EmbPosition | EmbTokenType => Tolerance::EXACT,
         EmbSum => Tolerance { atol: 1e-7, rtol: 1e-6 },
-        AttnProbs => Tolerance { atol: 1e-5, rtol: 1e-4 },
+        // A training step's dropout masks are drawn from its seed: 0 or 1 / (1 - p), exactly.
+        EmbDropoutMask
+        | AttnProbsDropoutMask
+        | AttnOutputDropoutMask
+        | FfnOutputDropoutMask
+        | ClassifierDropoutMask => Tolerance::EXACT,
+        AttnProbs | AttnProbsDropout => Tolerance { atol: 1e-5, rtol: 1e-4 },
         MlmLogits | NspLogits | ClassifierLogits => Tolerance { atol: 1e-4, rtol: 1e-4 },
         // A log-sum-exp over the logits: their error, at most, plus rounding.
         MlmLosses | MlmLoss | NspLosses | NspLoss | Loss => Tolerance { atol: 1e-4, rtol: 1e-5 },

@@ -74,9 +74,9 @@ impl<F: Float> BertModel<F> {
         let mut plain = Tracer::new(&mut discard, None, None);
         plain.set_attention_mask(&batch.attention_mask);
         // inputs[L]: what layer L reads, unchanged by an ablation in layer L or later.
-        let mut inputs: Vec<Array3<F>> = vec![self.embeddings.forward(batch, &mut plain).map_err(failed)?];
+        let mut inputs: Vec<Array3<F>> = vec![self.embeddings.forward(batch, None, &mut plain).map_err(failed)?];
         for layer_idx in 0..self.layers.len() {
-            let next = self.layers[layer_idx].forward(layer_idx, &inputs[layer_idx], mask.as_ref(), &mut plain);
+            let next = self.layers[layer_idx].forward(layer_idx, &inputs[layer_idx], mask.as_ref(), None, &mut plain);
             inputs.push(next.map_err(failed)?);
         }
         let unablated = self.readout(inputs.last().expect("the embeddings' output"), position)?;

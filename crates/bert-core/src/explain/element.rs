@@ -59,6 +59,11 @@ impl<'a, F: Float> Operands<'a, F> {
         Operands { model, dump, read: HashMap::new(), batch: None, tokens: None }
     }
 
+    /// The pass the dump holds, for what its stages read (a training step's dropout).
+    pub(super) fn pass(&self) -> crate::stage::inputs::Pass {
+        crate::recompute::pass_of(self.dump, self.model.config.num_hidden_layers)
+    }
+
     /// Refuses a stage whose shape is not the one bert-trace gives it for this model: a dump
     /// saved in another layout (the query before the head split, a row cut short) is named,
     /// rather than read at indices it does not have. B and T are taken from the first stage
@@ -264,10 +269,30 @@ fn padding_query<F: Float>(ops: &mut Operands<'_, F>, b: usize, query: usize) ->
 pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize]) -> Result<Parts, String> {
     let mut p = Parts::of(ops, stage)?;
     let config = &ops.model.config;
-    let reads = inputs(stage, config.num_hidden_layers);
+    let reads = inputs(stage, ops.pass());
     let layer = stage.layer;
     let name = stage.name();
     match stage.kind {
+        EmbDropoutMask
+        | AttnProbsDropoutMask
+        | AttnOutputDropoutMask
+        | FfnOutputDropoutMask
+        | ClassifierDropoutMask => {
+            return Err(format!(
+                "{name} is a dropout mask: drawn from the training step's seed (0 with the dropout probability, \
+                 else 1 / (1 - it)), not computed"
+            ));
+        }
+        EmbDropout | AttnProbsDropout | AttnOutputDropout | FfnOutputDropout | ClassifierDropout => {
+            let x = p.read(ops, reads[0], index)?;
+            let mask = p.read(ops, reads[1], index)?;
+            p.formula = match mask == 0.0 {
+                true => format!("{} · {} = 0 (dropped)", p.n(x), p.n(mask)),
+                false => {
+                    format!("{} · {} = {} (kept, scaled by 1 / (1 - p); in f64)", p.n(x), p.n(mask), p.n(x * mask))
+                }
+            };
+        }
         InputOriginalIds
         | InputIds
         | InputTokenTypeIds

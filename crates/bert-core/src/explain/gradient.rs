@@ -22,15 +22,31 @@ pub fn explain<F: Float>(
     let config = &ops.model.config;
     let (h, nh) = (config.hidden_size, config.num_attention_heads);
     let hs = h / nh;
-    let reads = inputs(stage, config.num_hidden_layers);
+    let pass = ops.pass();
+    let reads = inputs(stage, pass);
     let layer = stage.layer;
     let name = stage.name();
     let last = index.len().saturating_sub(1);
+    let value = Stage { of: crate::stage::Of::Value, ..stage };
     match stage.kind {
         Param(_) => return Err(format!("{name} sums over every token: a parameter's gradient is not explained")),
+        // Before a dropout stage, in a training step that dropped out.
+        EmbLayerNorm | AttnProbs | AttnOutput | FfnOutput if pass.handed_on(value) != value => {
+            let d = p.read(ops, reads[0], index)?;
+            let mask = p.read(ops, reads[1], index)?;
+            p.formula = format!(
+                "{} · {} = {} · {} = {} (dropout's mask: 0 where dropped; in f64)",
+                reads[0].name(),
+                reads[1].name(),
+                p.n(d),
+                p.n(mask),
+                p.n(d * mask)
+            );
+        }
         Loss => p.formula = "d loss / d loss = 1".into(),
         // A term of a sum gets the sum's gradient.
-        MlmLoss | NspLoss | ClassifierLoss | FfnOutput | AttnOutput | EmbWord | EmbPosition | EmbTokenType => {
+        MlmLoss | NspLoss | ClassifierLoss | FfnOutput | AttnOutput | FfnOutputDropout | AttnOutputDropout
+        | EmbWord | EmbPosition | EmbTokenType => {
             let value = p.read(ops, reads[0], index)?;
             p.formula =
                 format!("{name} = {} (a term of a sum gets the sum's gradient) = {}", reads[0].name(), p.n(value));
@@ -79,7 +95,12 @@ pub fn explain<F: Float>(
             }
             let mut shares = Vec::new();
             for (d_out, weight) in present {
-                shares.push((d_out, dense_input(p, ops, d_out, row_at, weight, layer, i)?));
+                let mut share = dense_input(p, ops, d_out, row_at, weight, layer, i)?;
+                // A training step dropped the classifier's input out: its share through the mask.
+                if let (Some(&mask), ParamKind::ClassifierWeight) = (reads.get(3), weight) {
+                    share *= p.read(ops, mask, index)?;
+                }
+                shares.push((d_out, share));
             }
             let terms: Vec<String> = shares.iter().map(|(d, _)| format!("Σ_o {}[o] · W[o, {i}]", d.name())).collect();
             let values: Vec<String> = shares.iter().map(|(_, share)| p.n(*share)).collect();
@@ -95,12 +116,13 @@ pub fn explain<F: Float>(
             };
         }
         // A dense layer's input: Σ_o d out[o] · W[o, i].
-        MlmLayerNorm | FfnActivation | AttnContext => {
+        MlmLayerNorm | FfnActivation | AttnContext | ClassifierDropout => {
             let (row_at, i) = index.split_at(last);
             let i = i[0];
             let (weight, d_out) = match stage.kind {
                 MlmLayerNorm => (ParamKind::WordEmbeddings, reads[1]),
                 FfnActivation => (ParamKind::FfnOutputWeight, reads[1]),
+                ClassifierDropout => (ParamKind::ClassifierWeight, reads[1]),
                 _ => (ParamKind::AttnOutputWeight, reads[1]),
             };
             let sum = dense_input(p, ops, d_out, row_at, weight, layer, i)?;
@@ -176,7 +198,7 @@ pub fn explain<F: Float>(
                 p.n(d_out * derivative)
             );
         }
-        FfnLayerNorm | EmbLayerNorm if reads.len() == 3 => {
+        FfnLayerNorm | EmbLayerNorm | EmbDropout if reads.len() == 3 => {
             // The last hidden state: the MLM head's transform at every token, the pooler at [CLS].
             let (b, t, i) = (index[0], index[1], index[2]);
             let mut total = 0.0;
@@ -201,7 +223,7 @@ pub fn explain<F: Float>(
                 _ => format!("{} = {} (the heads' shares; sums in f64)", parts.join(" + "), p.n(total)),
             };
         }
-        FfnLayerNorm | EmbLayerNorm => {
+        FfnLayerNorm | EmbLayerNorm | EmbDropout => {
             // A layer's input: the next layer's residual and its three projections.
             let (b, t, i) = (index[0], index[1], index[2]);
             let next = reads[1].layer.unwrap_or(0);
@@ -246,7 +268,7 @@ pub fn explain<F: Float>(
                 p.n(residual + sum)
             );
         }
-        AttnProbs => {
+        AttnProbs | AttnProbsDropout => {
             let (b, n, i, j) = (index[0], index[1], index[2], index[3]);
             let first_d = p.inputs.len();
             let d_context: Vec<f64> =

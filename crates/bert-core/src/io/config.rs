@@ -41,6 +41,17 @@ pub struct BertConfig {
     /// checkpoint lacks, made fresh for training); transformers' default is 0.02.
     #[serde(default = "default_initializer_range")]
     pub initializer_range: f64,
+    /// The probability that dropout zeroes an element of a hidden state (after the embeddings,
+    /// and each block's output before its residual), in training only; transformers' default
+    /// is 0.1.
+    #[serde(default = "default_dropout")]
+    pub hidden_dropout_prob: f64,
+    /// The probability that dropout zeroes an attention probability, in training only.
+    #[serde(default = "default_dropout")]
+    pub attention_probs_dropout_prob: f64,
+    /// A classifier's dropout on the pooled vector; None (null): `hidden_dropout_prob`.
+    #[serde(default)]
+    pub classifier_dropout: Option<f64>,
     /// Only `absolute` is implemented; the others would silently give wrong answers.
     #[serde(default = "default_position_type")]
     pub position_embedding_type: String,
@@ -60,6 +71,9 @@ fn default_act() -> String {
 }
 fn default_initializer_range() -> f64 {
     0.02
+}
+fn default_dropout() -> f64 {
+    0.1
 }
 fn default_eps() -> f64 {
     1e-12

@@ -161,6 +161,7 @@ impl Batch {
             class_labels: self.labels.class.is_some(),
             lens: false,
             backward: false,
+            dropout: false,
         }
     }
 

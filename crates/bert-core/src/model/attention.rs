@@ -3,6 +3,7 @@
 
 use ndarray::{Array3, Array4, ArrayView4};
 
+use super::dropout::{self, Dropout};
 use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
@@ -82,6 +83,7 @@ impl<F: Float> BertAttention<F> {
         layer_idx: usize,
         x: &Array3<F>,
         additive_mask: Option<&Array4<F>>,
+        dropout: Option<&Dropout>,
         tracer: &mut Tracer,
     ) -> Result<Array3<F>, Halt> {
         let stage = |kind| Stage::layer(layer_idx, kind);
@@ -96,11 +98,14 @@ impl<F: Float> BertAttention<F> {
         tracer.float(stage(AttnScores), &mut scores)?;
         let mut probs = probs(scores);
         tracer.float(stage(AttnProbs), &mut probs)?;
-        let mut context = context(probs.view(), v.view());
+        // In training some probabilities are dropped; `attention.probs` stays softmax's.
+        let used = dropout::apply(dropout, stage(AttnProbsDropout), probs, tracer)?;
+        let mut context = context(used.view(), v.view());
         tracer.float(stage(AttnContext), &mut context)?;
         // [B,T,H]: the output projection mixes the heads; then the residual and LayerNorm.
         let mut output = self.output.dense.forward(&context);
         tracer.float(stage(AttnOutput), &mut output)?;
+        let output = dropout::apply(dropout, stage(AttnOutputDropout), output, tracer)?;
         let mut residual = residual(output, x);
         tracer.float(stage(AttnResidual), &mut residual)?;
         let mut hidden = self.output.layer_norm.forward(residual);
@@ -132,14 +137,18 @@ impl<F: Float> BertAttention<F> {
         );
         let mut d_residual = d_residual;
         tracer.float(at(AttnResidual).grad(), &mut d_residual)?;
-        let (d_x, mut d_output) = (d_residual.clone(), d_residual);
+        let d_x = d_residual.clone();
+        let mut d_output = dropout::backward(record, at(AttnOutputDropout), d_residual, tracer)?;
         tracer.float(at(AttnOutput).grad(), &mut d_output)?;
         // output = context · Woᵀ + bo
         let context = record.three(at(AttnContext));
         let mut d_context = self.output.dense.backward(&context, &d_output, &format!("{prefix}.output.dense"), grads);
         tracer.float(at(AttnContext).grad(), &mut d_context)?;
+        // The context read the probabilities dropout left, in training.
+        let used = record.of_dim(at(AttnProbsDropout)).unwrap_or(record.four(at(AttnProbs)));
         let (probs, v) = (record.four(at(AttnProbs)), record.four(at(AttnValue)));
-        let (mut d_probs, mut d_v) = context_backward(probs, v, d_context);
+        let (d_used, mut d_v) = context_backward(used, v, d_context);
+        let mut d_probs = dropout::backward(record, at(AttnProbsDropout), d_used, tracer)?;
         tracer.float(at(AttnProbs).grad(), &mut d_probs)?;
         let mut d_scores = probs_backward(probs, d_probs.view());
         tracer.float(at(AttnScores).grad(), &mut d_scores)?;

@@ -80,10 +80,13 @@ impl<F: Float> BertModel<F> {
             from_cls = Some(pooler.backward(&last_hidden, record, &d_pooled, &mut grads, tracer)?);
         }
         let mut d_hidden = hidden_backward(last_hidden.raw_dim(), from_mlm, from_cls);
+        // Layer 0 reads the embeddings as dropout left them, in training.
+        let embedded = record.of_dim(Stage::new(EmbDropout)).unwrap_or(record.three(Stage::new(EmbLayerNorm)));
         for (layer_idx, layer) in self.layers.iter().enumerate().rev() {
-            let input =
-                if layer_idx == 0 { Stage::new(EmbLayerNorm) } else { Stage::layer(layer_idx - 1, FfnLayerNorm) };
-            let input = record.three(input).to_owned();
+            let input = match layer_idx {
+                0 => embedded.to_owned(),
+                _ => record.three(Stage::layer(layer_idx - 1, FfnLayerNorm)).to_owned(),
+            };
             d_hidden = layer.backward(layer_idx, &input, record, &d_hidden, &mut grads, tracer)?;
         }
         self.embeddings.backward(batch, record, &d_hidden, self.config.pad_token_id, &mut grads, tracer)?;

@@ -3,6 +3,7 @@
 
 use ndarray::Array2;
 
+use super::dropout::{self, Dropout};
 use super::gradients::{Grads, Record};
 use super::linear::Linear;
 use crate::error::{BertError, Result};
@@ -48,9 +49,15 @@ impl<F: Float> ClassifierHead<F> {
         Ok(ClassifierHead { dense, labels })
     }
 
-    /// `[B,H]` -> `[B,C]`
-    pub(crate) fn forward(&self, pooled: &Array2<F>, tracer: &mut Tracer) -> Result<Array2<F>, Halt> {
-        let mut logits = self.dense.forward(pooled);
+    /// `[B,H]` -> `[B,C]`, the pooled vector dropped out first in a training pass.
+    pub(crate) fn forward(
+        &self,
+        pooled: &Array2<F>,
+        dropout: Option<&Dropout>,
+        tracer: &mut Tracer,
+    ) -> Result<Array2<F>, Halt> {
+        let pooled = dropout::apply(dropout, Stage::new(ClassifierDropout), pooled.clone(), tracer)?;
+        let mut logits = self.dense.forward(&pooled);
         tracer.float(Stage::new(ClassifierLogits), &mut logits)?;
         Ok(logits)
     }
@@ -66,7 +73,9 @@ impl<F: Float> ClassifierHead<F> {
     ) -> Result<Array2<F>, Halt> {
         let mut d_logits = d_logits.clone();
         tracer.float(Stage::new(ClassifierLogits).grad(), &mut d_logits)?;
-        let pooled = record.two(Stage::new(PoolerOutput));
-        Ok(self.dense.backward(&pooled, &d_logits, "classifier", grads))
+        // The dense layer read the pooled vector dropout left, in training.
+        let read = record.of_dim(Stage::new(ClassifierDropout)).unwrap_or(record.two(Stage::new(PoolerOutput)));
+        let d_read = self.dense.backward(&read, &d_logits, "classifier", grads);
+        dropout::backward(record, Stage::new(ClassifierDropout), d_read, tracer)
     }
 }

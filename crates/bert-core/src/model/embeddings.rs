@@ -2,6 +2,7 @@
 
 use ndarray::{Array2, Array3, ArrayView2};
 
+use super::dropout::{self, Dropout};
 use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use crate::error::Result;
@@ -36,8 +37,13 @@ impl<F: Float> BertEmbeddings<F> {
         })
     }
 
-    /// `[B,T]` ids -> `[B,T,H]` hidden states.
-    pub(crate) fn forward(&self, batch: &Batch, tracer: &mut Tracer) -> Result<Array3<F>, Halt> {
+    /// `[B,T]` ids -> `[B,T,H]` hidden states (dropped out in a training pass).
+    pub(crate) fn forward(
+        &self,
+        batch: &Batch,
+        dropout: Option<&Dropout>,
+        tracer: &mut Tracer,
+    ) -> Result<Array3<F>, Halt> {
         let mut word = self.word(batch.ids.view());
         tracer.float(Stage::new(EmbWord), &mut word)?;
         let mut position = self.position(batch.dims());
@@ -48,7 +54,7 @@ impl<F: Float> BertEmbeddings<F> {
         tracer.float(Stage::new(EmbSum), &mut sum)?;
         let mut hidden = self.layer_norm.forward(sum);
         tracer.float(Stage::new(EmbLayerNorm), &mut hidden)?;
-        Ok(hidden)
+        dropout::apply(dropout, Stage::new(EmbDropout), hidden, tracer)
     }
 
     /// `embeddings.word`: `[B,T]` ids -> `[B,T,H]`, row `ids[b,t]` of the word table.
@@ -79,7 +85,7 @@ impl<F: Float> BertEmbeddings<F> {
         grads: &mut Grads<F>,
         tracer: &mut Tracer,
     ) -> Result<(), Halt> {
-        let mut d_hidden = d_hidden.clone();
+        let mut d_hidden = dropout::backward(record, Stage::new(EmbDropout), d_hidden.clone(), tracer)?;
         tracer.float(Stage::new(EmbLayerNorm).grad(), &mut d_hidden)?;
         let mut d_sum = self.layer_norm.backward(
             record.three(Stage::new(EmbSum)),

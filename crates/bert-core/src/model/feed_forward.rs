@@ -5,6 +5,7 @@ use ndarray::Array3;
 
 use super::activation::Activation;
 use super::attention::residual;
+use super::dropout::{self, Dropout};
 use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
@@ -38,7 +39,13 @@ impl<F: Float> FeedForward<F> {
     }
 
     /// `[B,T,H]` -> `[B,T,H]`
-    pub(crate) fn forward(&self, layer_idx: usize, x: &Array3<F>, tracer: &mut Tracer) -> Result<Array3<F>, Halt> {
+    pub(crate) fn forward(
+        &self,
+        layer_idx: usize,
+        x: &Array3<F>,
+        dropout: Option<&Dropout>,
+        tracer: &mut Tracer,
+    ) -> Result<Array3<F>, Halt> {
         let stage = |kind| Stage::layer(layer_idx, kind);
         // [B,T,H] -> [B,T,I]: each token widened to I features (4H in BERT-base and MiniLM).
         let mut intermediate = self.intermediate.forward(x);
@@ -49,6 +56,7 @@ impl<F: Float> FeedForward<F> {
         // [B,T,I] -> [B,T,H]: back to the hidden width.
         let mut output = self.output.forward(&activation);
         tracer.float(stage(FfnOutput), &mut output)?;
+        let output = dropout::apply(dropout, stage(FfnOutputDropout), output, tracer)?;
         // [B,T,H]: add the block's input back (the residual), then LayerNorm (post-norm).
         let mut residual = residual(output, x);
         tracer.float(stage(FfnResidual), &mut residual)?;
@@ -75,7 +83,7 @@ impl<F: Float> FeedForward<F> {
         let mut d_residual =
             self.layer_norm.backward(at(FfnResidual), d_hidden.view(), &format!("{prefix}.output.LayerNorm"), grads);
         tracer.float(stage(FfnResidual).grad(), &mut d_residual)?;
-        let mut d_output = d_residual.clone();
+        let mut d_output = dropout::backward(record, stage(FfnOutputDropout), d_residual.clone(), tracer)?;
         tracer.float(stage(FfnOutput).grad(), &mut d_output)?;
         // output = activation · W2ᵀ + b2
         let mut d_activation =

@@ -45,6 +45,12 @@ impl<F: Float> Record<F> {
         self.stages.get(&stage).unwrap_or_else(|| panic!("the forward pass computed {stage}")).view()
     }
 
+    /// A stage of dimension `D`, if the pass computed it (a dropout mask only in training).
+    pub(crate) fn of_dim<D: ndarray::Dimension>(&self, stage: Stage) -> Option<ndarray::ArrayView<'_, F, D>> {
+        let values = self.stages.get(&stage)?.view();
+        Some(values.into_dimensionality::<D>().expect("a stage of the dimension its backward reads"))
+    }
+
     pub(crate) fn two(&self, stage: Stage) -> ArrayView2<'_, F> {
         self.get(stage).into_dimensionality::<Ix2>().expect("a [B,H] stage")
     }

@@ -3,6 +3,7 @@
 use ndarray::{Array3, Array4};
 
 use super::attention::BertAttention;
+use super::dropout::Dropout;
 use super::feed_forward::FeedForward;
 use super::gradients::{Grads, Record};
 use crate::error::Result;
@@ -36,10 +37,11 @@ impl<F: Float> BertLayer<F> {
         layer_idx: usize,
         x: &Array3<F>,
         additive_mask: Option<&Array4<F>>,
+        dropout: Option<&Dropout>,
         tracer: &mut Tracer,
     ) -> Result<Array3<F>, Halt> {
-        let hidden = self.attention.forward(layer_idx, x, additive_mask, tracer)?;
-        self.feed_forward.forward(layer_idx, &hidden, tracer)
+        let hidden = self.attention.forward(layer_idx, x, additive_mask, dropout, tracer)?;
+        self.feed_forward.forward(layer_idx, &hidden, dropout, tracer)
     }
 
     /// The backward: d loss / d the layer's output -> d loss / d its input `x`, the feed-forward

@@ -24,6 +24,7 @@ pub mod activation;
 pub mod attention;
 pub(crate) mod backward;
 pub mod classifier;
+pub mod dropout;
 pub mod embeddings;
 mod encode;
 pub mod feed_forward;
@@ -48,6 +49,7 @@ use std::path::PathBuf;
 use ndarray::{Array2, Array3, Array4};
 
 use self::classifier::ClassifierHead;
+use self::dropout::Dropout;
 use self::embeddings::BertEmbeddings;
 use self::gradients::{Grads, Record};
 use self::layer::BertLayer;
@@ -157,6 +159,17 @@ pub struct Pass<'h> {
     /// `mlm_logits` in the outputs, and the loss and gradients are the same up to float rounding
     /// (the order of some sums). For a training step whose head stages nobody reads.
     pub labelled_only: bool,
+    /// Drop out as BERT trains (a training step, transformers' `model.train()`): the masks and
+    /// what they leave are stages of their own. None: dropout is the identity, as in `eval()`.
+    pub dropout: Option<Dropout>,
+}
+
+/// What [`BertModel::trace_with`]'s forward pass is asked for, besides its stages.
+#[derive(Clone, Copy)]
+struct Asked<'d> {
+    lens: bool,
+    labelled_only: bool,
+    dropout: Option<&'d Dropout>,
 }
 
 /// The result of one traced forward pass.
@@ -240,7 +253,9 @@ impl<F: Float> BertModel<F> {
             // The hook may outlive the sink; the tracer holds both for the shorter time.
             let mut tracer = Tracer::new(&mut tee, pass.stop_after, hook.as_deref_mut().map(|h| h as &mut dyn Hook));
             let run = ops::with_kernels(self.kernels, || {
-                self.run(batch, (pass.lens, pass.labelled_only), &mut tracer, &mut outputs, &mut used)
+                let asked =
+                    Asked { lens: pass.lens, labelled_only: pass.labelled_only, dropout: pass.dropout.as_ref() };
+                self.run(batch, asked, &mut tracer, &mut outputs, &mut used)
             });
             match run {
                 Ok(()) => None,
@@ -286,7 +301,7 @@ impl<F: Float> BertModel<F> {
     fn run(
         &self,
         batch: &Batch,
-        (lens, labelled_only): (bool, bool),
+        Asked { lens, labelled_only, dropout }: Asked,
         tracer: &mut Tracer,
         outputs: &mut Outputs<F>,
         used: &mut Option<Batch>,
@@ -302,14 +317,14 @@ impl<F: Float> BertModel<F> {
         let batch = &inputs;
         let additive_mask = additive_mask(&batch.attention_mask);
 
-        let mut hidden = self.embeddings.forward(batch, tracer)?;
+        let mut hidden = self.embeddings.forward(batch, dropout, tracer)?;
         // The lens reads each layer's output after the pass, so it keeps them: [B,T,H] each.
         let mut layer_outputs = Vec::new();
         for (layer_idx, layer) in self.layers.iter().enumerate() {
             if lens {
                 layer_outputs.push(hidden.clone());
             }
-            hidden = layer.forward(layer_idx, &hidden, additive_mask.as_ref(), tracer)?;
+            hidden = layer.forward(layer_idx, &hidden, additive_mask.as_ref(), dropout, tracer)?;
         }
         if lens {
             layer_outputs.push(hidden.clone());
@@ -341,7 +356,7 @@ impl<F: Float> BertModel<F> {
             outputs.nsp_logits = Some(logits);
         }
         if let (Some(classifier), Some(pooled)) = (&self.classifier, &outputs.pooled) {
-            let logits = classifier.forward(pooled, tracer)?;
+            let logits = classifier.forward(pooled, dropout, tracer)?;
             if let Some(labels) = &batch.labels.class {
                 outputs.classifier_loss = Some(losses::classifier_loss(&logits, labels, tracer)?);
             }
@@ -386,7 +401,7 @@ impl<F: Float> BertModel<F> {
         tracer: &mut Tracer,
     ) -> Result<Array3<F>, Halt> {
         for (layer_idx, layer) in self.layers.iter().enumerate().skip(first) {
-            hidden = layer.forward(layer_idx, &hidden, additive_mask, tracer)?;
+            hidden = layer.forward(layer_idx, &hidden, additive_mask, None, tracer)?;
         }
         Ok(hidden)
     }

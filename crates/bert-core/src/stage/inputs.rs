@@ -6,22 +6,59 @@
 
 use crate::stage::{Stage, StageKind::*};
 
-/// The stages `stage` reads, in the order its recomputation takes them, for a model of
-/// `n_layers` layers. Empty for the inputs, which nothing computes. `loss` reads whichever of
-/// `mlm.loss`, `nsp.loss` and `classifier.loss` a dump has; it is listed with all three.
-pub fn inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
+/// The pass a dump holds, as far as what a stage reads depends on it: the model's depth, and
+/// whether the pass dropped out (a training step), when a stage reads what dropout left of
+/// the one before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pass {
+    pub n_layers: usize,
+    pub dropout: bool,
+}
+
+impl Pass {
+    /// What `stage` hands on to the stages after it: its dropout stage in a pass that dropped
+    /// out, else itself.
+    pub fn handed_on(self, stage: Stage) -> Stage {
+        let dropped = match stage.kind {
+            EmbLayerNorm => EmbDropout,
+            AttnProbs => AttnProbsDropout,
+            AttnOutput => AttnOutputDropout,
+            FfnOutput => FfnOutputDropout,
+            PoolerOutput => ClassifierDropout,
+            _ => return stage,
+        };
+        match self.dropout {
+            true => Stage { kind: dropped, ..stage },
+            false => stage,
+        }
+    }
+
+    /// The last hidden state, which the heads read.
+    fn last_hidden(self) -> Stage {
+        match self.n_layers {
+            0 => self.handed_on(Stage::new(EmbLayerNorm)),
+            n => Stage::layer(n - 1, FfnLayerNorm),
+        }
+    }
+}
+
+/// The stages `stage` reads, in the order its recomputation takes them, in `pass`. Empty for
+/// the inputs and the dropout masks, which nothing computes from other stages. `loss` reads
+/// whichever of `mlm.loss`, `nsp.loss` and `classifier.loss` a dump has; it is listed with all
+/// three.
+pub fn inputs(stage: Stage, pass: Pass) -> Vec<Stage> {
     if stage.is_grad() {
-        return grad_inputs(stage, n_layers);
+        return grad_inputs(stage, pass);
     }
     let at = |kind| Stage::new(kind);
     let here = |kind| Stage::layer(stage.layer.unwrap_or(0), kind);
+    let mask = |kind| Stage { kind: crate::model::dropout::mask_of(kind), ..stage };
     // A layer's input: the embeddings for layer 0, the previous layer's output after that.
     let layer_input = || match stage.layer {
-        Some(0) | None => Stage::new(EmbLayerNorm),
+        Some(0) | None => pass.handed_on(Stage::new(EmbLayerNorm)),
         Some(i) => Stage::layer(i - 1, FfnLayerNorm),
     };
-    let last_hidden =
-        || if n_layers == 0 { Stage::new(EmbLayerNorm) } else { Stage::layer(n_layers - 1, FfnLayerNorm) };
+    let last_hidden = || pass.last_hidden();
     match stage.kind {
         InputOriginalIds
         | InputIds
@@ -34,17 +71,27 @@ pub fn inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
         EmbTokenType => vec![at(InputTokenTypeIds)],
         EmbSum => vec![at(EmbWord), at(EmbTokenType), at(EmbPosition)],
         EmbLayerNorm => vec![at(EmbSum)],
+        EmbDropoutMask
+        | AttnProbsDropoutMask
+        | AttnOutputDropoutMask
+        | FfnOutputDropoutMask
+        | ClassifierDropoutMask => Vec::new(),
+        EmbDropout => vec![at(EmbLayerNorm), mask(EmbDropout)],
+        AttnProbsDropout => vec![here(AttnProbs), mask(AttnProbsDropout)],
+        AttnOutputDropout => vec![here(AttnOutput), mask(AttnOutputDropout)],
+        FfnOutputDropout => vec![here(FfnOutput), mask(FfnOutputDropout)],
+        ClassifierDropout => vec![at(PoolerOutput), mask(ClassifierDropout)],
         AttnQuery | AttnKey | AttnValue => vec![layer_input()],
         AttnScores => vec![here(AttnQuery), here(AttnKey), at(InputAttentionMask)],
         AttnProbs => vec![here(AttnScores)],
-        AttnContext => vec![here(AttnProbs), here(AttnValue)],
+        AttnContext => vec![pass.handed_on(here(AttnProbs)), here(AttnValue)],
         AttnOutput => vec![here(AttnContext)],
-        AttnResidual => vec![here(AttnOutput), layer_input()],
+        AttnResidual => vec![pass.handed_on(here(AttnOutput)), layer_input()],
         AttnLayerNorm => vec![here(AttnResidual)],
         FfnIntermediate => vec![here(AttnLayerNorm)],
         FfnActivation => vec![here(FfnIntermediate)],
         FfnOutput => vec![here(FfnActivation)],
-        FfnResidual => vec![here(FfnOutput), here(AttnLayerNorm)],
+        FfnResidual => vec![pass.handed_on(here(FfnOutput)), here(AttnLayerNorm)],
         FfnLayerNorm => vec![here(FfnResidual)],
         PoolerDense => vec![last_hidden()],
         PoolerOutput => vec![at(PoolerDense)],
@@ -57,7 +104,7 @@ pub fn inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
         NspLogits => vec![at(PoolerOutput)],
         NspLosses => vec![at(NspLogits), at(InputNextSentenceLabel)],
         NspLoss => vec![at(NspLosses), at(InputNextSentenceLabel)],
-        ClassifierLogits => vec![at(PoolerOutput)],
+        ClassifierLogits => vec![pass.handed_on(at(PoolerOutput))],
         ClassifierLosses => vec![at(ClassifierLogits), at(InputClassLabels)],
         ClassifierLoss => vec![at(ClassifierLosses), at(InputClassLabels)],
         Loss => vec![at(MlmLoss), at(NspLoss), at(ClassifierLoss)],
@@ -72,22 +119,39 @@ pub fn inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
 /// The stages a gradient `grad.<stage>` is computed from by the backward pass, in the order its
 /// recomputation takes them: the forward values the rule reads, then the gradients after it.
 /// Empty for `grad.loss` (1) and for the parameters' gradients, which sum over every token and
-/// are not recomputed alone.
-fn grad_inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
+/// are not recomputed alone. In a pass that dropped out, the gradient of a stage before a
+/// dropout stage is the dropout stage's times the mask.
+fn grad_inputs(stage: Stage, pass: Pass) -> Vec<Stage> {
     let at = |kind| Stage::new(kind);
     let grad = |kind| Stage::new(kind).grad();
     let here = |kind| Stage::layer(stage.layer.unwrap_or(0), kind);
     let d_here = |kind| here(kind).grad();
-    let last_hidden = if n_layers == 0 { Stage::new(EmbLayerNorm) } else { Stage::layer(n_layers - 1, FfnLayerNorm) };
+    let value = Stage { of: super::Of::Value, ..stage };
+    let dropped = pass.handed_on(value);
+    if dropped != value {
+        // d stage = d dropout ⊙ mask.
+        let mask = Stage { kind: crate::model::dropout::mask_of(dropped.kind), ..value };
+        return match stage.kind {
+            // The pooler's output also gets the NSP head's share, which dropout does not touch.
+            PoolerOutput => vec![at(PoolerOutput), grad(NspLogits), grad(ClassifierLogits), mask],
+            _ => vec![dropped.grad(), mask],
+        };
+    }
+    let last_hidden = pass.last_hidden();
     // A layer's input (embeddings.layernorm or layer i-1's output) gets its gradient from the
     // layer after it: the attention block's residual and its three projections.
     let next_layer = |next: usize| {
         let there = |kind| Stage::layer(next, kind).grad();
         vec![there(AttnResidual), there(AttnQuery), there(AttnKey), there(AttnValue)]
     };
-    let value = Stage { of: super::Of::Value, ..stage };
     match stage.kind {
         Loss | Param(_) => Vec::new(),
+        // What the next stage read was the dropout stage: its gradient is computed as the
+        // undropped stage's would be without dropout.
+        EmbDropout if value != last_hidden => [vec![value], next_layer(0)].concat(),
+        AttnOutputDropout => vec![d_here(AttnResidual)],
+        FfnOutputDropout => vec![d_here(FfnResidual)],
+        ClassifierDropout => vec![at(ClassifierDropout), grad(ClassifierLogits)],
         MlmLoss | NspLoss | ClassifierLoss => vec![grad(Loss)],
         MlmLosses => vec![at(InputLabels), grad(MlmLoss)],
         NspLosses => vec![at(InputNextSentenceLabel), grad(NspLoss)],
@@ -102,7 +166,7 @@ fn grad_inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
         PoolerOutput => vec![at(PoolerOutput), grad(NspLogits), grad(ClassifierLogits)],
         PoolerDense => vec![at(PoolerOutput), grad(PoolerOutput)],
         // The last hidden state: from the heads.
-        FfnLayerNorm | EmbLayerNorm if value == last_hidden => {
+        FfnLayerNorm | EmbLayerNorm | EmbDropout if value == last_hidden => {
             vec![last_hidden, grad(MlmTransform), grad(PoolerDense)]
         }
         FfnLayerNorm => [vec![value], next_layer(stage.layer.unwrap_or(0) + 1)].concat(),
@@ -115,7 +179,10 @@ fn grad_inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
         AttnResidual => vec![here(AttnResidual), d_here(AttnLayerNorm)],
         AttnOutput => vec![d_here(AttnResidual)],
         AttnContext => vec![here(AttnContext), d_here(AttnOutput)],
-        AttnProbs | AttnValue => vec![here(AttnProbs), here(AttnValue), d_here(AttnContext)],
+        // The context read the probabilities dropout left, in a pass that dropped out.
+        AttnProbs | AttnProbsDropout | AttnValue => {
+            vec![pass.handed_on(here(AttnProbs)), here(AttnValue), d_here(AttnContext)]
+        }
         AttnScores => vec![here(AttnProbs), d_here(AttnProbs)],
         AttnQuery | AttnKey => vec![here(AttnQuery), here(AttnKey), d_here(AttnScores)],
         EmbSum => vec![at(EmbSum), grad(EmbLayerNorm)],
@@ -129,12 +196,13 @@ fn grad_inputs(stage: Stage, n_layers: usize) -> Vec<Stage> {
 /// needs only one or more: `loss` sums whichever of the losses there are, and the pooler's output
 /// and the last hidden state's gradients add whichever heads the loss used. None: every input is
 /// needed.
-pub fn alternatives_from(stage: Stage, n_layers: usize) -> Option<usize> {
-    let last_hidden = if n_layers == 0 { Stage::new(EmbLayerNorm) } else { Stage::layer(n_layers - 1, FfnLayerNorm) };
+pub fn alternatives_from(stage: Stage, pass: Pass) -> Option<usize> {
+    let last_hidden = pass.last_hidden();
+    let value = Stage { of: super::Of::Value, ..stage };
     match stage.kind {
         Loss if !stage.is_grad() => Some(0),
         PoolerOutput if stage.is_grad() => Some(1),
-        FfnLayerNorm | EmbLayerNorm if stage.is_grad() && stage.layer == last_hidden.layer => Some(1),
+        FfnLayerNorm | EmbLayerNorm | EmbDropout if stage.is_grad() && value == last_hidden => Some(1),
         _ => None,
     }
 }

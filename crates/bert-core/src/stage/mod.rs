@@ -163,18 +163,26 @@ pub enum StageKind {
     EmbTokenType,
     EmbSum,
     EmbLayerNorm,
+    EmbDropoutMask,
+    EmbDropout,
     AttnQuery,
     AttnKey,
     AttnValue,
     AttnScores,
     AttnProbs,
+    AttnProbsDropoutMask,
+    AttnProbsDropout,
     AttnContext,
     AttnOutput,
+    AttnOutputDropoutMask,
+    AttnOutputDropout,
     AttnResidual,
     AttnLayerNorm,
     FfnIntermediate,
     FfnActivation,
     FfnOutput,
+    FfnOutputDropoutMask,
+    FfnOutputDropout,
     FfnResidual,
     FfnLayerNorm,
     PoolerDense,
@@ -188,6 +196,8 @@ pub enum StageKind {
     NspLogits,
     NspLosses,
     NspLoss,
+    ClassifierDropoutMask,
+    ClassifierDropout,
     ClassifierLogits,
     ClassifierLosses,
     ClassifierLoss,
@@ -273,6 +283,8 @@ pub enum Needs {
     Lens,
     /// A backward pass.
     Backward,
+    /// A training pass with dropout (`train` and `finetune`, unless `--dropout 0`).
+    Dropout,
 }
 
 /// What the input carries for the pretraining objectives, and what the run asks for beyond the
@@ -291,12 +303,22 @@ pub struct Objectives {
     pub lens: bool,
     /// The run computes gradients (a backward pass).
     pub backward: bool,
+    /// The pass drops out as BERT trains (a training step): the dropout masks and what they
+    /// leave are stages of their own.
+    pub dropout: bool,
 }
 
 impl Objectives {
     /// Every objective at once, for listing every stage a model could produce.
-    pub const ALL: Objectives =
-        Objectives { masked: true, mlm_labels: true, nsp_labels: true, class_labels: true, lens: true, backward: true };
+    pub const ALL: Objectives = Objectives {
+        masked: true,
+        mlm_labels: true,
+        nsp_labels: true,
+        class_labels: true,
+        lens: true,
+        backward: true,
+        dropout: true,
+    };
 }
 
 impl Objectives {
@@ -318,6 +340,7 @@ impl Needs {
             Needs::AnyLabels => objectives.any_labels(),
             Needs::Lens => objectives.lens,
             Needs::Backward => objectives.backward,
+            Needs::Dropout => objectives.dropout,
         }
     }
 }
@@ -385,9 +408,14 @@ mod tests {
         let all = HeadSet { pooler: true, mlm: true, nsp: true, classifier: false, sentence: false };
         let stages = plan(2, all, Objectives::ALL);
         let grads: Vec<&Stage> = stages.iter().filter(|s| s.is_grad()).collect();
-        // The loss; the MLM head's 6 and the NSP head's 5 (with the pooler); 2 layers × 14 stages;
-        // the embeddings' 5; 5 + 2 × 16 + 9 parameters.
-        assert_eq!(grads.len(), 1 + 6 + 5 + 28 + 5 + 46, "{grads:?}");
+        // The loss; the MLM head's 6 and the NSP head's 5 (with the pooler); 2 layers × 14 stages
+        // and 3 dropout stages; the embeddings' 5 and their dropout; 5 + 2 × 16 + 9 parameters.
+        // (A dropout mask has no gradient: it is drawn, not computed.)
+        assert_eq!(grads.len(), 1 + 6 + 5 + 2 * (14 + 3) + 5 + 1 + 46, "{grads:?}");
+        let without_dropout = plan(2, all, Objectives { dropout: false, ..Objectives::ALL });
+        let dropped = stages.len() - without_dropout.len();
+        // Each dropout stage and its mask (the embeddings' and 3 per layer), and each one's gradient.
+        assert_eq!(dropped, 2 * (1 + 3 * 2) + (1 + 3 * 2), "{stages:?}");
         for stage in grads {
             assert!(!stage.formula().is_empty(), "{stage} has no backward rule");
             assert_eq!(parse(&stage.name()), Some(*stage), "parse({stage})");

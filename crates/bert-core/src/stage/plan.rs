@@ -55,9 +55,9 @@ fn forward_plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<
             stages.push(Stage::new(info.kind));
         }
         // The encoder layers go right after the embeddings' last stage.
-        if info.kind == EmbLayerNorm {
+        if info.kind == EmbDropout {
             for layer_idx in 0..n_layers {
-                for layer_info in STAGES.iter().filter(|s| s.kind.in_layer()) {
+                for layer_info in STAGES.iter().filter(|s| s.kind.in_layer() && s.needs.met_by(objectives)) {
                     stages.push(Stage::layer(layer_idx, layer_info.kind));
                 }
             }
@@ -112,7 +112,7 @@ pub fn backward_plan(forward: &[Stage], n_layers: usize, heads: HeadSet, objecti
         push(&[NspLoss, NspLosses, NspLogits]);
     }
     if objectives.class_labels {
-        push(&[ClassifierLoss, ClassifierLosses, ClassifierLogits]);
+        push(&[ClassifierLoss, ClassifierLosses, ClassifierLogits, ClassifierDropout]);
     }
     // The pooler's gradient sums what the NSP head and the classifier give it.
     if objectives.nsp_labels || objectives.class_labels {
@@ -121,23 +121,30 @@ pub fn backward_plan(forward: &[Stage], n_layers: usize, heads: HeadSet, objecti
     let layer_order = [
         FfnLayerNorm,
         FfnResidual,
+        FfnOutputDropout,
         FfnOutput,
         FfnActivation,
         FfnIntermediate,
         AttnLayerNorm,
         AttnResidual,
+        AttnOutputDropout,
         AttnOutput,
         AttnContext,
+        AttnProbsDropout,
         AttnProbs,
         AttnScores,
         AttnValue,
         AttnKey,
         AttnQuery,
     ];
+    // A dropout stage is there only in a training pass, which the plan of the forward says.
+    let dropout = objectives.dropout;
+    let kept = |kind: &&StageKind| dropout || kind.info().needs != super::Needs::Dropout;
     for layer_idx in (0..n_layers).rev() {
-        grads.extend(layer_order.iter().map(|&k| Stage::layer(layer_idx, k).grad()));
+        grads.extend(layer_order.iter().filter(kept).map(|&k| Stage::layer(layer_idx, k).grad()));
     }
-    grads.extend([EmbLayerNorm, EmbSum, EmbWord, EmbPosition, EmbTokenType].iter().map(|&k| Stage::new(k).grad()));
+    let embeddings = [EmbDropout, EmbLayerNorm, EmbSum, EmbWord, EmbPosition, EmbTokenType];
+    grads.extend(embeddings.iter().filter(kept).map(|&k| Stage::new(k).grad()));
     // The pooler is reached by the NSP and the classifier's losses, each head's own parameters
     // only by its loss (the MLM decoder's weight is the word table, which every loss reaches).
     let reached = HeadSet {

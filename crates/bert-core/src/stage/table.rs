@@ -80,6 +80,13 @@ stage_table! {
             backward "LayerNorm': rstd ⊙ (g - mean(g) - x̂ ⊙ mean(g ⊙ x̂)), g = d layernorm ⊙ weight";
         EmbLayerNorm, Embeddings, "embeddings.layernorm", [B, T, H], F32,
             "hidden_states[0]", "LayerNorm(sum) = (x - mean) / sqrt(var + eps) * weight + bias",
+            backward "d layer0's input: its Q, K and V projections' (d · W) + d layer0.attention.residual, ⊙ its dropout mask in training";
+        EmbDropoutMask, Embeddings + Dropout, "embeddings.dropout_mask", [B, T, H], F32,
+            "bert.embeddings.dropout's mask (training only)",
+            "0 with probability hidden_dropout_prob, else 1 / (1 - hidden_dropout_prob)";
+        EmbDropout, Embeddings + Dropout, "embeddings.dropout", [B, T, H], F32,
+            "bert.embeddings.dropout (training only): hidden_states[0]",
+            "layernorm ⊙ dropout_mask, what layer 0 reads in training",
             backward "d layer0's input: its Q, K and V projections' (d · W) + d layer0.attention.residual";
         AttnQuery, Attention, "layer{i}.attention.query", [B, Nh, T, Hs], F32,
             "bert.encoder.layer.{i}.attention.self.query", "split_heads(x @ Wq^T + bq)",
@@ -95,12 +102,26 @@ stage_table! {
             backward "softmax': probs ⊙ (d probs - Σ_keys probs ⊙ d probs); 0 at a padding key";
         AttnProbs, Attention, "layer{i}.attention.probs", [B, Nh, T, T], F32,
             "attentions[{i}]", "softmax(scores, over keys)",
+            backward "d context (split into heads) · value^T, ⊙ its dropout mask in training";
+        AttnProbsDropoutMask, Attention + Dropout, "layer{i}.attention.probs_dropout_mask", [B, Nh, T, T], F32,
+            "eager_attention_forward's dropout mask (training only)",
+            "0 with probability attention_probs_dropout_prob, else 1 / (1 - attention_probs_dropout_prob)";
+        AttnProbsDropout, Attention + Dropout, "layer{i}.attention.probs_dropout", [B, Nh, T, T], F32,
+            "eager_attention_forward: attn_weights after dropout (training only)",
+            "probs ⊙ probs_dropout_mask, what the context reads in training",
             backward "d context (split into heads) · value^T";
         AttnContext, Attention, "layer{i}.attention.context", [B, T, H], F32,
             "bert.encoder.layer.{i}.attention.self", "merge_heads(probs @ value)",
             backward "d output · Wo";
         AttnOutput, Attention, "layer{i}.attention.output", [B, T, H], F32,
             "bert.encoder.layer.{i}.attention.output.dense", "context @ Wo^T + bo",
+            backward "d residual, ⊙ its dropout mask in training";
+        AttnOutputDropoutMask, Attention + Dropout, "layer{i}.attention.output_dropout_mask", [B, T, H], F32,
+            "bert.encoder.layer.{i}.attention.output.dropout's mask (training only)",
+            "0 with probability hidden_dropout_prob, else 1 / (1 - hidden_dropout_prob)";
+        AttnOutputDropout, Attention + Dropout, "layer{i}.attention.output_dropout", [B, T, H], F32,
+            "bert.encoder.layer.{i}.attention.output.dropout (training only)",
+            "output ⊙ output_dropout_mask, what the residual adds in training",
             backward "d residual";
         AttnResidual, Attention, "layer{i}.attention.residual", [B, T, H], F32,
             "bert.encoder.layer.{i}.attention.output (before LayerNorm)", "output + layer input",
@@ -116,6 +137,13 @@ stage_table! {
             backward "d output · W2";
         FfnOutput, Ffn, "layer{i}.ffn.output", [B, T, H], F32,
             "bert.encoder.layer.{i}.output.dense", "activation @ W2^T + b2",
+            backward "d residual, ⊙ its dropout mask in training";
+        FfnOutputDropoutMask, Ffn + Dropout, "layer{i}.ffn.output_dropout_mask", [B, T, H], F32,
+            "bert.encoder.layer.{i}.output.dropout's mask (training only)",
+            "0 with probability hidden_dropout_prob, else 1 / (1 - hidden_dropout_prob)";
+        FfnOutputDropout, Ffn + Dropout, "layer{i}.ffn.output_dropout", [B, T, H], F32,
+            "bert.encoder.layer.{i}.output.dropout (training only)",
+            "output ⊙ output_dropout_mask, what the residual adds in training",
             backward "d residual";
         FfnResidual, Ffn, "layer{i}.ffn.residual", [B, T, H], F32,
             "bert.encoder.layer.{i}.output (before LayerNorm)", "output + attention.layernorm",
@@ -128,7 +156,7 @@ stage_table! {
             backward "d output ⊙ (1 - output²)";
         PoolerOutput, Pooler, "pooler.output", [B, H], F32,
             "pooler_output", "tanh(dense)",
-            backward "d nsp.logits · Wnsp + d classifier.logits · Wc (those computed)";
+            backward "d nsp.logits · Wnsp + d classifier.logits · Wc (those computed; the classifier's ⊙ its dropout mask in training)";
         MlmTransform, Mlm, "mlm.transform", [B, T, H], F32,
             "cls.predictions.transform.dense", "last_hidden_state @ Wt^T + bt",
             backward "d activation ⊙ hidden_act'(transform)";
@@ -158,6 +186,13 @@ stage_table! {
         NspLoss, Nsp + NspLabels, "nsp.loss", [], F32,
             "next_sentence_loss", "mean(nsp.losses)",
             backward "1, from loss = mlm.loss + nsp.loss";
+        ClassifierDropoutMask, Classifier + Dropout, "classifier.dropout_mask", [B, H], F32,
+            "BertForSequenceClassification.dropout's mask (training only)",
+            "0 with probability classifier_dropout (else hidden_dropout_prob), else 1 / (1 - that)";
+        ClassifierDropout, Classifier + Dropout, "classifier.dropout", [B, H], F32,
+            "BertForSequenceClassification.dropout (training only)",
+            "pooler.output ⊙ dropout_mask, what the classifier reads in training",
+            backward "d classifier.logits · Wc";
         ClassifierLogits, Classifier, "classifier.logits", [B, Labels], F32,
             "logits", "pooler.output @ Wc^T + bc",
             backward "(softmax(logits) - onehot(label)) / B";

@@ -6,8 +6,10 @@
 //! the optimizer's state, so that transformers loads the model and a resumed run continues
 //! exactly; `evaluate.rs` measures a classifier on held-out examples.
 //!
-//! Dropout stays off, as in every pass of this tool: a step here is the step PyTorch takes in
-//! `model.eval()` mode, so that the two can be compared number for number. The gradients are
+//! Each step drops out as transformers' `model.train()` does, at the rates of the model's
+//! config.json unless the run's `dropout` option sets them (`model/dropout.rs`), with masks
+//! drawn from the run's seed and the step, so that a run is repeated exactly; every other pass
+//! of this tool (a trace, an evaluation) is `model.eval()`'s, without dropout. The gradients are
 //! clipped only when `max_grad_norm` asks for it (transformers' `Trainer` clips their norm to 1
 //! by default; d2l does not).
 
@@ -201,7 +203,8 @@ impl Trainer {
         // follows the same run without one to float rounding, not bit for bit.
         let head = [MlmTransform, MlmActivation, MlmLayerNorm, MlmLogits, MlmLosses].map(Stage::new);
         let labelled_only = !head.iter().any(|stage| sink.wants(stage) || sink.wants(&stage.grad()));
-        let pass = Pass { backward: true, labelled_only, ..Pass::default() };
+        let dropout = self.options.dropout.with_seed(dropout_seed(self.options.batching.seed, self.step + 1));
+        let pass = Pass { backward: true, labelled_only, dropout, ..Pass::default() };
         let traced = self.model.trace_with(&batch, &mut Unfinished(&mut *sink), pass)?;
         // A diverged run stops here, before its parameters take a non-finite step: nothing of
         // this step is applied, and a save of the weights it broke is never written.
@@ -273,6 +276,13 @@ impl Trainer {
         }
         state
     }
+}
+
+/// The seed of step `step`'s dropout masks: the run's seed and the step mixed by SplitMix64, apart
+/// from the seeds of its masking and its new weights.
+fn dropout_seed(seed: u64, step: usize) -> u64 {
+    const DROPOUT: u64 = 0xD50F_0A7B_57E0_0001;
+    crate::objectives::splitmix::SplitMix64::new(seed ^ DROPOUT ^ (step as u64).rotate_left(32)).next_u64()
 }
 
 /// Refuses sentence pairs on a model whose token type table has one row: sentence B's tokens are

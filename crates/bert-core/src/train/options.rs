@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use super::adamw::AdamWConfig;
 use crate::error::{BertError, Result};
+use crate::io::config::BertConfig;
+use crate::model::dropout::DropoutRates;
 use crate::words::Opt;
 
 /// Everything that decides a run's numbers besides the model and the text.
@@ -34,6 +36,10 @@ pub struct TrainOptions {
     /// The share of a labelled file held out for evaluation (`eval_split`), when it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_split: Option<f64>,
+    /// Dropout in every step, as the model's config.json gives it unless `dropout` set it; a
+    /// run saved without it (before bert-trace dropped out) had none.
+    #[serde(default, skip_serializing_if = "DropoutRates::is_off")]
+    pub dropout: DropoutRates,
 }
 
 /// The defaults that differ between pretraining and fine-tuning.
@@ -146,6 +152,8 @@ pub struct TrainSettings {
     pub max_grad_norm: Option<f64>,
     pub no_decay: Option<Vec<String>>,
     pub eval_split: Option<f64>,
+    /// One dropout probability for every place BERT drops out (0: none).
+    pub dropout: Option<f64>,
 }
 
 /// BERT's pretraining learning rate (Devlin et al., 2018).
@@ -174,6 +182,7 @@ pub const WEIGHT_DECAY: Opt = Opt("weight_decay");
 pub const MAX_GRAD_NORM: Opt = Opt("max_grad_norm");
 pub const NO_DECAY: Opt = Opt("no_decay");
 pub const EVAL_SPLIT: Opt = Opt("eval_split");
+pub const DROPOUT: Opt = Opt("dropout");
 
 /// Where each option is kept in `trainer_state.json`'s `options`, for messages about a saved
 /// run's values.
@@ -195,20 +204,22 @@ fn field(option: Opt) -> &'static str {
         "max_grad_norm" => "options.max_grad_norm",
         "no_decay" => "options.no_decay",
         "eval_split" => "options.eval_split",
+        "dropout" => "options.dropout",
         _ => "options",
     }
 }
 
 impl TrainSettings {
     /// The run's options: as given, else the resumed run's (`saved`, from the checkpoint `dir`),
-    /// else the defaults; each checked against its rule and against `max_positions`, the
-    /// model's `max_position_embeddings`.
+    /// else the defaults (the dropout of the model's `config`); each checked against its rule
+    /// and against the model's `max_position_embeddings`.
     pub fn resolve(
         &self,
         saved: Option<(&Path, &TrainOptions)>,
-        max_positions: usize,
+        config: &BertConfig,
         recipe: Recipe,
     ) -> Result<TrainOptions> {
+        let max_positions = config.max_position_embeddings;
         let old = saved.map(|(_, options)| options);
         let differs = |option: Opt, given: String, theirs: String| {
             let dir = saved.map(|(dir, _)| dir.display().to_string()).unwrap_or_default();
@@ -294,6 +305,23 @@ impl TrainSettings {
             (Some(given), _) => given.clone(),
             (None, old) => old.map(|o| o.no_decay.clone()).unwrap_or_default(),
         };
+        let dropout = match (self.dropout.map(DropoutRates::all), old.map(|o| o.dropout)) {
+            (Some(given), Some(saved)) if given != saved => {
+                return Err(differs(DROPOUT, format!("{:?}", given.hidden), saved.to_string()));
+            }
+            (Some(given), _) => given,
+            (None, Some(saved)) => saved,
+            (None, None) => {
+                let rates = DropoutRates::of_config(config);
+                if let Some(p) = rates.outside() {
+                    return Err(BertError::Training(format!(
+                        "the model's config.json asks for a dropout probability of {p:?}, which no run can use: give \
+                         {DROPOUT} with a probability from 0 to below 1"
+                    )));
+                }
+                rates
+            }
+        };
         let options = TrainOptions {
             steps,
             lr,
@@ -303,6 +331,7 @@ impl TrainSettings {
             max_grad_norm,
             no_decay,
             eval_split,
+            dropout,
         };
         options.check()?;
         if max_len > max_positions {
@@ -322,7 +351,8 @@ impl TrainOptions {
         let bad = |option: Opt, value: String, accepted: &str| {
             Err(BertError::OptionValue { option, value, accepted: accepted.into() })
         };
-        let TrainOptions { steps, lr, warmup_steps, batching, adamw, max_grad_norm, no_decay, eval_split } = self;
+        let TrainOptions { steps, lr, warmup_steps, batching, adamw, max_grad_norm, no_decay, eval_split, dropout } =
+            self;
         if *steps == 0 {
             return bad(STEPS, "0".into(), "at least 1: a run needs at least one step");
         }
@@ -371,6 +401,9 @@ impl TrainOptions {
         }
         if let Some(share) = eval_split.filter(|p| !(*p > 0.0 && *p < 1.0)) {
             return bad(EVAL_SPLIT, format!("{share:?}"), "a share greater than 0 and less than 1, such as 0.1");
+        }
+        if let Some(p) = dropout.outside() {
+            return bad(DROPOUT, format!("{p:?}"), "a probability from 0 to below 1 (BERT's is 0.1; 0: no dropout)");
         }
         Ok(())
     }

@@ -293,7 +293,7 @@ impl fmt::Display for Header<'_> {
         if let Some(classes) = &corpus.classes {
             return write!(
                 f,
-                "fine-tuning on {}: {} {}, {} labels ({}), {}; {}, lr {:?} (warm-up {})",
+                "fine-tuning on {}: {} {}, {} labels ({}), {}; {}, lr {:?} (warm-up {}), {}",
                 corpus.path.display(),
                 corpus.len(),
                 if corpus.pairs.is_some() { "sentence pairs" } else { "examples" },
@@ -302,12 +302,13 @@ impl fmt::Display for Header<'_> {
                 batches(corpus.len(), options.batching.batch_size),
                 plural(options.steps, "step", "steps"),
                 options.lr,
-                options.warmup_steps
+                options.warmup_steps,
+                Dropped(options.dropout)
             );
         }
         write!(
             f,
-            "training on {}: {} {}, {}; {objectives}; {}, lr {:?} (warm-up {})",
+            "training on {}: {} {}, {}; {objectives}; {}, lr {:?} (warm-up {}), {}",
             corpus.path.display(),
             corpus.len(),
             match (options.batching.documents, corpus.pairs.is_some()) {
@@ -319,8 +320,21 @@ impl fmt::Display for Header<'_> {
             batches(corpus.len(), options.batching.batch_size),
             plural(options.steps, "step", "steps"),
             options.lr,
-            options.warmup_steps
+            options.warmup_steps,
+            Dropped(options.dropout)
         )
+    }
+}
+
+/// `dropout 0.1`, or `no dropout`.
+struct Dropped(crate::model::dropout::DropoutRates);
+
+impl fmt::Display for Dropped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.is_off() {
+            true => write!(f, "no dropout"),
+            false => write!(f, "dropout {}", self.0),
+        }
     }
 }
 

@@ -250,7 +250,7 @@ impl<F: Float> BertModel<F> {
         tracer.set_attention_mask(&batch.attention_mask);
         let rows = batch.dims().0;
         let logits: Array2<F> = ops::with_kernels(self.kernels, || {
-            let embedded = self.embeddings.forward(batch, &mut tracer)?;
+            let embedded = self.embeddings.forward(batch, None, &mut tracer)?;
             let hidden =
                 self.layers_from(0, embedded, additive_mask::<F>(&batch.attention_mask).as_ref(), &mut tracer)?;
             match target {
@@ -264,7 +264,7 @@ impl<F: Float> BertModel<F> {
                 }
                 Target::Class(_) => {
                     let pooled = self.pooler.as_ref().expect("checked: a pooler").forward(&hidden, &mut tracer)?;
-                    self.classifier.as_ref().expect("checked: a classifier").forward(&pooled, &mut tracer)
+                    self.classifier.as_ref().expect("checked: a classifier").forward(&pooled, None, &mut tracer)
                 }
                 Target::NextSentence(_) => {
                     let pooled = self.pooler.as_ref().expect("checked: a pooler").forward(&hidden, &mut tracer)?;
