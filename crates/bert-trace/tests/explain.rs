@@ -255,6 +255,20 @@ fn the_model_comes_from_the_manifest_or_the_built_in_one_it_names() {
     let built_in = explain_elsewhere(&mask);
     assert!(built_in.status.success(), "{}", String::from_utf8_lossy(&built_in.stderr));
     assert_eq!(String::from_utf8_lossy(&built_in.stdout), String::from_utf8_lossy(&found.stdout));
+    // A directory called `tiny` where explain runs (another model) is not the built-in model
+    // the manifest names by its directory, golden/tiny: the explanation is the same.
+    let decoy = elsewhere.path().join("tiny");
+    std::fs::create_dir(&decoy).unwrap();
+    for entry in std::fs::read_dir(root().join("golden/tiny-chinese")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, decoy.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let beside_decoy = explain_elsewhere(&mask);
+    assert!(beside_decoy.status.success(), "{}", String::from_utf8_lossy(&beside_decoy.stderr));
+    assert_eq!(String::from_utf8_lossy(&beside_decoy.stdout), String::from_utf8_lossy(&found.stdout));
+    std::fs::remove_dir_all(&decoy).unwrap();
 
     // The course's English model's dump, its manifest changed to name the tiny model.
     let other = elsewhere.path().join("other");

@@ -129,3 +129,94 @@ fn every_golden_file_is_the_one_make_goldens_wrote() {
     assert!(listed.len() >= 1000, "expected every golden file in golden/SHA256SUMS, found {}", listed.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// golden/english-small/RECIPE.md says what its files say: the sha256 of the committed held-out
+/// sample and vocabulary, each phase's options (its `trainer_state.json`), the held-out measures
+/// it quotes along the run (the logs' `eval_history`), and the five fill-mask guesses (the
+/// model, run now). The table of the whole held-out text is the one thing it says that needs the
+/// corpus, which the test command does not have.
+#[test]
+fn the_english_recipe_says_what_its_files_say() {
+    let dir = root().join("golden/english-small");
+    let recipe = std::fs::read_to_string(dir.join("RECIPE.md")).unwrap();
+    // Its prose is wrapped: a quote may run across a line break.
+    let flat = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let recipe_flat = flat(&recipe);
+    let mut missing = Vec::new();
+    let mut says = |text: String| {
+        if !recipe_flat.contains(&flat(&text)) {
+            missing.push(text);
+        }
+    };
+    for file in ["heldout-sample.txt", "vocab.txt"] {
+        says(format!("`{}`", sha256(&std::fs::read(dir.join(file)).unwrap())));
+    }
+
+    let state =
+        |path: &str| -> serde_json::Value { serde_json::from_slice(&std::fs::read(dir.join(path)).unwrap()).unwrap() };
+    let phases = [state("phase-1/trainer_state.json"), state("trainer_state.json")];
+    let thousands = |n: u64| match n {
+        n if n >= 1000 => format!("{},{:03}", n / 1000, n % 1000),
+        n => n.to_string(),
+    };
+    let cell = |f: &dyn Fn(&serde_json::Value) -> String| -> String {
+        phases.iter().map(|p| format!(" {} |", f(&p["options"]))).collect()
+    };
+    says(format!(
+        "| steps × sequences × tokens |{}",
+        cell(&|o| format!(
+            "{} × {} × ≤{}",
+            thousands(o["steps"].as_u64().unwrap()),
+            o["batching"]["batch_size"],
+            o["batching"]["max_len"]
+        ))
+    ));
+    says(format!(
+        "| learning rate |{}",
+        cell(&|o| format!("{:e}, {} warm-up steps, then linear to 0", o["lr"].as_f64().unwrap(), o["warmup_steps"]))
+    ));
+    says(format!("| seed |{}", cell(&|o| o["batching"]["seed"].to_string())));
+    for phase in &phases {
+        let options = &phase["options"];
+        assert!(options["dropout"].is_null(), "the recipe ran without dropout: {}", options["dropout"]);
+        assert_eq!(options["max_grad_norm"], 1.0);
+        assert_eq!(options["no_decay"], serde_json::json!(["bias", "LayerNorm"]));
+    }
+
+    // The held-out top-1 along the run, as the text quotes it.
+    let top1 = |phase: usize, step: u64, digits: usize| -> String {
+        let evals = phases[phase]["eval_history"].as_array().unwrap();
+        let eval = evals.iter().find(|e| e["step"].as_u64() == Some(step)).unwrap_or_else(|| panic!("step {step}"));
+        format!("{:.*}%", digits, 100.0 * eval["accuracy"].as_f64().unwrap())
+    };
+    says(format!("phase 1 reached {} at 64 tokens by its last step", top1(0, 8000, 2)));
+    says(format!("({} at step 400, {} at step 600)", top1(0, 400, 1), top1(0, 600, 1)));
+    says(format!("({} at step 800, {} at step 1,000)", top1(0, 800, 1), top1(0, 1000, 1)));
+    says(format!("Phase 2 started at {} at 128 tokens (step 200)", top1(1, 200, 1)));
+    says(format!("and ended at {}", top1(1, 1600, 2)));
+
+    // The five guesses of each sentence of its fill-mask table, with their probabilities.
+    let model = bert_core::BertModel::load(&dir).unwrap();
+    let mask = i64::from(model.tokenizer.token_to_id("[MASK]").unwrap());
+    let rows: Vec<&str> = recipe.lines().filter(|l| l.starts_with("| ") && l.contains("[MASK]")).collect();
+    assert_eq!(rows.len(), 5, "the fill-mask table's rows");
+    for row in rows {
+        let text = row.trim_start_matches("| ").split(" | ").next().unwrap();
+        let batch = model.encode(&[text.to_string()], None, false).unwrap();
+        let traced = model.trace(&batch, &mut bert_core::pass::Discard, None).unwrap();
+        let logits = traced.outputs.mlm_logits.unwrap();
+        let at = batch.ids.row(0).iter().position(|&id| id == mask).unwrap();
+        let row_logits: Vec<f64> = logits.slice(ndarray::s![0, at, ..]).iter().map(|&v| f64::from(v)).collect();
+        let max = row_logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let total: f64 = row_logits.iter().map(|l| (l - max).exp()).sum();
+        let mut ranked: Vec<(usize, f64)> =
+            row_logits.iter().enumerate().map(|(i, l)| (i, (l - max).exp() / total)).collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let guesses: Vec<String> = ranked[..5]
+            .iter()
+            .map(|&(id, p)| format!("{} {p:.3}", model.tokenizer.id_to_token(id as u32).unwrap()))
+            .collect();
+        says(format!("| {text} | {} |", guesses.join(", ")));
+    }
+    assert!(missing.is_empty(), "RECIPE.md does not say:\n{}", missing.join("\n"));
+}

@@ -588,4 +588,31 @@ fn new_weights_and_packed_documents_are_asked_for() {
     let tiny = bert_core::BertModel::load(&root().join("golden/tiny")).unwrap();
     assert_ne!(trained.fingerprint(), tiny.fingerprint());
     assert!(bert_trace_tiny(&["--model", &save_arg, "--no-dump", "the romans built [MASK] ."]).status.success());
+
+    // A built-in model's name: its config and tokenizer, new weights, the same as the directory's.
+    let by_name = tmp.path().join("by-name");
+    let by_name_arg = by_name.display().to_string();
+    let named = bert_trace_tiny(&[
+        "train",
+        "--model",
+        "tiny",
+        "--from-config",
+        "--documents",
+        "--file",
+        &documents_arg,
+        "--steps",
+        "10",
+        "--warmup-steps",
+        "0.25",
+        "--max-len",
+        "16",
+        "--save",
+        &by_name_arg,
+        "--seed",
+        "3",
+    ]);
+    assert!(named.status.success(), "{}", stderr(&named));
+    assert!(stderr(&named).contains("new weights for tiny's config.json"), "{}", stderr(&named));
+    let named = bert_core::BertModel::load(&by_name).unwrap();
+    assert_eq!(named.fingerprint(), trained.fingerprint(), "the same config, seed and steps");
 }

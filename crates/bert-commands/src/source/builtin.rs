@@ -88,14 +88,27 @@ impl Builtin {
 
     /// The model, read from the binary itself, for a pass in `F`.
     pub fn load_as<F: Float>(&self) -> Result<BertModel<F>> {
+        Ok(BertModel::from_bytes_as(
+            self.config,
+            Storage::Static(self.weights),
+            self.tokenizer_files(),
+            Path::new(self.dir),
+        )?)
+    }
+
+    /// Its config and tokenizer with new weights drawn from `seed` (`from_config` with its name).
+    pub fn new_weights(&self, seed: u64) -> Result<BertModel> {
+        Ok(BertModel::from_config_bytes(self.config, self.tokenizer_files(), Path::new(self.dir), seed)?)
+    }
+
+    fn tokenizer_files(&self) -> TokenizerFiles<'static> {
         let file = |name: &str| self.tokenizer.iter().find(|(n, _)| *n == name).map(|(_, bytes)| *bytes);
         let config = file("tokenizer_config.json");
-        let tokenizer = match (file("tokenizer.json"), file("vocab.txt")) {
+        match (file("tokenizer.json"), file("vocab.txt")) {
             (Some(json), _) => TokenizerFiles::Json { json, config },
             (None, Some(vocab)) => TokenizerFiles::Vocab { vocab, config },
             (None, None) => unreachable!("every built-in model carries a tokenizer"),
-        };
-        Ok(BertModel::from_bytes_as(self.config, Storage::Static(self.weights), tokenizer, Path::new(self.dir))?)
+        }
     }
 
     /// The files a checkpoint saved from it carries beside its weights.

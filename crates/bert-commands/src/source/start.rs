@@ -10,7 +10,7 @@ use bert_core::train::save::ModelFiles;
 use bert_core::words::Opt;
 use bert_core::BertModel;
 
-use super::{files, files_of_dir, load, MODEL};
+use super::{files, files_of_dir, load, Builtin, MODEL};
 use crate::error::Result;
 use crate::refuse;
 
@@ -39,16 +39,25 @@ pub fn model(
 ) -> Result<(BertModel, ModelFiles)> {
     if from_config {
         let dir = model.expect("check() refuses from_config without a model");
-        let new = BertModel::from_config(dir, seed)?;
+        // A built-in model's name (`tiny`) that names no directory here: its config, new weights.
+        let builtin = Builtin::resolve(Some(dir));
+        let (new, files) = match builtin {
+            Some(builtin) => (builtin.new_weights(seed)?, builtin.files()),
+            None => (BertModel::from_config(dir, seed)?, files_of_dir(dir)?),
+        };
+        let unread = builtin.is_none() && dir.join("model.safetensors").exists();
         notes.push(format!(
             "note: new weights for {} drawn from {} as transformers initialises them (weights from N(0, {}²), \
              the padding row, biases 0, LayerNorm 1 and 0, the MLM decoder tied to the word embeddings){}",
-            dir.join("config.json").display(),
+            match builtin {
+                Some(builtin) => format!("{}'s config.json", builtin.name),
+                None => dir.join("config.json").display().to_string(),
+            },
             SEED.with(seed),
             new.config.initializer_range,
-            if dir.join("model.safetensors").exists() { "; its model.safetensors is not read" } else { "" }
+            if unread { "; its model.safetensors is not read" } else { "" }
         ));
-        return Ok((new, files_of_dir(dir)?));
+        return Ok((new, files));
     }
     // A directory with a config and no weights is a model to be made, which is asked for.
     if let Some(dir) = model.filter(|d| d.join("config.json").is_file()) {

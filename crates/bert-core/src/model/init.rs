@@ -11,6 +11,7 @@ use std::path::Path;
 use super::classifier::ClassifierHead;
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
+use super::load::TokenizerFiles;
 use super::mlm::MlmHead;
 use super::nsp::NspHead;
 use super::pooler::BertPooler;
@@ -67,6 +68,19 @@ impl BertModel {
         let source = dir.join("model.safetensors");
         let store = WeightStore::new(&source, Storage::Owned(initial_weights(&config, seed)?))?;
         BertModel::assemble(config, &store, tokenizer, dir.into())
+    }
+
+    /// [`BertModel::from_config`] for files already in memory (a model built into bert-trace):
+    /// new weights for `config_json`, with that tokenizer; `source` names it in messages.
+    pub fn from_config_bytes(
+        config_json: &[u8],
+        tokenizer: TokenizerFiles<'_>,
+        source: &Path,
+        seed: u64,
+    ) -> Result<BertModel> {
+        let config = BertConfig::from_json(config_json, &source.join("config.json"))?;
+        let weights = Storage::Owned(initial_weights(&config, seed)?);
+        BertModel::from_bytes_as(config_json, weights, tokenizer, source)
     }
 }
 
