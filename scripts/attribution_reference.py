@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Attributions by Captum on transformers' BERT, for the reference `bert-trace attribute` is
-checked against (crates/bert-trace/tests/attribute.rs).
+checked against (crates/bert-trace/tests/all/attribute.rs).
 
     python scripts/attribution_reference.py --model DIR --out OUT.json
         (--target WORD | --label NAME | --nsp-label 0|1 | nothing on a classifier)

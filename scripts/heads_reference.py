@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Head importance and head statistics by PyTorch, for the reference `bert-trace heads` is
-checked against (crates/bert-trace/tests/heads.rs).
+checked against (crates/bert-trace/tests/all/heads.rs).
 
     python scripts/heads_reference.py --model DIR --out OUT.json [--pair B ...]
         [--mlm-target WORD ...] [--nsp-label 0|1 ...] [--label NAME ...] TEXT [TEXT ...]

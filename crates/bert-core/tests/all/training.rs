@@ -1,7 +1,7 @@
 //! The training loop's own rules, which PyTorch does not check for us: every epoch reads every
 //! line once, the NSP negatives are other lines' sentence Bs, a step's batch depends on the seed
 //! and the step alone, and an update keeps the MLM decoder tied to the word embeddings.
-//! (Losses and updates against PyTorch: crates/bert-trace/tests/train.rs.)
+//! (Losses and updates against PyTorch: crates/bert-trace/tests/all/train.rs.)
 
 use std::path::Path;
 

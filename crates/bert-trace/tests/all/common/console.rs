@@ -128,15 +128,33 @@ pub fn first_difference(expected: &str, got: &str) -> Option<String> {
     ))
 }
 
-/// The dump directories a chapter names (`dumps/NN-name`), removed before it runs, so that no
-/// chapter reads a dump an earlier run left.
+/// The dumps a chapter names (`dumps/NN-name`, and the pictures it draws, `dumps/pictures/NAME`),
+/// removed before it runs, so that no chapter reads a dump an earlier run left. Only these: the
+/// chapters run side by side in one directory, and a path under another directory
+/// (`../golden/tiny/dumps/mask`) is not the chapter's.
 pub fn clear_dumps(markdown: &str, dir: &Path) {
-    let mut rest = markdown;
-    while let Some(at) = rest.find("dumps/") {
-        rest = &rest[at + "dumps/".len()..];
-        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '-' || *c == '_').collect();
-        if !name.is_empty() && name != "hf-cache" {
-            let _ = std::fs::remove_dir_all(dir.join("dumps").join(&name));
+    let named = |rest: &str| -> String {
+        rest.chars().take_while(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.')).collect()
+    };
+    for (at, _) in markdown.match_indices("dumps/") {
+        let before = markdown[..at].chars().next_back();
+        if before.is_some_and(|c| c == '/' || c.is_alphanumeric()) {
+            continue;
+        }
+        let rest = &markdown[at + "dumps/".len()..];
+        let name = named(rest);
+        let target = match name.as_str() {
+            "" | "hf-cache" => continue,
+            "pictures" => match named(rest["pictures".len()..].strip_prefix('/').unwrap_or("")) {
+                picture if !picture.is_empty() => dir.join("dumps/pictures").join(picture),
+                _ => continue,
+            },
+            _ => dir.join("dumps").join(name.trim_end_matches('.')),
+        };
+        if target.is_dir() {
+            let _ = std::fs::remove_dir_all(&target);
+        } else {
+            let _ = std::fs::remove_file(&target);
         }
     }
 }

@@ -5,9 +5,7 @@
 //! whatever the model: masking the most important head costs more than masking the least
 //! important, and bad input is one line, exit 2.
 
-mod common;
-
-use common::{bert_trace, root};
+use crate::common::{bert_trace, root};
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

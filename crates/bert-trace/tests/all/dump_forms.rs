@@ -13,7 +13,7 @@
 //! The interpreter is `$BERT_TRACE_PYTHON` (scripts/test.sh points it at a venv with numpy and
 //! safetensors) or `python3`; without numpy or safetensors the test fails rather than skipping.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,13 +3,11 @@
 //! `--patch`, `--out` writes the stepped pass with its changes recorded, and a bad command is one
 //! line and exit 2.
 
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{bert_trace, one_line, root, run};
+use crate::common::{bert_trace, one_line, root, run};
 use ndarray::ArrayD;
 use ndarray_npy::{ReadNpyExt, WriteNpyExt};
 

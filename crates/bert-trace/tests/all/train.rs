@@ -6,14 +6,12 @@
 //! fresh heads for a checkpoint without them, and every bad input refused in one line before
 //! anything is written.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
+use crate::common::{bert_trace_tiny, root};
 use bert_core::diff::{diff_dumps, Status, ToleranceOverride};
 use bert_core::pass::Tensor;
 use bert_core::Dump;
-use common::{bert_trace_tiny, root};
 
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()

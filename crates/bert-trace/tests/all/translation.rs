@@ -5,18 +5,16 @@
 //!   that a change to the English names the zh chapter to bring up to date;
 //! - every fenced block (commands, outputs, Python, Rust excerpts) is the English chapter's,
 //!   byte for byte and in the same order, and there are no others: the English blocks are the
-//!   ones the runners execute (`docs.rs`, `walkthrough_python.rs`) and check (`tidy.rs`), so
-//!   nothing runs twice and what the zh reader sees is what runs;
+//!   ones `docs.rs` executes and `tidy.rs` checks, so nothing runs twice and what the zh reader
+//!   sees is what runs;
 //! - a zh chapter links the same source files as the English one, so the code can be held
 //!   beside either;
 //! - the top README and the two indexes link both versions.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use common::root;
+use crate::common::root;
 
 /// The English chapters and index: `walkthrough/*.md`.
 fn english() -> Vec<PathBuf> {

@@ -5,7 +5,7 @@
 //! Every case starts from a copy of golden/tiny (or of one of its dumps) and breaks one thing.
 //! A last test makes a write fail partway through a trace, which no broken file can do.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -14,7 +14,7 @@ use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::WriteNpyExt;
 use serde_json::Value;
 
-use common::{copy_dir, root};
+use crate::common::{copy_dir, root};
 
 const TEXT: &str = "When in Rome, do as the [MASK] do.";
 

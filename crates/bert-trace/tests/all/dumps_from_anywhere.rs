@@ -3,13 +3,11 @@
 //! with the exit status and the line it must give. The forms a learner's numpy writes are
 //! `dump_forms.rs`; this file holds the ones that must be refused or handled with care.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{npy_header, root};
+use crate::common::{npy_header, root};
 
 /// What a run did.
 struct Ran {

@@ -5,11 +5,9 @@
 //! middle, on either side, must be blamed and nothing else; a LayerNorm eps of 1e-5 must blame
 //! the first LayerNorm; a NaN must never pass; a model of another dump is refused.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::{bert_trace, root};
+use crate::common::{bert_trace, root};
 use ndarray::ArrayD;
 use ndarray_npy::{ReadNpyExt, WriteNpyExt};
 

@@ -12,12 +12,12 @@
 //!   as attention, stages dropped unseen, rounding blamed for another input, a float32 truth, a
 //!   NaN ranked or called "the same".
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{copy_dir, one_line, poison_tensor, root, set_stage, snapshot, tiny, unchanged, Cases, Ran};
+use crate::common::{copy_dir, one_line, poison_tensor, root, set_stage, snapshot, tiny, unchanged, Cases, Ran};
 use ndarray::ArrayD;
 use ndarray_npy::{ReadNpyExt, WriteNpyExt};
 

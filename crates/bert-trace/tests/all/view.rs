@@ -14,12 +14,10 @@
 //! The browser is Debian's `chromium` (`.ci/run` installs it) and the driver `playwright-core`
 //! (`scripts/test.sh` runs `npm ci`); either missing is a failure, not a skip.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::root;
+use crate::common::root;
 
 fn bert_trace_in(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_bert-trace")).args(args).current_dir(dir).output().expect("bert-trace runs")
@@ -222,7 +220,7 @@ fn the_walkthroughs_pictures_are_what_their_commands_draw() {
                 .lines()
                 .filter_map(|l| l.strip_prefix("$ bert-trace view "))
                 .find(|c| c.contains(&format!("dumps/pictures/{name}")));
-            // A picture a python block draws (a training log's curves) is walkthrough_python.rs's.
+            // A picture a python block draws (a training log's curves) is docs.rs's.
             let Some(command) = command else {
                 let drawn_by_python = markdown.contains(&format!("open(\"dumps/pictures/{name}\""));
                 assert!(drawn_by_python, "{}: no command draws pictures/{name}", chapter.display());

@@ -4,9 +4,9 @@
 //! gradients; and the runs that cannot have a backward pass, refused in one line before anything
 //! is written.
 
-mod common;
+use crate::common;
 
-use common::bert_trace;
+use crate::common::bert_trace;
 
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()

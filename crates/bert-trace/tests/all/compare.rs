@@ -2,11 +2,9 @@
 //! between a trace and itself, exactly the head whose query weights were changed, and a refusal
 //! of two different inputs; and `view` drawing its JSON.
 
-mod common;
-
 use std::path::Path;
 
-use common::{bert_trace, root};
+use crate::common::{bert_trace, root};
 use safetensors::{serialize, tensor::TensorView, SafeTensors};
 
 const TEXTS: [&str; 2] = ["When in Rome, do as the Romans do.", "All roads lead to Rome."];

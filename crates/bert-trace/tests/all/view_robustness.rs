@@ -10,12 +10,10 @@
 //! Each case states what is done and what must come of it; a case that fails prints what it
 //! got. Dumps are golden/tiny's `mask` dump copied and edited (manifest.json and .npy files).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::root;
+use crate::common::root;
 use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::{WritableElement, WriteNpyExt};
 

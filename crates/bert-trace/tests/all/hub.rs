@@ -5,7 +5,7 @@
 //! that cannot resume cannot leave a corrupt file behind; every missing repo, revision or file is
 //! one line naming the id and the file, with exit status 2.
 
-mod hub_server;
+use crate::hub_server;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -418,7 +418,7 @@ fn minilm_by_id_matches_the_pytorch_golden() {
 /// huggingface_hub's `scan_cache_dir` reads the cache without a warning. It needs a Python
 /// with transformers and torch, which CI does not have:
 ///
-///     BERT_TRACE_REF_PYTHON=../venv-ref/bin/python cargo test -p bert-trace --test hub -- --ignored
+///     BERT_TRACE_REF_PYTHON=../venv-ref/bin/python cargo test -p bert-trace --test all hub:: -- --ignored
 #[test]
 #[ignore = "needs BERT_TRACE_REF_PYTHON, a Python with transformers and torch"]
 fn python_and_bert_trace_share_the_cache() {

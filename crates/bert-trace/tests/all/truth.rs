@@ -3,11 +3,9 @@
 //! PyTorch's float32 reference and bert-trace's own trace of the same input are within the
 //! stated tolerances of the truth, and the report measures both and says which is closer.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::{bert_trace, root};
+use crate::common::{bert_trace, root};
 
 fn strings(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()

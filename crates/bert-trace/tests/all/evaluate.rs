@@ -2,9 +2,7 @@
 //! same measure, the measure independent of the threads that compute it, and bad input refused
 //! in one line before any work.
 
-mod common;
-
-use common::{one_line, root, run, Cases};
+use crate::common::{one_line, root, run, Cases};
 
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()

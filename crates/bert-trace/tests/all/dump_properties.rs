@@ -5,12 +5,10 @@
 //! did not write. Each case is a handful of runs of the binary; failures are recorded in
 //! `dump_properties.proptest-regressions` beside this file and replayed first.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::{npy_header, root};
+use crate::common::{npy_header, root};
 use proptest::prelude::*;
 
 /// Stage names a learner's dump may use: real ones of every shape kind, and made-up ones.

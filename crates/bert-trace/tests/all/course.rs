@@ -9,11 +9,9 @@
 //!   environment has more packages than that line, so running the blocks cannot show that a
 //!   reader who followed chapter 0 would get a `ModuleNotFoundError`.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::root;
+use crate::common::root;
 
 /// (the English term, its Chinese form, wrong forms no zh chapter's prose may hold).
 ///

@@ -10,13 +10,13 @@
 //!
 //! Each case states what is done and what must come of it; a case that fails prints what it got.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{copy_dir, one_line, poison_tensor, root, set_stage, snapshot, tiny, unchanged, Cases, Ran};
+use crate::common::{copy_dir, one_line, poison_tensor, root, set_stage, snapshot, tiny, unchanged, Cases, Ran};
 use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::ReadNpyExt;
 

@@ -3,11 +3,11 @@
 //! against its weights, and the cased Chinese-vocabulary model (`golden/tiny-chinese`); and the two
 //! models built into the binary, by name and by default.
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 
-use common::{bert_trace, root};
+use crate::common::{bert_trace, root};
 
 use ndarray::{Array2, ArrayD};
 use ndarray_npy::ReadNpyExt;

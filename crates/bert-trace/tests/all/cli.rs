@@ -2,12 +2,10 @@
 //! goldens and failing at the right first stage, and one clear line with exit status 2 for each
 //! kind of bad input.
 
-mod common;
-
 use std::path::Path;
 use std::process::Output;
 
-use common::{bert_trace_tiny, root};
+use crate::common::{bert_trace_tiny, root};
 
 use bert_core::io::dump::Dump;
 use ndarray::ArrayD;

@@ -6,9 +6,7 @@
 //! the score, and so must ours be. Then what must hold whatever the model: integrated gradients
 //! add up to f(x) − f(baseline) as the points grow, and bad input is one line, exit 2.
 
-mod common;
-
-use common::{bert_trace, root};
+use crate::common::{bert_trace, root};
 use serde_json::Value;
 
 fn stderr(out: &std::process::Output) -> String {
