@@ -35,7 +35,7 @@ vectorized! {
     /// at most a few thousand terms in [0, 1] and the scaling add about 1e-13. The f32 version
     /// this replaced (an exp within 2 ulp, an f32 sum, a multiplication by 1 / Σ) left the
     /// probabilities' own rounding behind PyTorch's on 22 of 162 stages, in about 70% of this
-    /// one's time (BENCHMARKS.md, "Softmax in f64, rounded once"). `exps` holds the row's
+    /// one's time (benchmarks/HISTORY.md, "Softmax in f64, rounded once"). `exps` holds the row's
     /// exponentials between the two passes.
     fn softmax_row(row: &mut [f32], exps: &mut [f64]) {
         let mut max = [f32::NEG_INFINITY; LANES];
@@ -111,7 +111,7 @@ vectorized! {
     /// and its erf's errors lean one way, and the next dense layer sums thousands of them (I =
     /// 3,072 in bert-base). The f32 version this replaced left MiniLM's float32 farther from
     /// the float64 truth than PyTorch's on many more stages, for about 1.5% less time at 128
-    /// tokens (BENCHMARKS.md, "The exact GELU in f64, rounded once").
+    /// tokens (benchmarks/HISTORY.md, "The exact GELU in f64, rounded once").
     fn gelu_slice(values: &mut [f32]) {
         for v in values {
             let x = f64::from(*v);

@@ -7,7 +7,7 @@
 //! per output costs about as little (two logits of a sequence: 1,536 products). Summed in f64,
 //! whose products of two f32s are exact, each logit comes out as the f32 nearest to the exact
 //! x · w + b, except within about 1e-13 of the sum of |x_k · w_k| of a halfway point. In f32, in
-//! chains, NSP's own error was behind PyTorch's in 3 of 9 bert-base-sized texts (BENCHMARKS.md,
+//! chains, NSP's own error was behind PyTorch's in 3 of 9 bert-base-sized texts (benchmarks/HISTORY.md,
 //! "Narrow layers in f64"). Each output depends only on its own row of x and of W, so the result
 //! is the same whatever the batch and the thread count.
 
