@@ -1,6 +1,6 @@
 //! The diff's comparison of two tensors, held to its rules on arbitrary values, NaN and ±inf
 //! included: a value that is not finite never passes, on either side, unless it is a masked
-//! attention score (a padding key's, at or below -1e30) on both sides; identical finite
+//! attention score (a padding key's, by the diff's own rule, `is_masked_score`) on both sides; identical finite
 //! tensors always pass; a padded query row's finite difference never fails a stage.
 //!
 //! Input: byte 0 picks the stage (attention scores, probabilities, a hidden state), byte 1 the
@@ -8,7 +8,7 @@
 //! trace's (missing bytes are 0).
 #![no_main]
 
-use bert_core::diff::{compare_tensors, default_tolerance, Status};
+use bert_core::diff::{compare_tensors, default_tolerance, is_masked_score, Status};
 use bert_core::pass::Tensor;
 use bert_core::stage;
 use libfuzzer_sys::fuzz_target;
@@ -45,11 +45,13 @@ fuzz_target!(|data: &[u8]| {
     let tolerance = default_tolerance(stage::parse(name).unwrap().kind);
     let report = compare_tensors(name, &as_tensor(&reference), &as_tensor(&trace), tolerance, Some(&mask));
 
-    // Which elements are a padding key's score, masked on both sides.
-    let is_scores = name.ends_with("scores");
+    // Which elements are a padding key's score, masked on both sides: the one rule that diff and
+    // view share.
+    let is_scores = stage::parse(name).unwrap().kind == stage::StageKind::AttnScores;
     let masked = |i: usize| {
         let (b, key) = (i / 9, i % 3);
-        is_scores && key >= real[b] && reference[i] as f64 <= -1e30 && trace[i] as f64 <= -1e30
+        let padding = Some(key >= real[b]);
+        is_scores && is_masked_score(f64::from(reference[i]), padding) && is_masked_score(f64::from(trace[i]), padding)
     };
     let non_finite = (0..18).any(|i| !(masked(i) || (reference[i].is_finite() && trace[i].is_finite())));
     if non_finite {
