@@ -23,7 +23,7 @@ pub fn input(input: &ExperimentInput) -> Result<ExperimentRequest> {
     Ok(ExperimentRequest {
         text: input.text.clone(),
         model: input.model.model.clone(),
-        settings: crate::settings::of(input.threads, input.kernels.as_deref())?,
+        settings: crate::settings::of(&input.pass)?,
         json: input.json,
     })
 }

@@ -39,7 +39,7 @@ pub fn run(args: &AttributeArgs) -> Result<i32> {
             RuleArg::Midpoint => Rule::Midpoint,
         }),
         json: args.json,
-        settings: crate::settings::of(args.threads, args.kernels.as_deref())?,
+        settings: crate::settings::of(&args.pass)?,
     };
     // Integrated gradients of a long text take a while: a terminal sees how far they are.
     let mut points = crate::progress::bar("points");

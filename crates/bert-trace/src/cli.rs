@@ -7,7 +7,9 @@
 
 use std::path::PathBuf;
 
+use bert_core::ops::Kernels;
 use bert_core::train::options::Warmup;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
 use crate::color::ColorChoice;
@@ -138,11 +140,8 @@ pub struct TraceArgs {
     #[command(flatten)]
     pub losses: LossArgs,
 
-    /// Which implementation of BERT's operations to run: fast (the default: fast kernels where
-    /// this CPU has them) or reference (the plain formulas the walkthrough quotes; slower)
-    /// [env: BERT_TRACE_KERNELS]
-    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
-    pub kernels: Option<String>,
+    #[command(flatten)]
+    pub pass: PassArgs,
 
     /// The element type of the whole pass: f32, BERT's own, or f64, to see how far f32
     /// rounding takes each stage (the dump is then float64; `diff --truth` reads it)
@@ -179,10 +178,6 @@ pub struct TraceArgs {
     /// How many predictions to show for each [MASK]
     #[arg(allow_hyphen_values = true, long, value_name = "K", default_value_t = 5)]
     pub top_k: usize,
-
-    /// Threads for the forward pass [default: BERT_TRACE_THREADS, else all physical cores]
-    #[arg(allow_hyphen_values = true, long, value_name = "N")]
-    pub threads: Option<usize>,
 
     /// After tracing, diff the dump against this reference dump (as `bert-trace diff`)
     #[arg(long, value_name = "DIR")]
@@ -418,12 +413,8 @@ pub struct EvaluateArgs {
     /// Print the measure as JSON
     #[arg(long)]
     pub json: bool,
-    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
-    #[arg(allow_hyphen_values = true, long, value_name = "N")]
-    pub threads: Option<usize>,
-    /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
-    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
-    pub kernels: Option<String>,
+    #[command(flatten)]
+    pub pass: PassArgs,
 }
 
 #[derive(Debug, Args)]
@@ -435,6 +426,25 @@ pub struct InspectArgs {
     pub config: Option<PathBuf>,
 }
 
+/// How a command's passes run: the options of every command that runs the model, declared once.
+#[derive(Debug, Args)]
+pub struct PassArgs {
+    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
+    #[arg(allow_hyphen_values = true, long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Which implementation of BERT's operations to run: fast (the default: fast kernels where
+    /// this CPU has them) or reference (the plain formulas the walkthrough quotes; slower)
+    /// [env: BERT_TRACE_KERNELS]
+    #[arg(long, value_name = "KIND", value_parser = kernels())]
+    pub kernels: Option<Kernels>,
+}
+
+/// `--kernels`: the library's names of its kernels, parsed into the library's own type.
+fn kernels() -> impl TypedValueParser<Value = Kernels> {
+    PossibleValuesParser::new(Kernels::ALL.map(Kernels::name))
+        .map(|name: String| Kernels::parse(&name).expect("a name Kernels gave"))
+}
+
 /// What every experiment reads: a text with one [MASK], the model, and how to run the passes.
 #[derive(Debug, Args)]
 pub struct ExperimentInput {
@@ -443,12 +453,8 @@ pub struct ExperimentInput {
     pub text: String,
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
-    #[arg(allow_hyphen_values = true, long, value_name = "N")]
-    pub threads: Option<usize>,
-    /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
-    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
-    pub kernels: Option<String>,
+    #[command(flatten)]
+    pub pass: PassArgs,
     /// Print the result as JSON
     #[arg(long)]
     pub json: bool,
@@ -515,12 +521,8 @@ pub struct HeadsArgs {
     /// Print the result as JSON
     #[arg(long)]
     pub json: bool,
-    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
-    #[arg(allow_hyphen_values = true, long, value_name = "N")]
-    pub threads: Option<usize>,
-    /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
-    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
-    pub kernels: Option<String>,
+    #[command(flatten)]
+    pub pass: PassArgs,
 }
 
 #[derive(Debug, Args)]
@@ -582,12 +584,8 @@ pub struct AttributeArgs {
     /// Print the result as JSON
     #[arg(long)]
     pub json: bool,
-    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
-    #[arg(allow_hyphen_values = true, long, value_name = "N")]
-    pub threads: Option<usize>,
-    /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
-    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
-    pub kernels: Option<String>,
+    #[command(flatten)]
+    pub pass: PassArgs,
 }
 
 /// `--method`.
@@ -729,12 +727,8 @@ pub struct TrainArgs {
     /// transformers' Trainer logs it
     #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 1)]
     pub log_every: usize,
-    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
-    #[arg(allow_hyphen_values = true, long, value_name = "N")]
-    pub threads: Option<usize>,
-    /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
-    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
-    pub kernels: Option<String>,
+    #[command(flatten)]
+    pub pass: PassArgs,
 }
 
 /// `bert-trace finetune`'s arguments.
@@ -825,12 +819,8 @@ pub struct FinetuneArgs {
     /// Print a loss line every N steps (and after the last)
     #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 1)]
     pub log_every: usize,
-    /// Threads for the passes [default: BERT_TRACE_THREADS, else all physical cores]
-    #[arg(allow_hyphen_values = true, long, value_name = "N")]
-    pub threads: Option<usize>,
-    /// Which implementation of BERT's operations to run: fast or reference [env: BERT_TRACE_KERNELS]
-    #[arg(long, value_name = "KIND", value_parser = ["fast", "reference"])]
-    pub kernels: Option<String>,
+    #[command(flatten)]
+    pub pass: PassArgs,
 }
 
 /// A clap error in one line, with clap's tip when it has one: what `bert-trace` prints, and the

@@ -13,7 +13,7 @@ pub fn run(args: &EvaluateArgs) -> Result<i32> {
         max_len: args.max_len,
         batch_size: args.batch_size,
         seed: args.seed,
-        pass: crate::settings::of(args.threads, args.kernels.as_deref())?,
+        pass: crate::settings::of(&args.pass)?,
     };
     let report = evaluate::evaluate(&request)?;
     let text = match args.json {

@@ -37,7 +37,7 @@ pub fn run(args: &FinetuneArgs) -> Result<i32> {
         dump_steps: args.dump_step.clone(),
         log_every: args.log_every,
         eval_every: args.eval_every,
-        pass: crate::settings::of(args.threads, args.kernels.as_deref())?,
+        pass: crate::settings::of(&args.pass)?,
     };
     finetune::finetune(&request, &mut Terminal::new("BertForSequenceClassification"))?;
     Ok(0)

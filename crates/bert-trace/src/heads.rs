@@ -18,7 +18,7 @@ pub fn run(args: &HeadsArgs) -> Result<i32> {
         statistics: args.statistics,
         batch_size: args.batch_size,
         json: args.json,
-        settings: crate::settings::of(args.threads, args.kernels.as_deref())?,
+        settings: crate::settings::of(&args.pass)?,
     };
     let report = heads::heads(&request, &mut crate::progress::bar("passes"))?;
     crate::print(&report.notes, &report.text);

@@ -6,32 +6,31 @@
 use anyhow::Result;
 use bert_commands::settings::PassSettings;
 use bert_commands::source::process_env;
-use bert_core::ops::Kernels;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, PassArgs};
 
-/// The settings `threads` and `kernels` (the command's options) ask for, the environment's
-/// where they are not given.
-pub fn of(threads: Option<usize>, kernels: Option<&str>) -> Result<PassSettings> {
-    let given = PassSettings { threads, kernels: kernels.map(|k| Kernels::parse(k).expect("clap checked the name")) };
+/// The settings the command's `--threads` and `--kernels` ask for, the environment's where they
+/// are not given.
+pub fn of(pass: &PassArgs) -> Result<PassSettings> {
+    let given = PassSettings { threads: pass.threads, kernels: pass.kernels };
     Ok(PassSettings::from_env(given, &process_env)?)
 }
 
 /// Sets matrixmultiply's thread count for the whole run, from the command's settings.
 pub fn prepare(cli: &Cli) -> Result<()> {
-    let (threads, kernels) = match &cli.command {
-        None => (cli.trace.threads, cli.trace.kernels.as_deref()),
-        Some(Command::Ablate(a)) => (a.input.threads, a.input.kernels.as_deref()),
-        Some(Command::Lens(a)) => (a.input.threads, a.input.kernels.as_deref()),
-        Some(Command::Attribute(a)) => (a.threads, a.kernels.as_deref()),
-        Some(Command::Train(a)) => (a.threads, a.kernels.as_deref()),
-        Some(Command::Finetune(a)) => (a.threads, a.kernels.as_deref()),
-        Some(Command::Heads(a)) => (a.threads, a.kernels.as_deref()),
-        Some(Command::Evaluate(a)) => (a.threads, a.kernels.as_deref()),
-        Some(_) => (None, None),
+    let pass = match &cli.command {
+        None => &cli.trace.pass,
+        Some(Command::Ablate(a)) => &a.input.pass,
+        Some(Command::Lens(a)) => &a.input.pass,
+        Some(Command::Attribute(a)) => &a.pass,
+        Some(Command::Train(a)) => &a.pass,
+        Some(Command::Finetune(a)) => &a.pass,
+        Some(Command::Heads(a)) => &a.pass,
+        Some(Command::Evaluate(a)) => &a.pass,
+        Some(_) => return Ok(()),
     };
     // The start of `main`: no other thread exists yet to read the environment.
-    if let Some(value) = of(threads, kernels)?.matmul_threads() {
+    if let Some(value) = of(pass)?.matmul_threads() {
         std::env::set_var(bert_core::ops::MATMUL_ENV_VAR, value);
     }
     Ok(())

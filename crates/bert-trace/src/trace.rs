@@ -50,7 +50,7 @@ pub fn request(args: &TraceArgs) -> Result<TraceRequest> {
             Precision::F32 => TracePrecision::F32,
             Precision::F64 => TracePrecision::F64,
         },
-        settings: crate::settings::of(args.threads, args.kernels.as_deref())?,
+        settings: crate::settings::of(&args.pass)?,
         output: match args.no_dump {
             true => Output::Nowhere,
             false => Output::Dump { out: args.out.clone(), force: args.force, npz: args.npz },

@@ -43,7 +43,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         resume: args.resume.clone(),
         dump_steps: args.dump_step.clone(),
         log_every: args.log_every,
-        pass: crate::settings::of(args.threads, args.kernels.as_deref())?,
+        pass: crate::settings::of(&args.pass)?,
     };
     train::train(&request, &mut Terminal::new("BertForPreTraining"))?;
     Ok(0)

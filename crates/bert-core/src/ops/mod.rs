@@ -262,6 +262,9 @@ pub enum Kernels {
 }
 
 impl Kernels {
+    /// Every implementation, in the order the command line lists them.
+    pub const ALL: [Kernels; 2] = [Kernels::Fast, Kernels::Reference];
+
     /// `fast` or `reference`.
     pub fn parse(name: &str) -> Option<Kernels> {
         match name {
