@@ -18,7 +18,7 @@
 # 7. Recomputes every golden dump in NumPy float64 (scripts/check_dump.py), independently of
 #    both PyTorch and bert-trace.
 # 8. The fuzz targets (fuzz/, a workspace member outside the default members) are checked by
-#    step 10's clippy, so that they cannot rot unseen.
+#    step 10's clippy under CI (CI=true) or with FUZZ=1, so that they cannot rot unseen.
 # 9. Builds the API documentation, private items included, and fails on any rustdoc warning (a
 #    shape such as [B,T,H] outside backticks is read as a broken link).
 # 10. Runs clippy on every crate, test and example, and fails on any warning.
@@ -80,6 +80,14 @@ export PYO3_PYTHON="$venv/bin/python"
 phase "cargo build"
 packages=(--workspace --exclude bert-core-fuzz)
 cargo build "${packages[@]}" --locked --lib --bins --tests
+# The README's `cargo run -p bert-trace` must find everything built: the binary's dependencies
+# resolved alone must have the features the workspace's build gave them (crates/bert-trace's
+# Cargo.toml turns on the ones the tests and the Python extension add). A difference would
+# compile every crate a second time, here and for a user who runs the README's command.
+if cargo build -p bert-trace --locked --bins 2>&1 | grep -E '^ *Compiling' >&2; then
+  echo "error: \`cargo run -p bert-trace\` compiles again what the workspace's build compiled (above): a dependency's features differ between the two; align them in crates/bert-trace/Cargo.toml" >&2
+  exit 1
+fi
 
 # The Python package, installed into the venv as its wheel lays it out (python/bert_trace/ and
 # the extension as bert_trace/_bert_trace.abi3.so); `maturin build` in python/ makes the wheel.
@@ -115,6 +123,12 @@ done
 phase "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --locked --no-deps --document-private-items --quiet
 
+# The fuzz targets are linted under CI (CI=true, as .ci/run sets) or when FUZZ=1 asks: checking
+# them builds libFuzzer's C++ sources, which a local run need not wait for.
 phase "cargo clippy"
-cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
+lint=(--workspace --exclude bert-core-fuzz)
+if [ "${CI:-}" = true ] || [ "${FUZZ:-}" = 1 ]; then
+  lint=(--workspace)
+fi
+cargo clippy "${lint[@]}" --all-targets --locked --quiet -- -D warnings
 phase "done"
