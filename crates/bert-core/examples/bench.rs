@@ -289,7 +289,7 @@ fn backward(args: &Args, threads: usize) {
                         let mut index = 0;
                         model
                             .update_parameters(|stage, values| {
-                                let result = match grads.get(&stage.hf()) {
+                                let result = match grads.get(stage) {
                                     Some(grad) => {
                                         let grad = grad.as_slice().expect("a gradient is contiguous");
                                         adamw_step(

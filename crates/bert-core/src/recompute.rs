@@ -70,7 +70,6 @@ fn recompute_grad<F: Float>(
     let mut scratch = Grads::new();
     let layer = || model.layers.get(stage.layer.unwrap_or(0)).ok_or("a layer the model does not have".to_string());
     let h = model.config.hidden_size;
-    let prefix = |kind: &str| format!("bert.encoder.layer.{}.{kind}", stage.layer.unwrap_or(0));
     let scalar = |value: &Option<Tensor>, what: &str| -> std::result::Result<F, String> {
         let value = float_of::<F, IxDyn>(value, what)?;
         value.iter().next().copied().filter(|_| value.len() == 1).ok_or(format!("{what} is not one number"))
@@ -92,7 +91,7 @@ fn recompute_grad<F: Float>(
             if d_logits.dim() != (read.dim().0, classifier.dense.out_features()) {
                 return Err(format!("grad.classifier.logits is {:?}", d_logits.shape()));
             }
-            classifier.dense.backward(&read, &d_logits, "classifier", &mut scratch).into_dyn()
+            classifier.dense.backward(&read, &d_logits, &mut scratch).into_dyn()
         }
         Loss => ndarray::arr0(F::one()).into_dyn(),
         MlmLoss | NspLoss | ClassifierLoss => ndarray::arr0(scalar(&x[0], "grad.loss")?).into_dyn(),
@@ -125,7 +124,7 @@ fn recompute_grad<F: Float>(
             let (value, d_out) = (wide::<F>(&x[0], "its value", h)?, wide::<F>(&x[1], "the gradient after it", h)?);
             same(&[value.shape(), d_out.shape()])?;
             match stage.kind {
-                MlmActivation => mlm.layer_norm.backward(value.view(), d_out.view(), "mlm", &mut scratch).into_dyn(),
+                MlmActivation => mlm.layer_norm.backward(value.view(), d_out.view(), &mut scratch).into_dyn(),
                 _ => mlm.activation.backward(value.view(), d_out.view()).into_dyn(),
             }
         }
@@ -146,7 +145,7 @@ fn recompute_grad<F: Float>(
                 if d_logits.dim() != (pooled.dim().0, dense.out_features()) {
                     return Err(format!("{name} is {:?}", d_logits.shape()));
                 }
-                let mut share = dense.backward(&pooled, &d_logits, "head", &mut scratch);
+                let mut share = dense.backward(&pooled, &d_logits, &mut scratch);
                 // A pass that dropped out dropped the classifier's input: its share through the mask.
                 if let (Some(mask), "grad.classifier.logits") = (x.get(3), name) {
                     let mask = float_of::<F, Ix2>(mask, "classifier.dropout_mask")?;
@@ -171,7 +170,7 @@ fn recompute_grad<F: Float>(
                     let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
                     let d_transform = wide::<F>(&x[1], "grad.mlm.transform", h)?;
                     same(&[hidden.shape(), d_transform.shape()])?;
-                    Some(mlm.transform.backward(&hidden, &d_transform, "mlm", &mut scratch))
+                    Some(mlm.transform.backward(&hidden, &d_transform, &mut scratch))
                 }
                 None => None,
             };
@@ -182,7 +181,7 @@ fn recompute_grad<F: Float>(
                     if d_dense.dim().0 != hidden.dim().0 || hidden.dim().1 == 0 {
                         return Err(format!("grad.pooler.dense is {:?}", d_dense.shape()));
                     }
-                    Some(pooler.dense.backward(&hidden.index_axis(Axis(1), 0), &d_dense, "pooler", &mut scratch))
+                    Some(pooler.dense.backward(&hidden.index_axis(Axis(1), 0), &d_dense, &mut scratch))
                 }
                 None => None,
             };
@@ -205,7 +204,7 @@ fn recompute_grad<F: Float>(
             if d_projections.iter().any(|d| d.len() != merged) {
                 return Err("the projections' gradients are not of the layer's input's size".into());
             }
-            attention.self_attention.input_backward(&x_in, d_residual, d_projections, "next", &mut scratch).into_dyn()
+            attention.self_attention.input_backward(&x_in, d_residual, d_projections, &mut scratch).into_dyn()
         }
         FfnResidual | AttnResidual | EmbSum => {
             let (value, d_out) = (wide::<F>(&x[0], "its value", h)?, wide::<F>(&x[1], "the gradient after it", h)?);
@@ -215,7 +214,7 @@ fn recompute_grad<F: Float>(
                 AttnResidual => &layer()?.attention.output.layer_norm,
                 _ => &model.embeddings.layer_norm,
             };
-            layer_norm.backward(value.view(), d_out.view(), "layer_norm", &mut scratch).into_dyn()
+            layer_norm.backward(value.view(), d_out.view(), &mut scratch).into_dyn()
         }
         // The gradient of a sum's term is the sum's.
         FfnOutput | AttnOutput | FfnOutputDropout | AttnOutputDropout | EmbWord | EmbPosition | EmbTokenType => {
@@ -232,7 +231,7 @@ fn recompute_grad<F: Float>(
             if value.dim().0 != d_out.dim().0 || value.dim().1 != d_out.dim().1 {
                 return Err(format!("its value {:?} and its gradient {:?}", value.shape(), d_out.shape()));
             }
-            dense.backward(&value, &d_out, "dense", &mut scratch).into_dyn()
+            dense.backward(&value, &d_out, &mut scratch).into_dyn()
         }
         FfnIntermediate => {
             let (value, d_out) =
@@ -247,7 +246,7 @@ fn recompute_grad<F: Float>(
             same(&[value.shape(), d_residual.shape()])?;
             let feed_forward = &layer()?.feed_forward;
             width(d_intermediate.shape(), feed_forward.intermediate.out_features())?;
-            feed_forward.input_backward(&value, &d_intermediate, &d_residual, &prefix("ffn"), &mut scratch).into_dyn()
+            feed_forward.input_backward(&value, &d_intermediate, &d_residual, &mut scratch).into_dyn()
         }
         AttnProbs | AttnProbsDropout | AttnValue => {
             let (probs, v) = (float_of::<F, Ix4>(&x[0], "probs")?, float_of::<F, Ix4>(&x[1], "value")?);

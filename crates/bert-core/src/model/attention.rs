@@ -7,12 +7,13 @@ use super::dropout::{self, Dropout};
 use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
+use super::parameters::WeightAndBias;
 use crate::error::Result;
 use crate::io::config::BertConfig;
 use crate::io::weights::WeightStore;
 use crate::ops::{self, Float};
 use crate::pass::{Halt, Tracer};
-use crate::stage::{Stage, StageKind, StageKind::*};
+use crate::stage::{ParamKind, Stage, StageKind, StageKind::*};
 
 /// `attention.self`: the query, key and value projections, `[H]` -> `[H]` each.
 pub struct BertSelfAttention<F: Float = f32> {
@@ -52,24 +53,23 @@ impl<F: Float> BertSelfAttention<F> {
 }
 
 impl<F: Float> BertAttention<F> {
-    pub fn load(store: &WeightStore, config: &BertConfig, prefix: &str) -> Result<BertAttention<F>> {
+    /// Layer `layer_idx`'s attention, its parameters named by the stage table.
+    pub fn load(store: &WeightStore, config: &BertConfig, layer_idx: usize) -> Result<BertAttention<F>> {
+        use ParamKind::*;
         let h = config.hidden_size;
-        let linear = |name: &str| Linear::load(store, &format!("{prefix}.{name}"), h, h);
+        let params = |weight, bias| WeightAndBias::in_layer(layer_idx, weight, bias);
+        let linear = |weight, bias| Linear::load(store, params(weight, bias), h, h);
+        let eps = F::of(config.layer_norm_eps);
         Ok(BertAttention {
             self_attention: BertSelfAttention {
-                query: linear("self.query")?,
-                key: linear("self.key")?,
-                value: linear("self.value")?,
+                query: linear(QueryWeight, QueryBias)?,
+                key: linear(KeyWeight, KeyBias)?,
+                value: linear(ValueWeight, ValueBias)?,
                 n_heads: config.num_attention_heads,
             },
             output: BertSelfOutput {
-                dense: linear("output.dense")?,
-                layer_norm: LayerNorm::load(
-                    store,
-                    &format!("{prefix}.output.LayerNorm"),
-                    h,
-                    F::of(config.layer_norm_eps),
-                )?,
+                dense: linear(AttnOutputWeight, AttnOutputBias)?,
+                layer_norm: LayerNorm::load(store, params(AttnLayerNormWeight, AttnLayerNormBias), h, eps)?,
             },
         })
     }
@@ -125,16 +125,10 @@ impl<F: Float> BertAttention<F> {
         tracer: &mut Tracer,
     ) -> Result<Array3<F>, Halt> {
         let at = |kind| Stage::layer(layer_idx, kind);
-        let prefix = format!("bert.encoder.layer.{layer_idx}.attention");
         let self_attn = &self.self_attention;
 
         // hidden = LayerNorm(residual); residual = output + x, so both get d residual.
-        let d_residual = self.output.layer_norm.backward(
-            record.three(at(AttnResidual)),
-            d_hidden.view(),
-            &format!("{prefix}.output.LayerNorm"),
-            grads,
-        );
+        let d_residual = self.output.layer_norm.backward(record.three(at(AttnResidual)), d_hidden.view(), grads);
         let mut d_residual = d_residual;
         tracer.float(at(AttnResidual).grad(), &mut d_residual)?;
         let d_x = d_residual.clone();
@@ -142,7 +136,7 @@ impl<F: Float> BertAttention<F> {
         tracer.float(at(AttnOutput).grad(), &mut d_output)?;
         // output = context · Woᵀ + bo
         let context = record.three(at(AttnContext));
-        let mut d_context = self.output.dense.backward(&context, &d_output, &format!("{prefix}.output.dense"), grads);
+        let mut d_context = self.output.dense.backward(&context, &d_output, grads);
         tracer.float(at(AttnContext).grad(), &mut d_context)?;
         // The context read the probabilities dropout left, in training.
         let used = record.of_dim(at(AttnProbsDropout)).unwrap_or(record.four(at(AttnProbs)));
@@ -157,29 +151,27 @@ impl<F: Float> BertAttention<F> {
         tracer.float(at(AttnValue).grad(), &mut d_v)?;
         tracer.float(at(AttnKey).grad(), &mut d_k)?;
         tracer.float(at(AttnQuery).grad(), &mut d_q)?;
-        Ok(self_attn.input_backward(x, d_x, [d_q, d_k, d_v], &prefix, grads))
+        Ok(self_attn.input_backward(x, d_x, [d_q, d_k, d_v], grads))
     }
 }
 
 impl<F: Float> BertSelfAttention<F> {
     /// d loss / d the layer's input `x` `[B,T,H]`: the residual's share `d_residual` plus each
     /// projection's, from d query, d key and d value `[B,nh,T,hs]` (in that order); the
-    /// projections' parameter gradients are added to `grads` under `prefix`.
+    /// projections' parameter gradients are added to `grads`.
     pub(crate) fn input_backward(
         &self,
         x: &Array3<F>,
         d_residual: Array3<F>,
         d_projections: [Array4<F>; 3],
-        prefix: &str,
         grads: &mut Grads<F>,
     ) -> Array3<F> {
         let mut d_x = d_residual;
         // Each projection of x: its heads merged back, then the dense layer's backward.
         let [d_q, d_k, d_v] = d_projections;
-        let projections = [(&self.query, d_q, "query"), (&self.key, d_k, "key"), (&self.value, d_v, "value")];
-        for (linear, d_proj, name) in projections {
+        for (linear, d_proj) in [(&self.query, d_q), (&self.key, d_k), (&self.value, d_v)] {
             let d_proj = ops::merge_heads(d_proj);
-            d_x += &linear.backward(x, &d_proj, &format!("{prefix}.self.{name}"), grads);
+            d_x += &linear.backward(x, &d_proj, grads);
         }
         d_x
     }

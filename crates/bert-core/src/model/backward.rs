@@ -100,7 +100,7 @@ impl<F: Float> BertModel<F> {
     fn trace_parameter_gradients(&self, grads: &mut Grads<F>, tracer: &mut Tracer) -> Result<(), Halt> {
         let mut unreached = Vec::new();
         for stage in stage::parameters(self.layers.len(), self.heads()) {
-            match grads.get_mut(&stage.hf()) {
+            match grads.get_mut(stage) {
                 Some(grad) => tracer.float(stage.grad(), grad)?,
                 None => unreached.push(stage.hf()),
             }

@@ -6,12 +6,13 @@ use ndarray::Array2;
 use super::dropout::{self, Dropout};
 use super::gradients::{Grads, Record};
 use super::linear::Linear;
+use super::parameters::WeightAndBias;
 use crate::error::{BertError, Result};
 use crate::io::config::BertConfig;
 use crate::io::weights::WeightStore;
 use crate::ops::Float;
 use crate::pass::{Halt, Tracer};
-use crate::stage::{Stage, StageKind::*};
+use crate::stage::{ParamKind, Stage, StageKind::*};
 
 /// `classifier`: H -> C classes, with label names from config.json's `id2label` when it has them.
 pub struct ClassifierHead<F: Float = f32> {
@@ -20,14 +21,19 @@ pub struct ClassifierHead<F: Float = f32> {
 }
 
 impl<F: Float> ClassifierHead<F> {
+    /// The stages of the dense layer's weight and bias.
+    pub fn params() -> WeightAndBias {
+        WeightAndBias::of(ParamKind::ClassifierWeight, ParamKind::ClassifierBias)
+    }
+
     pub fn present(store: &WeightStore) -> bool {
-        store.contains("classifier.weight")
+        store.contains(&Self::params().weight.hf())
     }
 
     /// The number of labels comes from the weight's shape; `id2label` must agree when present.
     pub fn load(store: &WeightStore, config: &BertConfig) -> Result<ClassifierHead<F>> {
-        let n_labels = store.shape_of("classifier.weight").map_or(0, |s| s[0]);
-        let dense = Linear::load(store, "classifier", config.hidden_size, n_labels)?;
+        let n_labels = store.shape_of(&Self::params().weight.hf()).map_or(0, |s| s[0]);
+        let dense = Linear::load(store, Self::params(), config.hidden_size, n_labels)?;
         let labels = if config.id2label.is_empty() {
             (0..n_labels).map(|i| format!("LABEL_{i}")).collect()
         } else {
@@ -75,7 +81,7 @@ impl<F: Float> ClassifierHead<F> {
         tracer.float(Stage::new(ClassifierLogits).grad(), &mut d_logits)?;
         // The dense layer read the pooled vector dropout left, in training.
         let read = record.of_dim(Stage::new(ClassifierDropout)).unwrap_or(record.two(Stage::new(PoolerOutput)));
-        let d_read = self.dense.backward(&read, &d_logits, "classifier", grads);
+        let d_read = self.dense.backward(&read, &d_logits, grads);
         dropout::backward(record, Stage::new(ClassifierDropout), d_read, tracer)
     }
 }

@@ -5,13 +5,14 @@ use ndarray::{Array2, Array3, ArrayView2};
 use super::dropout::{self, Dropout};
 use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
+use super::parameters::{param, WeightAndBias};
 use crate::error::Result;
 use crate::io::config::BertConfig;
 use crate::io::tokenizer::Batch;
 use crate::io::weights::{Param, WeightStore};
 use crate::ops::{self, Float};
 use crate::pass::{Halt, Tracer};
-use crate::stage::{Stage, StageKind::*};
+use crate::stage::{ParamKind, Stage, StageKind::*};
 
 /// The three lookup tables and the LayerNorm, named as in `bert.embeddings.*`.
 pub struct BertEmbeddings<F: Float = f32> {
@@ -25,15 +26,16 @@ pub struct BertEmbeddings<F: Float = f32> {
 }
 
 impl<F: Float> BertEmbeddings<F> {
+    /// The tables and the LayerNorm, their parameters named by the stage table.
     pub fn load(store: &WeightStore, config: &BertConfig) -> Result<BertEmbeddings<F>> {
         let h = config.hidden_size;
+        let lookup = |kind, rows| store.get(&param(kind).hf(), &[rows, h]);
+        let layer_norm = WeightAndBias::of(ParamKind::EmbLayerNormWeight, ParamKind::EmbLayerNormBias);
         Ok(BertEmbeddings {
-            word_embeddings: store.get("bert.embeddings.word_embeddings.weight", &[config.vocab_size, h])?,
-            position_embeddings: store
-                .get("bert.embeddings.position_embeddings.weight", &[config.max_position_embeddings, h])?,
-            token_type_embeddings: store
-                .get("bert.embeddings.token_type_embeddings.weight", &[config.type_vocab_size, h])?,
-            layer_norm: LayerNorm::load(store, "bert.embeddings.LayerNorm", h, F::of(config.layer_norm_eps))?,
+            word_embeddings: lookup(ParamKind::WordEmbeddings, config.vocab_size)?,
+            position_embeddings: lookup(ParamKind::PositionEmbeddings, config.max_position_embeddings)?,
+            token_type_embeddings: lookup(ParamKind::TokenTypeEmbeddings, config.type_vocab_size)?,
+            layer_norm: LayerNorm::load(store, layer_norm, h, F::of(config.layer_norm_eps))?,
         })
     }
 
@@ -87,12 +89,7 @@ impl<F: Float> BertEmbeddings<F> {
     ) -> Result<(), Halt> {
         let mut d_hidden = dropout::backward(record, Stage::new(EmbDropout), d_hidden.clone(), tracer)?;
         tracer.float(Stage::new(EmbLayerNorm).grad(), &mut d_hidden)?;
-        let mut d_sum = self.layer_norm.backward(
-            record.three(Stage::new(EmbSum)),
-            d_hidden.view(),
-            "bert.embeddings.LayerNorm",
-            grads,
-        );
+        let mut d_sum = self.layer_norm.backward(record.three(Stage::new(EmbSum)), d_hidden.view(), grads);
         tracer.float(Stage::new(EmbSum).grad(), &mut d_sum)?;
         // sum = (word + token_type) + position: each lookup's gradient is d sum, scattered into
         // its table's rows.
@@ -105,16 +102,16 @@ impl<F: Float> BertEmbeddings<F> {
         if pad_token_id < d_word.nrows() {
             d_word.row_mut(pad_token_id).fill(F::zero());
         }
-        grads.add("bert.embeddings.word_embeddings.weight", d_word.into_dyn());
+        grads.add(param(ParamKind::WordEmbeddings), d_word.into_dyn());
         let (b, t) = batch.dims();
         let rows = self.position_embeddings.shape()[0];
         grads.add(
-            "bert.embeddings.position_embeddings.weight",
+            param(ParamKind::PositionEmbeddings),
             ops::embedding_backward(positions(b, t).view(), d_position.view(), rows).into_dyn(),
         );
         let rows = self.token_type_embeddings.shape()[0];
         grads.add(
-            "bert.embeddings.token_type_embeddings.weight",
+            param(ParamKind::TokenTypeEmbeddings),
             ops::embedding_backward(batch.token_type_ids.view(), d_token_type.view(), rows).into_dyn(),
         );
         Ok(())

@@ -9,12 +9,13 @@ use super::dropout::{self, Dropout};
 use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
+use super::parameters::WeightAndBias;
 use crate::error::Result;
 use crate::io::config::BertConfig;
 use crate::io::weights::WeightStore;
 use crate::ops::Float;
 use crate::pass::{Halt, Tracer};
-use crate::stage::{Stage, StageKind::*};
+use crate::stage::{ParamKind, Stage, StageKind::*};
 
 /// `bert.encoder.layer.{i}.intermediate` and `.output`
 pub struct FeedForward<F: Float = f32> {
@@ -28,13 +29,17 @@ pub struct FeedForward<F: Float = f32> {
 }
 
 impl<F: Float> FeedForward<F> {
-    pub fn load(store: &WeightStore, config: &BertConfig, prefix: &str) -> Result<FeedForward<F>> {
+    /// Layer `layer_idx`'s feed-forward block, its parameters named by the stage table.
+    pub fn load(store: &WeightStore, config: &BertConfig, layer_idx: usize) -> Result<FeedForward<F>> {
+        use ParamKind::*;
         let (h, i) = (config.hidden_size, config.intermediate_size);
+        let params = |weight, bias| WeightAndBias::in_layer(layer_idx, weight, bias);
+        let eps = F::of(config.layer_norm_eps);
         Ok(FeedForward {
-            intermediate: Linear::load(store, &format!("{prefix}.intermediate.dense"), h, i)?,
+            intermediate: Linear::load(store, params(IntermediateWeight, IntermediateBias), h, i)?,
             activation: config.activation(),
-            output: Linear::load(store, &format!("{prefix}.output.dense"), i, h)?,
-            layer_norm: LayerNorm::load(store, &format!("{prefix}.output.LayerNorm"), h, F::of(config.layer_norm_eps))?,
+            output: Linear::load(store, params(FfnOutputWeight, FfnOutputBias), i, h)?,
+            layer_norm: LayerNorm::load(store, params(FfnLayerNormWeight, FfnLayerNormBias), h, eps)?,
         })
     }
 
@@ -78,35 +83,31 @@ impl<F: Float> FeedForward<F> {
     ) -> Result<Array3<F>, Halt> {
         let stage = |kind| Stage::layer(layer_idx, kind);
         let at = |kind| record.three(stage(kind));
-        let prefix = format!("bert.encoder.layer.{layer_idx}");
         // hidden = LayerNorm(residual); residual = output + x, so both get d residual.
-        let mut d_residual =
-            self.layer_norm.backward(at(FfnResidual), d_hidden.view(), &format!("{prefix}.output.LayerNorm"), grads);
+        let mut d_residual = self.layer_norm.backward(at(FfnResidual), d_hidden.view(), grads);
         tracer.float(stage(FfnResidual).grad(), &mut d_residual)?;
         let mut d_output = dropout::backward(record, stage(FfnOutputDropout), d_residual.clone(), tracer)?;
         tracer.float(stage(FfnOutput).grad(), &mut d_output)?;
         // output = activation · W2ᵀ + b2
-        let mut d_activation =
-            self.output.backward(&at(FfnActivation), &d_output, &format!("{prefix}.output.dense"), grads);
+        let mut d_activation = self.output.backward(&at(FfnActivation), &d_output, grads);
         tracer.float(stage(FfnActivation).grad(), &mut d_activation)?;
         // activation = act(intermediate)
         let mut d_intermediate = self.activation.backward(at(FfnIntermediate), d_activation.view());
         tracer.float(stage(FfnIntermediate).grad(), &mut d_intermediate)?;
-        Ok(self.input_backward(x, &d_intermediate, &d_residual, &prefix, grads))
+        Ok(self.input_backward(x, &d_intermediate, &d_residual, grads))
     }
 
     /// d loss / d the block's input `x` (attention.layernorm) `[B,T,H]`, from d intermediate and
-    /// d residual; the intermediate layer's parameter gradients are added to `grads` under `prefix`.
+    /// d residual; the intermediate layer's parameter gradients are added to `grads`.
     pub(crate) fn input_backward(
         &self,
         x: &Array3<F>,
         d_intermediate: &Array3<F>,
         d_residual: &Array3<F>,
-        prefix: &str,
         grads: &mut Grads<F>,
     ) -> Array3<F> {
         // intermediate = x · W1ᵀ + b1, plus the residual's share.
-        let d_x = self.intermediate.backward(x, d_intermediate, &format!("{prefix}.intermediate.dense"), grads);
+        let d_x = self.intermediate.backward(x, d_intermediate, grads);
         d_x + d_residual
     }
 }

@@ -64,32 +64,34 @@ impl<F: Float> Record<F> {
     }
 }
 
-/// d loss / d parameter, by the parameter's name in transformers' `BertForPreTraining`
-/// (`bert.encoder.layer.0.attention.self.query.weight`), in the order the backward reached them.
-/// A parameter used twice (the word embeddings, also the MLM decoder's weight) has the sum.
+/// d loss / d parameter, by the parameter's stage (`param.<name>`, whose Hugging Face name is
+/// transformers' `BertForPreTraining.named_parameters()`' own), in the order the backward reached
+/// them. A parameter used twice (the word embeddings, also the MLM decoder's weight) has the sum.
 pub struct Grads<F: Float = f32> {
-    pub by_name: Vec<(String, ArrayD<F>)>,
+    pub by_stage: Vec<(Stage, ArrayD<F>)>,
 }
 
 impl<F: Float> Grads<F> {
     pub(crate) fn new() -> Grads<F> {
-        Grads { by_name: Vec::new() }
+        Grads { by_stage: Vec::new() }
     }
 
-    /// Adds `grad` to the gradient of `name`.
-    pub(crate) fn add(&mut self, name: &str, grad: ArrayD<F>) {
-        match self.by_name.iter_mut().find(|(n, _)| n == name) {
+    /// Adds `grad` to the gradient of the parameter `stage`.
+    pub(crate) fn add(&mut self, stage: Stage, grad: ArrayD<F>) {
+        debug_assert!(stage.info().part == Part::Param, "{stage} is not a parameter");
+        match self.by_stage.iter_mut().find(|(s, _)| *s == stage) {
             Some((_, sum)) => *sum += &grad,
-            None => self.by_name.push((name.to_string(), grad)),
+            None => self.by_stage.push((stage, grad)),
         }
     }
 
-    pub fn get(&self, name: &str) -> Option<&ArrayD<F>> {
-        self.by_name.iter().find(|(n, _)| n == name).map(|(_, g)| g)
+    /// The gradient of the parameter `stage`, if the loss reached it.
+    pub fn get(&self, stage: Stage) -> Option<&ArrayD<F>> {
+        self.by_stage.iter().find(|(s, _)| *s == stage).map(|(_, g)| g)
     }
 
-    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut ArrayD<F>> {
-        self.by_name.iter_mut().find(|(n, _)| n == name).map(|(_, g)| g)
+    pub(crate) fn get_mut(&mut self, stage: Stage) -> Option<&mut ArrayD<F>> {
+        self.by_stage.iter_mut().find(|(s, _)| *s == stage).map(|(_, g)| g)
     }
 }
 

@@ -14,6 +14,7 @@ use super::linear::Linear;
 use super::load::TokenizerFiles;
 use super::mlm::MlmHead;
 use super::nsp::NspHead;
+use super::parameters::{param, WeightAndBias};
 use super::pooler::BertPooler;
 use super::BertModel;
 use crate::error::{BertError, Result};
@@ -121,20 +122,30 @@ impl<F: Float> BertModel<F> {
         let mut init = Init { rng: SplitMix64::new(seed), std: self.config.initializer_range };
         let mut made = Vec::new();
         if self.mlm.is_none() {
+            use ParamKind::*;
+            let decoder = WeightAndBias { weight: param(WordEmbeddings), bias: param(MlmBias) };
             self.mlm = Some(MlmHead {
-                transform: init.linear(h, h),
+                transform: init.linear(WeightAndBias::of(MlmTransformWeight, MlmTransformBias), h, h),
                 activation: self.config.activation(),
-                layer_norm: init.layer_norm(h, F::of(self.config.layer_norm_eps)),
-                decoder: Linear { weight: self.embeddings.word_embeddings.clone(), bias: init.zeros(v) },
+                layer_norm: init.layer_norm(
+                    WeightAndBias::of(MlmLayerNormWeight, MlmLayerNormBias),
+                    h,
+                    F::of(self.config.layer_norm_eps),
+                ),
+                decoder: Linear {
+                    weight: self.embeddings.word_embeddings.clone(),
+                    bias: init.zeros(v),
+                    params: decoder,
+                },
             });
             made.push("cls.predictions");
         }
         if nsp && self.pooler.is_none() {
-            self.pooler = Some(BertPooler { dense: init.linear(h, h) });
+            self.pooler = Some(BertPooler { dense: init.linear(BertPooler::<F>::params(), h, h) });
             made.push("bert.pooler");
         }
         if nsp && self.nsp.is_none() {
-            self.nsp = Some(NspHead { dense: init.linear(h, 2) });
+            self.nsp = Some(NspHead { dense: init.linear(NspHead::<F>::params(), h, 2) });
             made.push("cls.seq_relationship");
         }
         made
@@ -150,13 +161,14 @@ impl<F: Float> BertModel<F> {
         let mut init = Init { rng: SplitMix64::new(seed), std: self.config.initializer_range };
         let (mut made, mut dropped) = (Vec::new(), Vec::new());
         if self.pooler.is_none() {
-            self.pooler = Some(BertPooler { dense: init.linear(h, h) });
+            self.pooler = Some(BertPooler { dense: init.linear(BertPooler::<F>::params(), h, h) });
             made.push("bert.pooler");
         }
         match &mut self.classifier {
             Some(classifier) => classifier.labels = labels.to_vec(),
             None => {
-                self.classifier = Some(ClassifierHead { dense: init.linear(h, labels.len()), labels: labels.to_vec() });
+                let dense = init.linear(ClassifierHead::<F>::params(), h, labels.len());
+                self.classifier = Some(ClassifierHead { dense, labels: labels.to_vec() });
                 made.push("classifier");
             }
         }
@@ -178,13 +190,14 @@ struct Init {
 
 impl Init {
     /// `nn.Linear` `[out,in]`, initialised as BERT's `_init_weights` does.
-    fn linear<F: Float>(&mut self, inputs: usize, outputs: usize) -> Linear<F> {
+    fn linear<F: Float>(&mut self, params: WeightAndBias, inputs: usize, outputs: usize) -> Linear<F> {
         let weight = (0..inputs * outputs).map(|_| F::of(self.std * self.normal())).collect();
-        Linear { weight: Param::from_vec(weight, vec![outputs, inputs]), bias: self.zeros(outputs) }
+        Linear { weight: Param::from_vec(weight, vec![outputs, inputs]), bias: self.zeros(outputs), params }
     }
 
-    fn layer_norm<F: Float>(&mut self, hidden: usize, eps: F) -> LayerNorm<F> {
-        LayerNorm { weight: Param::from_vec(vec![F::one(); hidden], vec![hidden]), bias: self.zeros(hidden), eps }
+    fn layer_norm<F: Float>(&mut self, params: WeightAndBias, hidden: usize, eps: F) -> LayerNorm<F> {
+        let weight = Param::from_vec(vec![F::one(); hidden], vec![hidden]);
+        LayerNorm { weight, bias: self.zeros(hidden), eps, params }
     }
 
     fn zeros<F: Float>(&mut self, n: usize) -> Param<F> {

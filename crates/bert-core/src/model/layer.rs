@@ -24,10 +24,9 @@ pub struct BertLayer<F: Float = f32> {
 
 impl<F: Float> BertLayer<F> {
     pub fn load(store: &WeightStore, config: &BertConfig, layer_idx: usize) -> Result<BertLayer<F>> {
-        let prefix = format!("bert.encoder.layer.{layer_idx}");
         Ok(BertLayer {
-            attention: BertAttention::load(store, config, &format!("{prefix}.attention"))?,
-            feed_forward: FeedForward::load(store, config, &prefix)?,
+            attention: BertAttention::load(store, config, layer_idx)?,
+            feed_forward: FeedForward::load(store, config, layer_idx)?,
         })
     }
 

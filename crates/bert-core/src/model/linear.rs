@@ -3,24 +3,35 @@
 use ndarray::{Array, ArrayBase, Axis, Data, Dimension};
 
 use super::gradients::Grads;
+use super::parameters::WeightAndBias;
 
 use crate::error::Result;
 use crate::io::weights::{Param, WeightStore};
 use crate::ops::{self, Float};
 
-/// A dense layer loaded from `<prefix>.weight` `[out,in]` and `<prefix>.bias` `[out]`.
+/// A dense layer: its weight `[out,in]` and bias `[out]`, and their stages in the stage table.
 #[derive(Clone)]
 pub struct Linear<F: Float = f32> {
     pub weight: Param<F>,
     pub bias: Param<F>,
+    /// The stages of the weight and the bias: the names they were loaded under and the keys of
+    /// their gradients.
+    pub params: WeightAndBias,
 }
 
 impl<F: Float> Linear<F> {
-    /// Loads `<prefix>.weight` and `<prefix>.bias`, checking them against `in_features` → `out_features`.
-    pub fn load(store: &WeightStore, prefix: &str, in_features: usize, out_features: usize) -> Result<Linear<F>> {
+    /// Loads the weight and the bias `params` name, checking them against `in_features` →
+    /// `out_features`.
+    pub fn load(
+        store: &WeightStore,
+        params: WeightAndBias,
+        in_features: usize,
+        out_features: usize,
+    ) -> Result<Linear<F>> {
         Ok(Linear {
-            weight: store.get(&format!("{prefix}.weight"), &[out_features, in_features])?,
-            bias: store.get(&format!("{prefix}.bias"), &[out_features])?,
+            weight: store.get(&params.weight.hf(), &[out_features, in_features])?,
+            bias: store.get(&params.bias.hf(), &[out_features])?,
+            params,
         })
     }
 
@@ -35,13 +46,12 @@ impl<F: Float> Linear<F> {
     }
 
     /// The backward: the input `x` `[..,in]` and d loss / d y `[..,out]` -> d loss / d x
-    /// `[..,in]`; d loss / d W and d loss / d b are added to `grads` as `<name>.weight` and
-    /// `<name>.bias`.
+    /// `[..,in]`; d loss / d W and d loss / d b are added to `grads` under the layer's own
+    /// parameter stages.
     pub(crate) fn backward<S: Data<Elem = F>, D: Dimension>(
         &self,
         x: &ArrayBase<S, D>,
         d_out: &Array<F, D>,
-        name: &str,
         grads: &mut Grads<F>,
     ) -> Array<F, D> {
         // Every token one row, as in the forward.
@@ -50,8 +60,8 @@ impl<F: Float> Linear<F> {
             a.as_standard_layout().into_owned().into_shape_with_order((a.len() / width.max(1), width)).expect("rows")
         };
         let (dx, dw, db) = ops::linear_backward(rows(x.view()).view(), self.weight.view2(), rows(d_out.view()).view());
-        grads.add(&format!("{name}.weight"), dw.into_dyn());
-        grads.add(&format!("{name}.bias"), db.into_dyn());
+        grads.add(self.params.weight, dw.into_dyn());
+        grads.add(self.params.bias, db.into_dyn());
         dx.into_shape_with_order(x.raw_dim()).expect("[N,in] holds every token's input")
     }
 }

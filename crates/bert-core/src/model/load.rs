@@ -146,8 +146,7 @@ impl<F: Float> BertModel<F> {
         let layers = (0..config.num_hidden_layers)
             .map(|layer_idx| BertLayer::load(store, &config, layer_idx))
             .collect::<Result<Vec<_>>>()?;
-        let pooler =
-            if store.contains("bert.pooler.dense.weight") { Some(BertPooler::load(store, &config)?) } else { None };
+        let pooler = if BertPooler::<F>::present(store) { Some(BertPooler::load(store, &config)?) } else { None };
         let mlm = if MlmHead::<F>::present(store) {
             Some(MlmHead::load(store, &config, &embeddings.word_embeddings)?)
         } else {
@@ -159,7 +158,7 @@ impl<F: Float> BertModel<F> {
         if pooler.is_none() && (nsp.is_some() || classifier.is_some()) {
             return Err(BertError::MissingTensor {
                 path: store.path().into(),
-                name: "bert.pooler.dense.weight".into(),
+                name: BertPooler::<F>::params().weight.hf(),
                 tried: "the NSP and classifier heads read the pooler's output".into(),
             });
         }

@@ -8,12 +8,13 @@ use super::activation::Activation;
 use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
+use super::parameters::{param, WeightAndBias};
 use crate::error::Result;
 use crate::io::config::BertConfig;
 use crate::io::weights::{Param, WeightStore};
 use crate::ops::{self, Float};
 use crate::pass::{Discard, Halt, Tracer};
-use crate::stage::{Stage, StageKind::*};
+use crate::stage::{ParamKind, Stage, StageKind::*};
 
 /// `cls.predictions`
 pub struct MlmHead<F: Float = f32> {
@@ -29,24 +30,33 @@ pub struct MlmHead<F: Float = f32> {
 impl<F: Float> MlmHead<F> {
     /// Whether the checkpoint has an MLM head.
     pub fn present(store: &WeightStore) -> bool {
-        store.contains("cls.predictions.transform.dense.weight")
+        store.contains(&Self::transform_params().weight.hf())
+    }
+
+    /// The stages of `transform.dense`'s weight and bias.
+    fn transform_params() -> WeightAndBias {
+        WeightAndBias::of(ParamKind::MlmTransformWeight, ParamKind::MlmTransformBias)
     }
 
     pub fn load(store: &WeightStore, config: &BertConfig, word_embeddings: &Param<F>) -> Result<MlmHead<F>> {
         let (h, v) = (config.hidden_size, config.vocab_size);
-        let bias_name = if store.contains("cls.predictions.bias") {
-            "cls.predictions.bias"
-        } else {
-            "cls.predictions.decoder.bias"
-        };
+        let layer_norm = WeightAndBias::of(ParamKind::MlmLayerNormWeight, ParamKind::MlmLayerNormBias);
+        // The decoder's weight is the word embedding table, and its gradient that table's.
+        let decoder = WeightAndBias { weight: param(ParamKind::WordEmbeddings), bias: param(ParamKind::MlmBias) };
         Ok(MlmHead {
-            transform: Linear::load(store, "cls.predictions.transform.dense", h, h)?,
+            transform: Linear::load(store, Self::transform_params(), h, h)?,
             activation: config.activation(),
-            layer_norm: LayerNorm::load(store, "cls.predictions.transform.LayerNorm", h, F::of(config.layer_norm_eps))?,
+            layer_norm: LayerNorm::load(store, layer_norm, h, F::of(config.layer_norm_eps))?,
             // HF ties the decoder to the input embeddings when it loads the model, even if the
             // file stores a decoder weight; the input embeddings win, so they do here too. A
             // `Param` is reference-counted: the clone shares the V×H table, it does not copy it.
-            decoder: Linear { weight: word_embeddings.clone(), bias: store.get(bias_name, &[v])? },
+            // The bias is found under either of the names HF saves it as
+            // (`cls.predictions.bias`, `cls.predictions.decoder.bias`).
+            decoder: Linear {
+                weight: word_embeddings.clone(),
+                bias: store.get(&decoder.bias.hf(), &[v])?,
+                params: decoder,
+            },
         })
     }
 
@@ -89,12 +99,11 @@ impl<F: Float> MlmHead<F> {
         let mut d_normed = self.decoder_backward(at(MlmLayerNorm), &d_logits, grads);
         tracer.float(Stage::new(MlmLayerNorm).grad(), &mut d_normed)?;
         // normed = LayerNorm(activation), activation = act(transform), transform = hidden · Wtᵀ + bt.
-        let mut d_activation =
-            self.layer_norm.backward(at(MlmActivation), d_normed.view(), "cls.predictions.transform.LayerNorm", grads);
+        let mut d_activation = self.layer_norm.backward(at(MlmActivation), d_normed.view(), grads);
         tracer.float(Stage::new(MlmActivation).grad(), &mut d_activation)?;
         let mut d_transform = self.activation.backward(at(MlmTransform), d_activation.view());
         tracer.float(Stage::new(MlmTransform).grad(), &mut d_transform)?;
-        Ok(self.transform.backward(hidden, &d_transform, "cls.predictions.transform.dense", grads))
+        Ok(self.transform.backward(hidden, &d_transform, grads))
     }
 
     /// The decoder's backward: `[B,T,V]` d logits -> `[B,T,H]` d mlm.layernorm, from the
@@ -112,8 +121,8 @@ impl<F: Float> MlmHead<F> {
         let normed = normed.as_standard_layout().into_owned().into_shape_with_order((b * t, h)).expect("rows");
         let d_rows = d_logits.view().into_shape_with_order((b * t, v)).expect("rows");
         let (d_normed, d_table, d_bias) = ops::linear_backward(normed.view(), self.decoder.weight.view2(), d_rows);
-        grads.add("bert.embeddings.word_embeddings.weight", d_table.into_dyn());
-        grads.add("cls.predictions.bias", d_bias.into_dyn());
+        grads.add(self.decoder.params.weight, d_table.into_dyn());
+        grads.add(self.decoder.params.bias, d_bias.into_dyn());
         d_normed.into_shape_with_order((b, t, h)).expect("[B,T,H]")
     }
 }

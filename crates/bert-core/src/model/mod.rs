@@ -38,7 +38,7 @@ pub mod load;
 pub mod losses;
 pub mod mlm;
 pub mod nsp;
-mod parameters;
+pub mod parameters;
 pub mod pooler;
 mod preflight;
 pub mod sentence_pooling;

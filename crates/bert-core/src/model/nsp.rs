@@ -6,12 +6,13 @@ use ndarray::Array2;
 
 use super::gradients::{Grads, Record};
 use super::linear::Linear;
+use super::parameters::WeightAndBias;
 use crate::error::Result;
 use crate::io::config::BertConfig;
 use crate::io::weights::WeightStore;
 use crate::ops::Float;
 use crate::pass::{Halt, Tracer};
-use crate::stage::{Stage, StageKind::*};
+use crate::stage::{ParamKind, Stage, StageKind::*};
 
 /// `cls.seq_relationship`: H -> 2, index 0 = "B follows A", 1 = "B is random".
 pub struct NspHead<F: Float = f32> {
@@ -19,12 +20,17 @@ pub struct NspHead<F: Float = f32> {
 }
 
 impl<F: Float> NspHead<F> {
+    /// The stages of the dense layer's weight and bias.
+    pub fn params() -> WeightAndBias {
+        WeightAndBias::of(ParamKind::NspWeight, ParamKind::NspBias)
+    }
+
     pub fn present(store: &WeightStore) -> bool {
-        store.contains("cls.seq_relationship.weight")
+        store.contains(&Self::params().weight.hf())
     }
 
     pub fn load(store: &WeightStore, config: &BertConfig) -> Result<NspHead<F>> {
-        Ok(NspHead { dense: Linear::load(store, "cls.seq_relationship", config.hidden_size, 2)? })
+        Ok(NspHead { dense: Linear::load(store, Self::params(), config.hidden_size, 2)? })
     }
 
     /// `[B,H]` -> `[B,2]`
@@ -45,6 +51,6 @@ impl<F: Float> NspHead<F> {
         let mut d_logits = d_logits.clone();
         tracer.float(Stage::new(NspLogits).grad(), &mut d_logits)?;
         let pooled = record.two(Stage::new(PoolerOutput));
-        Ok(self.dense.backward(&pooled, &d_logits, "cls.seq_relationship", grads))
+        Ok(self.dense.backward(&pooled, &d_logits, grads))
     }
 }

@@ -5,7 +5,38 @@
 use super::BertModel;
 use crate::io::weights::Param;
 use crate::ops::Float;
-use crate::stage::{self, ParamKind::*, Stage, StageKind};
+use crate::stage::{self, ParamKind, ParamKind::*, Stage, StageKind};
+
+/// The stages of one module's weight and bias (`param.<name>.weight` and `.bias`), by their
+/// kinds in the stage table: the names the module is loaded under (the table's Hugging Face
+/// names, the one place a parameter's name is written) and the keys its gradients are added
+/// under. A kind misspelt does not compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WeightAndBias {
+    pub weight: Stage,
+    pub bias: Stage,
+}
+
+/// The stage of a parameter outside the encoder layers (`param.<name>`): the name it is loaded
+/// under and the key of its gradient.
+pub fn param(kind: ParamKind) -> Stage {
+    Stage::new(StageKind::Param(kind))
+}
+
+impl WeightAndBias {
+    /// A module outside the encoder layers (the embeddings', the pooler's, a head's).
+    pub fn of(weight: ParamKind, bias: ParamKind) -> WeightAndBias {
+        WeightAndBias { weight: param(weight), bias: param(bias) }
+    }
+
+    /// A module of encoder layer `layer_idx`.
+    pub fn in_layer(layer_idx: usize, weight: ParamKind, bias: ParamKind) -> WeightAndBias {
+        WeightAndBias {
+            weight: Stage::layer(layer_idx, StageKind::Param(weight)),
+            bias: Stage::layer(layer_idx, StageKind::Param(bias)),
+        }
+    }
+}
 
 /// Where each `param.*` row of the stage table lives in the model: one table, for
 /// [`BertModel::parameter`] (`&`) and `parameter_mut` (`&mut`). `$get` and `$as` are the

@@ -7,12 +7,13 @@ use ndarray::{Array2, Array3, ArrayView2, Axis};
 
 use super::gradients::{Grads, Record};
 use super::linear::Linear;
+use super::parameters::WeightAndBias;
 use crate::error::Result;
 use crate::io::config::BertConfig;
 use crate::io::weights::WeightStore;
 use crate::ops::{self, Float};
 use crate::pass::{Halt, Tracer};
-use crate::stage::{Stage, StageKind::*};
+use crate::stage::{ParamKind, Stage, StageKind::*};
 
 /// `bert.pooler`
 pub struct BertPooler<F: Float = f32> {
@@ -22,7 +23,17 @@ pub struct BertPooler<F: Float = f32> {
 impl<F: Float> BertPooler<F> {
     pub fn load(store: &WeightStore, config: &BertConfig) -> Result<BertPooler<F>> {
         let h = config.hidden_size;
-        Ok(BertPooler { dense: Linear::load(store, "bert.pooler.dense", h, h)? })
+        Ok(BertPooler { dense: Linear::load(store, Self::params(), h, h)? })
+    }
+
+    /// The stages of the dense layer's weight and bias.
+    pub fn params() -> WeightAndBias {
+        WeightAndBias::of(ParamKind::PoolerWeight, ParamKind::PoolerBias)
+    }
+
+    /// Whether the checkpoint has a pooler.
+    pub fn present(store: &WeightStore) -> bool {
+        store.contains(&Self::params().weight.hf())
     }
 
     /// `[B,T,H]` -> `[B,H]`
@@ -53,7 +64,7 @@ impl<F: Float> BertPooler<F> {
         tracer.float(Stage::new(PoolerOutput).grad(), &mut d_pooled)?;
         let mut d_dense = output_backward(record.two(Stage::new(PoolerOutput)), d_pooled.view());
         tracer.float(Stage::new(PoolerDense).grad(), &mut d_dense)?;
-        Ok(self.dense.backward(&hidden.index_axis(Axis(1), 0), &d_dense, "bert.pooler.dense", grads))
+        Ok(self.dense.backward(&hidden.index_axis(Axis(1), 0), &d_dense, grads))
     }
 }
 

@@ -233,7 +233,7 @@ impl Trainer {
                     true => adamw::AdamWConfig { weight_decay: 0.0, ..config },
                     false => config,
                 };
-                let result = match grads.get(&name) {
+                let result = match grads.get(stage) {
                     Some(grad) => {
                         let grad = grad.as_standard_layout();
                         let grad = grad.as_slice().expect("a standard layout has a slice");
@@ -308,13 +308,13 @@ pub(crate) fn check_pairs_fit(corpus: &Corpus, model: &BertModel) -> Result<()> 
 /// changes nothing), in float32 as PyTorch's tensors are.
 fn clip_grad_norm(grads: &mut crate::model::gradients::Grads<f32>, max_norm: f64) {
     let norms: Vec<f32> = grads
-        .by_name
+        .by_stage
         .iter()
         .map(|(_, g)| g.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt() as f32)
         .collect();
     let total = norms.iter().map(|&n| f64::from(n) * f64::from(n)).sum::<f64>().sqrt() as f32;
     let factor = (max_norm as f32 / (total + 1e-6)).min(1.0);
-    for (_, grad) in &mut grads.by_name {
+    for (_, grad) in &mut grads.by_stage {
         grad.mapv_inplace(|v| v * factor);
     }
 }

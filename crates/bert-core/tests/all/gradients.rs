@@ -53,7 +53,8 @@ fn check<F: bert_core::ops::Float>(model: &BertModel<F>, case: &str, inputs: Inp
     assert!((got_loss - loss).abs() < 1e-5, "{case}: loss: expected {loss}, got {got_loss}");
     let expected: Vec<String> =
         dump.manifest.stages.iter().filter_map(|s| s.name.strip_prefix("grad.param.")).map(String::from).collect();
-    let mut got: Vec<String> = gradients.params.by_name.iter().map(|(n, _)| n.clone()).collect();
+    // The names PyTorch gave its parameters' gradients against our parameters' stages' names.
+    let mut got: Vec<String> = gradients.params.by_stage.iter().map(|(stage, _)| stage.hf()).collect();
     let mut sorted = expected.clone();
     sorted.sort();
     got.sort();
@@ -61,7 +62,8 @@ fn check<F: bert_core::ops::Float>(model: &BertModel<F>, case: &str, inputs: Inp
     let mut worst = 0.0f64;
     for name in &expected {
         let want = dump.read(dump.entry(&format!("grad.param.{name}")).unwrap()).unwrap().to_f64();
-        let have = gradients.params.get(name).unwrap().mapv(|v| v.to_f64().unwrap());
+        let (_, have) = gradients.params.by_stage.iter().find(|(stage, _)| stage.hf() == *name).unwrap();
+        let have = have.mapv(|v| v.to_f64().unwrap());
         assert_eq!(have.shape(), want.shape(), "{case}: {name}: shape");
         for ((index, h), w) in have.indexed_iter().zip(want.iter()) {
             let err = (h - w).abs();
@@ -172,4 +174,89 @@ fn the_backward_emits_the_stages_of_its_plan_in_order() {
             );
         }
     }
+}
+
+/// Each dense layer and LayerNorm carries the stages of its weight and bias: the names it was
+/// loaded under and the keys its gradients are added under. They must be the stages at which
+/// the stage table's `param.*` rows find that very tensor (`BertModel::parameter`, which the
+/// optimizer and the checkpoint writer use), or a gradient would update another parameter. Held
+/// for every module of golden/tiny as loaded, and with new heads drawn (a classifier, then the
+/// pretraining heads again), the MLM decoder (whose weight is the word embedding table) included.
+#[test]
+fn each_module_carries_the_stages_its_parameters_are_found_at() {
+    let loaded = BertModel::load(&golden("tiny")).unwrap();
+    let mut drawn = BertModel::load(&golden("tiny")).unwrap();
+    drawn.add_classifier(&["no".to_string(), "yes".to_string()], 0);
+    drawn.add_pretraining_heads(true, 0);
+    let mut failures = carried_stages(&loaded, "loaded");
+    failures.extend(carried_stages(&drawn, "new heads"));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// How `model`'s modules' stages differ from where the table finds their tensors.
+fn carried_stages(model: &BertModel, which: &str) -> Vec<String> {
+    use bert_core::io::weights::Param;
+    use bert_core::model::parameters::WeightAndBias;
+    use bert_core::stage::{ParamKind, StageKind};
+
+    let mut modules: Vec<(String, WeightAndBias, [&Param; 2])> = Vec::new();
+    let mut add = |name: String, params: WeightAndBias, weight, bias| modules.push((name, params, [weight, bias]));
+    let e = &model.embeddings.layer_norm;
+    add("embeddings.layer_norm".into(), e.params, &e.weight, &e.bias);
+    for (i, layer) in model.layers.iter().enumerate() {
+        let a = &layer.attention;
+        for (name, linear) in [
+            ("query", &a.self_attention.query),
+            ("key", &a.self_attention.key),
+            ("value", &a.self_attention.value),
+            ("output.dense", &a.output.dense),
+            ("intermediate", &layer.feed_forward.intermediate),
+            ("ffn.output", &layer.feed_forward.output),
+        ] {
+            add(format!("layer{i}.{name}"), linear.params, &linear.weight, &linear.bias);
+        }
+        for (name, norm) in
+            [("attention.layer_norm", &a.output.layer_norm), ("ffn.layer_norm", &layer.feed_forward.layer_norm)]
+        {
+            add(format!("layer{i}.{name}"), norm.params, &norm.weight, &norm.bias);
+        }
+    }
+    if let Some(mlm) = &model.mlm {
+        add("mlm.transform".into(), mlm.transform.params, &mlm.transform.weight, &mlm.transform.bias);
+        add("mlm.layer_norm".into(), mlm.layer_norm.params, &mlm.layer_norm.weight, &mlm.layer_norm.bias);
+        add("mlm.decoder".into(), mlm.decoder.params, &mlm.decoder.weight, &mlm.decoder.bias);
+    }
+    for (name, dense) in [
+        ("pooler", model.pooler.as_ref().map(|p| &p.dense)),
+        ("nsp", model.nsp.as_ref().map(|n| &n.dense)),
+        ("classifier", model.classifier.as_ref().map(|c| &c.dense)),
+    ] {
+        if let Some(dense) = dense {
+            add(name.into(), dense.params, &dense.weight, &dense.bias);
+        }
+    }
+
+    let mut failures = Vec::new();
+    for (name, params, tensors) in &modules {
+        for (stage, tensor) in [params.weight, params.bias].into_iter().zip(tensors) {
+            match model.parameter(stage) {
+                Some(found) if std::ptr::eq(found.as_slice().as_ptr(), tensor.as_slice().as_ptr()) => {}
+                Some(_) => failures.push(format!("{which}: {name}: the table's {stage} is another tensor")),
+                None => failures.push(format!("{which}: {name}: the model has no {stage}")),
+            }
+        }
+    }
+    // Every parameter of the model is some module's, or one of the embedding tables.
+    let carried: Vec<Stage> = modules.iter().flat_map(|(_, p, _)| [p.weight, p.bias]).collect();
+    let tables = [ParamKind::WordEmbeddings, ParamKind::PositionEmbeddings, ParamKind::TokenTypeEmbeddings];
+    for (stage, _) in model.parameters() {
+        let table = tables.iter().any(|&kind| stage.kind == StageKind::Param(kind));
+        if !table && !carried.contains(&stage) {
+            failures.push(format!("{which}: {stage}: no module carries it"));
+        }
+    }
+    if modules.len() < 10 + model.layers.len() {
+        failures.push(format!("{which}: only {} modules", modules.len()));
+    }
+    failures
 }
