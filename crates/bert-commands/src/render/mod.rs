@@ -1,11 +1,10 @@
 //! Reports as the terminal shows them, and as Python's tables and `str()` give them: tables and
-//! numbers ([`table`]), the tokens a model sees ([`tokens_table`]), a stage's statistics
-//! ([`stats`]) and its first values ([`preview`]), the heads' predictions and the losses
+//! numbers ([`table`]), the tokens a model sees ([`tokens_table`]), a stage's first values
+//! ([`preview`]), the heads' predictions and the losses
 //! ([`predictions`]), and an attention head as a coloured heatmap ([`terminal_heatmap`]).
 
 pub mod predictions;
 pub mod preview;
-pub mod stats;
 pub mod table;
 pub mod terminal_heatmap;
 pub mod tokens_table;

@@ -6,6 +6,8 @@
 //! the interventions, the memory a run needs, the reference, `out` against the reference)
 //! happens in [`prepare`] or before it, before the output directory is touched.
 
+mod recorder;
+
 use std::path::{Path, PathBuf};
 
 use bert_core::diff::ToleranceOverride;
@@ -29,13 +31,13 @@ use crate::error::{Error, Result, Within};
 use crate::refuse;
 use crate::render::predictions;
 use crate::render::preview::preview;
-use crate::render::stats::Recorder;
 use crate::render::table::{new_table, num, shape};
 use crate::render::terminal_heatmap;
 use crate::render::tokens_table;
 use crate::settings::PassSettings;
 use crate::source;
 use bert_core::io::dump::manifest::Record;
+use recorder::Recorder;
 
 pub const TEXT: Opt = Opt("text");
 pub const FILE: Opt = Opt("file");

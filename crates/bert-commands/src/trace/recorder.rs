@@ -1,5 +1,6 @@
-//! A sink that records min / mean / std / max of every stage on its way to another sink, and
-//! keeps a copy of the one stage the CLI previews.
+//! The trace's sink: it records min / mean / std / max of every stage (the stage table a trace
+//! prints) on its way to the sink that writes, and keeps a copy of the one stage the CLI
+//! previews (and, for `explain`, of every stage).
 
 use bert_core::pass::summary::Summary;
 use bert_core::pass::{Sink, Tensor, TensorView};
