@@ -4,6 +4,7 @@
 
 use bert_core::experiments::ablate::HeadScan;
 use bert_core::experiments::intervention::AblateWith;
+use bert_core::experiments::AttentionHead;
 
 use crate::error::Result;
 use crate::experiment::{Experiment, ExperimentReport, ExperimentRequest};
@@ -74,8 +75,12 @@ fn report(scan: &HeadScan, experiment: &Experiment, top: usize) -> String {
             rank(head.rank)
         );
     }
-    let unranked: Vec<String> =
-        scan.heads.iter().filter(|h| h.change.is_nan()).map(|h| format!("layer{}.head{}", h.layer, h.head)).collect();
+    let unranked: Vec<String> = scan
+        .heads
+        .iter()
+        .filter(|h| h.change.is_nan())
+        .map(|h| AttentionHead { layer: h.layer, head: h.head }.to_string())
+        .collect();
     if !unranked.is_empty() {
         out += &format!("not ranked (the prediction is NaN with them ablated): {}\n", unranked.join(", "));
     }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use bert_core::diff::compare::{compare as measure, Comparison};
+use bert_core::experiments::AttentionHead;
 use bert_core::io::dump::Dump;
 
 use crate::error::Result;
@@ -84,10 +85,15 @@ fn report(contrast: &Comparison, top: usize) -> String {
     let shown = ranked.len().min(top);
     out += &format!("\nthe {shown} most changed heads:\n");
     for (rank, head) in ranked.iter().take(top).enumerate() {
-        out += &format!("{:>3}. layer{}.head{}  {:.4}\n", rank + 1, head.layer, head.head, head.js_divergence);
+        let name = AttentionHead { layer: head.layer, head: head.head };
+        out += &format!("{:>3}. {name}  {:.4}\n", rank + 1, head.js_divergence);
     }
-    let unranked: Vec<String> =
-        contrast.heads.iter().filter(|h| h.non_finite).map(|h| format!("layer{}.head{}", h.layer, h.head)).collect();
+    let unranked: Vec<String> = contrast
+        .heads
+        .iter()
+        .filter(|h| h.non_finite)
+        .map(|h| AttentionHead { layer: h.layer, head: h.head }.to_string())
+        .collect();
     if !unranked.is_empty() {
         out += &format!("not ranked (NaN or inf in their probabilities): {}\n", unranked.join(", "));
     }

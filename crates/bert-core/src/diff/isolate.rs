@@ -153,7 +153,7 @@ pub(crate) fn intervened(dump: &Dump) -> Vec<(Stage, String)> {
         .filter_map(|record| {
             let stage = match record {
                 Record::Ablate { ablate, .. } => {
-                    let layer = ablate.strip_prefix("layer")?.split('.').next()?.parse().ok()?;
+                    let layer = crate::experiments::intervention::Ablation::layer_of(ablate)?;
                     Stage::layer(layer, AttnContext)
                 }
                 Record::Patch { patch, .. } => stage::parse(patch)?,

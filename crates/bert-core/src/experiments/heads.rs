@@ -137,7 +137,8 @@ impl<F: Float> BertModel<F> {
             return Err(BertError::Diverged {
                 step: 0,
                 problem: format!(
-                    "the importance of layer{layer}.head{head} is {}: the loss is not finite",
+                    "the importance of {} is {}: the loss is not finite",
+                    super::AttentionHead { layer, head },
                     raw[layer][head]
                 ),
             });
@@ -202,7 +203,10 @@ impl<F: Float> BertModel<F> {
         if let Some((layer, head)) = heads(&sums).find(|&(l, h)| sums[l][h].iter().any(|v| !v.is_finite())) {
             return Err(BertError::Diverged {
                 step: 0,
-                problem: format!("layer{layer}.head{head}'s attention is not finite: no statistic to give"),
+                problem: format!(
+                    "{}'s attention is not finite: no statistic to give",
+                    super::AttentionHead { layer, head }
+                ),
             });
         }
         let grid = |which: usize| -> Vec<Vec<f64>> {

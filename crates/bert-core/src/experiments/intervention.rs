@@ -56,9 +56,7 @@ impl Ablation {
     /// `layerL.headH` or `layerL.heads`, checked against the model's layers and heads.
     pub fn parse(spec: &str, with: AblateWith, config: &BertConfig) -> Result<Ablation> {
         let bad = |problem: String| BertError::Intervention { spec: ABLATE.with(spec), problem };
-        let (layer, head) = spec
-            .strip_prefix("layer")
-            .and_then(|rest| rest.split_once('.'))
+        let (layer, head) = Ablation::split(spec)
             .ok_or_else(|| bad("expected layerL.headH (one head) or layerL.heads (all of a layer's heads)".into()))?;
         let (n_layers, n_heads) = (config.num_hidden_layers, config.num_attention_heads);
         let layer: usize = canonical_index(layer)
@@ -74,10 +72,20 @@ impl Ablation {
         Ok(Ablation { layer, head, with })
     }
 
+    /// A spec's layer and its head part (`headH` or `heads`), unchecked: `layerL.` then the rest.
+    fn split(spec: &str) -> Option<(&str, &str)> {
+        spec.strip_prefix("layer").and_then(|rest| rest.split_once('.'))
+    }
+
+    /// The layer a recorded spec names (a dump's manifest holds [`Ablation::spec`]).
+    pub fn layer_of(spec: &str) -> Option<usize> {
+        Ablation::split(spec).and_then(|(layer, _)| canonical_index(layer))
+    }
+
     /// The name it is given on the command line and in the manifest.
     pub fn spec(&self) -> String {
         match self.head {
-            Some(head) => format!("layer{}.head{head}", self.layer),
+            Some(head) => super::AttentionHead { layer: self.layer, head }.to_string(),
             None => format!("layer{}.heads", self.layer),
         }
     }

@@ -20,3 +20,20 @@ pub mod heads;
 pub mod intervention;
 pub mod lens;
 pub mod readout;
+
+use std::fmt;
+
+/// One attention head: head `head` of encoder layer `layer`, written `layer{L}.head{H}` (as
+/// `--ablate` takes it, and every report names a head) by its `Display`, the one place that
+/// spelling is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AttentionHead {
+    pub layer: usize,
+    pub head: usize,
+}
+
+impl fmt::Display for AttentionHead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "layer{}.head{}", self.layer, self.head)
+    }
+}
