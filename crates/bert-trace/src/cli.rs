@@ -439,6 +439,34 @@ pub struct PassArgs {
     pub kernels: Option<Kernels>,
 }
 
+/// How each step of `train` and `finetune` updates the model: dropout in its pass, the
+/// gradients' clipping and AdamW's settings, declared once for both.
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    /// AdamW's β1 and β2 [default: 0.9,0.999, PyTorch's]
+    #[arg(allow_hyphen_values = true, long, value_name = "B1,B2", value_parser = betas)]
+    pub betas: Option<(f64, f64)>,
+    /// AdamW's ε [default: 1e-8, PyTorch's]
+    #[arg(allow_hyphen_values = true, long, value_name = "E")]
+    pub eps: Option<f64>,
+    /// AdamW's decoupled weight decay [default: 0.01, PyTorch's]
+    #[arg(allow_hyphen_values = true, long, value_name = "W")]
+    pub weight_decay: Option<f64>,
+    /// Clip the gradients' global norm to this before each update, as HF Trainer does (1.0)
+    /// [default: no clipping, as plain torch.optim.AdamW]
+    #[arg(allow_hyphen_values = true, long, value_name = "NORM")]
+    pub max_grad_norm: Option<f64>,
+    /// Drop out with probability P wherever BERT does (the embeddings, the attention
+    /// probabilities, each block's output, a classifier's input), in training only; 0: none
+    /// [default: the model's config.json, hidden_dropout_prob and attention_probs_dropout_prob]
+    #[arg(allow_hyphen_values = true, long, value_name = "P")]
+    pub dropout: Option<f64>,
+    /// No weight decay for the parameters whose names contain one of these, as BERT's recipe
+    /// (bias,LayerNorm) [default: every parameter decays]
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub no_decay: Option<Vec<String>>,
+}
+
 /// `--kernels`: the library's names of its kernels, parsed into the library's own type.
 fn kernels() -> impl TypedValueParser<Value = Kernels> {
     PossibleValuesParser::new(Kernels::ALL.map(Kernels::name))
@@ -685,28 +713,8 @@ pub struct TrainArgs {
     /// new heads' weights [default: 0]
     #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub seed: Option<u64>,
-    /// AdamW's β1 and β2 [default: 0.9,0.999, PyTorch's]
-    #[arg(allow_hyphen_values = true, long, value_name = "B1,B2", value_parser = betas)]
-    pub betas: Option<(f64, f64)>,
-    /// AdamW's ε [default: 1e-8, PyTorch's]
-    #[arg(allow_hyphen_values = true, long, value_name = "E")]
-    pub eps: Option<f64>,
-    /// AdamW's decoupled weight decay, applied to every parameter [default: 0.01, PyTorch's]
-    #[arg(allow_hyphen_values = true, long, value_name = "W")]
-    pub weight_decay: Option<f64>,
-    /// Clip the gradients' global norm to this before each update, as HF Trainer does (1.0)
-    /// [default: no clipping, as plain torch.optim.AdamW]
-    #[arg(allow_hyphen_values = true, long, value_name = "NORM")]
-    pub max_grad_norm: Option<f64>,
-    /// Drop out with probability P wherever BERT does (the embeddings, the attention
-    /// probabilities, each block's output, a classifier's input), in training only; 0: none
-    /// [default: the model's config.json, hidden_dropout_prob and attention_probs_dropout_prob]
-    #[arg(allow_hyphen_values = true, long, value_name = "P")]
-    pub dropout: Option<f64>,
-    /// No weight decay for the parameters whose names contain one of these, as BERT's recipe
-    /// (bias,LayerNorm) [default: every parameter decays]
-    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
-    pub no_decay: Option<Vec<String>>,
+    #[command(flatten)]
+    pub update: UpdateArgs,
     /// Save the trained model here (config.json, model.safetensors, the tokenizer's files, and
     /// the optimizer's state to resume from): a new or empty directory, or one this command wrote
     #[arg(long, value_name = "DIR")]
@@ -778,28 +786,8 @@ pub struct FinetuneArgs {
     /// heads' weights [default: 0]
     #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub seed: Option<u64>,
-    /// AdamW's β1 and β2 [default: 0.9,0.999, PyTorch's]
-    #[arg(allow_hyphen_values = true, long, value_name = "B1,B2", value_parser = betas)]
-    pub betas: Option<(f64, f64)>,
-    /// AdamW's ε [default: 1e-8, PyTorch's]
-    #[arg(allow_hyphen_values = true, long, value_name = "E")]
-    pub eps: Option<f64>,
-    /// AdamW's decoupled weight decay [default: 0.01, PyTorch's]
-    #[arg(allow_hyphen_values = true, long, value_name = "W")]
-    pub weight_decay: Option<f64>,
-    /// Clip the gradients' global norm to this before each update, as HF Trainer does (1.0)
-    /// [default: no clipping, as plain torch.optim.AdamW]
-    #[arg(allow_hyphen_values = true, long, value_name = "NORM")]
-    pub max_grad_norm: Option<f64>,
-    /// Drop out with probability P wherever BERT does (the embeddings, the attention
-    /// probabilities, each block's output, a classifier's input), in training only; 0: none
-    /// [default: the model's config.json, hidden_dropout_prob and attention_probs_dropout_prob]
-    #[arg(allow_hyphen_values = true, long, value_name = "P")]
-    pub dropout: Option<f64>,
-    /// No weight decay for the parameters whose names contain one of these, as BERT's recipe
-    /// (bias,LayerNorm) [default: every parameter decays]
-    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
-    pub no_decay: Option<Vec<String>>,
+    #[command(flatten)]
+    pub update: UpdateArgs,
     /// Save the fine-tuned model here (what BertForSequenceClassification.from_pretrained loads,
     /// and the optimizer's state to resume from): a new or empty directory, or one this command
     /// wrote
