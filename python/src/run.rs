@@ -11,7 +11,7 @@ use bert_commands::diff::render as diff_report;
 use bert_commands::trace::{self, Output, Precision, Prepared, Selection, TraceRequest};
 use bert_core::diff::ToleranceOverride;
 use bert_core::experiments::intervention::AblateWith;
-use bert_core::io::dump::manifest::{Manifest, ManifestStage, FORMAT};
+use bert_core::io::dump::manifest::{Manifest, ManifestStage};
 use bert_core::io::memory;
 use bert_core::model::Pass;
 use bert_core::ops::{Float, Kernels};
@@ -262,23 +262,20 @@ fn run<F: Float>(
         return Err(error);
     }
     let stopped_at = traced.or_raise(py)?;
+    let producer = serde_json::json!({
+        "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads, "kernels": kernels.name(),
+        "via": "python",
+    });
     let manifest = Manifest {
-        format: FORMAT.into(),
-        producer: serde_json::json!({
-            "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads, "kernels": kernels.name(),
-            "via": "python",
-        }),
-        model: handle.get().name.clone(),
-        inputs,
-        stages: collect.stages.iter().map(|(stage, t)| entry(stage, t)).collect(),
+        stages: collect.stages.iter().map(|(stage, t)| ManifestStage::of(stage, &t.view())).collect(),
         only_stages: (!request.only.is_empty()).then(|| request.only.clone()),
         stopped_at: stopped_at.map(|s| s.name()),
-        archive: None,
         model_fingerprint: Some(handle.get().fingerprint(&model)),
         model_tensors: handle.get().tensor_digests(&model),
         interventions: interventions.records(),
         lens: request.lens,
         no_gradient: collect.no_gradient.clone(),
+        ..Manifest::new(producer, handle.get().name.clone(), inputs)
     };
     drop(model);
     let arrays =
@@ -297,11 +294,4 @@ fn run<F: Float>(
         trace.report = Some(Py::new(py, crate::report::DiffReport::of(report))?);
     }
     Ok(trace)
-}
-
-/// A stage's manifest entry, as the dump writer makes it.
-fn entry(stage: &Stage, tensor: &Tensor) -> ManifestStage {
-    let mut entry = ManifestStage::new(stage, tensor.shape().to_vec());
-    entry.dtype = tensor.view().dtype().numpy_name().into();
-    entry
 }

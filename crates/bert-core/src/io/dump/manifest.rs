@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::pass::TensorView;
 use crate::stage::{Dims, Stage};
 
 /// The `format` value of every manifest we write. Version 2 added the interventions, the lens,
@@ -61,6 +62,29 @@ pub struct Manifest {
     pub no_gradient: Vec<String>,
 }
 
+impl Manifest {
+    /// The manifest of a dump `producer` writes of `model` on `inputs`, in the current format,
+    /// with no stages yet and nothing else recorded: the one place a manifest is made, whoever
+    /// fills it in (the dump writer, a trace kept in memory, a dump read from another program).
+    pub fn new(producer: serde_json::Value, model: String, inputs: Inputs) -> Manifest {
+        Manifest {
+            format: FORMAT.into(),
+            producer,
+            model,
+            inputs,
+            stages: Vec::new(),
+            only_stages: None,
+            stopped_at: None,
+            archive: None,
+            model_fingerprint: None,
+            model_tensors: Default::default(),
+            interventions: Vec::new(),
+            lens: false,
+            no_gradient: Vec::new(),
+        }
+    }
+}
+
 /// The texts the dump was made from, and what was done to them: enough to make the same dump
 /// again.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -111,6 +135,14 @@ impl ManifestStage {
     /// The entry for `stage` with the shape it takes for `dims`.
     pub fn describe(stage: &Stage, dims: &Dims) -> ManifestStage {
         ManifestStage::new(stage, stage.shape(dims))
+    }
+
+    /// The entry for `stage` holding `tensor`: its shape, and the dtype its values have
+    /// (float64 in an f64 pass), not only the one the table gives.
+    pub fn of(stage: &Stage, tensor: &TensorView<'_>) -> ManifestStage {
+        let mut entry = ManifestStage::new(stage, tensor.shape().to_vec());
+        entry.dtype = tensor.dtype().numpy_name().into();
+        entry
     }
 
     /// The entry for `stage` written with `shape`.

@@ -35,7 +35,7 @@ pub(crate) use self::writer::write_whole;
 use self::writer::Writer;
 
 use crate::error::{BertError, Result};
-use crate::io::dump::manifest::{Inputs, Manifest, ManifestStage, Record, FORMAT};
+use crate::io::dump::manifest::{Inputs, Manifest, ManifestStage, Record};
 use crate::pass::{Sink, TensorView};
 use crate::stage::{self, Stage};
 use crate::words::Opt;
@@ -173,21 +173,8 @@ impl DumpWriter {
         }
         let output =
             if options.npz { Output::Archive(Box::new(npz::Archive::create(dir)?)) } else { Output::Files(None) };
-        let manifest = Manifest {
-            format: FORMAT.into(),
-            producer,
-            model,
-            inputs,
-            stages: Vec::new(),
-            only_stages: None,
-            stopped_at: None,
-            archive: options.npz.then(|| ARCHIVE.to_string()),
-            model_fingerprint: None,
-            model_tensors: Default::default(),
-            interventions: Vec::new(),
-            lens: false,
-            no_gradient: Vec::new(),
-        };
+        let manifest =
+            Manifest { archive: options.npz.then(|| ARCHIVE.to_string()), ..Manifest::new(producer, model, inputs) };
         Ok(DumpWriter {
             dir: dir.into(),
             manifest,
@@ -271,9 +258,7 @@ impl Sink for DumpWriter {
 
     fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()> {
         self.invalidate()?;
-        let mut entry = ManifestStage::new(&stage, tensor.shape().to_vec());
-        // The dtype the values have (float64 in an f64 pass), not only the one the table gives.
-        entry.dtype = tensor.dtype().numpy_name().into();
+        let entry = ManifestStage::of(&stage, &tensor);
         match &mut self.output {
             Output::Files(writer) => {
                 let reuse = self.previous.remove(&entry.file);

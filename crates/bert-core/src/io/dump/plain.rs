@@ -15,7 +15,7 @@ use safetensors::{Dtype, SafeTensors};
 
 use super::npy::{self, NpyKind, NpyType};
 use crate::error::{BertError, Result};
-use crate::io::dump::manifest::{Inputs, Manifest, ManifestStage, FORMAT};
+use crate::io::dump::manifest::{Inputs, Manifest, ManifestStage};
 use crate::io::files;
 use crate::io::weights::Storage;
 use crate::pass::Tensor;
@@ -312,21 +312,8 @@ fn finish(path: &Path, mut found: Vec<Found>, kind: DumpKind, source: Source) ->
         names.sort_by_key(|n| stage::execution_key(n));
         notes.push(format!("{} array(s) lack the batch axis (e.g. {}); read as a batch of one", names.len(), names[0]));
     }
-    let manifest = Manifest {
-        format: FORMAT.into(),
-        producer: serde_json::json!({ "name": kind.describe() }),
-        model: String::new(),
-        inputs: Inputs::default(),
-        stages,
-        only_stages: None,
-        stopped_at: None,
-        archive: None,
-        model_fingerprint: None,
-        model_tensors: Default::default(),
-        interventions: Vec::new(),
-        lens: false,
-        no_gradient: Vec::new(),
-    };
+    let producer = serde_json::json!({ "name": kind.describe() });
+    let manifest = Manifest { stages, ..Manifest::new(producer, String::new(), Inputs::default()) };
     Ok(Parts { manifest, kind, source, batch_added, notes })
 }
 

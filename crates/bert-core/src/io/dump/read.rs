@@ -152,28 +152,13 @@ impl Dump {
         interventions: Vec<crate::io::dump::manifest::Record>,
         stages: Vec<(crate::stage::Stage, Tensor)>,
     ) -> Result<Dump> {
-        let entries = stages
-            .iter()
-            .map(|(stage, tensor)| {
-                let mut entry = ManifestStage::new(stage, tensor.shape().to_vec());
-                entry.dtype = tensor.dtype().numpy_name().into();
-                entry
-            })
-            .collect();
+        let entries = stages.iter().map(|(stage, tensor)| ManifestStage::of(stage, &tensor.view())).collect();
+        let producer = serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION")});
         let manifest = Manifest {
-            format: crate::io::dump::manifest::FORMAT.into(),
-            producer: serde_json::json!({"name": "bert-trace", "version": env!("CARGO_PKG_VERSION")}),
-            model,
-            inputs,
             stages: entries,
-            only_stages: None,
-            stopped_at: None,
-            archive: None,
             model_fingerprint: Some(fingerprint),
-            model_tensors: Default::default(),
             interventions,
-            lens: false,
-            no_gradient: Vec::new(),
+            ..Manifest::new(producer, model, inputs)
         };
         Dump::in_memory(name, manifest, stages.into_iter().map(|(_, tensor)| tensor).collect())
     }
