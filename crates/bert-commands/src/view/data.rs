@@ -11,6 +11,7 @@ use crate::error::{OrRefuse, Result};
 use crate::refuse;
 use base64::Engine;
 use bert_core::io::dump::Dump;
+use bert_core::stage::{self, Part, Stage, StageKind, StageKind::*};
 use bert_core::BertModel;
 use globset::GlobSet;
 use ndarray::{Array2, ArrayD, Axis, Ix2, Ix3, Ix4};
@@ -93,7 +94,15 @@ impl Stages<'_> {
     /// How many encoder layers the dump has stages of.
     pub fn layers(&self) -> usize {
         (0..)
-            .take_while(|i| self.dump.manifest.stages.iter().any(|s| s.name.starts_with(&format!("layer{i}."))))
+            .take_while(|&i| {
+                self.dump.manifest.stages.iter().filter_map(|s| stage::parse(&s.name)).any(|stage| {
+                    // An encoder layer's own stages (`layer{i}.…`), not their gradients, the
+                    // parameters of that layer or the logit lens at it.
+                    stage.is_value_of(stage.kind)
+                        && stage.layer == Some(i)
+                        && matches!(stage.info().part, Part::Attention | Part::Ffn)
+                })
+            })
             .count()
     }
 }
@@ -112,10 +121,10 @@ pub struct Sequences {
 impl Sequences {
     pub fn read(stages: &Stages<'_>, names: &Names<'_>) -> Result<Sequences> {
         let dims = Dims::of(stages.dump)?;
-        let ids = stages.input("input.ids", dims)?.or_refuse("Dims::of found input.ids")?;
+        let ids = stages.input(&named(InputIds), dims)?.or_refuse("Dims::of found input.ids")?;
         let (b, t) = ids.dim();
-        let token_type = stages.input("input.token_type_ids", dims)?.unwrap_or_else(|| Array2::zeros((b, t)));
-        let attention_mask = stages.input("input.attention_mask", dims)?.unwrap_or_else(|| Array2::ones((b, t)));
+        let token_type = stages.input(&named(InputTokenTypeIds), dims)?.unwrap_or_else(|| Array2::zeros((b, t)));
+        let attention_mask = stages.input(&named(InputAttentionMask), dims)?.unwrap_or_else(|| Array2::ones((b, t)));
         let recorded = stages
             .dump
             .manifest
@@ -126,8 +135,8 @@ impl Sequences {
             .map(|rows| rows.iter().map(|row| row.iter().map(|token| visible(token)).collect()).collect());
         let tokens: Vec<Vec<String>> = recorded
             .unwrap_or_else(|| ids.outer_iter().map(|row| row.iter().map(|&id| names.token(id)).collect()).collect());
-        let labels = stages.input("input.labels", dims)?;
-        let original = stages.input("input.original_ids", dims)?;
+        let labels = stages.input(&named(InputLabels), dims)?;
+        let original = stages.input(&named(InputOriginalIds), dims)?;
         let mask_id = names.mask_id();
         let mut masked = vec![Vec::new(); b];
         if let Some(labels) = &labels {
@@ -197,7 +206,7 @@ pub fn is_masked(v: f32) -> bool {
 
 /// The attention block: every layer's probabilities as 8-bit codes, and their thumbnails.
 fn attention(stages: &Stages<'_>, layers: usize, dims: Dims) -> Result<Option<Value>> {
-    let names: Vec<String> = (0..layers).map(|i| format!("layer{i}.attention.probs")).collect();
+    let names: Vec<String> = (0..layers).map(|i| in_layer(i, AttnProbs)).collect();
     if layers == 0 || !names.iter().all(|n| stages.has(n)) {
         return Ok(None);
     }
@@ -232,7 +241,7 @@ fn attention(stages: &Stages<'_>, layers: usize, dims: Dims) -> Result<Option<Va
         thumbs.push(pack(&thumb));
     }
     Ok(Some(json!({
-        "stage": "layer{i}.attention.probs",
+        "stage": AttnProbs.info().pattern,
         "encoding": "u8",
         "note": "probabilities quantised to 8 bits: value = code / 255 (±0.002)",
         "layers": packed,
@@ -294,15 +303,15 @@ fn heatmap(name: &str, values: &ArrayD<f32>) -> Option<Value> {
 /// The stages that may become heatmaps, the most useful first: every layer's output, the
 /// scores, then the rest of each layer.
 fn heatmap_candidates(stages: &Stages<'_>, layers: usize) -> Vec<String> {
-    let mut names = vec!["embeddings.layernorm".to_string()];
-    names.extend((0..layers).map(|i| format!("layer{i}.ffn.layernorm")));
-    names.extend((0..layers).map(|i| format!("layer{i}.attention.scores")));
+    let mut names = vec![named(EmbLayerNorm)];
+    names.extend((0..layers).map(|i| in_layer(i, FfnLayerNorm)));
+    names.extend((0..layers).map(|i| in_layer(i, AttnScores)));
     for i in 0..layers {
-        for part in ["attention.context", "attention.output", "attention.layernorm", "ffn.activation"] {
-            names.push(format!("layer{i}.{part}"));
+        for kind in [AttnContext, AttnOutput, AttnLayerNorm, FfnActivation] {
+            names.push(in_layer(i, kind));
         }
     }
-    names.extend(["embeddings.sum".to_string(), "mlm.layernorm".to_string()]);
+    names.extend([named(EmbSum), named(MlmLayerNorm)]);
     names.retain(|n| stages.has(n));
     names
 }
@@ -310,8 +319,8 @@ fn heatmap_candidates(stages: &Stages<'_>, layers: usize) -> Vec<String> {
 /// Per-layer plots of the hidden states: each token's norm, the mean and std over the real
 /// tokens' values, and each token's cosine between consecutive layers.
 fn layer_plots(stages: &Stages<'_>, layers: usize, mask: &Array2<i64>, dims: Dims) -> Result<Option<Value>> {
-    let mut names = vec!["embeddings.layernorm".to_string()];
-    names.extend((0..layers).map(|i| format!("layer{i}.ffn.layernorm")));
+    let mut names = vec![named(EmbLayerNorm)];
+    names.extend((0..layers).map(|i| in_layer(i, FfnLayerNorm)));
     if layers == 0 || !names.iter().all(|n| stages.has(n)) {
         return Ok(None);
     }
@@ -380,8 +389,8 @@ fn softmax(row: &[f32]) -> Vec<f64> {
 /// position, NSP and classifier probabilities, and the losses.
 fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences, dims: Dims) -> Result<Value> {
     let mut out = serde_json::Map::new();
-    let labels = stages.input("input.labels", dims)?;
-    if let Some(logits) = stages.f32_shaped("mlm.logits", &dims.per_token(None))? {
+    let labels = stages.input(&named(InputLabels), dims)?;
+    if let Some(logits) = stages.f32_shaped(&named(MlmLogits), &dims.per_token(None))? {
         let logits = logits.into_dimensionality::<Ix3>()?;
         if let Some(labels) = &labels {
             check_labels(stages, labels, logits.dim().2)?;
@@ -412,9 +421,9 @@ fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences, dims: D
         }
         out.insert("mlm".into(), entries.into());
     }
-    if let Some(logits) = stages.f32_shaped("nsp.logits", &dims.per_sequence(Dim::Is("", 2)))? {
+    if let Some(logits) = stages.f32_shaped(&named(NspLogits), &dims.per_sequence(Dim::Is("", 2)))? {
         let logits = logits.into_dimensionality::<Ix2>()?;
-        let nsp_labels = stages.i64("input.next_sentence_label")?;
+        let nsp_labels = stages.i64(&named(InputNextSentenceLabel))?;
         let entries: Vec<Value> = logits
             .outer_iter()
             .enumerate()
@@ -426,7 +435,7 @@ fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences, dims: D
             .collect();
         out.insert("nsp".into(), entries.into());
     }
-    if let Some(logits) = stages.f32_shaped("classifier.logits", &dims.per_sequence(Dim::Any("C")))? {
+    if let Some(logits) = stages.f32_shaped(&named(ClassifierLogits), &dims.per_sequence(Dim::Any("C")))? {
         let logits = logits.into_dimensionality::<Ix2>()?;
         let label_names = names.model.and_then(|m| m.classifier.as_ref()).map(|c| c.labels.clone());
         let entries: Vec<Value> = logits
@@ -451,9 +460,9 @@ fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences, dims: D
         out.insert("classifier".into(), entries.into());
     }
     let mut losses = serde_json::Map::new();
-    for name in ["mlm.loss", "nsp.loss", "loss"] {
-        if let Some(value) = stages.f32(name)? {
-            losses.insert(name.into(), value.iter().next().copied().unwrap_or(f32::NAN).into());
+    for name in [MlmLoss, NspLoss, Loss].map(named) {
+        if let Some(value) = stages.f32(&name)? {
+            losses.insert(name, value.iter().next().copied().unwrap_or(f32::NAN).into());
         }
     }
     if !losses.is_empty() {
@@ -504,10 +513,10 @@ pub fn page(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<
     let (b, t) = seqs.ids.dim();
     let attention = attention(&stages, layers, dims)?;
     let heads = dump
-        .entry("layer0.attention.probs")
-        .or_else(|| dump.entry("layer0.attention.query"))
+        .entry(&in_layer(0, AttnProbs))
+        .or_else(|| dump.entry(&in_layer(0, AttnQuery)))
         .map_or(0, |e| e.shape.get(1).copied().unwrap_or(0));
-    let hidden = dump.entry("embeddings.layernorm").map_or(0, |e| e.shape.last().copied().unwrap_or(0));
+    let hidden = dump.entry(&named(EmbLayerNorm)).map_or(0, |e| e.shape.last().copied().unwrap_or(0));
     let mut used = attention.as_ref().map_or(0, |a| a.to_string().len());
     let mut heatmaps = Vec::new();
     let mut left_out = Vec::new();
@@ -550,4 +559,14 @@ pub fn page(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<
         "predictions": predictions(&stages, names, &seqs, dims)?,
     });
     Ok((data, left_out))
+}
+
+/// The name of a stage outside the encoder layers, from the stage table.
+fn named(kind: StageKind) -> String {
+    Stage::new(kind).name()
+}
+
+/// The name of layer `i`'s stage of `kind`, from the stage table.
+fn in_layer(i: usize, kind: StageKind) -> String {
+    Stage::layer(i, kind).name()
 }

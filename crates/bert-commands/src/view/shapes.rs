@@ -10,6 +10,7 @@ use std::path::Path;
 use crate::error::Result;
 use crate::refuse;
 use bert_core::io::dump::Dump;
+use bert_core::stage::{Stage, StageKind};
 
 /// One dimension a stage must have.
 #[derive(Clone, Copy, Debug)]
@@ -32,7 +33,7 @@ impl Dims {
     /// B and T of `dump`; a dump of 0 sequences or 0 tokens has nothing to draw.
     pub fn of(dump: &Dump) -> Result<Dims> {
         let dir = dump.dir.display();
-        let Some(entry) = dump.entry("input.ids") else {
+        let Some(entry) = dump.entry(&Stage::new(StageKind::InputIds).name()) else {
             refuse!("{dir}: the dump has no input.ids, which every dump has");
         };
         let &[b, t] = entry.shape.as_slice() else {

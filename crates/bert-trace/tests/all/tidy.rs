@@ -555,3 +555,33 @@ fn the_libraries_name_no_command_line_flag() {
     }
     assert!(found.is_empty(), "a library message spells a command-line flag:\n{}", found.join("\n"));
 }
+
+/// The page's data and pictures name stages through the stage table (`Stage::name`, a row's
+/// pattern), never by a literal of their own: a renamed stage would otherwise leave the page
+/// looking for a file no dump has. A literal that is a dotted stage name (`input.ids`; `loss`
+/// alone is also a word, a key of the heads' report), or holds a per-layer row's pattern
+/// (`layer{i}.attention.probs`), is one; a message that mentions a stage in its prose is not.
+/// Checked on planted literals first, so that the check is known to see one.
+#[test]
+fn the_view_names_stages_only_through_the_table() {
+    let names_a_stage = |literal: &str| {
+        (literal.contains('.') && bert_core::stage::parse(literal).is_some())
+            || bert_core::stage::STAGES.iter().any(|row| row.pattern.contains("{i}") && literal.contains(row.pattern))
+    };
+    assert!(names_a_stage("layer0.attention.probs") && names_a_stage("input.ids"));
+    assert!(names_a_stage("layer{i}.attention.probs") && !names_a_stage("the dump has no input.ids"));
+    let mut files = Vec::new();
+    rust_files(&root().join("crates/bert-commands/src/view"), &mut files);
+    assert!(files.len() > 3, "the view's files: {files:?}");
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or(&text);
+        for (line, literal) in string_literals(code) {
+            if names_a_stage(&literal) {
+                found.push(format!("{}:{line}: \"{literal}\"", file.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "a stage named by a literal of the view's own:\n{}", found.join("\n"));
+}
