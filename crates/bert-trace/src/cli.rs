@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use bert_core::ops::Kernels;
 use bert_core::train::options::Warmup;
+use bert_core::train::TrainSettings;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
@@ -465,6 +466,21 @@ pub struct UpdateArgs {
     /// (bias,LayerNorm) [default: every parameter decays]
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub no_decay: Option<Vec<String>>,
+}
+
+impl UpdateArgs {
+    /// `settings` with these options in their fields.
+    pub fn settings(&self, settings: TrainSettings) -> TrainSettings {
+        TrainSettings {
+            betas: self.betas,
+            eps: self.eps,
+            weight_decay: self.weight_decay,
+            max_grad_norm: self.max_grad_norm,
+            dropout: self.dropout,
+            no_decay: self.no_decay.clone(),
+            ..settings
+        }
+    }
 }
 
 /// `--kernels`: the library's names of its kernels, parsed into the library's own type.

@@ -19,7 +19,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         eval_every: args.eval_every,
         model: args.model.model.clone(),
         from_config: args.from_config,
-        settings: TrainSettings {
+        settings: args.update.settings(TrainSettings {
             steps: args.steps,
             lr: args.lr,
             warmup_steps: args.warmup_steps,
@@ -30,14 +30,9 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
             seed: args.seed,
             documents: args.documents.then_some(true),
             nsp: args.nsp.then_some(true),
-            betas: args.update.betas,
-            eps: args.update.eps,
-            weight_decay: args.update.weight_decay,
-            max_grad_norm: args.update.max_grad_norm,
-            dropout: args.update.dropout,
-            no_decay: args.update.no_decay.clone(),
             eval_split: args.eval_split,
-        },
+            ..TrainSettings::default()
+        }),
         save: args.save.clone(),
         save_every: args.save_every,
         resume: args.resume.clone(),
