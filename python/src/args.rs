@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use bert_commands::settings::PassSettings;
 use bert_commands::source::process_env;
 use bert_core::ops::Kernels;
-use bert_core::words::Opt;
+use bert_core::words::{Choice, Opt};
 use bert_core::BertError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -27,6 +27,15 @@ pub fn strings(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
     }
 }
 
+/// A list of integers, or one integer as a list of one (`nsp_label=0`).
+pub fn ints(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<i64>> {
+    match value.filter(|v| !v.is_none()) {
+        None => Ok(Vec::new()),
+        Some(one) if one.extract::<i64>().is_ok() => Ok(vec![one.extract()?]),
+        Some(many) => many.try_iter()?.map(|item| item?.extract::<i64>()).collect(),
+    }
+}
+
 /// A path given as `str` or `os.PathLike`.
 pub fn path(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<PathBuf>> {
     value.filter(|v| !v.is_none()).map(|v| path_text(py, v).map(PathBuf::from)).transpose()
@@ -37,15 +46,15 @@ pub fn bad_choice(py: Python<'_>, option: Opt, value: &str, accepted: &str) -> P
     crate::errors::to_py(py, BertError::OptionValue { option, value: format!("{value:?}"), accepted: accepted.into() })
 }
 
+/// A keyword that takes one of the library's words for a value (`method="occlusion"`), as the
+/// library's own type; the message of another lists the words.
+pub fn choice<T: Choice>(py: Python<'_>, option: Opt, given: &str) -> PyResult<T> {
+    T::parse(given).ok_or_else(|| bad_choice(py, option, given, &T::accepted()))
+}
+
 /// The passes' settings: `threads=` and `kernels=`, else `BERT_TRACE_THREADS` and
 /// `BERT_TRACE_KERNELS`, as the command reads them.
 pub fn settings(py: Python<'_>, threads: Option<usize>, kernels: Option<&str>) -> PyResult<PassSettings> {
-    let kernels = match kernels {
-        Some(name) => Some(
-            Kernels::parse(name)
-                .ok_or_else(|| bad_choice(py, bert_commands::settings::KERNELS, name, "\"fast\" or \"reference\""))?,
-        ),
-        None => None,
-    };
+    let kernels = kernels.map(|name| choice::<Kernels>(py, bert_commands::settings::KERNELS, name)).transpose()?;
     PassSettings::from_env(PassSettings { threads, kernels }, &process_env).or_raise(py)
 }

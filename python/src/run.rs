@@ -8,14 +8,13 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use bert_commands::diff::render as diff_report;
-use bert_commands::trace::{self, Output, Precision, Prepared, Selection, TraceRequest};
+use bert_commands::trace::{self, Output, Precision, Selection, TraceRequest};
 use bert_core::diff::ToleranceOverride;
 use bert_core::experiments::intervention::AblateWith;
 use bert_core::io::dump::manifest::{Manifest, ManifestStage};
 use bert_core::io::memory;
-use bert_core::model::Pass;
 use bert_core::ops::{Float, Kernels};
-use bert_core::pass::hook::{Chain, Hook};
+use bert_core::pass::hook::Hook;
 use bert_core::pass::{Sink, Tensor, TensorView};
 use bert_core::stage::Stage;
 use bert_core::words::Opt;
@@ -23,7 +22,7 @@ use bert_core::{BertError, BertModel};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::args::{bad_choice, path, path_text, settings, strings};
+use crate::args::{choice, ints, path, path_text, settings, strings};
 use crate::errors::{raise, OrRaise};
 use crate::hooks::PyHooks;
 use crate::model::Model;
@@ -63,21 +62,8 @@ pub struct TraceKeywords<'py> {
 impl TraceKeywords<'_> {
     /// The library's request of these keywords and `texts`.
     fn request(&self, py: Python<'_>, texts: Vec<String>, model: Option<PathBuf>) -> PyResult<TraceRequest> {
-        let nsp_labels = match self.nsp_label.as_ref().filter(|v| !v.is_none()) {
-            None => Vec::new(),
-            Some(one) if one.extract::<i64>().is_ok() => vec![one.extract()?],
-            Some(many) => many.try_iter()?.map(|item| item?.extract::<i64>()).collect::<PyResult<_>>()?,
-        };
-        let precision = match self.precision.as_str() {
-            "f32" => Precision::F32,
-            "f64" => Precision::F64,
-            other => return Err(bad_choice(py, Opt("precision"), other, "\"f32\" or \"f64\"")),
-        };
-        let ablate_with = match self.ablate_with.as_str() {
-            "zero" => AblateWith::Zero,
-            "mean" => AblateWith::Mean,
-            other => return Err(bad_choice(py, trace::ABLATE_WITH, other, "\"zero\" or \"mean\"")),
-        };
+        let precision = choice::<Precision>(py, trace::PRECISION, &self.precision)?;
+        let ablate_with = choice::<AblateWith>(py, trace::ABLATE_WITH, &self.ablate_with)?;
         for (option, value) in [(Opt("atol"), self.atol), (Opt("rtol"), self.rtol)] {
             if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {
                 return Err(crate::errors::to_py(
@@ -105,7 +91,7 @@ impl TraceKeywords<'_> {
             mask_prob: self.mask_prob,
             seed: self.seed,
             mlm_targets: strings(self.mlm_target.as_ref())?,
-            nsp_labels,
+            nsp_labels: ints(self.nsp_label.as_ref())?,
             labels: strings(self.label.as_ref())?,
             truncate: self.truncate,
             head: self.head,
@@ -239,21 +225,17 @@ fn run<F: Float>(
         functions.insert(stage, function.unbind());
     }
     let mut py_hooks = PyHooks::new(functions);
-    let Prepared { inputs, batch, stop, only, mut interventions, .. } = prepared;
-    let mut collect =
-        Collect { only: only.clone(), stages: Vec::new(), no_gradient: Vec::new(), interrupt: Mutex::new(None) };
+    let mut prepared = prepared;
+    let mut collect = Collect {
+        only: prepared.only.clone(),
+        stages: Vec::new(),
+        no_gradient: Vec::new(),
+        interrupt: Mutex::new(None),
+    };
     let model_ref: &BertModel<F> = &model;
     let traced = py.detach(|| {
-        let mut chain = Chain(Vec::new());
-        if !interventions.is_empty() {
-            chain.0.push(&mut interventions as &mut dyn Hook);
-        }
-        if !py_hooks.is_empty() {
-            chain.0.push(&mut py_hooks as &mut dyn Hook);
-        }
-        let hook = (!chain.0.is_empty()).then_some(&mut chain as &mut dyn Hook);
-        let pass = Pass { stop_after: stop, hook, lens: request.lens, backward: request.backward, ..Pass::default() };
-        model_ref.trace_with(&batch, &mut collect, pass).map(|t| t.stopped_at)
+        let extra = (!py_hooks.is_empty()).then_some(&mut py_hooks as &mut dyn Hook);
+        prepared.run(model_ref, request, extra, &mut collect).map(|t| t.stopped_at)
     });
     if let Some(error) = py_hooks.error.take() {
         return Err(error);
@@ -262,20 +244,18 @@ fn run<F: Float>(
         return Err(error);
     }
     let stopped_at = traced.or_raise(py)?;
-    let producer = serde_json::json!({
-        "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads, "kernels": kernels.name(),
-        "via": "python",
-    });
+    let mut producer = trace::producer(threads, kernels);
+    producer["via"] = "python".into();
     let manifest = Manifest {
         stages: collect.stages.iter().map(|(stage, t)| ManifestStage::of(stage, &t.view())).collect(),
         only_stages: (!request.only.is_empty()).then(|| request.only.clone()),
         stopped_at: stopped_at.map(|s| s.name()),
         model_fingerprint: Some(handle.get().fingerprint(&model)),
         model_tensors: handle.get().tensor_digests(&model),
-        interventions: interventions.records(),
+        interventions: prepared.interventions.records(),
         lens: request.lens,
         no_gradient: collect.no_gradient.clone(),
-        ..Manifest::new(producer, handle.get().name.clone(), inputs)
+        ..Manifest::new(producer, handle.get().name.clone(), prepared.inputs)
     };
     drop(model);
     let arrays =

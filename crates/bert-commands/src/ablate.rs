@@ -7,8 +7,11 @@ use bert_core::experiments::intervention::AblateWith;
 use bert_core::experiments::AttentionHead;
 
 use crate::error::Result;
-use crate::experiment::{Experiment, ExperimentReport, ExperimentRequest};
+use serde::Serialize;
+
+use crate::experiment::{Experiment, ExperimentRequest};
 use crate::render::table::new_table;
+use crate::report::{Report, Reported};
 
 /// Which text and target, how an ablated head's slice is replaced, and how many heads to list.
 #[derive(Clone, Debug)]
@@ -19,25 +22,38 @@ pub struct AblateRequest {
     pub top: usize,
 }
 
+/// Each head ablated alone, of the model named; how many heads the text lists.
+#[derive(Clone, Debug, Serialize)]
+pub struct AblateReport {
+    #[serde(flatten)]
+    pub scan: HeadScan,
+    pub model: String,
+    /// The size of the vocabulary, which a rank is out of.
+    #[serde(skip)]
+    pub vocab_size: usize,
+    /// How many heads the text ranks.
+    #[serde(skip)]
+    pub top: usize,
+}
+
+impl Report for AblateReport {
+    fn text(&self) -> String {
+        text(&self.scan, self.vocab_size, self.top)
+    }
+}
+
 /// Ablates each head alone.
-pub fn ablate(request: &AblateRequest) -> Result<ExperimentReport> {
+pub fn ablate(request: &AblateRequest) -> Result<Reported<AblateReport>> {
     let experiment = Experiment::load(&request.input)?;
     let position = experiment.mask()?;
     let target = experiment.target(&request.target)?;
     let scan = experiment.model.scan_heads(&experiment.batch, position, (&request.target, target), request.with)?;
-    let text = match request.input.json {
-        true => {
-            let mut json = serde_json::to_value(&scan).expect("a scan serialises");
-            json["model"] = experiment.model_name.clone().into();
-            format!("{}\n", serde_json::to_string_pretty(&json).expect("JSON prints"))
-        }
-        false => report(&scan, &experiment, request.top),
-    };
-    Ok(ExperimentReport { notes: experiment.notes, text })
+    let vocab_size = experiment.model.config.vocab_size;
+    let report = AblateReport { scan, model: experiment.model_name, vocab_size, top: request.top };
+    Ok(Reported { notes: experiment.notes, report })
 }
 
-fn report(scan: &HeadScan, experiment: &Experiment, top: usize) -> String {
-    let vocab = experiment.model.config.vocab_size;
+fn text(scan: &HeadScan, vocab: usize, top: usize) -> String {
     let mut out = format!(
         "{} at position {}: log p({}) = {:.4}, rank {} of {vocab}, with every head\n",
         bert_core::io::tokenizer::MASK,

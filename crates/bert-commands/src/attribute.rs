@@ -4,6 +4,7 @@
 //! By occlusion, integrated gradients or gradient × input, as a table with a bar per token, or
 //! JSON that `view` draws.
 
+use bert_core::words::Choice;
 use std::path::PathBuf;
 
 use bert_core::experiments::attribute::integrated::{Baseline, PathSpec};
@@ -16,9 +17,9 @@ use bert_core::{BertError, BertModel};
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::experiment::ExperimentReport;
 use crate::refuse;
 use crate::render::table::{new_table, visible};
+use crate::report::{Report, Reported};
 use crate::settings::PassSettings;
 use crate::source;
 
@@ -31,6 +32,7 @@ pub const BASELINE: Opt = Opt("baseline");
 pub const IG_STEPS: Opt = Opt("ig_steps");
 pub const IG_RULE: Opt = Opt("ig_rule");
 pub const OCCLUDE_WITH: Opt = Opt("occlude_with");
+pub const OF: Opt = Opt("of");
 
 /// How the tokens are attributed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -45,15 +47,11 @@ pub enum Method {
     GradInput,
 }
 
-impl Method {
-    pub fn name(self) -> &'static str {
-        match self {
-            Method::Occlusion => "occlusion",
-            Method::IntegratedGradients => "integrated-gradients",
-            Method::GradInput => "grad-input",
-        }
-    }
-}
+bert_core::choice!(Method {
+    Occlusion => "occlusion",
+    IntegratedGradients => "integrated-gradients",
+    GradInput => "grad-input",
+});
 
 /// What hides a token in occlusion.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,6 +60,8 @@ pub enum OccludeWith {
     Mask,
     Unk,
 }
+
+bert_core::choice!(OccludeWith { Mask => "mask", Unk => "unk" });
 
 /// The texts, the target and the method; each field is the option of that name. The options of
 /// one method are None unless given, so that one given to another method is refused.
@@ -82,7 +82,6 @@ pub struct AttributeRequest {
     pub baseline: Option<Baseline>,
     pub ig_steps: Option<usize>,
     pub ig_rule: Option<Rule>,
-    pub json: bool,
     pub settings: PassSettings,
 }
 
@@ -114,12 +113,18 @@ pub struct AttributeReport {
     pub examples: Vec<Example>,
 }
 
+impl Report for AttributeReport {
+    fn text(&self) -> String {
+        text_report(self)
+    }
+}
+
 /// Attributes each text's target; `progress` hears (text, points done, points in all) as
 /// integrated gradients go.
 pub fn attribute(
     request: &AttributeRequest,
     progress: &mut dyn FnMut(usize, usize, usize),
-) -> Result<(AttributeReport, ExperimentReport)> {
+) -> Result<Reported<AttributeReport>> {
     let (_, kernels) = request.settings.apply()?;
     check_options(request)?;
     let with_origins = crate::trace::texts_with_origins(&request.texts, request.file.as_deref())?;
@@ -186,11 +191,7 @@ pub fn attribute(
         occluded_with: (request.method == Method::Occlusion).then_some(hide),
         examples,
     };
-    let text = match request.json {
-        true => format!("{}\n", serde_json::to_string_pretty(&report).expect("JSON prints")),
-        false => text_report(&report, request),
-    };
-    Ok((report, ExperimentReport { notes: loaded.notes, text }))
+    Ok(Reported { notes: loaded.notes, report })
 }
 
 /// Refuses a method's option given to another method, and a path of no points.
@@ -279,7 +280,7 @@ fn within_text(error: crate::Error, origin: &str, texts: usize) -> crate::Error 
 /// The widest bar, in characters.
 const BAR: usize = 24;
 
-fn text_report(report: &AttributeReport, request: &AttributeRequest) -> String {
+fn text_report(report: &AttributeReport) -> String {
     let mut out = String::new();
     for (i, example) in report.examples.iter().enumerate() {
         let a = &example.attribution;
@@ -330,7 +331,7 @@ fn text_report(report: &AttributeReport, request: &AttributeRequest) -> String {
             if c.gap.abs() > 0.01 * c.difference.abs().max(1e-3) {
                 out += &format!(
                     "the gap is more than 1% of the difference: more points would shrink it ({})\n",
-                    IG_STEPS.with(request.ig_steps.unwrap_or(IG_STEPS_DEFAULT) * 4)
+                    IG_STEPS.with(c.steps * 4)
                 );
             }
         }

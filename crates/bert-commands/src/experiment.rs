@@ -15,21 +15,12 @@ use crate::source;
 
 pub const TARGET: Opt = Opt("target");
 
-/// What every experiment reads: a text with one `[MASK]`, the model, how to run the passes,
-/// and whether the report is JSON.
+/// What every experiment reads: a text with one `[MASK]`, the model, and how to run the passes.
 #[derive(Clone, Debug, Default)]
 pub struct ExperimentRequest {
     pub text: String,
     pub model: Option<PathBuf>,
     pub settings: PassSettings,
-    pub json: bool,
-}
-
-/// An experiment's report: what it prints (a table, or JSON), and its notes.
-#[derive(Clone, Debug, Default)]
-pub struct ExperimentReport {
-    pub notes: Vec<String>,
-    pub text: String,
 }
 
 /// A loaded model and one tokenized text.

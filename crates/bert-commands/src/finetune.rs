@@ -4,6 +4,7 @@
 //! where it has none, holds examples out for evaluation, and hands the run's lines to the
 //! caller's [`Progress`].
 
+use bert_core::words::Choice;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 

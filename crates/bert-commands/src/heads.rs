@@ -11,8 +11,8 @@ use bert_core::words::Opt;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::experiment::ExperimentReport;
 use crate::render::table::new_table;
+use crate::report::{Report, Reported};
 use crate::settings::PassSettings;
 use crate::source;
 use crate::trace::texts;
@@ -39,24 +39,29 @@ pub struct HeadsRequest {
     pub statistics: bool,
     /// How many texts one pass reads (None: [`BATCH_SIZE_DEFAULT`]).
     pub batch_size: Option<usize>,
-    pub json: bool,
     pub settings: PassSettings,
 }
 
-/// `heads --json`.
-#[derive(Serialize)]
-struct HeadsJson<'a> {
-    format: &'static str,
-    model: &'a str,
+/// Which heads matter: the measures asked for, of the model named.
+#[derive(Clone, Debug, Serialize)]
+pub struct HeadsReport {
+    pub format: &'static str,
+    pub model: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    importance: Option<&'a Importance>,
+    pub importance: Option<Importance>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    statistics: Option<&'a Statistics>,
+    pub statistics: Option<Statistics>,
+}
+
+impl Report for HeadsReport {
+    fn text(&self) -> String {
+        text(self.importance.as_ref(), self.statistics.as_ref())
+    }
 }
 
 /// Measures the heads as `request` asks; `progress` hears (passes done, passes in all) as the
 /// importance goes.
-pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> Result<ExperimentReport> {
+pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> Result<Reported<HeadsReport>> {
     let (_, kernels) = request.settings.apply()?;
     let batch_size = request.batch_size.unwrap_or(BATCH_SIZE_DEFAULT);
     if batch_size == 0 {
@@ -111,22 +116,11 @@ pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> 
     }
     let importance = (request.importance || both).then(|| model.head_importance(&batches, progress)).transpose()?;
     let statistics = (request.statistics || both).then(|| model.head_statistics(&batches)).transpose()?;
-    let text = match request.json {
-        true => {
-            let json = HeadsJson {
-                format: heads::FORMAT,
-                model: &loaded.name,
-                importance: importance.as_ref(),
-                statistics: statistics.as_ref(),
-            };
-            format!("{}\n", serde_json::to_string_pretty(&json).expect("JSON prints"))
-        }
-        false => report(importance.as_ref(), statistics.as_ref()),
-    };
-    Ok(ExperimentReport { notes: loaded.notes, text })
+    let report = HeadsReport { format: heads::FORMAT, model: loaded.name, importance, statistics };
+    Ok(Reported { notes: loaded.notes, report })
 }
 
-fn report(importance: Option<&Importance>, statistics: Option<&Statistics>) -> String {
+fn text(importance: Option<&Importance>, statistics: Option<&Statistics>) -> String {
     let mut out = String::new();
     if let Some(importance) = importance {
         out += &format!(

@@ -5,10 +5,11 @@ use std::path::Path;
 use bert_core::model::size::ParamCounts;
 use bert_core::stage::HeadSet;
 use bert_core::BertConfig;
+use serde::Serialize;
 
 use crate::error::Result;
-use crate::experiment::ExperimentReport;
 use crate::render::table::new_table;
+use crate::report::{Report, Reported};
 use crate::source;
 
 /// What to inspect: a config.json alone, or a model (None: the built-in one).
@@ -18,8 +19,22 @@ pub enum Inspected<'a> {
     Model(Option<&'a Path>),
 }
 
+/// A model's config, which heads it has, and how many parameters each part holds.
+#[derive(Clone, Debug, Serialize)]
+pub struct InspectReport {
+    pub config: BertConfig,
+    pub heads: HeadSet,
+    pub parameters: ParamCounts,
+}
+
+impl Report for InspectReport {
+    fn text(&self) -> String {
+        format!("{}\n\n{}\n", config_table(&self.config), params_table(&self.parameters, self.heads))
+    }
+}
+
 /// The config and the parameter counts per part.
-pub fn inspect(what: Inspected<'_>) -> Result<ExperimentReport> {
+pub fn inspect(what: Inspected<'_>) -> Result<Reported<InspectReport>> {
     let mut notes = Vec::new();
     let (config, heads, n_labels) = match what {
         Inspected::Config(path) => {
@@ -36,9 +51,8 @@ pub fn inspect(what: Inspected<'_>) -> Result<ExperimentReport> {
             (loaded.model.config.clone(), loaded.model.heads(), n_labels)
         }
     };
-    let text =
-        format!("{}\n\n{}\n", config_table(&config), params_table(&ParamCounts::new(&config, heads, n_labels), heads));
-    Ok(ExperimentReport { notes, text })
+    let parameters = ParamCounts::new(&config, heads, n_labels);
+    Ok(Reported { notes, report: InspectReport { config, heads, parameters } })
 }
 
 fn config_table(config: &BertConfig) -> comfy_table::Table {

@@ -6,8 +6,13 @@ use bert_core::experiments::lens::LensAt;
 use bert_core::words::Opt;
 
 use crate::error::Result;
-use crate::experiment::{Experiment, ExperimentReport, ExperimentRequest};
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::experiment::{Experiment, ExperimentRequest};
 use crate::render::table::new_table;
+use crate::report::{Report, Reported};
 
 pub const POS: Opt = Opt("pos");
 pub const TOP_K: Opt = Opt("top_k");
@@ -21,8 +26,25 @@ pub struct LensRequest {
     pub top_k: usize,
 }
 
+/// Every layer's guess at one position, of the model named; the rows' stages are the lens's.
+#[derive(Clone, Debug, Serialize)]
+pub struct LensReport {
+    pub format: &'static str,
+    pub model: String,
+    /// The word whose probability and rank each row gives, if one was asked for.
+    pub target: Option<String>,
+    #[serde(flatten)]
+    pub at: LensAt,
+    /// The token at the position, as printed.
+    #[serde(skip)]
+    pub seen: String,
+    /// Every guess's token, as printed.
+    #[serde(skip)]
+    pub tokens: BTreeMap<u32, String>,
+}
+
 /// Every layer's guess at the position.
-pub fn lens(request: &LensRequest) -> Result<ExperimentReport> {
+pub fn lens(request: &LensRequest) -> Result<Reported<LensReport>> {
     let experiment = Experiment::load(&request.input)?;
     let position = match request.pos {
         Some(pos) => {
@@ -40,23 +62,30 @@ pub fn lens(request: &LensRequest) -> Result<ExperimentReport> {
     }
     let lens = experiment.model.lens(&experiment.batch, &[position], request.top_k, target)?;
     let at = lens.into_iter().next().expect("one position asked for");
-    let text = match request.input.json {
-        true => {
-            let mut json = serde_json::to_value(&at).expect("a lens serialises");
-            json["format"] = "bert-trace-lens/1".into();
-            json["model"] = experiment.model_name.clone().into();
-            json["target"] = request.target.clone().into();
-            format!("{}\n", serde_json::to_string_pretty(&json).expect("JSON prints"))
-        }
-        false => report(&at, &experiment, request.target.as_deref()),
+    let seen = experiment.token(experiment.batch.ids[[0, at.position.1]] as u32);
+    let tokens = at.rows.iter().flat_map(|row| row.top.iter().map(|&(id, _)| (id, experiment.token(id)))).collect();
+    let report = LensReport {
+        format: "bert-trace-lens/1",
+        model: experiment.model_name,
+        target: request.target.clone(),
+        at,
+        seen,
+        tokens,
     };
-    Ok(ExperimentReport { notes: experiment.notes, text })
+    Ok(Reported { notes: experiment.notes, report })
 }
 
-fn report(at: &LensAt, experiment: &Experiment, target: Option<&str>) -> String {
+impl Report for LensReport {
+    fn text(&self) -> String {
+        text(self)
+    }
+}
+
+fn text(report: &LensReport) -> String {
+    let (at, target) = (&report.at, report.target.as_deref());
+    let token = |id: u32| report.tokens.get(&id).cloned().unwrap_or_default();
     let (_, pos) = at.position;
-    let seen = experiment.token(experiment.batch.ids[[0, pos]] as u32);
-    let mut out = format!("position {pos} ({seen}): what each layer's output predicts through the MLM head\n");
+    let mut out = format!("position {pos} ({}): what each layer's output predicts through the MLM head\n", report.seen);
     let mut header = vec!["after".to_string(), "guesses".to_string()];
     if let Some(word) = target {
         header.extend([format!("P({word})"), "rank".to_string()]);
@@ -65,7 +94,7 @@ fn report(at: &LensAt, experiment: &Experiment, target: Option<&str>) -> String 
     let mut table = new_table(&header, &[2, 3]);
     for row in &at.rows {
         let after = row.stage.trim_start_matches("lens.").trim_end_matches(".logits").to_string();
-        let guesses: Vec<String> = row.top.iter().map(|&(id, p)| format!("{} {p:.3}", experiment.token(id))).collect();
+        let guesses: Vec<String> = row.top.iter().map(|&(id, p)| format!("{} {p:.3}", token(id))).collect();
         let mut cells = vec![after, guesses.join(", ")];
         if let Some((p, rank)) = row.target {
             let rank = rank.map_or("non-finite".to_string(), |r| r.to_string());

@@ -32,6 +32,7 @@ pub mod inspect;
 pub mod lens;
 pub mod owned_file;
 pub mod render;
+pub mod report;
 pub mod settings;
 pub mod source;
 pub mod stages;
@@ -41,3 +42,4 @@ pub mod train;
 pub mod view;
 
 pub use error::{Error, Result, Within};
+pub use report::{Report, Reported};

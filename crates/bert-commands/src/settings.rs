@@ -4,6 +4,7 @@
 //! way of reading the environment.
 
 use bert_core::ops::{self, Kernels};
+use bert_core::words::Choice;
 use bert_core::words::Opt;
 use bert_core::BertError;
 
@@ -45,7 +46,7 @@ impl PassSettings {
         let kernels = match (given.kernels, env(KERNELS_ENV_VAR).filter(|v| !v.trim().is_empty())) {
             (Some(kernels), _) => Some(kernels),
             (None, Some(text)) => Some(Kernels::parse(text.trim()).ok_or_else(|| {
-                Error::Request(format!("{KERNELS_ENV_VAR} is `{text}`, expected `fast` or `reference`"))
+                Error::Request(format!("{KERNELS_ENV_VAR} is `{text}`, expected {}", Kernels::accepted()))
             })?),
             (None, None) => None,
         };

@@ -2,6 +2,7 @@
 //! `bert_core::train`; this turns a request into the run (the model from where the request
 //! names it, the text, the options) and hands the run's lines to the caller's [`Progress`].
 
+use bert_core::words::Choice;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 

@@ -55,6 +55,49 @@ impl fmt::Display for Opt {
     }
 }
 
+/// A value of an option that takes one of a few words (`--method occlusion`,
+/// `method="occlusion"`): its words are written once, by [`choice!`](crate::choice), and the
+/// command line's parser, Python's keywords and both callers' messages read them from here.
+pub trait Choice: Copy + PartialEq + Send + Sync + 'static {
+    /// Every value, in the order a message lists them.
+    const ALL: &'static [Self];
+
+    /// The word that selects this value.
+    fn name(self) -> &'static str;
+
+    /// The value `word` selects, if any.
+    fn parse(word: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|value| value.name() == word)
+    }
+
+    /// The words, as a message lists them: `"zero" or "mean"`.
+    fn accepted() -> String {
+        let words: Vec<String> = Self::ALL.iter().map(|value| format!("{:?}", value.name())).collect();
+        match words.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+}
+
+/// Implements [`Choice`] for an enum from its variants and their words, each written once; the
+/// `match` it makes is exhaustive, so a variant without a word does not compile.
+#[macro_export]
+macro_rules! choice {
+    ($ty:ty { $($variant:ident => $word:literal),+ $(,)? }) => {
+        impl $crate::words::Choice for $ty {
+            const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $word),+
+                }
+            }
+        }
+    };
+}
+
 /// `text` with every option it names spelled in `dialect`.
 pub fn render(text: &str, dialect: Dialect) -> String {
     let mut out = String::with_capacity(text.len());

@@ -3,18 +3,13 @@
 use anyhow::Result;
 use bert_commands::ablate::{self, AblateRequest};
 use bert_commands::experiment::ExperimentRequest;
-use bert_core::experiments::intervention::AblateWith;
 
-use crate::cli::{AblateArgs, AblateWithArg, ExperimentInput};
+use crate::cli::{AblateArgs, ExperimentInput};
 
 pub fn run(args: &AblateArgs) -> Result<i32> {
-    let with = match args.with {
-        AblateWithArg::Zero => AblateWith::Zero,
-        AblateWithArg::Mean => AblateWith::Mean,
-    };
-    let request = AblateRequest { input: input(&args.input)?, target: args.target.clone(), with, top: args.top };
-    let report = ablate::ablate(&request)?;
-    crate::print(&report.notes, &report.text);
+    let request =
+        AblateRequest { input: input(&args.input)?, target: args.target.clone(), with: args.with, top: args.top };
+    crate::show(&ablate::ablate(&request)?, args.input.json);
     Ok(0)
 }
 
@@ -24,6 +19,5 @@ pub fn input(input: &ExperimentInput) -> Result<ExperimentRequest> {
         text: input.text.clone(),
         model: input.model.model.clone(),
         settings: crate::settings::of(&input.pass)?,
-        json: input.json,
     })
 }

@@ -7,9 +7,16 @@
 
 use std::path::PathBuf;
 
+use bert_commands::attribute::{Method, OccludeWith};
+use bert_commands::trace::Precision;
+use bert_core::experiments::attribute::integrated::Baseline;
+use bert_core::experiments::attribute::Of;
+use bert_core::experiments::attribute::Rule;
+use bert_core::experiments::intervention::AblateWith;
 use bert_core::ops::Kernels;
 use bert_core::train::options::Warmup;
 use bert_core::train::TrainSettings;
+use bert_core::words::Choice;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
@@ -146,7 +153,7 @@ pub struct TraceArgs {
 
     /// The element type of the whole pass: f32, BERT's own, or f64, to see how far f32
     /// rounding takes each stage (the dump is then float64; `diff --truth` reads it)
-    #[arg(long, value_name = "TYPE", value_enum, default_value_t = Precision::F32)]
+    #[arg(long, value_name = "TYPE", value_parser = choice::<Precision>(), default_value = "f32")]
     pub precision: Precision,
 
     /// Only print; write nothing
@@ -191,8 +198,8 @@ pub struct TraceArgs {
     pub ablate: Vec<String>,
 
     /// What an ablated head's slice becomes: zero, or its mean over the sequence's real tokens
-    #[arg(long, value_name = "HOW", value_enum, default_value_t = AblateWithArg::Zero)]
-    pub ablate_with: AblateWithArg,
+    #[arg(long, value_name = "HOW", value_parser = choice::<AblateWith>(), default_value = "zero")]
+    pub ablate_with: AblateWith,
 
     /// Replace a stage by the same stage of another dump of the same model, or only some token
     /// positions of it (STAGE@3, STAGE@1-4): activation patching (repeatable)
@@ -212,20 +219,6 @@ pub struct TraceArgs {
 
     #[command(flatten)]
     pub tolerance: ToleranceArgs,
-}
-
-/// `--ablate-with`: what an ablated head's slice becomes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum AblateWithArg {
-    Zero,
-    Mean,
-}
-
-/// `--precision`: the element type of a pass.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Precision {
-    F32,
-    F64,
 }
 
 /// Tolerance overrides; by default each kind of stage has its own.
@@ -436,7 +429,7 @@ pub struct PassArgs {
     /// Which implementation of BERT's operations to run: fast (the default: fast kernels where
     /// this CPU has them) or reference (the plain formulas the walkthrough quotes; slower)
     /// [env: BERT_TRACE_KERNELS]
-    #[arg(long, value_name = "KIND", value_parser = kernels())]
+    #[arg(long, value_name = "KIND", value_parser = choice::<Kernels>())]
     pub kernels: Option<Kernels>,
 }
 
@@ -483,10 +476,11 @@ impl UpdateArgs {
     }
 }
 
-/// `--kernels`: the library's names of its kernels, parsed into the library's own type.
-fn kernels() -> impl TypedValueParser<Value = Kernels> {
-    PossibleValuesParser::new(Kernels::ALL.map(Kernels::name))
-        .map(|name: String| Kernels::parse(&name).expect("a name Kernels gave"))
+/// An option that takes one of the library's words for a value (`--kernels`, `--method`, ...),
+/// parsed into the library's own type: the words are the library's, listed once.
+fn choice<T: Choice>() -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(T::ALL.iter().map(|value| value.name()))
+        .map(|word: String| T::parse(&word).expect("a word the library gave"))
 }
 
 /// What every experiment reads: a text with one [MASK], the model, and how to run the passes.
@@ -512,8 +506,8 @@ pub struct AblateArgs {
     #[arg(long, value_name = "WORD")]
     pub target: String,
     /// What an ablated head's slice becomes: zero, or its mean over the sequence's real tokens
-    #[arg(long = "with", value_name = "HOW", value_enum, default_value_t = AblateWithArg::Zero)]
-    pub with: AblateWithArg,
+    #[arg(long = "with", value_name = "HOW", value_parser = choice::<AblateWith>(), default_value = "zero")]
+    pub with: AblateWith,
     /// How many of the most harmful heads to list
     #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 10)]
     pub top: usize,
@@ -598,8 +592,8 @@ pub struct AttributeArgs {
     #[arg(long, value_name = "TEXT")]
     pub pair: Vec<String>,
     /// How: occlusion (each token hidden in turn), integrated-gradients, or grad-input
-    #[arg(long, value_name = "METHOD", value_enum, default_value_t = MethodArg::Occlusion)]
-    pub method: MethodArg,
+    #[arg(long, value_name = "METHOD", value_parser = choice::<Method>(), default_value = "occlusion")]
+    pub method: Method,
     /// The word the [MASK] is to be predicted as (once for all texts, or once per TEXT)
     #[arg(long, value_name = "WORD")]
     pub target: Vec<String>,
@@ -611,61 +605,25 @@ pub struct AttributeArgs {
     #[arg(allow_hyphen_values = true, long = "nsp-label", value_name = "0|1")]
     pub nsp_label: Vec<i64>,
     /// What is attributed: the target's log-probability (logprob) or its logit
-    #[arg(long, value_name = "WHAT", value_enum, default_value_t = OfArg::Logprob)]
-    pub of: OfArg,
+    #[arg(long, value_name = "WHAT", value_parser = choice::<Of>(), default_value = "logprob")]
+    pub of: Of,
     /// Occlusion: what hides a token, mask ([MASK]) or unk ([UNK]) [default: mask]
-    #[arg(long, value_name = "TOKEN", value_enum)]
+    #[arg(long, value_name = "TOKEN", value_parser = choice::<OccludeWith>())]
     pub occlude_with: Option<OccludeWith>,
     /// Integrated gradients: the baseline's tokens, pad ([PAD]'s embedding) or zero [default: pad]
-    #[arg(long, value_name = "KIND", value_enum)]
-    pub baseline: Option<BaselineArg>,
+    #[arg(long, value_name = "KIND", value_parser = choice::<Baseline>())]
+    pub baseline: Option<Baseline>,
     /// Integrated gradients: points on the path [default: 50]
     #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub ig_steps: Option<usize>,
     /// Integrated gradients: gauss-legendre or midpoint [default: gauss-legendre]
-    #[arg(long, value_name = "RULE", value_enum)]
-    pub ig_rule: Option<RuleArg>,
+    #[arg(long, value_name = "RULE", value_parser = choice::<Rule>())]
+    pub ig_rule: Option<Rule>,
     /// Print the result as JSON
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
     pub pass: PassArgs,
-}
-
-/// `--method`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum MethodArg {
-    Occlusion,
-    IntegratedGradients,
-    GradInput,
-}
-
-/// `--of`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OfArg {
-    Logprob,
-    Logit,
-}
-
-/// `--baseline`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BaselineArg {
-    Pad,
-    Zero,
-}
-
-/// `--ig-rule`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum RuleArg {
-    GaussLegendre,
-    Midpoint,
-}
-
-/// `--occlude-with`: the token that hides another.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OccludeWith {
-    Mask,
-    Unk,
 }
 
 /// `bert-trace train`. The options that decide a run's numbers default as PyTorch's AdamW and

@@ -17,10 +17,9 @@ pub fn run(args: &HeadsArgs) -> Result<i32> {
         importance: args.importance,
         statistics: args.statistics,
         batch_size: args.batch_size,
-        json: args.json,
         settings: crate::settings::of(&args.pass)?,
     };
-    let report = heads::heads(&request, &mut crate::progress::bar("passes"))?;
-    crate::print(&report.notes, &report.text);
+    let reported = heads::heads(&request, &mut crate::progress::bar("passes"))?;
+    crate::show(&reported, args.json);
     Ok(0)
 }

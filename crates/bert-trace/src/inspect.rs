@@ -10,7 +10,6 @@ pub fn run(args: &InspectArgs) -> Result<i32> {
         Some(path) => Inspected::Config(path),
         None => Inspected::Model(args.model.model.as_deref()),
     };
-    let report = inspect::inspect(what)?;
-    crate::print(&report.notes, &report.text);
+    crate::show(&inspect::inspect(what)?, false);
     Ok(0)
 }

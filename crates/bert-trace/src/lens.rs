@@ -12,7 +12,6 @@ pub fn run(args: &LensArgs) -> Result<i32> {
         pos: args.pos,
         top_k: args.top_k,
     };
-    let report = lens::lens(&request)?;
-    crate::print(&report.notes, &report.text);
+    crate::show(&lens::lens(&request)?, args.input.json);
     Ok(0)
 }

@@ -97,6 +97,13 @@ pub fn flags(text: &str) -> String {
     render(text, Dialect::Flags)
 }
 
+/// Prints a command's report: its notes on stderr, then the report as JSON with `--json`, else
+/// as text.
+pub fn show<R: bert_commands::Report>(reported: &bert_commands::Reported<R>, json: bool) {
+    let text = if json { reported.report.json() } else { reported.report.text() };
+    print(&reported.notes, &text);
+}
+
 /// Prints a report: its notes on stderr, its text on stdout, options spelled as flags.
 pub fn print(notes: &[String], text: &str) {
     for note in notes {

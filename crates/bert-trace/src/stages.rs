@@ -5,7 +5,6 @@ use anyhow::Result;
 use crate::cli::StagesArgs;
 
 pub fn run(args: &StagesArgs) -> Result<i32> {
-    let report = bert_commands::stages::stages(args.model.model.as_deref(), args.names)?;
-    crate::print(&report.notes, &report.text);
+    crate::show(&bert_commands::stages::stages(args.model.model.as_deref(), args.names)?, false);
     Ok(0)
 }

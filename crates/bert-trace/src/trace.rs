@@ -2,11 +2,10 @@
 //! (`bert_commands::trace`), and the report printed.
 
 use anyhow::Result;
-use bert_commands::trace::{self, Output, Precision as TracePrecision, TraceRequest};
+use bert_commands::trace::{self, Output, TraceRequest};
 use bert_core::diff::ToleranceOverride;
-use bert_core::experiments::intervention::AblateWith;
 
-use crate::cli::{AblateWithArg, Precision, TraceArgs};
+use crate::cli::TraceArgs;
 
 /// Traces; the exit status is 1 when `--reference` finds a failing stage.
 pub fn run(args: &TraceArgs) -> Result<i32> {
@@ -39,17 +38,11 @@ pub fn request(args: &TraceArgs) -> Result<TraceRequest> {
         head: args.head,
         top_k: args.top_k,
         ablate: args.ablate.clone(),
-        ablate_with: match args.ablate_with {
-            AblateWithArg::Zero => AblateWith::Zero,
-            AblateWithArg::Mean => AblateWith::Mean,
-        },
+        ablate_with: args.ablate_with,
         patch: args.patch.clone(),
         lens: args.lens,
         backward: args.backward,
-        precision: match args.precision {
-            Precision::F32 => TracePrecision::F32,
-            Precision::F64 => TracePrecision::F64,
-        },
+        precision: args.precision,
         settings: crate::settings::of(&args.pass)?,
         output: match args.no_dump {
             true => Output::Nowhere,

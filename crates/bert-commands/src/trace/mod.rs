@@ -8,6 +8,7 @@
 
 mod recorder;
 
+use bert_core::words::Choice;
 use std::path::{Path, PathBuf};
 
 use bert_core::diff::ToleranceOverride;
@@ -16,9 +17,9 @@ use bert_core::explain::Target;
 use bert_core::io::dump::manifest::Inputs;
 use bert_core::io::dump::{self, Dump, DumpWriter};
 use bert_core::io::files;
-use bert_core::model::Pass;
+use bert_core::model::{Pass, Traced};
 use bert_core::ops::{Float, Kernels};
-use bert_core::pass::hook::Hook;
+use bert_core::pass::hook::{Chain, Hook};
 use bert_core::pass::{Discard, Sink, Tensor};
 use bert_core::stage::{DType, Objectives, Part, Stage, StageKind};
 use bert_core::words::Opt;
@@ -55,6 +56,7 @@ pub const TOP_K: Opt = Opt("top_k");
 pub const LENS: Opt = Opt("lens");
 pub const BACKWARD: Opt = Opt("backward");
 pub const ABLATE_WITH: Opt = Opt("ablate_with");
+pub const PRECISION: Opt = Opt("precision");
 pub const REFERENCE: Opt = Opt("reference");
 pub const NPZ: Opt = Opt("npz");
 
@@ -67,6 +69,8 @@ pub enum Precision {
     /// To see how far f32's rounding takes each stage (the dump is then float64).
     F64,
 }
+
+bert_core::choice!(Precision { F32 => "f32", F64 => "f64" });
 
 /// Where a trace's stages go.
 #[derive(Clone, Debug, PartialEq)]
@@ -243,14 +247,16 @@ fn run_in<F: Float>(
         report.notes.push("note: kernels: reference (the plain formulas)".into());
     }
     model.kernels = kernels;
-    let Prepared { inputs, batch, objectives, stop, only, mut interventions, notes } = prepare(request, texts, &model)?;
+    let mut prepared = prepare(request, texts, &model)?;
+    let (inputs, notes) = (std::mem::take(&mut prepared.inputs), std::mem::take(&mut prepared.notes));
+    let stop = prepared.stop;
     let explained = request.explain.as_deref().map(Target::parse).transpose()?.map(|target| (target, inputs.clone()));
     if let Some((target, _)) = &explained {
         check_target(
             &model,
             target,
-            &batch,
-            objectives,
+            &prepared.batch,
+            prepared.objectives,
             stop.map(|stop| (stop, request.stop_at.as_deref().unwrap_or_default())),
         )?;
     }
@@ -263,18 +269,14 @@ fn run_in<F: Float>(
     let mut sink: Box<dyn Sink> = match &request.output {
         Output::Nowhere => Box::new(Discard),
         Output::Dump { out, force, npz } => {
-            let producer = serde_json::json!({
-                "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads,
-                "kernels": kernels.name(),
-            });
             let options = dump::Options { force: *force, npz: *npz, ..dump::Options::default() };
-            let mut writer = DumpWriter::create(out, producer, name.clone(), inputs, options)?;
+            let mut writer = DumpWriter::create(out, producer(threads, kernels), name.clone(), inputs, options)?;
             writer.set_stopped_at(stop);
             writer.set_model(&model);
-            writer.set_interventions(interventions.records());
+            writer.set_interventions(prepared.interventions.records());
             writer.set_lens(request.lens);
             if !request.only.is_empty() {
-                let only = only.clone();
+                let only = prepared.only.clone();
                 writer.set_only_stages(request.only.clone());
                 writer = writer.with_filter(move |stage| only.keeps(stage));
             }
@@ -285,13 +287,12 @@ fn run_in<F: Float>(
     if explained.is_some() {
         recorder = recorder.keeping_all();
     }
-    let hook = (!interventions.is_empty()).then_some(&mut interventions as &mut dyn Hook);
-    let pass = Pass { stop_after: stop, hook, lens: request.lens, backward: request.backward, ..Pass::default() };
-    let traced = model.trace_with(&batch, &mut recorder, pass)?;
+    let traced = prepared.run(&model, request, None, &mut recorder)?;
+    let Prepared { batch, only, interventions, .. } = &prepared;
 
     let text = &mut report.text;
-    *text += &tokens_table::render(&model, &batch);
-    *text += &format!("\n{}\n", stage_table(&recorder, &only));
+    *text += &tokens_table::render(&model, batch);
+    *text += &format!("\n{}\n", stage_table(&recorder, only));
     for record in interventions.records() {
         *text += &format!("intervention: {record}\n");
     }
@@ -312,7 +313,7 @@ fn run_in<F: Float>(
     // The heads' outputs as printed: f32 is enough for probabilities to four decimals.
     let outputs = traced.outputs.to_f32();
     // The inputs as the pass read them: a patch of input.ids or input.labels changes them.
-    let used = traced.batch.as_ref().unwrap_or(&batch);
+    let used = traced.batch.as_ref().unwrap_or(batch);
     *text += &predictions::report(&model, used, &outputs, request.top_k);
     *text += &predictions::losses(&model, used, &outputs);
     let written = recorder.rows.iter().filter(|r| only.keeps(&r.stage)).count();
@@ -408,6 +409,36 @@ pub struct Prepared {
     pub interventions: Interventions,
     /// What the masking did that a reader would not expect.
     pub notes: Vec<String>,
+}
+
+impl Prepared {
+    /// Runs the pass this trace prepared, as `request` asks (its stop, the lens, the backward
+    /// pass), handing each stage to `sink`. The interventions change their stages first, then
+    /// `extra` (a Python caller's functions) the ones it wants.
+    pub fn run<'a, F: Float>(
+        &'a mut self,
+        model: &BertModel<F>,
+        request: &TraceRequest,
+        extra: Option<&'a mut dyn Hook>,
+        sink: &mut dyn Sink,
+    ) -> bert_core::Result<Traced<F>> {
+        let mut chain = Chain(Vec::new());
+        if !self.interventions.is_empty() {
+            chain.0.push(&mut self.interventions as &mut dyn Hook);
+        }
+        chain.0.extend(extra);
+        let hook = (!chain.0.is_empty()).then_some(&mut chain as &mut dyn Hook);
+        let pass =
+            Pass { stop_after: self.stop, hook, lens: request.lens, backward: request.backward, ..Pass::default() };
+        model.trace_with(&self.batch, sink, pass)
+    }
+}
+
+/// Who made a dump, as its manifest says: bert-trace, its version, and how its passes ran.
+pub fn producer(threads: usize, kernels: Kernels) -> serde_json::Value {
+    serde_json::json!({
+        "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads, "kernels": kernels.name(),
+    })
 }
 
 /// How many bytes keeping every stage `prepared` selects takes: what a sink that holds the whole

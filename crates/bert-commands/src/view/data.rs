@@ -242,6 +242,8 @@ fn attention(stages: &Stages<'_>, layers: usize, dims: Dims) -> Result<Option<Va
     }
     Ok(Some(json!({
         "stage": AttnProbs.info().pattern,
+        // Each layer's stage name, from the stage table, for the page to name them by.
+        "stages": names,
         "encoding": "u8",
         "note": "probabilities quantised to 8 bits: value = code / 255 (±0.002)",
         "layers": packed,
@@ -490,7 +492,7 @@ fn check_labels(stages: &Stages<'_>, labels: &Array2<i64>, vocabulary: usize) ->
 /// are, after their shape is checked; other ranks, and `[B,nh,T,hs]` (queries, keys, values),
 /// are not.
 fn is_heatmap(stages: &Stages<'_>, name: &str, shape: &[usize], dims: Dims) -> Result<bool> {
-    let attention = name.ends_with(".scores") || name.ends_with(".probs");
+    let attention = stage::parse(name).is_some_and(|stage| matches!(stage.kind, AttnScores | AttnProbs));
     match shape.len() {
         4 if attention || shape[2..] == [dims.t, dims.t] => {
             shapes::expect(&stages.dump.dir, name, shape, &dims.attention(None))?;

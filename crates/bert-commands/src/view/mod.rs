@@ -28,7 +28,6 @@ pub use self::data::Names;
 use self::data::{Sequences, Stages};
 use self::picture::{Label, Scale};
 use crate::error::{Error, OrRefuse, Result};
-use crate::experiment::ExperimentReport;
 use crate::owned_file::{self, Format};
 use crate::refuse;
 use crate::source;
@@ -72,8 +71,15 @@ pub fn svg_of_report(report: &serde_json::Value) -> Result<String> {
     Ok(grid::picture_of(report, "the report")?.picture.svg)
 }
 
+/// What `view` wrote, as it says it, and its notes.
+#[derive(Clone, Debug, Default)]
+pub struct ViewReport {
+    pub notes: Vec<String>,
+    pub text: String,
+}
+
 /// Draws what `request` asks for; the report says what was written.
-pub fn view(request: &ViewRequest) -> Result<ExperimentReport> {
+pub fn view(request: &ViewRequest) -> Result<ViewReport> {
     let args = request;
     if args.dump.is_file() && args.dump.extension().is_some_and(|e| e == "json") {
         return comparison(args);
@@ -97,7 +103,7 @@ pub fn view(request: &ViewRequest) -> Result<ExperimentReport> {
         let written: Vec<String> =
             [&args.svg, &args.png].into_iter().flatten().map(|p| p.display().to_string()).collect();
         let text = format!("wrote {stage} ({} × {} px) to {}\n", picture.width, picture.height, written.join(" and "));
-        return Ok(ExperimentReport { notes: Vec::new(), text });
+        return Ok(ViewReport { notes: Vec::new(), text });
     }
     if args.stage.is_some() || args.head.is_some() || args.lines || args.seq != 0 {
         refuse!(
@@ -146,7 +152,7 @@ pub fn view(request: &ViewRequest) -> Result<ExperimentReport> {
         out.display(),
         page.len() as f64 / 1e6
     );
-    Ok(ExperimentReport { notes, text })
+    Ok(ViewReport { notes, text })
 }
 
 /// The page of `dump`, as `bert-trace view` writes it (one self-contained HTML document), and
@@ -188,7 +194,7 @@ pub fn draw(
 
 /// `view RESULT.json`: the grid of `bert-trace compare --json`, `ablate --json` or
 /// `attribute --json`, as a picture or a page.
-fn comparison(args: &ViewRequest) -> Result<ExperimentReport> {
+fn comparison(args: &ViewRequest) -> Result<ViewReport> {
     if args.stage.is_some() || args.head.is_some() || args.lines || !args.heatmaps.is_empty() {
         refuse!(
             "{STAGE}, {HEAD}, {LINES} and {HEATMAP} choose what to draw of a dump; a JSON result (compare, ablate, \
@@ -214,7 +220,7 @@ fn comparison(args: &ViewRequest) -> Result<ExperimentReport> {
     }
     let text =
         format!("wrote {} ({} × {} px) to {}\n", grid.what, picture.width, picture.height, written.join(" and "));
-    Ok(ExperimentReport { notes: Vec::new(), text })
+    Ok(ViewReport { notes: Vec::new(), text })
 }
 
 /// The model whose tokenizer names the tokens: `model`, which must load, or else the one the

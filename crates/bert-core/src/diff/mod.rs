@@ -25,7 +25,7 @@ use crate::error::{BertError, Result};
 use crate::io::dump::manifest::ManifestStage;
 use crate::io::dump::Dump;
 use crate::pass::Tensor;
-use crate::stage::{self, Dim, Stage, StageKind};
+use crate::stage::{self, Agreement, Dim, Stage, StageKind};
 
 /// |ours - reference| <= atol + rtol * |reference|
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -42,30 +42,25 @@ impl Tolerance {
     }
 }
 
-/// The default tolerance for each kind of stage, measured against PyTorch float32 on the goldens
-/// (see the walkthrough's chapter on comparing): token ids are exact; activations differ by the
-/// order in which float32 sums are accumulated, which grows with the length of the dot products
-/// and with the size of the values (logits over a large vocabulary are the largest).
-pub fn default_tolerance(kind: StageKind) -> Tolerance {
-    use StageKind::*;
-    match kind {
-        InputOriginalIds | InputIds | InputTokenTypeIds | InputAttentionMask => Tolerance::EXACT,
-        InputLabels | InputNextSentenceLabel => Tolerance::EXACT,
-        // A table lookup and one or two additions: only the rounding of the sums.
-        EmbWord | EmbPosition | EmbTokenType => Tolerance::EXACT,
-        EmbSum => Tolerance { atol: 1e-7, rtol: 1e-6 },
-        // A training step's dropout masks are drawn from its seed: 0 or 1 / (1 - p), exactly.
-        EmbDropoutMask
-        | AttnProbsDropoutMask
-        | AttnOutputDropoutMask
-        | FfnOutputDropoutMask
-        | ClassifierDropoutMask => Tolerance::EXACT,
-        AttnProbs | AttnProbsDropout => Tolerance { atol: 1e-5, rtol: 1e-4 },
-        MlmLogits | NspLogits | ClassifierLogits => Tolerance { atol: 1e-4, rtol: 1e-4 },
-        // A log-sum-exp over the logits: their error, at most, plus rounding.
-        MlmLosses | MlmLoss | NspLosses | NspLoss | Loss => Tolerance { atol: 1e-4, rtol: 1e-5 },
-        _ => Tolerance { atol: 1e-4, rtol: 1e-4 },
+impl Tolerance {
+    /// The tolerance of a stage on which two implementations agree as `agreement` says,
+    /// measured against PyTorch float32 on the goldens (see the walkthrough's chapter on
+    /// comparing).
+    pub fn of(agreement: Agreement) -> Tolerance {
+        match agreement {
+            Agreement::Exact => Tolerance::EXACT,
+            Agreement::Sum => Tolerance { atol: 1e-7, rtol: 1e-6 },
+            Agreement::Probability => Tolerance { atol: 1e-5, rtol: 1e-4 },
+            // A log-sum-exp over the logits: their error, at most, plus rounding.
+            Agreement::Loss => Tolerance { atol: 1e-4, rtol: 1e-5 },
+            Agreement::Rounded => Tolerance { atol: 1e-4, rtol: 1e-4 },
+        }
     }
+}
+
+/// The default tolerance of a kind of stage: its row's agreement's.
+pub fn default_tolerance(kind: StageKind) -> Tolerance {
+    Tolerance::of(kind.info().agreement)
 }
 
 /// The tolerance of one stage: its kind's for a value; for a gradient, atol 1e-5 and rtol 1e-4,

@@ -6,6 +6,7 @@
 //! is computed once and each ablation runs only layers L.. again: for 12 layers of 12 heads,
 //! 936 layer passes instead of 1,728.
 
+use crate::words::Choice;
 use ndarray::Array3;
 use serde::Serialize;
 

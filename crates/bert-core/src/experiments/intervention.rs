@@ -3,6 +3,7 @@
 //! sequence's real tokens) before the output projection mixes the heads; a patched stage takes
 //! its value, or some positions of it, from another run of the same model.
 
+use crate::words::Choice;
 use std::fmt;
 use std::ops::RangeInclusive;
 use std::path::Path;
@@ -35,14 +36,7 @@ pub enum AblateWith {
     Mean,
 }
 
-impl AblateWith {
-    pub fn name(self) -> &'static str {
-        match self {
-            AblateWith::Zero => "zero",
-            AblateWith::Mean => "mean",
-        }
-    }
-}
+crate::choice!(AblateWith { Zero => "zero", Mean => "mean" });
 
 /// One head of one layer, or all of that layer's heads (`head` None).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use crate::objectives::IGNORE;
 use crate::ops::Float;
 use crate::pass::Tensor;
 use crate::stage::inputs::inputs;
-use crate::stage::{DType, Dim, ParamKind, Stage, StageKind, StageKind::*};
+use crate::stage::{DType, Dim, ParamKind, ParamKinds, Stage, StageKind::*};
 
 /// The names of the intermediate quantities, one table for every kind: what `steps` may hold.
 pub const STEPS: &[&str] = &[
@@ -222,37 +222,6 @@ impl Parts {
     }
 }
 
-/// The parameters of a dense stage: its weight and bias.
-fn dense_params(kind: StageKind) -> Option<(ParamKind, ParamKind)> {
-    use ParamKind::*;
-    Some(match kind {
-        AttnQuery => (QueryWeight, QueryBias),
-        AttnKey => (KeyWeight, KeyBias),
-        AttnValue => (ValueWeight, ValueBias),
-        AttnOutput => (AttnOutputWeight, AttnOutputBias),
-        FfnIntermediate => (IntermediateWeight, IntermediateBias),
-        FfnOutput => (FfnOutputWeight, FfnOutputBias),
-        MlmTransform => (MlmTransformWeight, MlmTransformBias),
-        PoolerDense => (PoolerWeight, PoolerBias),
-        NspLogits => (NspWeight, NspBias),
-        ClassifierLogits => (ClassifierWeight, ClassifierBias),
-        MlmLogits => (WordEmbeddings, MlmBias),
-        _ => return None,
-    })
-}
-
-/// The scale and shift of a LayerNorm stage.
-fn layer_norm_params(kind: StageKind) -> Option<(ParamKind, ParamKind)> {
-    use ParamKind::*;
-    Some(match kind {
-        EmbLayerNorm => (EmbLayerNormWeight, EmbLayerNormBias),
-        AttnLayerNorm => (AttnLayerNormWeight, AttnLayerNormBias),
-        FfnLayerNorm => (FfnLayerNormWeight, FfnLayerNormBias),
-        MlmLayerNorm => (MlmLayerNormWeight, MlmLayerNormBias),
-        _ => return None,
-    })
-}
-
 /// For an attention row whose query is padding: saying so, since no real token reads that row
 /// (its values are computed all the same). Empty when the query is real, or the dump has no mask.
 fn padding_query<F: Float>(ops: &mut Operands<'_, F>, b: usize, query: usize) -> String {
@@ -334,7 +303,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
             let (row_at, h) = index.split_at(index.len() - 1);
             let h = h[0];
             let x = p.row(ops, reads[0], row_at)?;
-            let (weight, bias) = layer_norm_params(stage.kind).expect("a LayerNorm stage");
+            let ParamKinds { weight, bias } = stage.info().params.expect("a LayerNorm stage has a scale and shift");
             let (gamma, beta) = (p.param(ops, weight, layer, &[h])?, p.param(ops, bias, layer, &[h])?);
             let n = x.len() as f64;
             let mean = p.step("mean", x.iter().sum::<f64>() / n);
@@ -367,7 +336,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 _ => (index[..index.len() - 1].to_vec(), index[index.len() - 1]),
             };
             let x = p.row(ops, reads[0], &row_at)?;
-            let (weight, bias) = dense_params(stage.kind).expect("a dense stage");
+            let ParamKinds { weight, bias } = stage.info().params.expect("a dense stage has a weight and bias");
             let w: Vec<f64> = (0..x.len()).map(|i| p.param(ops, weight, layer, &[out, i])).collect::<Result<_, _>>()?;
             let b = p.param(ops, bias, layer, &[out])?;
             p.step("bias", b);

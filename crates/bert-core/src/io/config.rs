@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::files;
 use crate::error::{BertError, Result};
@@ -12,7 +12,7 @@ use crate::stage::Dims;
 /// The model's sizes and choices, as `config.json` gives them.
 ///
 /// Field names mirror `transformers.BertConfig`, so a reader can put the two side by side.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
 pub struct BertConfig {
     /// H: the width of every hidden state.
     pub hidden_size: usize,

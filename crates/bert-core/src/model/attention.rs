@@ -13,7 +13,7 @@ use crate::io::config::BertConfig;
 use crate::io::weights::WeightStore;
 use crate::ops::{self, Float};
 use crate::pass::{Halt, Tracer};
-use crate::stage::{ParamKind, Stage, StageKind, StageKind::*};
+use crate::stage::{Stage, StageKind, StageKind::*};
 
 /// `attention.self`: the query, key and value projections, `[H]` -> `[H]` each.
 pub struct BertSelfAttention<F: Float = f32> {
@@ -55,21 +55,20 @@ impl<F: Float> BertSelfAttention<F> {
 impl<F: Float> BertAttention<F> {
     /// Layer `layer_idx`'s attention, its parameters named by the stage table.
     pub fn load(store: &WeightStore, config: &BertConfig, layer_idx: usize) -> Result<BertAttention<F>> {
-        use ParamKind::*;
         let h = config.hidden_size;
-        let params = |weight, bias| WeightAndBias::in_layer(layer_idx, weight, bias);
-        let linear = |weight, bias| Linear::load(store, params(weight, bias), h, h);
+        let params = |kind| WeightAndBias::read_by(Stage::layer(layer_idx, kind));
+        let linear = |kind| Linear::load(store, params(kind), h, h);
         let eps = F::of(config.layer_norm_eps);
         Ok(BertAttention {
             self_attention: BertSelfAttention {
-                query: linear(QueryWeight, QueryBias)?,
-                key: linear(KeyWeight, KeyBias)?,
-                value: linear(ValueWeight, ValueBias)?,
+                query: linear(AttnQuery)?,
+                key: linear(AttnKey)?,
+                value: linear(AttnValue)?,
                 n_heads: config.num_attention_heads,
             },
             output: BertSelfOutput {
-                dense: linear(AttnOutputWeight, AttnOutputBias)?,
-                layer_norm: LayerNorm::load(store, params(AttnLayerNormWeight, AttnLayerNormBias), h, eps)?,
+                dense: linear(AttnOutput)?,
+                layer_norm: LayerNorm::load(store, params(AttnLayerNorm), h, eps)?,
             },
         })
     }

@@ -12,7 +12,7 @@ use crate::io::config::BertConfig;
 use crate::io::weights::WeightStore;
 use crate::ops::Float;
 use crate::pass::{Halt, Tracer};
-use crate::stage::{ParamKind, Stage, StageKind::*};
+use crate::stage::{Stage, StageKind::*};
 
 /// `classifier`: H -> C classes, with label names from config.json's `id2label` when it has them.
 pub struct ClassifierHead<F: Float = f32> {
@@ -23,7 +23,7 @@ pub struct ClassifierHead<F: Float = f32> {
 impl<F: Float> ClassifierHead<F> {
     /// The stages of the dense layer's weight and bias.
     pub fn params() -> WeightAndBias {
-        WeightAndBias::of(ParamKind::ClassifierWeight, ParamKind::ClassifierBias)
+        WeightAndBias::read_by(Stage::new(ClassifierLogits))
     }
 
     pub fn present(store: &WeightStore) -> bool {

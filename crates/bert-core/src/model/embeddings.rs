@@ -30,7 +30,7 @@ impl<F: Float> BertEmbeddings<F> {
     pub fn load(store: &WeightStore, config: &BertConfig) -> Result<BertEmbeddings<F>> {
         let h = config.hidden_size;
         let lookup = |kind, rows| store.get(&param(kind).hf(), &[rows, h]);
-        let layer_norm = WeightAndBias::of(ParamKind::EmbLayerNormWeight, ParamKind::EmbLayerNormBias);
+        let layer_norm = WeightAndBias::read_by(Stage::new(EmbLayerNorm));
         Ok(BertEmbeddings {
             word_embeddings: lookup(ParamKind::WordEmbeddings, config.vocab_size)?,
             position_embeddings: lookup(ParamKind::PositionEmbeddings, config.max_position_embeddings)?,

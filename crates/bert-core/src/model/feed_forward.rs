@@ -15,7 +15,7 @@ use crate::io::config::BertConfig;
 use crate::io::weights::WeightStore;
 use crate::ops::Float;
 use crate::pass::{Halt, Tracer};
-use crate::stage::{ParamKind, Stage, StageKind::*};
+use crate::stage::{Stage, StageKind::*};
 
 /// `bert.encoder.layer.{i}.intermediate` and `.output`
 pub struct FeedForward<F: Float = f32> {
@@ -31,15 +31,14 @@ pub struct FeedForward<F: Float = f32> {
 impl<F: Float> FeedForward<F> {
     /// Layer `layer_idx`'s feed-forward block, its parameters named by the stage table.
     pub fn load(store: &WeightStore, config: &BertConfig, layer_idx: usize) -> Result<FeedForward<F>> {
-        use ParamKind::*;
         let (h, i) = (config.hidden_size, config.intermediate_size);
-        let params = |weight, bias| WeightAndBias::in_layer(layer_idx, weight, bias);
+        let params = |kind| WeightAndBias::read_by(Stage::layer(layer_idx, kind));
         let eps = F::of(config.layer_norm_eps);
         Ok(FeedForward {
-            intermediate: Linear::load(store, params(IntermediateWeight, IntermediateBias), h, i)?,
+            intermediate: Linear::load(store, params(FfnIntermediate), h, i)?,
             activation: config.activation(),
-            output: Linear::load(store, params(FfnOutputWeight, FfnOutputBias), i, h)?,
-            layer_norm: LayerNorm::load(store, params(FfnLayerNormWeight, FfnLayerNormBias), h, eps)?,
+            output: Linear::load(store, params(FfnOutput), i, h)?,
+            layer_norm: LayerNorm::load(store, params(FfnLayerNorm), h, eps)?,
         })
     }
 

@@ -14,7 +14,7 @@ use super::linear::Linear;
 use super::load::TokenizerFiles;
 use super::mlm::MlmHead;
 use super::nsp::NspHead;
-use super::parameters::{param, WeightAndBias};
+use super::parameters::WeightAndBias;
 use super::pooler::BertPooler;
 use super::BertModel;
 use crate::error::{BertError, Result};
@@ -23,7 +23,7 @@ use crate::io::tokenizer::BertTokenizer;
 use crate::io::weights::{Param, Storage, WeightStore};
 use crate::objectives::splitmix::SplitMix64;
 use crate::ops::Float;
-use crate::stage::{self, HeadSet, ParamKind, StageKind};
+use crate::stage::{self, HeadSet, ParamKind, Stage, StageKind};
 
 /// How `_init_weights` fills a parameter.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -122,16 +122,12 @@ impl<F: Float> BertModel<F> {
         let mut init = Init { rng: SplitMix64::new(seed), std: self.config.initializer_range };
         let mut made = Vec::new();
         if self.mlm.is_none() {
-            use ParamKind::*;
-            let decoder = WeightAndBias { weight: param(WordEmbeddings), bias: param(MlmBias) };
+            let params = |kind| WeightAndBias::read_by(Stage::new(kind));
+            let decoder = params(StageKind::MlmLogits);
             self.mlm = Some(MlmHead {
-                transform: init.linear(WeightAndBias::of(MlmTransformWeight, MlmTransformBias), h, h),
+                transform: init.linear(params(StageKind::MlmTransform), h, h),
                 activation: self.config.activation(),
-                layer_norm: init.layer_norm(
-                    WeightAndBias::of(MlmLayerNormWeight, MlmLayerNormBias),
-                    h,
-                    F::of(self.config.layer_norm_eps),
-                ),
+                layer_norm: init.layer_norm(params(StageKind::MlmLayerNorm), h, F::of(self.config.layer_norm_eps)),
                 decoder: Linear {
                     weight: self.embeddings.word_embeddings.clone(),
                     bias: init.zeros(v),

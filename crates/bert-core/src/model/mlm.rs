@@ -8,13 +8,13 @@ use super::activation::Activation;
 use super::gradients::{Grads, Record};
 use super::layer_norm::LayerNorm;
 use super::linear::Linear;
-use super::parameters::{param, WeightAndBias};
+use super::parameters::WeightAndBias;
 use crate::error::Result;
 use crate::io::config::BertConfig;
 use crate::io::weights::{Param, WeightStore};
 use crate::ops::{self, Float};
 use crate::pass::{Discard, Halt, Tracer};
-use crate::stage::{ParamKind, Stage, StageKind::*};
+use crate::stage::{Stage, StageKind::*};
 
 /// `cls.predictions`
 pub struct MlmHead<F: Float = f32> {
@@ -35,14 +35,15 @@ impl<F: Float> MlmHead<F> {
 
     /// The stages of `transform.dense`'s weight and bias.
     fn transform_params() -> WeightAndBias {
-        WeightAndBias::of(ParamKind::MlmTransformWeight, ParamKind::MlmTransformBias)
+        WeightAndBias::read_by(Stage::new(MlmTransform))
     }
 
     pub fn load(store: &WeightStore, config: &BertConfig, word_embeddings: &Param<F>) -> Result<MlmHead<F>> {
         let (h, v) = (config.hidden_size, config.vocab_size);
-        let layer_norm = WeightAndBias::of(ParamKind::MlmLayerNormWeight, ParamKind::MlmLayerNormBias);
-        // The decoder's weight is the word embedding table, and its gradient that table's.
-        let decoder = WeightAndBias { weight: param(ParamKind::WordEmbeddings), bias: param(ParamKind::MlmBias) };
+        let layer_norm = WeightAndBias::read_by(Stage::new(MlmLayerNorm));
+        // The decoder's weight is the word embedding table (the table's row of mlm.logits says
+        // so), and its gradient that table's.
+        let decoder = WeightAndBias::read_by(Stage::new(MlmLogits));
         Ok(MlmHead {
             transform: Linear::load(store, Self::transform_params(), h, h)?,
             activation: config.activation(),

@@ -12,7 +12,7 @@ use crate::io::config::BertConfig;
 use crate::io::weights::WeightStore;
 use crate::ops::Float;
 use crate::pass::{Halt, Tracer};
-use crate::stage::{ParamKind, Stage, StageKind::*};
+use crate::stage::{Stage, StageKind::*};
 
 /// `cls.seq_relationship`: H -> 2, index 0 = "B follows A", 1 = "B is random".
 pub struct NspHead<F: Float = f32> {
@@ -22,7 +22,7 @@ pub struct NspHead<F: Float = f32> {
 impl<F: Float> NspHead<F> {
     /// The stages of the dense layer's weight and bias.
     pub fn params() -> WeightAndBias {
-        WeightAndBias::of(ParamKind::NspWeight, ParamKind::NspBias)
+        WeightAndBias::read_by(Stage::new(NspLogits))
     }
 
     pub fn present(store: &WeightStore) -> bool {

@@ -24,17 +24,13 @@ pub fn param(kind: ParamKind) -> Stage {
 }
 
 impl WeightAndBias {
-    /// A module outside the encoder layers (the embeddings', the pooler's, a head's).
-    pub fn of(weight: ParamKind, bias: ParamKind) -> WeightAndBias {
-        WeightAndBias { weight: param(weight), bias: param(bias) }
-    }
-
-    /// A module of encoder layer `layer_idx`.
-    pub fn in_layer(layer_idx: usize, weight: ParamKind, bias: ParamKind) -> WeightAndBias {
-        WeightAndBias {
-            weight: Stage::layer(layer_idx, StageKind::Param(weight)),
-            bias: Stage::layer(layer_idx, StageKind::Param(bias)),
-        }
+    /// The weight and bias `stage` reads, as its row in the stage table names them, in its
+    /// layer: the parameters of the module that computes it (`layer0.attention.query`'s are
+    /// `param.bert.encoder.layer.0.attention.self.query.weight` and `.bias`).
+    pub fn read_by(stage: Stage) -> WeightAndBias {
+        let kinds = stage.info().params.unwrap_or_else(|| panic!("the stage table gives {stage} no weight and bias"));
+        let at = |kind| Stage { kind: StageKind::Param(kind), ..stage };
+        WeightAndBias { weight: at(kinds.weight), bias: at(kinds.bias) }
     }
 }
 

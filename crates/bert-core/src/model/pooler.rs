@@ -13,7 +13,7 @@ use crate::io::config::BertConfig;
 use crate::io::weights::WeightStore;
 use crate::ops::{self, Float};
 use crate::pass::{Halt, Tracer};
-use crate::stage::{ParamKind, Stage, StageKind::*};
+use crate::stage::{Stage, StageKind::*};
 
 /// `bert.pooler`
 pub struct BertPooler<F: Float = f32> {
@@ -28,7 +28,7 @@ impl<F: Float> BertPooler<F> {
 
     /// The stages of the dense layer's weight and bias.
     pub fn params() -> WeightAndBias {
-        WeightAndBias::of(ParamKind::PoolerWeight, ParamKind::PoolerBias)
+        WeightAndBias::read_by(Stage::new(PoolerDense))
     }
 
     /// Whether the checkpoint has a pooler.

@@ -5,7 +5,7 @@ use crate::stage::HeadSet;
 
 /// How many parameters each part holds. The MLM decoder's weight is the word embedding table
 /// (tied), so it is counted once, in the embeddings; only its bias belongs to the head.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ParamCounts {
     pub embeddings: usize,
     pub encoder: usize,

@@ -148,6 +148,7 @@ pub fn tanh_backward<F: Float, D: Dimension>(y: ArrayView<'_, F, D>, d_out: Arra
 mod tests {
     use super::*;
     use crate::ops::{with_kernels, Kernels};
+    use crate::words::Choice;
     use ndarray::Array1;
 
     /// The activations in f64, written out independently of the code above, with the

@@ -261,26 +261,7 @@ pub enum Kernels {
     Reference,
 }
 
-impl Kernels {
-    /// Every implementation, in the order the command line lists them.
-    pub const ALL: [Kernels; 2] = [Kernels::Fast, Kernels::Reference];
-
-    /// `fast` or `reference`.
-    pub fn parse(name: &str) -> Option<Kernels> {
-        match name {
-            "fast" => Some(Kernels::Fast),
-            "reference" => Some(Kernels::Reference),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kernels::Fast => "fast",
-            Kernels::Reference => "reference",
-        }
-    }
-}
+crate::choice!(Kernels { Fast => "fast", Reference => "reference" });
 
 thread_local! {
     /// The kernels of the forward pass running on this thread. The operations read it on the

@@ -345,6 +345,31 @@ impl Needs {
     }
 }
 
+/// How closely two correct float32 implementations (PyTorch's and ours) agree on a stage: what
+/// its arithmetic lets rounding do. `diff` turns each into a tolerance
+/// (`crate::diff::Tolerance::of`), measured against PyTorch on the goldens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Agreement {
+    /// Ids, labels, table lookups and dropout masks: nothing is rounded.
+    Exact,
+    /// One or two additions (the embeddings' sum).
+    Sum,
+    /// Probabilities, from a softmax.
+    Probability,
+    /// A loss: a log-sum-exp of logits, then a mean.
+    Loss,
+    /// Anything else: dot products, normalisations and activations, whose rounding grows with
+    /// the length of the sums and the size of the values.
+    Rounded,
+}
+
+/// The weight and bias one stage reads, by their rows in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamKinds {
+    pub weight: ParamKind,
+    pub bias: ParamKind,
+}
+
 /// What the table says about one kind of stage.
 #[derive(Debug)]
 pub struct StageInfo {
@@ -356,6 +381,10 @@ pub struct StageInfo {
     pub pattern: &'static str,
     pub shape: &'static [Dim],
     pub dtype: DType,
+    /// How closely two correct implementations agree on it, which is its tolerance in `diff`.
+    pub agreement: Agreement,
+    /// The weight and bias it reads: a dense layer's, or a LayerNorm's scale and shift.
+    pub params: Option<ParamKinds>,
     /// The Hugging Face module or output this equals; `{i}` is the layer index, `{i+1}` the one after.
     pub hf: &'static str,
     /// One line of math, in the names of earlier stages.
@@ -402,6 +431,39 @@ impl Dims {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a new kind of stage must provide besides its row's words: the row's agreement (the
+    /// macro will not take a row without one) agrees with its dtype; what it is computed from
+    /// (`stage/inputs.rs`), with and without dropout, for every stage that is computed; and the
+    /// parameters of every module reach a row, so that each is loaded, explained and given its
+    /// gradient under the table's name. (Its recomputation and explanation are held by the
+    /// goldens' isolation and explain tests, which run every stage of every golden.)
+    #[test]
+    fn every_kind_provides_what_the_passes_ask_of_it() {
+        use inputs::{inputs, Pass};
+        for info in STAGES {
+            let stage = match info.kind.per_layer() {
+                true => Stage::layer(0, info.kind),
+                false => Stage::new(info.kind),
+            };
+            if info.dtype == DType::I64 {
+                assert_eq!(info.agreement, Agreement::Exact, "{}: integers agree exactly", info.pattern);
+            }
+            let drawn = info.pattern.ends_with("dropout_mask");
+            let computed = !matches!(info.part, Part::Input | Part::Param) && !drawn;
+            for dropout in [false, true] {
+                let read = inputs(stage, Pass { n_layers: 2, dropout });
+                assert_eq!(!read.is_empty(), computed, "{}: what it is computed from ({read:?})", info.pattern);
+            }
+        }
+        // The three embedding tables are looked up by id, not read as a weight and bias.
+        let looked_up = [ParamKind::WordEmbeddings, ParamKind::PositionEmbeddings, ParamKind::TokenTypeEmbeddings];
+        for info in STAGES.iter().filter(|info| info.part == Part::Param) {
+            let StageKind::Param(param) = info.kind else { unreachable!("a parameter's row") };
+            let read = STAGES.iter().any(|row| row.params.is_some_and(|p| p.weight == param || p.bias == param));
+            assert!(read || looked_up.contains(&param), "{}: no stage's row reads it", info.pattern);
+        }
+    }
 
     #[test]
     fn every_gradient_has_its_backward_rule_and_parses_back() {

@@ -6,7 +6,7 @@
 use super::{Objectives, ParamKind, Part, Stage, StageKind, StageKind::*, STAGES};
 
 /// Which optional heads a model has; decides which stages follow the encoder.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct HeadSet {
     pub pooler: bool,
     pub mlm: bool,

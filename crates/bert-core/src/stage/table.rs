@@ -1,9 +1,10 @@
 //! The stage table's rows: every kind of stage with its part, what it needs, its name pattern,
-//! shape, dtype, the Hugging Face tensor it equals, its formula and its backward rule, in
-//! execution order. The vocabulary of the rows is in `stage/mod.rs`; how a row is named, planned
-//! and selected is in the files beside this one.
+//! shape, dtype, how closely two implementations agree on it, the parameters it reads (a dense
+//! layer's or a LayerNorm's weight and bias), the Hugging Face tensor it equals, its formula and
+//! its backward rule, in execution order. The vocabulary of the rows is in `stage/mod.rs`; how a
+//! row is named, planned and selected is in the files beside this one.
 
-use super::{DType, Dim, Needs, ParamKind, Part, StageInfo, StageKind};
+use super::{Agreement, DType, Dim, Needs, ParamKind, ParamKinds, Part, StageInfo, StageKind};
 
 /// The table from its rows. The stages' rows come first, each written out; the parameters'
 /// rows follow, each written as its name in `BertForPreTraining.named_parameters()`, which is
@@ -12,8 +13,8 @@ use super::{DType, Dim, Needs, ParamKind, Part, StageInfo, StageKind};
 macro_rules! stage_table {
     (
         stages {
-            $( $kind:ident, $part:ident $(+ $needs:ident)?, $pattern:literal, [$($dim:ident),*], $dtype:ident,
-                $hf:literal, $formula:literal $(, backward $backward:literal)?; )*
+            $( $kind:ident, $part:ident $(+ $needs:ident)?, $pattern:literal, [$($dim:ident),*], $dtype:ident $agreement:ident,
+                $(($weight:ident, $bias:ident),)? $hf:literal, $formula:literal $(, backward $backward:literal)?; )*
         }
         parameters {
             $( $param:ident, $name:literal, [$($param_dim:ident),*], $what:literal, backward $param_backward:literal; )*
@@ -23,11 +24,12 @@ macro_rules! stage_table {
         /// [`StageKind::index`] is a kind's row.
         pub static STAGES: &[StageInfo] = &[
             $( StageInfo { kind: StageKind::$kind, part: Part::$part, needs: needs!($($needs)?), pattern: $pattern,
-                           shape: &[$(Dim::$dim),*], dtype: DType::$dtype, hf: $hf, formula: $formula,
+                           shape: &[$(Dim::$dim),*], dtype: DType::$dtype, agreement: Agreement::$agreement,
+                           params: params!($($weight, $bias)?), hf: $hf, formula: $formula,
                            backward: backward!($($backward)?) }, )*
             $( StageInfo { kind: StageKind::Param(ParamKind::$param), part: Part::Param, needs: Needs::Backward,
                            pattern: concat!("param.", $name), shape: &[$(Dim::$param_dim),*], dtype: DType::F32,
-                           hf: $name, formula: $what, backward: $param_backward }, )*
+                           agreement: Agreement::Rounded, params: None, hf: $name, formula: $what, backward: $param_backward }, )*
         ];
     };
 }
@@ -38,6 +40,15 @@ macro_rules! backward {
     };
     ($backward:literal) => {
         $backward
+    };
+}
+
+macro_rules! params {
+    () => {
+        None
+    };
+    ($weight:ident, $bias:ident) => {
+        Some(ParamKinds { weight: ParamKind::$weight, bias: ParamKind::$bias })
     };
 }
 
@@ -52,166 +63,166 @@ macro_rules! needs {
 
 stage_table! {
     stages {
-        InputOriginalIds, Input + Masking, "input.original_ids", [B, T], I64,
+        InputOriginalIds, Input + Masking, "input.original_ids", [B, T], I64 Exact,
             "input_ids before masking", "tokenizer(text).input_ids, before BERT's masking";
-        InputIds, Input, "input.ids", [B, T], I64,
+        InputIds, Input, "input.ids", [B, T], I64 Exact,
             "input_ids", "tokenizer(text).input_ids, padded to the longest in the batch";
-        InputTokenTypeIds, Input, "input.token_type_ids", [B, T], I64,
+        InputTokenTypeIds, Input, "input.token_type_ids", [B, T], I64 Exact,
             "token_type_ids", "0 for [CLS] A [SEP], 1 for B [SEP]";
-        InputAttentionMask, Input, "input.attention_mask", [B, T], I64,
+        InputAttentionMask, Input, "input.attention_mask", [B, T], I64 Exact,
             "attention_mask", "1 for real tokens, 0 for padding";
-        InputLabels, Input + MlmLabels, "input.labels", [B, T], I64,
+        InputLabels, Input + MlmLabels, "input.labels", [B, T], I64 Exact,
             "labels", "the original id where a token is to be predicted, -100 elsewhere";
-        InputNextSentenceLabel, Input + NspLabels, "input.next_sentence_label", [B], I64,
+        InputNextSentenceLabel, Input + NspLabels, "input.next_sentence_label", [B], I64 Exact,
             "next_sentence_label", "0 when sentence B follows A, 1 when B is random";
-        InputClassLabels, Input + ClassLabels, "input.class_labels", [B], I64,
+        InputClassLabels, Input + ClassLabels, "input.class_labels", [B], I64 Exact,
             "labels (BertForSequenceClassification)", "each sequence's class, its index in id2label";
-        EmbWord, Embeddings, "embeddings.word", [B, T, H], F32,
+        EmbWord, Embeddings, "embeddings.word", [B, T, H], F32 Exact,
             "bert.embeddings.word_embeddings", "word_embeddings[input.ids]",
             backward "d sum; its rows added into word_embeddings' by input.ids (the [PAD] row excluded)";
-        EmbPosition, Embeddings, "embeddings.position", [B, T, H], F32,
+        EmbPosition, Embeddings, "embeddings.position", [B, T, H], F32 Exact,
             "bert.embeddings.position_embeddings", "position_embeddings[0..T]",
             backward "d sum; summed over the batch into position_embeddings' rows 0..T";
-        EmbTokenType, Embeddings, "embeddings.token_type", [B, T, H], F32,
+        EmbTokenType, Embeddings, "embeddings.token_type", [B, T, H], F32 Exact,
             "bert.embeddings.token_type_embeddings", "token_type_embeddings[input.token_type_ids]",
             backward "d sum; its rows added into token_type_embeddings' by input.token_type_ids";
-        EmbSum, Embeddings, "embeddings.sum", [B, T, H], F32,
+        EmbSum, Embeddings, "embeddings.sum", [B, T, H], F32 Sum,
             "bert.embeddings (before LayerNorm)", "(word + token_type) + position",
             backward "LayerNorm': rstd ⊙ (g - mean(g) - x̂ ⊙ mean(g ⊙ x̂)), g = d layernorm ⊙ weight";
-        EmbLayerNorm, Embeddings, "embeddings.layernorm", [B, T, H], F32,
+        EmbLayerNorm, Embeddings, "embeddings.layernorm", [B, T, H], F32 Rounded, (EmbLayerNormWeight, EmbLayerNormBias),
             "hidden_states[0]", "LayerNorm(sum) = (x - mean) / sqrt(var + eps) * weight + bias",
             backward "d layer0's input: its Q, K and V projections' (d · W) + d layer0.attention.residual, ⊙ its dropout mask in training";
-        EmbDropoutMask, Embeddings + Dropout, "embeddings.dropout_mask", [B, T, H], F32,
+        EmbDropoutMask, Embeddings + Dropout, "embeddings.dropout_mask", [B, T, H], F32 Exact,
             "bert.embeddings.dropout's mask (training only)",
             "0 with probability hidden_dropout_prob, else 1 / (1 - hidden_dropout_prob)";
-        EmbDropout, Embeddings + Dropout, "embeddings.dropout", [B, T, H], F32,
+        EmbDropout, Embeddings + Dropout, "embeddings.dropout", [B, T, H], F32 Rounded,
             "bert.embeddings.dropout (training only): hidden_states[0]",
             "layernorm ⊙ dropout_mask, what layer 0 reads in training",
             backward "d layer0's input: its Q, K and V projections' (d · W) + d layer0.attention.residual";
-        AttnQuery, Attention, "layer{i}.attention.query", [B, Nh, T, Hs], F32,
+        AttnQuery, Attention, "layer{i}.attention.query", [B, Nh, T, Hs], F32 Rounded, (QueryWeight, QueryBias),
             "bert.encoder.layer.{i}.attention.self.query", "split_heads(x @ Wq^T + bq)",
             backward "d scores · key · hs^-0.5";
-        AttnKey, Attention, "layer{i}.attention.key", [B, Nh, T, Hs], F32,
+        AttnKey, Attention, "layer{i}.attention.key", [B, Nh, T, Hs], F32 Rounded, (KeyWeight, KeyBias),
             "bert.encoder.layer.{i}.attention.self.key", "split_heads(x @ Wk^T + bk)",
             backward "d scores^T · query · hs^-0.5";
-        AttnValue, Attention, "layer{i}.attention.value", [B, Nh, T, Hs], F32,
+        AttnValue, Attention, "layer{i}.attention.value", [B, Nh, T, Hs], F32 Rounded, (ValueWeight, ValueBias),
             "bert.encoder.layer.{i}.attention.self.value", "split_heads(x @ Wv^T + bv)",
             backward "probs^T · d context, per head";
-        AttnScores, Attention, "layer{i}.attention.scores", [B, Nh, T, T], F32,
+        AttnScores, Attention, "layer{i}.attention.scores", [B, Nh, T, T], F32 Rounded,
             "eager_attention_forward: attn_weights before softmax", "query @ key^T * hs^-0.5 + (1 - attention_mask) * f32::MIN",
             backward "softmax': probs ⊙ (d probs - Σ_keys probs ⊙ d probs); 0 at a padding key";
-        AttnProbs, Attention, "layer{i}.attention.probs", [B, Nh, T, T], F32,
+        AttnProbs, Attention, "layer{i}.attention.probs", [B, Nh, T, T], F32 Probability,
             "attentions[{i}]", "softmax(scores, over keys)",
             backward "d context (split into heads) · value^T, ⊙ its dropout mask in training";
-        AttnProbsDropoutMask, Attention + Dropout, "layer{i}.attention.probs_dropout_mask", [B, Nh, T, T], F32,
+        AttnProbsDropoutMask, Attention + Dropout, "layer{i}.attention.probs_dropout_mask", [B, Nh, T, T], F32 Exact,
             "eager_attention_forward's dropout mask (training only)",
             "0 with probability attention_probs_dropout_prob, else 1 / (1 - attention_probs_dropout_prob)";
-        AttnProbsDropout, Attention + Dropout, "layer{i}.attention.probs_dropout", [B, Nh, T, T], F32,
+        AttnProbsDropout, Attention + Dropout, "layer{i}.attention.probs_dropout", [B, Nh, T, T], F32 Probability,
             "eager_attention_forward: attn_weights after dropout (training only)",
             "probs ⊙ probs_dropout_mask, what the context reads in training",
             backward "d context (split into heads) · value^T";
-        AttnContext, Attention, "layer{i}.attention.context", [B, T, H], F32,
+        AttnContext, Attention, "layer{i}.attention.context", [B, T, H], F32 Rounded,
             "bert.encoder.layer.{i}.attention.self", "merge_heads(probs @ value)",
             backward "d output · Wo";
-        AttnOutput, Attention, "layer{i}.attention.output", [B, T, H], F32,
+        AttnOutput, Attention, "layer{i}.attention.output", [B, T, H], F32 Rounded, (AttnOutputWeight, AttnOutputBias),
             "bert.encoder.layer.{i}.attention.output.dense", "context @ Wo^T + bo",
             backward "d residual, ⊙ its dropout mask in training";
-        AttnOutputDropoutMask, Attention + Dropout, "layer{i}.attention.output_dropout_mask", [B, T, H], F32,
+        AttnOutputDropoutMask, Attention + Dropout, "layer{i}.attention.output_dropout_mask", [B, T, H], F32 Exact,
             "bert.encoder.layer.{i}.attention.output.dropout's mask (training only)",
             "0 with probability hidden_dropout_prob, else 1 / (1 - hidden_dropout_prob)";
-        AttnOutputDropout, Attention + Dropout, "layer{i}.attention.output_dropout", [B, T, H], F32,
+        AttnOutputDropout, Attention + Dropout, "layer{i}.attention.output_dropout", [B, T, H], F32 Rounded,
             "bert.encoder.layer.{i}.attention.output.dropout (training only)",
             "output ⊙ output_dropout_mask, what the residual adds in training",
             backward "d residual";
-        AttnResidual, Attention, "layer{i}.attention.residual", [B, T, H], F32,
+        AttnResidual, Attention, "layer{i}.attention.residual", [B, T, H], F32 Rounded,
             "bert.encoder.layer.{i}.attention.output (before LayerNorm)", "output + layer input",
             backward "LayerNorm' of d attention.layernorm";
-        AttnLayerNorm, Attention, "layer{i}.attention.layernorm", [B, T, H], F32,
+        AttnLayerNorm, Attention, "layer{i}.attention.layernorm", [B, T, H], F32 Rounded, (AttnLayerNormWeight, AttnLayerNormBias),
             "bert.encoder.layer.{i}.attention.output.LayerNorm", "LayerNorm(residual)",
             backward "d intermediate · W1 + d ffn.residual";
-        FfnIntermediate, Ffn, "layer{i}.ffn.intermediate", [B, T, I], F32,
+        FfnIntermediate, Ffn, "layer{i}.ffn.intermediate", [B, T, I], F32 Rounded, (IntermediateWeight, IntermediateBias),
             "bert.encoder.layer.{i}.intermediate.dense", "attention.layernorm @ W1^T + b1",
             backward "d activation ⊙ hidden_act'(intermediate), gelu' = Φ(x) + x ⊙ φ(x)";
-        FfnActivation, Ffn, "layer{i}.ffn.activation", [B, T, I], F32,
+        FfnActivation, Ffn, "layer{i}.ffn.activation", [B, T, I], F32 Rounded,
             "bert.encoder.layer.{i}.intermediate.intermediate_act_fn", "hidden_act(intermediate), gelu = x * (1 + erf(x / sqrt 2)) / 2",
             backward "d output · W2";
-        FfnOutput, Ffn, "layer{i}.ffn.output", [B, T, H], F32,
+        FfnOutput, Ffn, "layer{i}.ffn.output", [B, T, H], F32 Rounded, (FfnOutputWeight, FfnOutputBias),
             "bert.encoder.layer.{i}.output.dense", "activation @ W2^T + b2",
             backward "d residual, ⊙ its dropout mask in training";
-        FfnOutputDropoutMask, Ffn + Dropout, "layer{i}.ffn.output_dropout_mask", [B, T, H], F32,
+        FfnOutputDropoutMask, Ffn + Dropout, "layer{i}.ffn.output_dropout_mask", [B, T, H], F32 Exact,
             "bert.encoder.layer.{i}.output.dropout's mask (training only)",
             "0 with probability hidden_dropout_prob, else 1 / (1 - hidden_dropout_prob)";
-        FfnOutputDropout, Ffn + Dropout, "layer{i}.ffn.output_dropout", [B, T, H], F32,
+        FfnOutputDropout, Ffn + Dropout, "layer{i}.ffn.output_dropout", [B, T, H], F32 Rounded,
             "bert.encoder.layer.{i}.output.dropout (training only)",
             "output ⊙ output_dropout_mask, what the residual adds in training",
             backward "d residual";
-        FfnResidual, Ffn, "layer{i}.ffn.residual", [B, T, H], F32,
+        FfnResidual, Ffn, "layer{i}.ffn.residual", [B, T, H], F32 Rounded,
             "bert.encoder.layer.{i}.output (before LayerNorm)", "output + attention.layernorm",
             backward "LayerNorm' of d ffn.layernorm";
-        FfnLayerNorm, Ffn, "layer{i}.ffn.layernorm", [B, T, H], F32,
+        FfnLayerNorm, Ffn, "layer{i}.ffn.layernorm", [B, T, H], F32 Rounded, (FfnLayerNormWeight, FfnLayerNormBias),
             "hidden_states[{i+1}]", "LayerNorm(residual)",
             backward "d the next layer's input (for the last layer: the heads')";
-        PoolerDense, Pooler, "pooler.dense", [B, H], F32,
+        PoolerDense, Pooler, "pooler.dense", [B, H], F32 Rounded, (PoolerWeight, PoolerBias),
             "bert.pooler.dense", "last_hidden_state[:, 0] @ Wp^T + bp",
             backward "d output ⊙ (1 - output²)";
-        PoolerOutput, Pooler, "pooler.output", [B, H], F32,
+        PoolerOutput, Pooler, "pooler.output", [B, H], F32 Rounded,
             "pooler_output", "tanh(dense)",
             backward "d nsp.logits · Wnsp + d classifier.logits · Wc (those computed; the classifier's ⊙ its dropout mask in training)";
-        MlmTransform, Mlm, "mlm.transform", [B, T, H], F32,
+        MlmTransform, Mlm, "mlm.transform", [B, T, H], F32 Rounded, (MlmTransformWeight, MlmTransformBias),
             "cls.predictions.transform.dense", "last_hidden_state @ Wt^T + bt",
             backward "d activation ⊙ hidden_act'(transform)";
-        MlmActivation, Mlm, "mlm.activation", [B, T, H], F32,
+        MlmActivation, Mlm, "mlm.activation", [B, T, H], F32 Rounded,
             "cls.predictions.transform.transform_act_fn", "hidden_act(transform)",
             backward "LayerNorm' of d mlm.layernorm";
-        MlmLayerNorm, Mlm, "mlm.layernorm", [B, T, H], F32,
+        MlmLayerNorm, Mlm, "mlm.layernorm", [B, T, H], F32 Rounded, (MlmLayerNormWeight, MlmLayerNormBias),
             "cls.predictions.transform.LayerNorm", "LayerNorm(activation)",
             backward "d logits · word_embeddings (the tied decoder)";
-        MlmLogits, Mlm, "mlm.logits", [B, T, V], F32,
+        MlmLogits, Mlm, "mlm.logits", [B, T, V], F32 Rounded, (WordEmbeddings, MlmBias),
             "prediction_logits", "layernorm @ word_embeddings^T + decoder bias (tied decoder)",
             backward "(softmax(logits) - onehot(label)) / count at each labelled position, 0 elsewhere";
-        MlmLosses, Mlm + MlmLabels, "mlm.losses", [B, T], F32,
+        MlmLosses, Mlm + MlmLabels, "mlm.losses", [B, T], F32 Loss,
             "CrossEntropyLoss(reduction='none')(prediction_logits, labels)",
             "-log_softmax(mlm.logits)[input.labels], 0 where input.labels = -100",
             backward "1 / count at each labelled position, 0 elsewhere";
-        MlmLoss, Mlm + MlmLabels, "mlm.loss", [], F32,
+        MlmLoss, Mlm + MlmLabels, "mlm.loss", [], F32 Loss,
             "masked_lm_loss", "sum(mlm.losses) / count(input.labels != -100)",
             backward "1, from loss = mlm.loss + nsp.loss";
-        NspLogits, Nsp, "nsp.logits", [B, Two], F32,
+        NspLogits, Nsp, "nsp.logits", [B, Two], F32 Rounded, (NspWeight, NspBias),
             "seq_relationship_logits", "pooler.output @ Wnsp^T + bnsp",
             backward "(softmax(logits) - onehot(label)) / B";
-        NspLosses, Nsp + NspLabels, "nsp.losses", [B], F32,
+        NspLosses, Nsp + NspLabels, "nsp.losses", [B], F32 Loss,
             "CrossEntropyLoss(reduction='none')(seq_relationship_logits, next_sentence_label)",
             "-log_softmax(nsp.logits)[input.next_sentence_label]",
             backward "1 / B";
-        NspLoss, Nsp + NspLabels, "nsp.loss", [], F32,
+        NspLoss, Nsp + NspLabels, "nsp.loss", [], F32 Loss,
             "next_sentence_loss", "mean(nsp.losses)",
             backward "1, from loss = mlm.loss + nsp.loss";
-        ClassifierDropoutMask, Classifier + Dropout, "classifier.dropout_mask", [B, H], F32,
+        ClassifierDropoutMask, Classifier + Dropout, "classifier.dropout_mask", [B, H], F32 Exact,
             "BertForSequenceClassification.dropout's mask (training only)",
             "0 with probability classifier_dropout (else hidden_dropout_prob), else 1 / (1 - that)";
-        ClassifierDropout, Classifier + Dropout, "classifier.dropout", [B, H], F32,
+        ClassifierDropout, Classifier + Dropout, "classifier.dropout", [B, H], F32 Rounded,
             "BertForSequenceClassification.dropout (training only)",
             "pooler.output ⊙ dropout_mask, what the classifier reads in training",
             backward "d classifier.logits · Wc";
-        ClassifierLogits, Classifier, "classifier.logits", [B, Labels], F32,
+        ClassifierLogits, Classifier, "classifier.logits", [B, Labels], F32 Rounded, (ClassifierWeight, ClassifierBias),
             "logits", "pooler.output @ Wc^T + bc",
             backward "(softmax(logits) - onehot(label)) / B";
-        ClassifierLosses, Classifier + ClassLabels, "classifier.losses", [B], F32,
+        ClassifierLosses, Classifier + ClassLabels, "classifier.losses", [B], F32 Loss,
             "CrossEntropyLoss(reduction='none')(logits, labels)",
             "-log_softmax(classifier.logits)[input.class_labels]",
             backward "1 / B";
-        ClassifierLoss, Classifier + ClassLabels, "classifier.loss", [], F32,
+        ClassifierLoss, Classifier + ClassLabels, "classifier.loss", [], F32 Loss,
             "loss (BertForSequenceClassification, single-label)", "mean(classifier.losses)",
             backward "1, from loss = mlm.loss + nsp.loss + classifier.loss";
-        Loss, Objective + AnyLabels, "loss", [], F32,
+        Loss, Objective + AnyLabels, "loss", [], F32 Loss,
             "loss", "mlm.loss + nsp.loss + classifier.loss (those computed)",
             backward "1: the backward pass starts here";
-        SentencePooled, Sentence, "sentence.pooled", [B, H], F32,
+        SentencePooled, Sentence, "sentence.pooled", [B, H], F32 Rounded,
             "sentence-transformers 1_Pooling (mean): sentence_embedding, before any 2_Normalize",
             "sum over real tokens (input.attention_mask) of last ffn.layernorm / their count";
-        LensEmbeddings, Lens + Lens, "lens.embeddings.logits", [B, T, V], F32,
+        LensEmbeddings, Lens + Lens, "lens.embeddings.logits", [B, T, V], F32 Rounded,
             "cls.predictions(hidden_states[0])", "the MLM head applied to embeddings.layernorm";
-        LensLayer, Lens + Lens, "lens.layer{i}.logits", [B, T, V], F32,
+        LensLayer, Lens + Lens, "lens.layer{i}.logits", [B, T, V], F32 Rounded,
             "cls.predictions(hidden_states[{i+1}])", "the MLM head applied to layer{i}.ffn.layernorm";
     }
     parameters {

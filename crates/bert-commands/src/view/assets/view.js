@@ -965,7 +965,7 @@
       });
       if (v.hasAttention()) {
         for (let l = 0; l < v.L; l++) {
-          const stage = `layer${l}.attention.probs`;
+          const stage = v.D.attention.stages[l];
           if (have.has(stage)) continue;
           out.push({
             stage, label: `${stage}  [${v.B}, ${v.nh}, ${v.T}, ${v.T}]  8-bit (head view data)`, virtual: true, layer: l,
@@ -1022,7 +1022,7 @@
     }
 
     showAttention(layer, head) {
-      const stage = `layer${layer}.attention.probs`;
+      const stage = this.view.D.attention.stages[layer];
       let i = this.entries.findIndex((e) => e.stage === stage);
       if (i < 0) return null;
       this.idx = i;

@@ -16,6 +16,7 @@
 //! The attributions sum to f(x) − f(b) up to the rule's error: their gap is the check.
 //! Gradient × input attributes Σ_h x_{t,h} · ∂f/∂x_{t,h}(x), one backward pass.
 
+use crate::words::Choice;
 use ndarray::{s, Array2, Array3, ArrayView2, ArrayViewMutD};
 use serde::Serialize;
 
@@ -39,14 +40,7 @@ pub enum Baseline {
     Zero,
 }
 
-impl Baseline {
-    pub fn name(self) -> &'static str {
-        match self {
-            Baseline::Pad => "pad",
-            Baseline::Zero => "zero",
-        }
-    }
-}
+crate::choice!(Baseline { Pad => "pad", Zero => "zero" });
 
 /// The path integrated gradients take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -53,14 +53,7 @@ pub enum Of {
     Logit,
 }
 
-impl Of {
-    pub fn name(self) -> &'static str {
-        match self {
-            Of::Logprob => "logprob",
-            Of::Logit => "logit",
-        }
-    }
-}
+crate::choice!(Of { Logprob => "logprob", Logit => "logit" });
 
 /// One attributed token.
 #[derive(Clone, Debug, Serialize)]

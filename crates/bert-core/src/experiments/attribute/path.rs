@@ -15,14 +15,9 @@ pub enum Rule {
     Midpoint,
 }
 
-impl Rule {
-    pub fn name(self) -> &'static str {
-        match self {
-            Rule::GaussLegendre => "gauss-legendre",
-            Rule::Midpoint => "midpoint",
-        }
-    }
+crate::choice!(Rule { GaussLegendre => "gauss-legendre", Midpoint => "midpoint" });
 
+impl Rule {
     /// `n` points (α_k, w_k) on [0, 1], α ascending, the weights summing to 1.
     pub fn points(self, n: usize) -> Vec<(f64, f64)> {
         match self {
