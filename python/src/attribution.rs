@@ -52,5 +52,5 @@ pub fn attribute(
     };
     let reported = py.detach(|| bert_commands::attribute::attribute(&request, &mut |_, _, _| {})).or_raise(py)?;
     crate::errors::notes(py, &reported.notes);
-    crate::heads::report_of(py, &reported.report)
+    crate::report::report_of(py, &reported.report)
 }

@@ -7,7 +7,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bert_commands::source::HubFailure;
 use bert_commands::Error;
-use bert_core::words::{render, Dialect};
+use bert_core::words::{in_dialect, Dialect};
 use bert_core::BertError;
 use pyo3::prelude::*;
 
@@ -48,7 +48,7 @@ pub fn raise(py: Python<'_>, class: &str, message: String) -> PyErr {
 /// options named as Python's keywords (see bert_core::words).
 pub fn to_py(py: Python<'_>, error: impl Into<Error>) -> PyErr {
     let error = error.into();
-    raise(py, class_of(&error), render(&error.to_string(), Dialect::Keywords))
+    raise(py, class_of(&error), in_dialect(&error.to_string(), Dialect::Keywords))
 }
 
 /// Runs `f`, turning a panic into `bert_trace.Error` ("internal error ..."), as the CLI turns
@@ -84,6 +84,6 @@ pub fn notes(py: Python<'_>, notes: &[String]) {
     if notes.is_empty() {
         return;
     }
-    let text: String = notes.iter().map(|note| format!("{}\n", render(note, Dialect::Keywords))).collect();
+    let text: String = notes.iter().map(|note| format!("{}\n", in_dialect(note, Dialect::Keywords))).collect();
     let _ = py.import("sys").and_then(|sys| sys.getattr("stderr")?.call_method1("write", (text,)));
 }

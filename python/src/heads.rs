@@ -44,42 +44,7 @@ pub fn heads(
     };
     let reported = py.detach(|| bert_commands::heads::heads(&request, &mut |_, _| {})).or_raise(py)?;
     crate::errors::notes(py, &reported.notes);
-    report_of(py, &reported.report)
-}
-
-/// A command's report as a `bert_trace.Report`: a dict of its fields (what `--json` prints) that
-/// draws itself in a notebook.
-pub fn report_of(py: Python<'_>, report: &impl bert_commands::Report) -> PyResult<Py<PyAny>> {
-    let value = serde_json::to_value(report).expect("a report serialises");
-    let dict = python_of(py, &value)?;
-    Ok(py.import("bert_trace._reports")?.getattr("Report")?.call1((dict,))?.unbind())
-}
-
-/// A JSON value as the Python object `json.loads` makes of it: NaN and the infinities, which
-/// JSON has not, are None there as here.
-fn python_of<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
-    use pyo3::types::{PyDict, PyList};
-    use serde_json::Value;
-    Ok(match value {
-        Value::Null => py.None().into_bound(py),
-        Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
-        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => i.into_pyobject(py)?.into_any(),
-            (None, Some(u), _) => u.into_pyobject(py)?.into_any(),
-            (None, None, f) => f.unwrap_or(f64::NAN).into_pyobject(py)?.into_any(),
-        },
-        Value::String(s) => s.into_pyobject(py)?.into_any(),
-        Value::Array(items) => {
-            PyList::new(py, items.iter().map(|item| python_of(py, item)).collect::<PyResult<Vec<_>>>()?)?.into_any()
-        }
-        Value::Object(fields) => {
-            let dict = PyDict::new(py);
-            for (key, item) in fields {
-                dict.set_item(key, python_of(py, item)?)?;
-            }
-            dict.into_any()
-        }
-    })
+    crate::report::report_of(py, &reported.report)
 }
 
 /// `_picture(json)`: the SVG `bert-trace view` draws of a command's JSON report.

@@ -15,6 +15,7 @@
 //! | `bert_trace.finetune` | `finetuning.rs` | `bert-trace finetune` |
 //! | `bert_trace.heads` | `heads.rs` | `bert-trace heads` |
 //! | `bert_trace.attribute` | `attribution.rs` | `bert-trace attribute` |
+//! | `bert_trace.stages`, `bert_trace.inspect` | `lib.rs` | `bert-trace stages`, `bert-trace inspect` |
 //! | `bert_trace.Error` and its subclasses | `errors.rs` | the one-line message and exit 2 |
 
 mod args;
@@ -36,7 +37,6 @@ use std::path::PathBuf;
 use bert_commands::settings::PassSettings;
 use bert_commands::source::process_env;
 use bert_core::diff::ToleranceOverride;
-use bert_core::stage;
 use bert_core::train::options::Warmup;
 use bert_core::train::TrainSettings;
 use pyo3::prelude::*;
@@ -216,21 +216,43 @@ fn keep_freed_memory() -> bool {
     bert_core::ops::keep_freed_memory()
 }
 
-/// Every stage name of the stage table, in execution order, with its shape, Hugging Face
-/// equivalent and formula (`bert-trace stages`), for the tiny model's layout with every head.
+/// Every stage of `model` (a directory, a Hugging Face id, or None for the built-in
+/// english-small), in execution order, as `bert-trace stages` lists them: a dict per stage with
+/// its `name`, its `shape` in the stage table's letters, its `sizes` for this model (B and T stay
+/// letters), its Hugging Face equivalent (`hf`) and its `formula`.
 #[pyfunction]
-fn stages(py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
-    let mut out = Vec::new();
-    for info in stage::STAGES {
-        let d = PyDict::new(py);
-        d.set_item("name", info.pattern)?;
-        let symbols: Vec<&str> = info.shape.iter().map(|d| d.symbol()).collect();
-        d.set_item("shape", format!("[{}]", symbols.join(",")))?;
-        d.set_item("hf", info.hf)?;
-        d.set_item("formula", info.formula)?;
-        out.push(d.into_any().unbind());
-    }
-    Ok(out)
+#[pyo3(signature = (model = None))]
+fn stages(py: Python<'_>, model: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+    guarded(py, || {
+        let model = args::path(py, model)?;
+        let reported = py.detach(|| bert_commands::stages::stages(model.as_deref(), false)).or_raise(py)?;
+        crate::errors::notes(py, &reported.notes);
+        let rows = serde_json::to_value(&reported.report.stages).expect("the stages serialise");
+        Ok(report::python_of(py, &rows)?.unbind())
+    })
+}
+
+/// What `bert-trace inspect` shows of `model` (a directory, a Hugging Face id, or None for the
+/// built-in english-small), or of a `config.json` alone (`config=`): a dict of its `config`,
+/// which `heads` it has, and how many `parameters` each part holds.
+#[pyfunction]
+#[pyo3(signature = (model = None, *, config = None))]
+fn inspect(py: Python<'_>, model: Option<&Bound<'_, PyAny>>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+    use bert_commands::inspect::Inspected;
+    guarded(py, || {
+        let (model, config) = (args::path(py, model)?, args::path(py, config)?);
+        let what = match (&config, &model) {
+            (Some(_), Some(_)) => {
+                return Err(raise(py, "InputError", "model= and config= inspect one thing each: give one".into()))
+            }
+            (Some(path), None) => Inspected::Config(path),
+            (None, model) => Inspected::Model(model.as_deref()),
+        };
+        let reported = py.detach(|| bert_commands::inspect::inspect(what)).or_raise(py)?;
+        crate::errors::notes(py, &reported.notes);
+        let dict = serde_json::to_value(&reported.report).expect("the report serialises");
+        Ok(report::python_of(py, &dict)?.unbind())
+    })
 }
 
 /// Measures a model on held-out text as `bert-trace evaluate` does (every keyword is the
@@ -554,6 +576,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(stages, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect, m)?)?;
     m.add_function(wrap_pyfunction!(keep_freed_memory, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(train, m)?)?;

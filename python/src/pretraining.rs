@@ -6,7 +6,7 @@
 use bert_commands::train::TrainRequest;
 use bert_core::train::run::Progress;
 use bert_core::train::TrainSettings;
-use bert_core::words::{render, Dialect};
+use bert_core::words::{in_dialect, Dialect};
 use pyo3::prelude::*;
 
 use crate::args::{path, settings, strings};
@@ -52,7 +52,7 @@ impl Progress for ToPython {
 
     fn line(&mut self, text: &str) {
         Python::attach(|py| {
-            let _ = py.import("builtins").and_then(|b| b.call_method1("print", (render(text, Dialect::Keywords),)));
+            let _ = py.import("builtins").and_then(|b| b.call_method1("print", (in_dialect(text, Dialect::Keywords),)));
         });
     }
 

@@ -1,5 +1,5 @@
-//! What `bert_trace.diff` and `Trace.view` return: the command's diff report and its page, as
-//! Python objects that a notebook shows.
+//! What `bert_trace.diff` and `Trace.view` return (the command's diff report and its page), and
+//! the other commands' reports, as Python objects that a notebook shows.
 
 use std::path::PathBuf;
 
@@ -142,4 +142,38 @@ impl Page {
         let (html, _) = page_html(dump, &Names { model }, None).or_raise(py)?;
         Ok(Page { html })
     }
+}
+
+/// A command's report as a `bert_trace.Report`: a dict of its fields (what `--json` prints) that
+/// draws itself in a notebook.
+pub fn report_of(py: Python<'_>, report: &impl bert_commands::Report) -> PyResult<Py<PyAny>> {
+    let dict = python_of(py, &serde_json::to_value(report).expect("a report serialises"))?;
+    Ok(py.import("bert_trace._reports")?.getattr("Report")?.call1((dict,))?.unbind())
+}
+
+/// A JSON value as the Python object `json.loads` makes of it: NaN and the infinities, which
+/// JSON has not, are None there as here.
+pub fn python_of<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use pyo3::types::{PyDict, PyList};
+    use serde_json::Value;
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => i.into_pyobject(py)?.into_any(),
+            (None, Some(u), _) => u.into_pyobject(py)?.into_any(),
+            (None, None, f) => f.unwrap_or(f64::NAN).into_pyobject(py)?.into_any(),
+        },
+        Value::String(s) => s.into_pyobject(py)?.into_any(),
+        Value::Array(items) => {
+            PyList::new(py, items.iter().map(|item| python_of(py, item)).collect::<PyResult<Vec<_>>>()?)?.into_any()
+        }
+        Value::Object(fields) => {
+            let dict = PyDict::new(py);
+            for (key, item) in fields {
+                dict.set_item(key, python_of(py, item)?)?;
+            }
+            dict.into_any()
+        }
+    })
 }

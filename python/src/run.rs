@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use bert_commands::diff::render as diff_report;
 use bert_commands::trace::{self, Output, Precision, Selection, TraceRequest};
 use bert_core::diff::ToleranceOverride;
 use bert_core::experiments::intervention::AblateWith;
@@ -270,7 +269,7 @@ fn run<F: Float>(
     if let Some(reference) = &request.reference {
         let reference = py.detach(|| bert_core::Dump::open(reference)).or_raise(py)?;
         let dump = trace.as_dump(py)?;
-        let report = diff_report(&reference, &dump, request.tolerance, None, None).or_raise(py)?;
+        let report = bert_commands::diff::compare(&reference, &dump, request.tolerance, None, None).or_raise(py)?;
         trace.report = Some(Py::new(py, crate::report::DiffReport::of(report))?);
     }
     Ok(trace)

@@ -630,6 +630,28 @@ def test_every_tensor_digest_is_the_one_numpy_computes(tmp_path):
     assert weights["bert.embeddings.word_embeddings.weight"].size > 4096
 
 
+def test_stages_and_inspect_are_the_commands():
+    """`bert_trace.stages` lists what `bert-trace stages` lists, in order, and `bert_trace.inspect`
+    counts what `bert-trace inspect` counts; a config alone is inspected as the command does."""
+    tiny = ROOT / "golden/tiny"
+    rows = bert_trace.stages(tiny)
+    run = cli("stages", "--model", tiny, "--names")
+    assert run.returncode == 0, run.stderr
+    assert [row["name"] for row in rows] == run.stdout.split()
+    query = next(row for row in rows if row["name"] == "layer0.attention.query")
+    assert query["shape"] == "[B,nh,T,hs]" and query["sizes"] == ["B", "4", "T", "8"], query
+    report = bert_trace.inspect(tiny)
+    run = cli("inspect", "--model", tiny)
+    assert run.returncode == 0, run.stderr
+    total = sum(report["parameters"][part] for part in ("embeddings", "encoder", "pooler", "mlm", "nsp", "classifier"))
+    assert re.search(rf"│ total\s+{total}\s", run.stdout), run.stdout
+    assert report["config"]["hidden_size"] == 32 and report["heads"]["mlm"] is True
+    alone = bert_trace.inspect(config=tiny / "config.json")
+    assert alone["config"] == report["config"] and alone["heads"]["mlm"] is False
+    with pytest.raises(bert_trace.InputError):
+        bert_trace.inspect(tiny, config=tiny / "config.json")
+
+
 def test_evaluate_is_the_command(tmp_path):
     """bert_trace.evaluate returns the report `bert-trace evaluate --json` prints, and refuses as
     the command refuses, in Python's words."""

@@ -4,15 +4,14 @@
 //! By occlusion, integrated gradients or gradient × input, as a table with a bar per token, or
 //! JSON that `view` draws.
 
-use bert_core::words::Choice;
 use std::path::PathBuf;
 
 use bert_core::experiments::attribute::integrated::{Baseline, PathSpec};
-use bert_core::experiments::attribute::{self, Attribution, Of, Rule, Target};
+use bert_core::experiments::attribute::{self, Attribution, Rule, Score, Target};
 use bert_core::experiments::readout::the_mask;
 use bert_core::io::dump::manifest::Inputs;
 use bert_core::io::tokenizer::{MASK, UNK};
-use bert_core::words::Opt;
+use bert_core::words::{Choice, Opt};
 use bert_core::{BertError, BertModel};
 use serde::Serialize;
 
@@ -77,7 +76,7 @@ pub struct AttributeRequest {
     /// A classifier's class per text (once, or once per text); none: the predicted class.
     pub labels: Vec<String>,
     pub nsp_labels: Vec<i64>,
-    pub of: Of,
+    pub of: Score,
     pub occlude_with: Option<OccludeWith>,
     pub baseline: Option<Baseline>,
     pub ig_steps: Option<usize>,
@@ -107,7 +106,7 @@ pub struct AttributeReport {
     pub format: &'static str,
     pub model: String,
     pub method: Method,
-    pub of: Of,
+    pub of: Score,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub occluded_with: Option<&'static str>,
     pub examples: Vec<Example>,
@@ -339,18 +338,18 @@ fn text_report(report: &AttributeReport) -> String {
     let names: Vec<&str> = report.examples.iter().map(|e| e.attribution.target.name.as_str()).collect();
     let raised = match names.windows(2).all(|w| w[0] == w[1]) {
         true => score_name(report.of, names[0]),
-        false => format!("the target's {}", if report.of == Of::Logit { "logit" } else { "log-probability" }),
+        false => format!("the target's {}", if report.of == Score::Logit { "logit" } else { "log-probability" }),
     };
     out += &format!("(positive: the token raises {raised}; bars to the right)\n");
     out
 }
 
 /// `log p(word)` or `logit(word)`.
-fn score_name(of: Of, name: &str) -> String {
+fn score_name(of: Score, name: &str) -> String {
     let name = visible(name);
     match of {
-        Of::Logprob => format!("log p({name})"),
-        Of::Logit => format!("logit({name})"),
+        Score::Logprob => format!("log p({name})"),
+        Score::Logit => format!("logit({name})"),
     }
 }
 

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use bert_core::diff::isolate::{own_errors, Isolation, Own, Side};
 use bert_core::diff::truth::{against_truth, TruthStage};
 use bert_core::diff::{diff_dumps, FirstFailure, Report, StageReport, Status, ToleranceOverride};
-use bert_core::io::dump::manifest::Record;
+use bert_core::io::dump::manifest::InterventionRecord;
 use bert_core::io::dump::Dump;
 use bert_core::stage::DType;
 use bert_core::BertModel;
@@ -89,7 +89,7 @@ pub fn compare(
 ) -> Result<DiffReport> {
     let isolation = isolate.map(|with| isolation(with, reference, trace)).transpose()?;
     let truth = truth.map(|truth| against_truth(reference, trace, truth)).transpose()?;
-    render(reference, trace, tolerance, isolation.as_ref(), truth.as_deref())
+    report_both_ways(reference, trace, tolerance, isolation.as_ref(), truth.as_deref())
 }
 
 /// Each dump's stages recomputed with the model in the dump's precision (each precision loaded
@@ -137,7 +137,7 @@ pub struct DiffJson {
     pub culprit_side: Option<Option<&'static str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truth_summary: Option<TruthSummary>,
-    pub interventions: BTreeMap<&'static str, Vec<Record>>,
+    pub interventions: BTreeMap<&'static str, Vec<InterventionRecord>>,
 }
 
 /// One stage of [`DiffJson`].
@@ -193,9 +193,9 @@ impl DiffJson {
     }
 }
 
-/// Compares two dumps and writes the report both ways; a trace's `reference` and Python's
-/// `bert_trace.diff` come here too.
-pub fn render(
+/// The report of two dumps compared, written both ways (text and JSON), with what isolation and
+/// the truth found.
+fn report_both_ways(
     reference: &Dump,
     trace: &Dump,
     tolerance: ToleranceOverride,

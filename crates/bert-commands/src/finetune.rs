@@ -4,15 +4,13 @@
 //! where it has none, holds examples out for evaluation, and hands the run's lines to the
 //! caller's [`Progress`].
 
-use bert_core::words::Choice;
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use bert_core::train::evaluate::Evaluation;
 use bert_core::train::labelled::Labelled;
 use bert_core::train::options::{self, EVAL_SPLIT, SEED, STEPS};
 use bert_core::train::run::{self, Outputs, Progress};
-use bert_core::train::save::{read_state, Unobserved};
+use bert_core::train::save::read_state;
 use bert_core::train::{StepLog, TrainSettings, Trainer};
 use bert_core::words::Opt;
 use bert_core::BertModel;
@@ -21,7 +19,7 @@ use crate::error::Result;
 use crate::refuse;
 use crate::settings::PassSettings;
 use crate::source;
-use crate::train::no_file_beside_a_saved_split;
+use crate::train::{check_start, dump_steps, file_of, no_file_beside_a_saved_split, run_to_end};
 
 pub const FILE: Opt = Opt("file");
 pub const EVAL_FILE: Opt = Opt("eval_file");
@@ -67,14 +65,7 @@ pub struct FinetuneReport {
 /// anything is written (`bert_core::train::run::prepare`).
 pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Result<FinetuneReport> {
     let args = request;
-    if args.resume.is_some() && args.model.is_some() {
-        refuse!(
-            "{} continues the run saved there, from its model: it cannot be used with {}",
-            Opt("resume"),
-            source::MODEL
-        );
-    }
-    source::start::check(args.model.as_deref(), args.from_config, args.resume.is_some())?;
+    check_start(args.model.as_deref(), args.from_config, args.resume.as_deref())?;
     if args.epochs.is_some() && args.settings.steps.is_some() {
         refuse!("{EPOCHS} and {STEPS} both say how long the run is: give one");
     }
@@ -86,20 +77,8 @@ pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Resul
     }
     let (threads, kernels) = args.pass.apply()?;
     let saved = args.resume.as_deref().map(|dir| read_state(dir).map(|state| (dir, state))).transpose()?;
-    let file = match (&args.file, &saved) {
-        (Some(file), _) => file.clone(),
-        (None, Some((dir, state))) => {
-            if !state.file.exists() {
-                refuse!(
-                    "{}: the data the run in {} was trained on is not there (from here); give it with {FILE}",
-                    state.file.display(),
-                    dir.display()
-                );
-            }
-            state.file.clone()
-        }
-        (None, None) => refuse!("{FILE} is required: labelled examples, label<TAB>text on each line"),
-    };
+    let file =
+        file_of(args.file.as_deref(), saved.as_ref(), ("data", "labelled examples, label<TAB>text on each line"))?;
     no_file_beside_a_saved_split(args.eval_file.as_deref(), saved.as_ref().map(|(dir, state)| (*dir, state)))?;
     // A resumed run evaluates as it did, unless told otherwise.
     let saved_eval = saved.as_ref().map(|(_, state)| (state.eval_file.clone(), state.eval_every));
@@ -166,10 +145,7 @@ pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Resul
         settings.steps = Some(steps);
     }
     let options = settings.resolve(saved_options, &model.config, options::FINE_TUNING)?;
-    let mut dump_steps = BTreeSet::new();
-    for spec in &args.dump_steps {
-        dump_steps.extend(run::parse_steps(spec)?);
-    }
+    let dump_steps = dump_steps(&args.dump_steps)?;
     // What the run made or left out is said once every check has passed.
     let mut notes = new_weights;
     notes.extend(read_past);
@@ -207,15 +183,9 @@ pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Resul
         eval: held_out,
         eval_every,
     };
-    let producer = serde_json::json!({
-        "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads,
-        "kernels": trainer.model.kernels.name(), "command": "finetune",
-    });
-    let run = run::prepare(trainer, files, outputs, producer)?;
-    for note in &notes {
-        progress.note(note);
-    }
-    let trainer = run.go(progress, &mut Unobserved)?;
+    let mut producer = crate::trace::producer(threads, kernels);
+    producer["command"] = "finetune".into();
+    let trainer = run_to_end(trainer, files, outputs, producer, &notes, progress)?;
     let classes = trainer.corpus.classes.as_ref().map(|c| c.names.clone()).unwrap_or_default();
     Ok(FinetuneReport { steps: trainer.log, evaluations: trainer.evals, classes })
 }

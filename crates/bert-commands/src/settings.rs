@@ -4,8 +4,7 @@
 //! way of reading the environment.
 
 use bert_core::ops::{self, Kernels};
-use bert_core::words::Choice;
-use bert_core::words::Opt;
+use bert_core::words::{Choice, Opt};
 use bert_core::BertError;
 
 use crate::error::{Error, Result};

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use bert_core::experiments::intervention::{AblateWith, Interventions};
 use bert_core::explain::{self, Target};
-use bert_core::io::dump::manifest::Record;
+use bert_core::io::dump::manifest::InterventionRecord;
 use bert_core::io::dump::{self, DumpWriter};
 use bert_core::model::Pass;
 use bert_core::pass::hook::{Chain, Hook, TensorViewMut};
@@ -344,12 +344,12 @@ impl StepSession {
     }
 
     /// Every change the session has made, as a manifest records it.
-    fn records(&self) -> Result<Vec<Record>> {
+    fn records(&self) -> Result<Vec<InterventionRecord>> {
         let mut records = self.interventions()?.records();
         for (_, change) in &self.changes {
             if let Change::Set { stage, index, value } = change {
                 let index: Vec<String> = index.iter().map(usize::to_string).collect();
-                records.push(Record::Set { set: format!("{stage}[{}]", index.join(",")), value: *value });
+                records.push(InterventionRecord::Set { set: format!("{stage}[{}]", index.join(",")), value: *value });
             }
         }
         Ok(records)

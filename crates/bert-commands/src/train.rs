@@ -2,14 +2,13 @@
 //! `bert_core::train`; this turns a request into the run (the model from where the request
 //! names it, the text, the options) and hands the run's lines to the caller's [`Progress`].
 
-use bert_core::words::Choice;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use bert_core::train::corpus::Corpus;
 use bert_core::train::options::{self, SEED};
 use bert_core::train::run::{self, Outputs, Progress};
-use bert_core::train::save::{read_state, Unobserved};
+use bert_core::train::save::{read_state, ModelFiles, TrainerState, Unobserved};
 use bert_core::train::{TrainSettings, Trainer};
 use bert_core::words::Opt;
 use bert_core::BertModel;
@@ -51,32 +50,14 @@ pub struct TrainRequest {
 /// check is made before anything is written (`bert_core::train::run::prepare`).
 pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trainer> {
     let args = request;
-    if args.resume.is_some() && args.model.is_some() {
-        refuse!(
-            "{} continues the run saved there, from its model: it cannot be used with {}",
-            Opt("resume"),
-            source::MODEL
-        );
-    }
-    source::start::check(args.model.as_deref(), args.from_config, args.resume.is_some())?;
+    check_start(args.model.as_deref(), args.from_config, args.resume.as_deref())?;
     let (threads, kernels) = args.pass.apply()?;
     let saved = args.resume.as_deref().map(|dir| read_state(dir).map(|state| (dir, state))).transpose()?;
-    let file = match (&args.file, &saved) {
-        (Some(file), _) => file.clone(),
-        (None, Some((dir, state))) => {
-            if !state.file.exists() {
-                refuse!(
-                    "{}: the text the run in {} was trained on is not there (from here); give it with {FILE}",
-                    state.file.display(),
-                    dir.display()
-                );
-            }
-            state.file.clone()
-        }
-        (None, None) => {
-            refuse!("{FILE} is required: the text to train on, one example (or tab-separated pair) per line")
-        }
-    };
+    let file = file_of(
+        args.file.as_deref(),
+        saved.as_ref(),
+        ("text", "the text to train on, one example (or tab-separated pair) per line"),
+    )?;
     if args.eval_file.is_some() && args.settings.eval_split.is_some() {
         refuse!("{} and {} both give held-out text: give one", EVAL_FILE, options::EVAL_SPLIT);
     }
@@ -126,10 +107,7 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
         }
         None => (corpus, held_out),
     };
-    let mut dump_steps = BTreeSet::new();
-    for spec in &args.dump_steps {
-        dump_steps.extend(run::parse_steps(spec)?);
-    }
+    let dump_steps = dump_steps(&args.dump_steps)?;
     let trainer = match saved {
         Some((dir, state)) => Trainer::resume(model, corpus, state, dir)?,
         None => {
@@ -165,12 +143,68 @@ pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trai
         eval: held_out,
         eval_every,
     };
-    let producer = serde_json::json!({
-        "name": "bert-trace", "version": env!("CARGO_PKG_VERSION"), "threads": threads,
-        "kernels": trainer.model.kernels.name(),
-    });
+    run_to_end(trainer, files, outputs, crate::trace::producer(threads, kernels), &notes, progress)
+}
+
+/// Refuses a start that names two: a saved run to continue (`resume`) continues from its own
+/// model, and a model comes from `model` or from its config alone (`from_config`), as
+/// `source::start` checks.
+pub(crate) fn check_start(model: Option<&Path>, from_config: bool, resume: Option<&Path>) -> Result<()> {
+    if resume.is_some() && model.is_some() {
+        refuse!(
+            "{} continues the run saved there, from its model: it cannot be used with {}",
+            Opt("resume"),
+            source::MODEL
+        );
+    }
+    source::start::check(model, from_config, resume.is_some())
+}
+
+/// The file a run trains on: `file`, else the one the saved run was trained on (which must still
+/// be there). `what` names it in messages: (what it holds, what the option is for).
+pub(crate) fn file_of(
+    file: Option<&Path>,
+    saved: Option<&(&Path, TrainerState)>,
+    (holds, wanted): (&str, &str),
+) -> Result<PathBuf> {
+    match (file, saved) {
+        (Some(file), _) => Ok(file.to_path_buf()),
+        (None, Some((dir, state))) => {
+            if !state.file.exists() {
+                refuse!(
+                    "{}: the {holds} the run in {} was trained on is not there (from here); give it with {FILE}",
+                    state.file.display(),
+                    dir.display()
+                );
+            }
+            Ok(state.file.clone())
+        }
+        (None, None) => refuse!("{FILE} is required: {wanted}"),
+    }
+}
+
+/// Every step the `dump_step` values name.
+pub(crate) fn dump_steps(specs: &[String]) -> Result<BTreeSet<usize>> {
+    let mut steps = BTreeSet::new();
+    for spec in specs {
+        steps.extend(run::parse_steps(spec)?);
+    }
+    Ok(steps)
+}
+
+/// The end of a training command, `train` and `finetune` alike: the run prepared with its
+/// outputs (every check before anything is written), what the run made or left out said, then
+/// the run. `producer` is who the run's dumps say made them.
+pub(crate) fn run_to_end(
+    trainer: Trainer,
+    files: ModelFiles,
+    outputs: Outputs,
+    producer: serde_json::Value,
+    notes: &[String],
+    progress: &mut dyn Progress,
+) -> Result<Trainer> {
     let run = run::prepare(trainer, files, outputs, producer)?;
-    for note in &notes {
+    for note in notes {
         progress.note(note);
     }
     Ok(run.go(progress, &mut Unobserved)?)

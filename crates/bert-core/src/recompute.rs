@@ -14,7 +14,7 @@ use crate::model::{
 use crate::objectives::IGNORE;
 use crate::ops::{self, Float};
 use crate::pass::Tensor;
-use crate::stage::inputs::{alternatives_from, inputs, Pass};
+use crate::stage::inputs::{alternatives_from, inputs, Wiring};
 use crate::stage::{Stage, StageKind::*};
 
 /// `stage` recomputed from the dump's values of its inputs: Ok(Err(reason)) when it cannot be
@@ -25,8 +25,8 @@ pub fn recompute_from<F: Float>(
     stage: Stage,
     n_layers: usize,
 ) -> Result<std::result::Result<Tensor, String>> {
-    let pass = pass_of(dump, n_layers);
-    let needed = inputs(stage, pass);
+    let wiring = wiring_of(dump, n_layers);
+    let needed = inputs(stage, wiring);
     let mut values = Vec::with_capacity(needed.len());
     for input in &needed {
         match dump.entry(&input.name()) {
@@ -39,7 +39,7 @@ pub fn recompute_from<F: Float>(
     let absent = |range: std::ops::Range<usize>| -> Vec<String> {
         range.filter(|&i| values[i].is_none()).map(|i| needed[i].name()).collect()
     };
-    let split = alternatives_from(stage, pass).unwrap_or(needed.len()).min(needed.len());
+    let split = alternatives_from(stage, wiring).unwrap_or(needed.len()).min(needed.len());
     let (required, alternatives) = (absent(0..split), absent(split..needed.len()));
     if !required.is_empty() || (split < needed.len() && alternatives.len() == needed.len() - split) {
         let mut missing = required;
@@ -47,15 +47,15 @@ pub fn recompute_from<F: Float>(
         return Ok(Err(format!("inputs absent ({})", missing.join(", "))));
     }
     Ok(ops::with_kernels(model.kernels, || match stage.is_grad() {
-        true => recompute_grad(model, stage, pass, &values),
+        true => recompute_grad(model, stage, wiring, &values),
         false => recompute(model, stage, &values),
     }))
 }
 
 /// The pass `dump` holds, for what its stages read: a training step that dropped out has the
 /// embeddings' dropout mask.
-pub fn pass_of(dump: &Dump, n_layers: usize) -> Pass {
-    Pass { n_layers, dropout: dump.entry(&Stage::new(EmbDropoutMask).name()).is_some() }
+pub fn wiring_of(dump: &Dump, n_layers: usize) -> Wiring {
+    Wiring { n_layers, dropout: dump.entry(&Stage::new(EmbDropoutMask).name()).is_some() }
 }
 
 /// A gradient `grad.<stage>` from its inputs (in the order of `stage/inputs.rs`: the forward
@@ -64,7 +64,7 @@ pub fn pass_of(dump: &Dump, n_layers: usize) -> Pass {
 fn recompute_grad<F: Float>(
     model: &BertModel<F>,
     stage: Stage,
-    pass: Pass,
+    wiring: Wiring,
     x: &[Option<Tensor>],
 ) -> std::result::Result<Tensor, String> {
     let mut scratch = Grads::new();
@@ -78,7 +78,7 @@ fn recompute_grad<F: Float>(
     let out: ArrayD<F> = match stage.kind {
         Param(_) => return Err("a parameter's gradient sums over every token: not recomputed alone".into()),
         // Before a dropout stage, in a pass that dropped out: d stage = d dropout ⊙ mask.
-        EmbLayerNorm | AttnProbs | AttnOutput | FfnOutput if pass.handed_on(value) != value => {
+        EmbLayerNorm | AttnProbs | AttnOutput | FfnOutput if wiring.handed_on(value) != value => {
             let d_dropped = float_of::<F, IxDyn>(&x[0], "the dropout stage's gradient")?;
             let mask = float_of::<F, IxDyn>(&x[1], "the dropout mask")?;
             same(&[d_dropped.shape(), mask.shape()])?;
@@ -162,7 +162,7 @@ fn recompute_grad<F: Float>(
             same(&[pooled.shape(), d_pooled.shape()])?;
             pooler::output_backward(pooled.view(), d_pooled.view()).into_dyn()
         }
-        FfnLayerNorm | EmbLayerNorm | EmbDropout if alternatives_from(stage, pass).is_some() => {
+        FfnLayerNorm | EmbLayerNorm | EmbDropout if alternatives_from(stage, wiring).is_some() => {
             // The last hidden state: the heads' shares.
             let hidden = wide::<F>(&x[0], "the last hidden state", h)?;
             let from_mlm = match &x[1] {

@@ -44,12 +44,12 @@ impl Opt {
 
     /// The option as the caller spells it.
     pub fn spelled(self, dialect: Dialect) -> String {
-        render(&self.to_string(), dialect)
+        in_dialect(&self.to_string(), dialect)
     }
 }
 
 impl fmt::Display for Opt {
-    /// `‹max_len›`, which [`render`] turns into the caller's spelling.
+    /// `‹max_len›`, which [`in_dialect`] turns into the caller's spelling.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "‹{}›", self.0)
     }
@@ -99,7 +99,7 @@ macro_rules! choice {
 }
 
 /// `text` with every option it names spelled in `dialect`.
-pub fn render(text: &str, dialect: Dialect) -> String {
+pub fn in_dialect(text: &str, dialect: Dialect) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find('‹') {
@@ -165,14 +165,14 @@ mod tests {
             (Dialect::Keywords, "max_len=0: give mask_prob= or truncate=True (see `bert_trace.stages()`)"),
         ];
         for (dialect, want) in cases {
-            assert_eq!(render(&text, dialect), want, "{dialect:?}");
+            assert_eq!(in_dialect(&text, dialect), want, "{dialect:?}");
         }
     }
 
     #[test]
     fn text_that_only_looks_like_an_option_is_kept() {
         for text in ["‹Not An Option›", "a ‹ alone", "‹lr", "‹›", "‹lr?›", "‹@›", "‹@Stages›"] {
-            assert_eq!(render(text, Dialect::Flags), text);
+            assert_eq!(in_dialect(text, Dialect::Flags), text);
         }
     }
 }

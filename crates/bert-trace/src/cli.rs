@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use bert_commands::attribute::{Method, OccludeWith};
 use bert_commands::trace::Precision;
 use bert_core::experiments::attribute::integrated::Baseline;
-use bert_core::experiments::attribute::Of;
 use bert_core::experiments::attribute::Rule;
+use bert_core::experiments::attribute::Score;
 use bert_core::experiments::intervention::AblateWith;
 use bert_core::ops::Kernels;
 use bert_core::train::options::Warmup;
@@ -605,8 +605,8 @@ pub struct AttributeArgs {
     #[arg(allow_hyphen_values = true, long = "nsp-label", value_name = "0|1")]
     pub nsp_label: Vec<i64>,
     /// What is attributed: the target's log-probability (logprob) or its logit
-    #[arg(long, value_name = "WHAT", value_parser = choice::<Of>(), default_value = "logprob")]
-    pub of: Of,
+    #[arg(long, value_name = "WHAT", value_parser = choice::<Score>(), default_value = "logprob")]
+    pub of: Score,
     /// Occlusion: what hides a token, mask ([MASK]) or unk ([UNK]) [default: mask]
     #[arg(long, value_name = "TOKEN", value_parser = choice::<OccludeWith>())]
     pub occlude_with: Option<OccludeWith>,

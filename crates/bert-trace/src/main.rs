@@ -25,7 +25,7 @@ mod view;
 
 use std::process::ExitCode;
 
-use bert_core::words::{render, Dialect};
+use bert_core::words::{in_dialect, Dialect};
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
@@ -74,7 +74,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code as u8),
         Err(error) => {
             // The library names options by their field (see bert_core::words); here they are flags.
-            eprintln!("error: {}", render(&format!("{error:#}"), Dialect::Flags));
+            eprintln!("error: {}", in_dialect(&format!("{error:#}"), Dialect::Flags));
             ExitCode::from(2)
         }
     }
@@ -94,7 +94,7 @@ fn argument_error(error: clap::Error) -> ExitCode {
 
 /// `text` with the library's option words spelled as flags.
 pub fn flags(text: &str) -> String {
-    render(text, Dialect::Flags)
+    in_dialect(text, Dialect::Flags)
 }
 
 /// Prints a command's report: its notes on stderr, then the report as JSON with `--json`, else
@@ -107,7 +107,7 @@ pub fn show<R: bert_commands::Report>(reported: &bert_commands::Reported<R>, jso
 /// Prints a report: its notes on stderr, its text on stdout, options spelled as flags.
 pub fn print(notes: &[String], text: &str) {
     for note in notes {
-        eprintln!("{}", render(note, Dialect::Flags));
+        eprintln!("{}", in_dialect(note, Dialect::Flags));
     }
-    print!("{}", render(text, Dialect::Flags));
+    print!("{}", in_dialect(text, Dialect::Flags));
 }

@@ -8,7 +8,7 @@ use anyhow::Result;
 use bert_commands::train::{self, TrainRequest};
 use bert_core::train::run::Progress;
 use bert_core::train::{StepLog, TrainSettings};
-use bert_core::words::{render, Dialect};
+use bert_core::words::{in_dialect, Dialect};
 
 use crate::cli::TrainArgs;
 
@@ -60,11 +60,11 @@ impl Terminal {
 
 impl Progress for Terminal {
     fn note(&mut self, text: &str) {
-        eprintln!("{}", render(text, Dialect::Flags));
+        eprintln!("{}", in_dialect(text, Dialect::Flags));
     }
 
     fn line(&mut self, text: &str) {
-        let text = render(text, Dialect::Flags);
+        let text = in_dialect(text, Dialect::Flags);
         match &self.bar {
             Some(bar) => bar.println(text),
             None => println!("{text}"),

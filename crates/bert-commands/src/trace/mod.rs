@@ -8,7 +8,6 @@
 
 mod recorder;
 
-use bert_core::words::Choice;
 use std::path::{Path, PathBuf};
 
 use bert_core::diff::ToleranceOverride;
@@ -22,7 +21,7 @@ use bert_core::ops::{Float, Kernels};
 use bert_core::pass::hook::{Chain, Hook};
 use bert_core::pass::{Discard, Sink, Tensor};
 use bert_core::stage::{DType, Objectives, Part, Stage, StageKind};
-use bert_core::words::Opt;
+use bert_core::words::{Choice, Opt};
 use bert_core::{Batch, BertError, BertModel};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use ndarray::{Axis, Slice};
@@ -37,7 +36,7 @@ use crate::render::terminal_heatmap;
 use crate::render::tokens_table;
 use crate::settings::PassSettings;
 use crate::source;
-use bert_core::io::dump::manifest::Record;
+use bert_core::io::dump::manifest::InterventionRecord;
 use recorder::Recorder;
 
 pub const TEXT: Opt = Opt("text");
@@ -387,7 +386,7 @@ fn explain_pass<F: Float>(
     model: &BertModel<F>,
     name: &str,
     inputs: Inputs,
-    interventions: Vec<Record>,
+    interventions: Vec<InterventionRecord>,
     stages: Vec<(Stage, Tensor)>,
     target: &Target,
 ) -> Result<String> {
@@ -599,7 +598,7 @@ pub fn refuse_no_text(texts: &[String], file: Option<&Path>) -> Result<()> {
 pub fn refuse_out_as_patch_source(out: &Path, interventions: &Interventions) -> Result<()> {
     let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     for record in interventions.records() {
-        if let Record::Patch { from, .. } = record {
+        if let InterventionRecord::Patch { from, .. } = record {
             if canonical(Path::new(&from)) == canonical(out) {
                 refuse!(
                     "{}: a patch reads {from}, which the pass would be written over; choose another",

@@ -10,14 +10,16 @@ use std::io::Write;
 use crate::error::{OrRefuse, Result};
 use crate::refuse;
 use base64::Engine;
+use bert_core::experiments::hidden_states::layer_stats;
 use bert_core::io::dump::Dump;
+use bert_core::ops;
 use bert_core::stage::{self, Part, Stage, StageKind, StageKind::*};
 use bert_core::BertModel;
 use globset::GlobSet;
-use ndarray::{Array2, ArrayD, Axis, Ix2, Ix3, Ix4};
+use ndarray::{Array2, ArrayD, ArrayView1, Axis, Ix2, Ix3, Ix4};
 use serde_json::{json, Value};
 
-use super::shapes::{self, Dim, Dims};
+use super::shapes::{self, Expected, InputShape};
 use crate::render::table::visible;
 
 /// How large the page may grow, base64 and all: it opens in a few seconds in a browser.
@@ -70,7 +72,7 @@ impl Stages<'_> {
 
     /// A float stage that must have the shape `expected`: checked in the manifest before it is
     /// read, and in what was read.
-    pub fn f32_shaped(&self, name: &str, expected: &[Dim]) -> Result<Option<ArrayD<f32>>> {
+    pub fn f32_shaped(&self, name: &str, expected: &[Expected]) -> Result<Option<ArrayD<f32>>> {
         shapes::expect_stage(self.dump, name, expected)?;
         let values = self.f32(name)?;
         if let Some(values) = &values {
@@ -80,7 +82,7 @@ impl Stages<'_> {
     }
 
     /// `[B,T]` input stage.
-    pub fn input(&self, name: &str, dims: Dims) -> Result<Option<Array2<i64>>> {
+    pub fn input(&self, name: &str, dims: InputShape) -> Result<Option<Array2<i64>>> {
         shapes::expect_stage(self.dump, name, &dims.input())?;
         Ok(match self.i64(name)? {
             Some(a) => {
@@ -120,8 +122,8 @@ pub struct Sequences {
 
 impl Sequences {
     pub fn read(stages: &Stages<'_>, names: &Names<'_>) -> Result<Sequences> {
-        let dims = Dims::of(stages.dump)?;
-        let ids = stages.input(&named(InputIds), dims)?.or_refuse("Dims::of found input.ids")?;
+        let dims = InputShape::of(stages.dump)?;
+        let ids = stages.input(&named(InputIds), dims)?.or_refuse("InputShape::of found input.ids")?;
         let (b, t) = ids.dim();
         let token_type = stages.input(&named(InputTokenTypeIds), dims)?.unwrap_or_else(|| Array2::zeros((b, t)));
         let attention_mask = stages.input(&named(InputAttentionMask), dims)?.unwrap_or_else(|| Array2::ones((b, t)));
@@ -205,7 +207,7 @@ pub fn is_masked(v: f32) -> bool {
 }
 
 /// The attention block: every layer's probabilities as 8-bit codes, and their thumbnails.
-fn attention(stages: &Stages<'_>, layers: usize, dims: Dims) -> Result<Option<Value>> {
+fn attention(stages: &Stages<'_>, layers: usize, dims: InputShape) -> Result<Option<Value>> {
     let names: Vec<String> = (0..layers).map(|i| in_layer(i, AttnProbs)).collect();
     if layers == 0 || !names.iter().all(|n| stages.has(n)) {
         return Ok(None);
@@ -320,7 +322,7 @@ fn heatmap_candidates(stages: &Stages<'_>, layers: usize) -> Vec<String> {
 
 /// Per-layer plots of the hidden states: each token's norm, the mean and std over the real
 /// tokens' values, and each token's cosine between consecutive layers.
-fn layer_plots(stages: &Stages<'_>, layers: usize, mask: &Array2<i64>, dims: Dims) -> Result<Option<Value>> {
+fn layer_plots(stages: &Stages<'_>, layers: usize, mask: &Array2<i64>, dims: InputShape) -> Result<Option<Value>> {
     let mut names = vec![named(EmbLayerNorm)];
     names.extend((0..layers).map(|i| in_layer(i, FfnLayerNorm)));
     if layers == 0 || !names.iter().all(|n| stages.has(n)) {
@@ -334,62 +336,23 @@ fn layer_plots(stages: &Stages<'_>, layers: usize, mask: &Array2<i64>, dims: Dim
         let state = stages.f32_shaped(name, &dims.per_token(hidden))?.or_refuse("listed")?;
         states.push(state.into_dimensionality::<Ix3>()?.mapv(f64::from));
     }
-    let b = mask.nrows();
-    let norms: Vec<Vec<Vec<f64>>> = states
-        .iter()
-        .map(|s| s.outer_iter().map(|seq| seq.map_axis(Axis(1), |v| v.dot(&v).sqrt()).to_vec()).collect())
-        .collect();
-    let stat = |s: &ndarray::Array3<f64>, seq: usize| {
-        let real: Vec<f64> = s
-            .index_axis(Axis(0), seq)
-            .outer_iter()
-            .zip(mask.row(seq))
-            .filter(|(_, &m)| m != 0)
-            .flat_map(|(row, _)| row.to_vec())
-            .collect();
-        let n = real.len().max(1) as f64;
-        let mean = real.iter().sum::<f64>() / n;
-        (mean, (real.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n).sqrt())
-    };
-    let means: Vec<Vec<f64>> = states.iter().map(|s| (0..b).map(|seq| stat(s, seq).0).collect()).collect();
-    let stds: Vec<Vec<f64>> = states.iter().map(|s| (0..b).map(|seq| stat(s, seq).1).collect()).collect();
-    let cosine: Vec<Vec<Vec<f64>>> = states
-        .windows(2)
-        .map(|pair| {
-            (0..b)
-                .map(|seq| {
-                    let (x, y) = (pair[0].index_axis(Axis(0), seq), pair[1].index_axis(Axis(0), seq));
-                    x.outer_iter()
-                        .zip(y.outer_iter())
-                        .map(|(u, v)| {
-                            let denominator = (u.dot(&u) * v.dot(&v)).sqrt();
-                            if denominator > 0.0 {
-                                u.dot(&v) / denominator
-                            } else {
-                                0.0
-                            }
-                        })
-                        .collect()
-                })
-                .collect()
-        })
-        .collect();
+    let stats = layer_stats(&states, mask);
     let mut labels = vec!["embeddings".to_string()];
     labels.extend((0..layers).map(|i| format!("layer {i}")));
-    Ok(Some(json!({"labels": labels, "token_norms": norms, "mean": means, "std": stds, "cosine": cosine})))
+    let mut plots = serde_json::to_value(stats)?;
+    plots["labels"] = labels.into();
+    Ok(Some(plots))
 }
 
-/// softmax of one row, in f64.
-fn softmax(row: &[f32]) -> Vec<f64> {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let exps: Vec<f64> = row.iter().map(|&v| (v as f64 - max).exp()).collect();
-    let sum: f64 = exps.iter().sum();
-    exps.into_iter().map(|e| e / sum).collect()
+/// The probabilities of one row of logits, in f64: the library's softmax, as the terminal's
+/// predictions print them.
+fn probabilities(row: &[f32]) -> Vec<f64> {
+    ops::softmax_rows(ArrayView1::from(row).mapv(f64::from)).to_vec()
 }
 
 /// The heads' outputs, when the dump has them: MLM top-5 at every `[MASK]` and labelled
 /// position, NSP and classifier probabilities, and the losses.
-fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences, dims: Dims) -> Result<Value> {
+fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences, dims: InputShape) -> Result<Value> {
     let mut out = serde_json::Map::new();
     let labels = stages.input(&named(InputLabels), dims)?;
     if let Some(logits) = stages.f32_shaped(&named(MlmLogits), &dims.per_token(None))? {
@@ -405,7 +368,7 @@ fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences, dims: D
                 continue;
             }
             let row: Vec<f32> = logits.index_axis(Axis(0), seq).row(pos).to_vec();
-            let p = softmax(&row);
+            let p = probabilities(&row);
             let mut order: Vec<usize> = (0..p.len()).filter(|&v| !p[v].is_nan()).collect();
             order.sort_by(|&a, &b| p[b].total_cmp(&p[a]));
             let top: Vec<Value> =
@@ -423,28 +386,28 @@ fn predictions(stages: &Stages<'_>, names: &Names<'_>, seqs: &Sequences, dims: D
         }
         out.insert("mlm".into(), entries.into());
     }
-    if let Some(logits) = stages.f32_shaped(&named(NspLogits), &dims.per_sequence(Dim::Is("", 2)))? {
+    if let Some(logits) = stages.f32_shaped(&named(NspLogits), &dims.per_sequence(Expected::Is("", 2)))? {
         let logits = logits.into_dimensionality::<Ix2>()?;
         let nsp_labels = stages.i64(&named(InputNextSentenceLabel))?;
         let entries: Vec<Value> = logits
             .outer_iter()
             .enumerate()
             .map(|(seq, row)| {
-                let p = softmax(&row.to_vec());
+                let p = probabilities(&row.to_vec());
                 let label = nsp_labels.as_ref().and_then(|l| l.get(seq).copied());
                 json!({"seq": seq, "is_next": p[0], "random": p[1], "label": label})
             })
             .collect();
         out.insert("nsp".into(), entries.into());
     }
-    if let Some(logits) = stages.f32_shaped(&named(ClassifierLogits), &dims.per_sequence(Dim::Any("C")))? {
+    if let Some(logits) = stages.f32_shaped(&named(ClassifierLogits), &dims.per_sequence(Expected::Any("C")))? {
         let logits = logits.into_dimensionality::<Ix2>()?;
         let label_names = names.model.and_then(|m| m.classifier.as_ref()).map(|c| c.labels.clone());
         let entries: Vec<Value> = logits
             .outer_iter()
             .enumerate()
             .map(|(seq, row)| {
-                let p = softmax(&row.to_vec());
+                let p = probabilities(&row.to_vec());
                 let labels: Vec<Value> = p
                     .iter()
                     .enumerate()
@@ -491,7 +454,7 @@ fn check_labels(stages: &Stages<'_>, labels: &Array2<i64>, vocabulary: usize) ->
 /// Whether stage `name`, of `shape`, is drawn as a heatmap: `[B,nh,T,T]` and `[B,T,X]` stages
 /// are, after their shape is checked; other ranks, and `[B,nh,T,hs]` (queries, keys, values),
 /// are not.
-fn is_heatmap(stages: &Stages<'_>, name: &str, shape: &[usize], dims: Dims) -> Result<bool> {
+fn is_heatmap(stages: &Stages<'_>, name: &str, shape: &[usize], dims: InputShape) -> Result<bool> {
     let attention = stage::parse(name).is_some_and(|stage| matches!(stage.kind, AttnScores | AttnProbs));
     match shape.len() {
         4 if attention || shape[2..] == [dims.t, dims.t] => {
@@ -510,7 +473,7 @@ fn is_heatmap(stages: &Stages<'_>, name: &str, shape: &[usize], dims: Dims) -> R
 pub fn page(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<(Value, Vec<String>)> {
     let stages = Stages { dump };
     let seqs = Sequences::read(&stages, names)?;
-    let dims = Dims::of(dump)?;
+    let dims = InputShape::of(dump)?;
     let layers = stages.layers();
     let (b, t) = seqs.ids.dim();
     let attention = attention(&stages, layers, dims)?;

@@ -5,14 +5,14 @@
 //! The page's code is `assets/` (view.js, view.css, page.html), embedded as it is; this module
 //! reads the dump into the page's data (`data.rs`), draws the pictures as the page draws them
 //! (`picture.rs`, with `assets/COLORS.md`'s constants in `colors.rs`) and renders PNG
-//! (`render.rs`).
+//! (`png.rs`).
 
 mod budget;
 pub(crate) mod colors;
 mod data;
 mod grid;
 pub(crate) mod picture;
-mod render;
+mod png;
 mod shapes;
 
 use std::path::{Path, PathBuf};
@@ -97,7 +97,7 @@ pub fn view(request: &ViewRequest) -> Result<ViewReport> {
         }
         if let Some(path) = &args.png {
             budget::check_pixels(stage, picture.width, picture.height, stage_is_attention(stage))?;
-            let bytes = render::png(&picture.svg)?;
+            let bytes = png::of_svg(&picture.svg)?;
             owned_file::write(path, &bytes, Format::Png, "picture")?;
         }
         let written: Vec<String> =
@@ -210,7 +210,7 @@ fn comparison(args: &ViewRequest) -> Result<ViewReport> {
     }
     if let Some(path) = &args.png {
         budget::check_pixels(grid.what, picture.width, picture.height, false)?;
-        owned_file::write(path, &render::png(&picture.svg)?, Format::Png, "picture")?;
+        owned_file::write(path, &png::of_svg(&picture.svg)?, Format::Png, "picture")?;
         written.push(path.display().to_string());
     }
     if written.is_empty() {
@@ -252,7 +252,7 @@ fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: &ViewRequest) -> R
         );
     };
     let seqs = Sequences::read(&stages, names)?;
-    let dims = shapes::Dims::of(dump)?;
+    let dims = shapes::InputShape::of(dump)?;
     let (b, t) = (dims.b, dims.t);
     if args.seq >= b {
         refuse!("{} is out of range: the dump has {b} sequence(s), 0 to {}", SEQ.with(args.seq), b - 1);

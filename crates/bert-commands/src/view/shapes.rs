@@ -12,9 +12,9 @@ use crate::refuse;
 use bert_core::io::dump::Dump;
 use bert_core::stage::{Stage, StageKind};
 
-/// One dimension a stage must have.
+/// The size one dimension of a stage must have.
 #[derive(Clone, Copy, Debug)]
-pub enum Dim {
+pub enum Expected {
     /// Exactly this size, named (`B`, `T`, `nh`) in messages, or shown as a number when the
     /// name is empty.
     Is(&'static str, usize),
@@ -22,16 +22,17 @@ pub enum Dim {
     Any(&'static str),
 }
 
-/// The batch and token counts of a dump, from `input.ids`.
+/// The batch and token counts of a dump, from `input.ids`: what every other stage is checked
+/// against.
 #[derive(Clone, Copy, Debug)]
-pub struct Dims {
+pub struct InputShape {
     pub b: usize,
     pub t: usize,
 }
 
-impl Dims {
+impl InputShape {
     /// B and T of `dump`; a dump of 0 sequences or 0 tokens has nothing to draw.
-    pub fn of(dump: &Dump) -> Result<Dims> {
+    pub fn of(dump: &Dump) -> Result<InputShape> {
         let dir = dump.dir.display();
         let Some(entry) = dump.entry(&Stage::new(StageKind::InputIds).name()) else {
             refuse!("{dir}: the dump has no input.ids, which every dump has");
@@ -45,47 +46,47 @@ impl Dims {
         if t == 0 {
             refuse!("{dir}: the dump has 0 tokens (input.ids is {:?}); there is nothing to draw", entry.shape);
         }
-        Ok(Dims { b, t })
+        Ok(InputShape { b, t })
     }
 
     /// `[B,T]`, the shape of every input stage.
-    pub fn input(&self) -> [Dim; 2] {
-        [Dim::Is("B", self.b), Dim::Is("T", self.t)]
+    pub fn input(&self) -> [Expected; 2] {
+        [Expected::Is("B", self.b), Expected::Is("T", self.t)]
     }
 
     /// `[B,nh,T,T]`, attention scores and probabilities; `heads` when it is known.
-    pub fn attention(&self, heads: Option<usize>) -> [Dim; 4] {
-        let nh = heads.map_or(Dim::Any("nh"), |n| Dim::Is("nh", n));
-        [Dim::Is("B", self.b), nh, Dim::Is("T", self.t), Dim::Is("T", self.t)]
+    pub fn attention(&self, heads: Option<usize>) -> [Expected; 4] {
+        let nh = heads.map_or(Expected::Any("nh"), |n| Expected::Is("nh", n));
+        [Expected::Is("B", self.b), nh, Expected::Is("T", self.t), Expected::Is("T", self.t)]
     }
 
     /// `[B,T,X]`, hidden states and the like; `width` when it is known.
-    pub fn per_token(&self, width: Option<usize>) -> [Dim; 3] {
-        let x = width.map_or(Dim::Any("X"), |n| Dim::Is("X", n));
-        [Dim::Is("B", self.b), Dim::Is("T", self.t), x]
+    pub fn per_token(&self, width: Option<usize>) -> [Expected; 3] {
+        let x = width.map_or(Expected::Any("X"), |n| Expected::Is("X", n));
+        [Expected::Is("B", self.b), Expected::Is("T", self.t), x]
     }
 
     /// `[B,X]`, one row per sequence (NSP and classifier logits).
-    pub fn per_sequence(&self, width: Dim) -> [Dim; 2] {
-        [Dim::Is("B", self.b), width]
+    pub fn per_sequence(&self, width: Expected) -> [Expected; 2] {
+        [Expected::Is("B", self.b), width]
     }
 }
 
 /// Fails unless `shape`, stage `name`'s in the dump `dir`, matches `expected`: one line with
 /// both shapes.
-pub fn expect(dir: &Path, name: &str, shape: &[usize], expected: &[Dim]) -> Result<()> {
+pub fn expect(dir: &Path, name: &str, shape: &[usize], expected: &[Expected]) -> Result<()> {
     let fits = shape.len() == expected.len()
         && shape.iter().zip(expected).all(|(&n, dim)| match *dim {
-            Dim::Is(_, size) => n == size,
-            Dim::Any(_) => n >= 1,
+            Expected::Is(_, size) => n == size,
+            Expected::Any(_) => n >= 1,
         });
     if !fits {
         let wanted: Vec<String> = expected
             .iter()
             .map(|dim| match *dim {
-                Dim::Is("", size) => size.to_string(),
-                Dim::Is(name, size) => format!("{name}={size}"),
-                Dim::Any(name) => format!("{name}≥1"),
+                Expected::Is("", size) => size.to_string(),
+                Expected::Is(name, size) => format!("{name}={size}"),
+                Expected::Any(name) => format!("{name}≥1"),
             })
             .collect();
         refuse!(
@@ -98,7 +99,7 @@ pub fn expect(dir: &Path, name: &str, shape: &[usize], expected: &[Dim]) -> Resu
 }
 
 /// [`expect`] for stage `name` as the manifest lists it; Ok when the dump has no such stage.
-pub fn expect_stage(dump: &Dump, name: &str, expected: &[Dim]) -> Result<()> {
+pub fn expect_stage(dump: &Dump, name: &str, expected: &[Expected]) -> Result<()> {
     match dump.entry(name) {
         Some(entry) => expect(&dump.dir, name, &entry.shape, expected),
         None => Ok(()),
@@ -112,8 +113,8 @@ mod tests {
     #[test]
     fn a_shape_fits_when_every_dimension_does() {
         let dir = Path::new("d");
-        let dims = Dims { b: 1, t: 9 };
-        let cases: [(&[usize], &[Dim], bool); 6] = [
+        let dims = InputShape { b: 1, t: 9 };
+        let cases: [(&[usize], &[Expected], bool); 6] = [
             (&[1, 4, 9, 9], &dims.attention(None), true),
             (&[1, 4, 9, 5], &dims.attention(None), false),
             (&[1, 0, 9, 9], &dims.attention(None), false),

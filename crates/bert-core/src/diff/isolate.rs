@@ -11,12 +11,12 @@ use serde::Serialize;
 
 use crate::diff::{compare_tensors, default_tolerance, stage_tolerance, StageReport, Tolerance};
 use crate::error::{BertError, Result};
-use crate::io::dump::manifest::Record;
+use crate::io::dump::manifest::InterventionRecord;
 use crate::io::dump::Dump;
 use crate::model::{dropout, BertModel};
 use crate::ops::Float;
 use crate::recompute::recompute_from;
-use crate::stage::inputs::{inputs, Pass};
+use crate::stage::inputs::{inputs, Wiring};
 use crate::stage::{self, DType, Part, Stage, StageKind::*};
 
 /// A stage's own error on one side of a diff.
@@ -103,7 +103,7 @@ impl Isolation {
 pub fn own_errors<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<Vec<(String, Own)>> {
     check_model(model, dump)?;
     let n_layers = model.config.num_hidden_layers;
-    let pass = crate::recompute::pass_of(dump, n_layers);
+    let wiring = crate::recompute::wiring_of(dump, n_layers);
     let mask = dump.attention_mask()?;
     let intervened = intervened(dump);
     let mut owns = Vec::new();
@@ -116,7 +116,7 @@ pub fn own_errors<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<Vec<(St
         if !stage.is_grad() && given {
             continue;
         }
-        if let Some(reason) = changed_by_intervention(stage, &intervened, pass) {
+        if let Some(reason) = changed_by_intervention(stage, &intervened, wiring) {
             owns.push((entry.name.clone(), Own::NotIsolated { reason }));
             continue;
         }
@@ -152,12 +152,12 @@ pub(crate) fn intervened(dump: &Dump) -> Vec<(Stage, String)> {
         .iter()
         .filter_map(|record| {
             let stage = match record {
-                Record::Ablate { ablate, .. } => {
+                InterventionRecord::Ablate { ablate, .. } => {
                     let layer = crate::experiments::intervention::Ablation::layer_of(ablate)?;
                     Stage::layer(layer, AttnContext)
                 }
-                Record::Patch { patch, .. } => stage::parse(patch)?,
-                Record::Set { set, .. } => stage::parse(set.split('[').next()?)?,
+                InterventionRecord::Patch { patch, .. } => stage::parse(patch)?,
+                InterventionRecord::Set { set, .. } => stage::parse(set.split('[').next()?)?,
             };
             Some((stage, record.to_string()))
         })
@@ -167,10 +167,10 @@ pub(crate) fn intervened(dump: &Dump) -> Vec<(Stage, String)> {
 /// Why `stage` cannot be isolated in a dump with these interventions, if it cannot: its value is
 /// the intervention's, not its inputs' function; or, for a gradient, it reads the gradient of a
 /// changed stage, which the intervention's backward changed on its way.
-pub(crate) fn changed_by_intervention(stage: Stage, intervened: &[(Stage, String)], pass: Pass) -> Option<String> {
-    let (changed, record) = intervened
-        .iter()
-        .find(|(changed, _)| *changed == stage || (stage.is_grad() && inputs(stage, pass).contains(&changed.grad())))?;
+pub(crate) fn changed_by_intervention(stage: Stage, intervened: &[(Stage, String)], wiring: Wiring) -> Option<String> {
+    let (changed, record) = intervened.iter().find(|(changed, _)| {
+        *changed == stage || (stage.is_grad() && inputs(stage, wiring).contains(&changed.grad()))
+    })?;
     Some(match *changed == stage {
         true => format!("changed by an intervention ({record})"),
         false => format!("reads the gradient of {changed}, which an intervention changed ({record})"),

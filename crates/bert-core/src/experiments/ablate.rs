@@ -6,7 +6,6 @@
 //! is computed once and each ablation runs only layers L.. again: for 12 layers of 12 heads,
 //! 936 layer passes instead of 1,728.
 
-use crate::words::Choice;
 use ndarray::Array3;
 use serde::Serialize;
 
@@ -18,6 +17,7 @@ use crate::model::{additive_mask, BertModel};
 use crate::ops::{self, Float};
 use crate::pass::hook::Hook;
 use crate::pass::{Discard, Tracer};
+use crate::words::Choice;
 
 /// The format of `bert-trace ablate --json`, which `bert-trace view` reads.
 pub const FORMAT: &str = "bert-trace-ablate/1";

@@ -3,7 +3,6 @@
 //! sequence's real tokens) before the output projection mixes the heads; a patched stage takes
 //! its value, or some positions of it, from another run of the same model.
 
-use crate::words::Choice;
 use std::fmt;
 use std::ops::RangeInclusive;
 use std::path::Path;
@@ -12,7 +11,7 @@ use ndarray::{s, ArrayView2, ArrayViewMut3, ArrayViewMutD, Axis, Slice};
 
 use crate::error::{BertError, Result};
 use crate::io::config::BertConfig;
-use crate::io::dump::manifest::Record;
+use crate::io::dump::manifest::InterventionRecord;
 use crate::io::dump::Dump;
 use crate::io::tokenizer::Batch;
 use crate::model::BertModel;
@@ -20,7 +19,7 @@ use crate::ops::Float;
 use crate::pass::hook::{Hook, TensorViewMut};
 use crate::pass::Tensor;
 use crate::stage::{self, Dim, Stage, StageKind};
-use crate::words::Opt;
+use crate::words::{Choice, Opt};
 
 pub const ABLATE: Opt = Opt("ablate");
 pub const PATCH: Opt = Opt("patch");
@@ -348,13 +347,14 @@ impl Interventions {
     }
 
     /// What the manifest records, in the order they are applied.
-    pub fn records(&self) -> Vec<Record> {
-        let patches = self.patches.iter().map(|p| Record::Patch {
+    pub fn records(&self) -> Vec<InterventionRecord> {
+        let patches = self.patches.iter().map(|p| InterventionRecord::Patch {
             patch: p.stage.name(),
             positions: p.positions.as_ref().map(Positions::to_string),
             from: p.from.clone(),
         });
-        let ablations = self.ablations.iter().map(|a| Record::Ablate { ablate: a.spec(), with: a.with.name().into() });
+        let ablations =
+            self.ablations.iter().map(|a| InterventionRecord::Ablate { ablate: a.spec(), with: a.with.name().into() });
         patches.chain(ablations).collect()
     }
 

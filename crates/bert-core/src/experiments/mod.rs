@@ -17,6 +17,7 @@
 pub mod ablate;
 pub mod attribute;
 pub mod heads;
+pub mod hidden_states;
 pub mod intervention;
 pub mod lens;
 pub mod readout;

@@ -5,13 +5,13 @@
 
 use std::collections::HashMap;
 
-use ndarray::{arr1, IxDyn};
+use ndarray::{arr1, ArrayView1, IxDyn};
 
 use super::{Number, Operand};
 use crate::io::dump::Dump;
-use crate::model::{pooler, BertModel};
+use crate::model::{attention, pooler, BertModel};
 use crate::objectives::IGNORE;
-use crate::ops::Float;
+use crate::ops::{self, Float, Moments, SoftmaxRow};
 use crate::pass::Tensor;
 use crate::stage::inputs::inputs;
 use crate::stage::{DType, Dim, ParamKind, ParamKinds, Stage, StageKind::*};
@@ -60,8 +60,8 @@ impl<'a, F: Float> Operands<'a, F> {
     }
 
     /// The pass the dump holds, for what its stages read (a training step's dropout).
-    pub(super) fn pass(&self) -> crate::stage::inputs::Pass {
-        crate::recompute::pass_of(self.dump, self.model.config.num_hidden_layers)
+    pub(super) fn wiring(&self) -> crate::stage::inputs::Wiring {
+        crate::recompute::wiring_of(self.dump, self.model.config.num_hidden_layers)
     }
 
     /// Refuses a stage whose shape is not the one bert-trace gives it for this model: a dump
@@ -211,14 +211,14 @@ impl Parts {
         value
     }
 
-    /// Σ `a[i]·b[i]`, with the largest products as terms; `a` and `b` are the inputs from
-    /// `first_a` and `first_b` on.
-    pub(super) fn dot(&mut self, a: &[f64], b: &[f64], first_a: usize, first_b: usize) -> f64 {
+    /// Σ `a[i]·b[i]`, by the ops' [`ops::dot`], with the largest products kept as terms; `a`
+    /// and `b` are the inputs from `first_a` and `first_b` on.
+    pub(super) fn sum_of_products(&mut self, a: &[f64], b: &[f64], first_a: usize, first_b: usize) -> f64 {
         let products: Vec<f64> = a.iter().zip(b).map(|(x, y)| x * y).collect();
         let mut order: Vec<usize> = (0..products.len()).collect();
         order.sort_by(|&i, &j| products[j].abs().total_cmp(&products[i].abs()));
         self.terms = order.iter().take(TERMS).map(|&i| ([first_a + i, first_b + i], products[i])).collect();
-        products.iter().sum()
+        ops::dot(ArrayView1::from(a), ArrayView1::from(b))
     }
 }
 
@@ -238,7 +238,7 @@ fn padding_query<F: Float>(ops: &mut Operands<'_, F>, b: usize, query: usize) ->
 pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize]) -> Result<Parts, String> {
     let mut p = Parts::of(ops, stage)?;
     let config = &ops.model.config;
-    let reads = inputs(stage, ops.pass());
+    let reads = inputs(stage, ops.wiring());
     let layer = stage.layer;
     let name = stage.name();
     match stage.kind {
@@ -305,11 +305,11 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
             let x = p.row(ops, reads[0], row_at)?;
             let ParamKinds { weight, bias } = stage.info().params.expect("a LayerNorm stage has a scale and shift");
             let (gamma, beta) = (p.param(ops, weight, layer, &[h])?, p.param(ops, bias, layer, &[h])?);
-            let n = x.len() as f64;
-            let mean = p.step("mean", x.iter().sum::<f64>() / n);
-            let variance = p.step("variance", x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n);
-            let eps = p.step("eps", config.layer_norm_eps);
-            let x_hat = p.step("x_hat", (x[h] - mean) / (variance + eps).sqrt());
+            let eps = config.layer_norm_eps;
+            let Moments { mean, variance, std } = ops::moments(ArrayView1::from(&x[..]), eps);
+            let (mean, variance) = (p.step("mean", mean), p.step("variance", variance));
+            let eps = p.step("eps", eps);
+            let x_hat = p.step("x_hat", (x[h] - mean) / std);
             p.formula = format!(
                 "(x[{h}] - mean) / √(variance + eps) · γ[{h}] + β[{h}] = ({} - {}) / √({} + {}) · {} + {} = {} \
                  (x: {} over its {} features; mean and variance in f64)",
@@ -340,7 +340,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
             let w: Vec<f64> = (0..x.len()).map(|i| p.param(ops, weight, layer, &[out, i])).collect::<Result<_, _>>()?;
             let b = p.param(ops, bias, layer, &[out])?;
             p.step("bias", b);
-            let sum = p.dot(&x, &w, 0, x.len());
+            let sum = p.sum_of_products(&x, &w, 0, x.len());
             p.step("sum", sum);
             p.formula = format!(
                 "bias[{out}] + Σ_i x[i] · W[{out}, i] = {} + {} = {} (x: {} at {row_at:?}, {} inputs; the sum in f64)",
@@ -370,9 +370,9 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
             let k = p.row(ops, reads[1], &[b, head, j])?;
             let hs = q.len();
             let mask_value = p.read(ops, reads[2], &[b, j])?;
-            let dot = p.dot(&q, &k, 0, hs);
+            let dot = p.sum_of_products(&q, &k, 0, hs);
             p.step("dot", dot);
-            let scale = p.step("scale", (hs as f64).powf(-0.5));
+            let scale = p.step("scale", attention::scale::<f64>(hs));
             // The additive mask exists only when some key of the batch is padding.
             let padded = ops.tensor(reads[2])?.to_f64().iter().any(|&m| m == 0.0);
             let mask = if padded && mask_value == 0.0 { F::min_value().to_f64().unwrap_or(f64::MIN) } else { 0.0 };
@@ -395,15 +395,15 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
             let (row_at, j) = index.split_at(3);
             let j = j[0];
             let scores = p.row(ops, reads[0], row_at)?;
-            let max = p.step("max", scores.iter().copied().fold(f64::NEG_INFINITY, f64::max));
-            let sum_exp = p.step("sum_exp", scores.iter().map(|s| (s - max).exp()).sum());
+            let SoftmaxRow { max, exps, sum } = ops::softmax_row(ArrayView1::from(&scores[..]));
+            let (max, sum_exp) = (p.step("max", max), p.step("sum_exp", sum));
             let padding = padding_query(ops, row_at[0], row_at[2]);
             p.formula = format!(
                 "exp(scores[{j}] - max) / Σ_k exp(scores[k] - max) = exp({} - {}) / {} = {} (the row of {} scores; in f64){padding}",
                 p.n(scores[j]),
                 p.n(max),
                 p.n(sum_exp),
-                p.n((scores[j] - max).exp() / sum_exp),
+                p.n(exps[j] / sum_exp),
                 scores.len()
             );
         }
@@ -415,7 +415,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
             let first_v = p.inputs.len();
             let v: Vec<f64> =
                 (0..probs.len()).map(|j| p.read(ops, reads[1], &[b, head, j, d])).collect::<Result<_, _>>()?;
-            let sum = p.dot(&probs, &v, 0, first_v);
+            let sum = p.sum_of_products(&probs, &v, 0, first_v);
             p.step("sum", sum);
             p.formula = format!(
                 "Σ_j probs[{t}, j] · value[j, {d}] = {} (head {head}, feature {d} of its {hs}; the sum in f64)",
@@ -432,8 +432,8 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 if label >= logits.len() {
                     return Err(format!("label {label} is outside the {} classes", logits.len()));
                 }
-                let max = p.step("max", logits.iter().copied().fold(f64::NEG_INFINITY, f64::max));
-                let sum_exp = p.step("sum_exp", logits.iter().map(|l| (l - max).exp()).sum());
+                let SoftmaxRow { max, sum, .. } = ops::softmax_row(ArrayView1::from(&logits[..]));
+                let (max, sum_exp) = (p.step("max", max), p.step("sum_exp", sum));
                 let log_sum_exp = p.step("log_sum_exp", max + sum_exp.ln());
                 let logit = p.step("logit", logits[label]);
                 p.formula = format!(

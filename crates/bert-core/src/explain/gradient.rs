@@ -3,12 +3,12 @@
 //! `stage/inputs.rs`). The arithmetic shown is in f64; the value the gradient really has is the
 //! backward function's (`recompute.rs`).
 
-use ndarray::{arr1, arr2};
+use ndarray::{arr1, arr2, ArrayView1};
 
 use super::element::{Operands, Parts};
-use crate::model::pooler;
+use crate::model::{attention, pooler};
 use crate::objectives::IGNORE;
-use crate::ops::Float;
+use crate::ops::{self, Float, Moments, SoftmaxRow};
 use crate::stage::inputs::inputs;
 use crate::stage::{ParamKind, Stage, StageKind::*};
 
@@ -22,8 +22,8 @@ pub fn explain<F: Float>(
     let config = &ops.model.config;
     let (h, nh) = (config.hidden_size, config.num_attention_heads);
     let hs = h / nh;
-    let pass = ops.pass();
-    let reads = inputs(stage, pass);
+    let wiring = ops.wiring();
+    let reads = inputs(stage, wiring);
     let layer = stage.layer;
     let name = stage.name();
     let last = index.len().saturating_sub(1);
@@ -31,7 +31,7 @@ pub fn explain<F: Float>(
     match stage.kind {
         Param(_) => return Err(format!("{name} sums over every token: a parameter's gradient is not explained")),
         // Before a dropout stage, in a training step that dropped out.
-        EmbLayerNorm | AttnProbs | AttnOutput | FfnOutput if pass.handed_on(value) != value => {
+        EmbLayerNorm | AttnProbs | AttnOutput | FfnOutput if wiring.handed_on(value) != value => {
             let d = p.read(ops, reads[0], index)?;
             let mask = p.read(ops, reads[1], index)?;
             p.formula = format!(
@@ -71,9 +71,10 @@ pub fn explain<F: Float>(
             if label as i64 == IGNORE {
                 p.formula = format!("{}{row_at:?} is -100: this position is not in the loss, so 0", reads[1].name());
             } else {
-                let max = p.step("max", logits.iter().copied().fold(f64::NEG_INFINITY, f64::max));
-                let sum_exp = p.step("sum_exp", logits.iter().map(|l| (l - max).exp()).sum());
-                let prob = p.step("p", (logits[v] - max).exp() / sum_exp);
+                let SoftmaxRow { max, exps, sum } = ops::softmax_row(ArrayView1::from(&logits[..]));
+                p.step("max", max);
+                let sum_exp = p.step("sum_exp", sum);
+                let prob = p.step("p", exps[v] / sum_exp);
                 let onehot = if v == label as usize { 1.0 } else { 0.0 };
                 p.formula = format!(
                     "(softmax(logits)[{v}] - [{v} is the label {label}]) / count = ({} - {onehot}) / {} = {} (in f64)",
@@ -147,11 +148,11 @@ pub fn explain<F: Float>(
             let d_out = p.row(ops, reads[1], row_at)?;
             let gamma: Vec<f64> = (0..x.len()).map(|j| p.param(ops, gamma, layer, &[j])).collect::<Result<_, _>>()?;
             let n = x.len() as f64;
-            let mean = p.step("mean", x.iter().sum::<f64>() / n);
-            p.step("variance", x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n);
-            let variance = p.steps.last().map(|s| s.1).unwrap_or_default();
+            let Moments { mean, variance, std } = ops::moments(ArrayView1::from(&x[..]), config.layer_norm_eps);
+            let mean = p.step("mean", mean);
+            p.step("variance", variance);
             p.step("eps", config.layer_norm_eps);
-            let rstd = p.step("rstd", 1.0 / (variance + config.layer_norm_eps).sqrt());
+            let rstd = p.step("rstd", 1.0 / std);
             let x_hat: Vec<f64> = x.iter().map(|v| (v - mean) * rstd).collect();
             p.step("x_hat", x_hat[i]);
             let g: Vec<f64> = d_out.iter().zip(&gamma).map(|(d, g)| d * g).collect();
@@ -275,7 +276,7 @@ pub fn explain<F: Float>(
                 (0..hs).map(|d| p.read(ops, reads[2], &[b, i, n * hs + d])).collect::<Result<_, _>>()?;
             let first_v = p.inputs.len();
             let v: Vec<f64> = (0..hs).map(|d| p.read(ops, reads[1], &[b, n, j, d])).collect::<Result<_, _>>()?;
-            let sum = p.dot(&d_context, &v, first_d, first_v);
+            let sum = p.sum_of_products(&d_context, &v, first_d, first_v);
             p.step("sum", sum);
             p.formula = format!("Σ_d d context[{i}, head {n}, d] · value[{j}, d] = {} (the sum in f64)", p.n(sum));
         }
@@ -287,7 +288,7 @@ pub fn explain<F: Float>(
             let first_d = p.inputs.len();
             let d_context: Vec<f64> =
                 (0..t).map(|i| p.read(ops, reads[2], &[b, i, n * hs + d])).collect::<Result<_, _>>()?;
-            let sum = p.dot(&probs, &d_context, first_p, first_d);
+            let sum = p.sum_of_products(&probs, &d_context, first_p, first_d);
             p.step("sum", sum);
             p.formula = format!("Σ_i probs[i, {j}] · d context[i, head {n}, {d}] = {} (the sum in f64)", p.n(sum));
         }
@@ -297,7 +298,7 @@ pub fn explain<F: Float>(
             let probs = p.row(ops, reads[0], row_at)?;
             let first_d = p.inputs.len();
             let d_probs = p.row(ops, reads[1], row_at)?;
-            let dot = p.dot(&probs, &d_probs, 0, first_d);
+            let dot = p.sum_of_products(&probs, &d_probs, 0, first_d);
             p.step("dot", dot);
             p.formula = format!(
                 "p[{j}] · (d p[{j}] - Σ_k p[k] · d p[k]) = {} · ({} - {}) = {} (in f64)",
@@ -319,9 +320,9 @@ pub fn explain<F: Float>(
             let d_scores: Vec<f64> = (0..t).map(|k| p.read(ops, reads[2], &scores_at(k))).collect::<Result<_, _>>()?;
             let first_o = p.inputs.len();
             let rows: Vec<f64> = (0..t).map(|k| p.read(ops, other, &[b, n, k, d])).collect::<Result<_, _>>()?;
-            let sum = p.dot(&d_scores, &rows, first_s, first_o);
+            let sum = p.sum_of_products(&d_scores, &rows, first_s, first_o);
             p.step("sum", sum);
-            let scale = p.step("scale", (hs as f64).powf(-0.5));
+            let scale = p.step("scale", attention::scale::<f64>(hs));
             p.formula = format!(
                 "scale · Σ_k d scores · {}[k, {d}] = {} · {} = {} (head {n}; the sum in f64)",
                 other.name(),
@@ -349,7 +350,7 @@ fn dense_input<F: Float>(
     let d = p.row(ops, d_out, row_at)?;
     let first_w = p.inputs.len();
     let w: Vec<f64> = (0..d.len()).map(|o| p.param(ops, weight, layer, &[o, i])).collect::<Result<_, _>>()?;
-    Ok(p.dot(&d, &w, first_d, first_w))
+    Ok(p.sum_of_products(&d, &w, first_d, first_w))
 }
 
 /// How many positions of `labels` are labelled (not -100), every label listed as an input.

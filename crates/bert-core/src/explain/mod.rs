@@ -149,8 +149,8 @@ pub fn explain<F: Float>(model: &BertModel<F>, dump: &Dump, target: &Target) -> 
         Err(reason) => return Err(bad(format!("cannot be recomputed from the dump: {reason}"))),
     };
     // A stage an intervention changed holds the intervention's value, not its formula's.
-    let pass = crate::recompute::pass_of(dump, model.config.num_hidden_layers);
-    let changed = changed_by_intervention(stage, &intervened(dump), pass);
+    let wiring = crate::recompute::wiring_of(dump, model.config.num_hidden_layers);
+    let changed = changed_by_intervention(stage, &intervened(dump), wiring);
     indices
         .into_iter()
         .map(|index| {

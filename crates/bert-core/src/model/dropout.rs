@@ -27,7 +27,7 @@ use crate::io::config::BertConfig;
 use crate::objectives::splitmix::SplitMix64;
 use crate::ops::Float;
 use crate::pass::{Halt, Tracer};
-use crate::stage::{Stage, StageKind, StageKind::*};
+use crate::stage::{DropoutRate, Stage, StageKind};
 
 /// The probability of dropout at each kind of place, as config.json gives them or a run's
 /// `dropout` option sets them all.
@@ -95,10 +95,11 @@ pub struct Dropout {
 impl Dropout {
     /// The probability that an element of the dropout stage `kind` is dropped.
     pub fn rate(&self, kind: StageKind) -> f64 {
-        match kind {
-            AttnProbsDropout | AttnProbsDropoutMask => self.rates.attention,
-            ClassifierDropout | ClassifierDropoutMask => self.rates.classifier,
-            _ => self.rates.hidden,
+        let dropout = kind.mask_for().unwrap_or(kind);
+        match dropout.info().drops.map(|drops| drops.rate) {
+            Some(DropoutRate::Attention) => self.rates.attention,
+            Some(DropoutRate::Classifier) => self.rates.classifier,
+            Some(DropoutRate::Hidden) | None => self.rates.hidden,
         }
     }
 
@@ -126,22 +127,12 @@ pub fn dropout_backward<F: Float, D: Dimension>(d_out: Array<F, D>, mask: &Array
 
 /// Whether `kind` is a dropout mask, which a training step draws rather than computes.
 pub fn is_mask(kind: StageKind) -> bool {
-    matches!(
-        kind,
-        EmbDropoutMask | AttnProbsDropoutMask | AttnOutputDropoutMask | FfnOutputDropoutMask | ClassifierDropoutMask
-    )
+    kind.mask_for().is_some()
 }
 
 /// The mask stage of the dropout stage `kind`, which comes right before it.
 pub fn mask_of(kind: StageKind) -> StageKind {
-    match kind {
-        EmbDropout => EmbDropoutMask,
-        AttnProbsDropout => AttnProbsDropoutMask,
-        AttnOutputDropout => AttnOutputDropoutMask,
-        FfnOutputDropout => FfnOutputDropoutMask,
-        ClassifierDropout => ClassifierDropoutMask,
-        other => panic!("{other:?} is not a dropout stage"),
-    }
+    kind.info().drops.unwrap_or_else(|| panic!("{kind:?} is not a dropout stage")).mask
 }
 
 /// In a training pass (`dropout` given): draws the mask of the dropout stage `stage`, traces it,

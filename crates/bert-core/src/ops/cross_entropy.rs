@@ -2,6 +2,7 @@
 
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis};
 
+use super::softmax::{softmax_row, SoftmaxRow};
 use super::Float;
 
 /// `[N,V]` -> `[N,V]`: log softmax of every row, log p_j = x_j - max - log Σ_k exp(x_k - max).
@@ -11,8 +12,8 @@ use super::Float;
 pub fn log_softmax_rows<F: Float>(logits: ArrayView2<'_, F>) -> Array2<f64> {
     let mut out = logits.mapv(|v| v.to_f64().unwrap_or(f64::NAN));
     for mut row in out.axis_iter_mut(Axis(0)) {
-        let max = row.fold(f64::NEG_INFINITY, |m, &v| m.max(v));
-        let log_sum = row.mapv(|v| (v - max).exp()).sum().ln();
+        let SoftmaxRow { max, sum, .. } = softmax_row(row.view());
+        let log_sum = sum.ln();
         row.mapv_inplace(|v| v - max - log_sum);
     }
     out

@@ -8,6 +8,24 @@ use ndarray::{Array, Array1, ArrayView, ArrayView1, Axis, Dimension, Zip};
 use super::kernels::elementwise;
 use super::{fast, Float};
 
+/// One row's mean, its variance (biased: divided by the row's length, as PyTorch's) and
+/// √(variance + eps): what LayerNorm subtracts and divides by. The one place they are computed,
+/// for the reference forward, the backward and `explain` alike.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Moments<F> {
+    pub mean: F,
+    pub variance: F,
+    pub std: F,
+}
+
+/// The [`Moments`] of `row`.
+pub fn moments<F: Float>(row: ArrayView1<'_, F>, eps: F) -> Moments<F> {
+    let n = F::of(row.len() as f64);
+    let mean = row.sum() / n;
+    let variance = row.mapv(|v| (v - mean) * (v - mean)).sum() / n;
+    Moments { mean, variance, std: (variance + eps).sqrt() }
+}
+
 /// `[..,H]` -> `[..,H]`, in place: every vector of H values normalised on its own.
 pub fn layer_norm_rows<F: Float, D: Dimension>(
     x: Array<F, D>,
@@ -43,10 +61,7 @@ pub fn layer_norm_rows_reference<F: Float, D: Dimension>(
 ) -> Array<F, D> {
     let last = Axis(x.ndim() - 1);
     for mut row in x.lanes_mut(last) {
-        let n = F::of(row.len() as f64);
-        let mean = row.sum() / n;
-        let var = row.mapv(|v| (v - mean) * (v - mean)).sum() / n;
-        let std = (var + eps).sqrt();
+        let Moments { mean, std, .. } = moments(row.view(), eps);
         Zip::from(&mut row).and(weight).and(bias).for_each(|v, &w, &b| *v = (*v - mean) / std * w + b);
     }
     x
@@ -70,9 +85,8 @@ pub fn layer_norm_rows_backward<F: Float, D: Dimension>(
     let (mut d_weight, mut d_bias) = (Array1::zeros(weight.len()), Array1::zeros(weight.len()));
     for ((x_row, d_row), mut dx_row) in x.lanes(last).into_iter().zip(d_out.lanes(last)).zip(dx.lanes_mut(last)) {
         let n = F::of(x_row.len() as f64);
-        let mean = x_row.sum() / n;
-        let var = x_row.mapv(|v| (v - mean) * (v - mean)).sum() / n;
-        let rstd = F::one() / (var + eps).sqrt();
+        let Moments { mean, std, .. } = moments(x_row, eps);
+        let rstd = F::one() / std;
         let x_hat = x_row.mapv(|v| (v - mean) * rstd);
         d_bias += &d_row;
         d_weight += &(&d_row * &x_hat);

@@ -119,6 +119,12 @@ pub fn matrix_product_reference<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_
     a.dot(&b)
 }
 
+/// Σ_i a_i · b_i: one element of a product, as `explain` recomputes it (in f64, beside the
+/// terms that weigh most).
+pub fn dot<F: Float>(a: ArrayView1<'_, F>, b: ArrayView1<'_, F>) -> F {
+    a.dot(&b)
+}
+
 /// The backward of [`linear`] on rows: x `[N,in]`, W `[out,in]` and d loss / d y `[N,out]` ->
 /// (dx `[N,in]` = dy · W, dW `[out,in]` = dyᵀ · x, db `[out]` = Σ_rows dy). dW sums over every
 /// token of the batch: each token's use of the weight adds its share.

@@ -45,12 +45,12 @@ pub use self::kernels::threads::{
 };
 /// The thread pool's element-wise split, for the optimizer (`train/adamw.rs`).
 pub(crate) use self::kernels::threads::{for_each_item, part_len};
-pub use self::layer_norm::{layer_norm_rows, layer_norm_rows_backward, layer_norm_rows_reference};
+pub use self::layer_norm::{layer_norm_rows, layer_norm_rows_backward, layer_norm_rows_reference, moments, Moments};
 pub use self::matmul::{
-    linear, linear_backward, linear_backward_reference, linear_reference, matmul, matrix_product,
+    dot, linear, linear_backward, linear_backward_reference, linear_reference, matmul, matrix_product,
     matrix_product_reference, scaled_matmul, scaled_matmul_backward, scaled_matmul_reference,
 };
-pub use self::softmax::{softmax_rows, softmax_rows_backward, softmax_rows_reference};
+pub use self::softmax::{softmax_row, softmax_rows, softmax_rows_backward, softmax_rows_reference, SoftmaxRow};
 pub use self::split_heads::{merge_heads, split_heads, transpose};
 
 /// The element types the model and its operations run in: f32, BERT's own, and f64, the

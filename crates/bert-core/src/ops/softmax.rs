@@ -1,9 +1,29 @@
 //! Softmax over the last axis: every row becomes a probability distribution.
 
-use ndarray::{Array, ArrayView, Axis, Dimension, Zip};
+use ndarray::{Array, Array1, ArrayView, ArrayView1, Axis, Dimension, Zip};
 
 use super::kernels::elementwise;
 use super::{fast, Float};
+
+/// One row's softmax, step by step: its largest value, exp(x - max) of each value, and their
+/// sum; the probabilities are `exps / sum`. Subtracting the largest value first changes nothing
+/// mathematically, keeps exp from overflowing, and turns a padded key's score (f32::MIN) into
+/// exactly 0. The one place these are computed, for the reference softmax, the losses' log
+/// softmax and `explain` alike.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SoftmaxRow<F> {
+    pub max: F,
+    pub exps: Array1<F>,
+    pub sum: F,
+}
+
+/// The [`SoftmaxRow`] of `row`.
+pub fn softmax_row<F: Float>(row: ArrayView1<'_, F>) -> SoftmaxRow<F> {
+    let max = row.fold(F::neg_infinity(), |m, &v| m.max(v));
+    let exps = row.mapv(|v| (v - max).exp());
+    let sum = exps.sum();
+    SoftmaxRow { max, exps, sum }
+}
 
 /// `[..,N]` -> `[..,N]`, in place: each row becomes exp(x - max) / Σ exp(x - max).
 pub fn softmax_rows<F: Float, D: Dimension>(x: Array<F, D>) -> Array<F, D> {
@@ -22,15 +42,12 @@ pub(super) fn softmax_rows_f32<D: Dimension>(mut x: Array<f32, D>) -> Array<f32,
     softmax_rows_reference(x)
 }
 
-/// The formula. Subtracting the row's largest value first changes nothing mathematically, keeps
-/// exp from overflowing, and turns a padded key's score (f32::MIN) into exactly 0.
+/// The formula, one row at a time ([`softmax_row`]).
 pub fn softmax_rows_reference<F: Float, D: Dimension>(mut x: Array<F, D>) -> Array<F, D> {
     let last = Axis(x.ndim() - 1);
     for mut row in x.lanes_mut(last) {
-        let max = row.fold(F::neg_infinity(), |m, &v| m.max(v));
-        row.mapv_inplace(|v| (v - max).exp());
-        let sum = row.sum();
-        row.mapv_inplace(|v| v / sum);
+        let SoftmaxRow { exps, sum, .. } = softmax_row(row.view());
+        Zip::from(&mut row).and(&exps).for_each(|v, &e| *v = e / sum);
     }
     x
 }

@@ -6,30 +6,22 @@
 
 use crate::stage::{Stage, StageKind::*};
 
-/// The pass a dump holds, as far as what a stage reads depends on it: the model's depth, and
+/// How a dump's pass is wired, as far as what a stage reads depends on it: the model's depth, and
 /// whether the pass dropped out (a training step), when a stage reads what dropout left of
 /// the one before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Pass {
+pub struct Wiring {
     pub n_layers: usize,
     pub dropout: bool,
 }
 
-impl Pass {
+impl Wiring {
     /// What `stage` hands on to the stages after it: its dropout stage in a pass that dropped
     /// out, else itself.
     pub fn handed_on(self, stage: Stage) -> Stage {
-        let dropped = match stage.kind {
-            EmbLayerNorm => EmbDropout,
-            AttnProbs => AttnProbsDropout,
-            AttnOutput => AttnOutputDropout,
-            FfnOutput => FfnOutputDropout,
-            PoolerOutput => ClassifierDropout,
-            _ => return stage,
-        };
-        match self.dropout {
-            true => Stage { kind: dropped, ..stage },
-            false => stage,
+        match (self.dropout, stage.kind.dropped_by()) {
+            (true, Some(dropped)) => Stage { kind: dropped, ..stage },
+            _ => stage,
         }
     }
 
@@ -46,19 +38,18 @@ impl Pass {
 /// the inputs and the dropout masks, which nothing computes from other stages. `loss` reads
 /// whichever of `mlm.loss`, `nsp.loss` and `classifier.loss` a dump has; it is listed with all
 /// three.
-pub fn inputs(stage: Stage, pass: Pass) -> Vec<Stage> {
+pub fn inputs(stage: Stage, wiring: Wiring) -> Vec<Stage> {
     if stage.is_grad() {
-        return grad_inputs(stage, pass);
+        return grad_inputs(stage, wiring);
     }
     let at = |kind| Stage::new(kind);
     let here = |kind| Stage::layer(stage.layer.unwrap_or(0), kind);
-    let mask = |kind| Stage { kind: crate::model::dropout::mask_of(kind), ..stage };
     // A layer's input: the embeddings for layer 0, the previous layer's output after that.
     let layer_input = || match stage.layer {
-        Some(0) | None => pass.handed_on(Stage::new(EmbLayerNorm)),
+        Some(0) | None => wiring.handed_on(Stage::new(EmbLayerNorm)),
         Some(i) => Stage::layer(i - 1, FfnLayerNorm),
     };
-    let last_hidden = || pass.last_hidden();
+    let last_hidden = || wiring.last_hidden();
     match stage.kind {
         InputOriginalIds
         | InputIds
@@ -76,22 +67,22 @@ pub fn inputs(stage: Stage, pass: Pass) -> Vec<Stage> {
         | AttnOutputDropoutMask
         | FfnOutputDropoutMask
         | ClassifierDropoutMask => Vec::new(),
-        EmbDropout => vec![at(EmbLayerNorm), mask(EmbDropout)],
-        AttnProbsDropout => vec![here(AttnProbs), mask(AttnProbsDropout)],
-        AttnOutputDropout => vec![here(AttnOutput), mask(AttnOutputDropout)],
-        FfnOutputDropout => vec![here(FfnOutput), mask(FfnOutputDropout)],
-        ClassifierDropout => vec![at(PoolerOutput), mask(ClassifierDropout)],
+        // What the row says it drops, and its mask.
+        EmbDropout | AttnProbsDropout | AttnOutputDropout | FfnOutputDropout | ClassifierDropout => {
+            let drops = stage.info().drops.expect("a dropout stage's row says what it drops");
+            vec![Stage { kind: drops.input, ..stage }, Stage { kind: drops.mask, ..stage }]
+        }
         AttnQuery | AttnKey | AttnValue => vec![layer_input()],
         AttnScores => vec![here(AttnQuery), here(AttnKey), at(InputAttentionMask)],
         AttnProbs => vec![here(AttnScores)],
-        AttnContext => vec![pass.handed_on(here(AttnProbs)), here(AttnValue)],
+        AttnContext => vec![wiring.handed_on(here(AttnProbs)), here(AttnValue)],
         AttnOutput => vec![here(AttnContext)],
-        AttnResidual => vec![pass.handed_on(here(AttnOutput)), layer_input()],
+        AttnResidual => vec![wiring.handed_on(here(AttnOutput)), layer_input()],
         AttnLayerNorm => vec![here(AttnResidual)],
         FfnIntermediate => vec![here(AttnLayerNorm)],
         FfnActivation => vec![here(FfnIntermediate)],
         FfnOutput => vec![here(FfnActivation)],
-        FfnResidual => vec![pass.handed_on(here(FfnOutput)), here(AttnLayerNorm)],
+        FfnResidual => vec![wiring.handed_on(here(FfnOutput)), here(AttnLayerNorm)],
         FfnLayerNorm => vec![here(FfnResidual)],
         PoolerDense => vec![last_hidden()],
         PoolerOutput => vec![at(PoolerDense)],
@@ -104,7 +95,7 @@ pub fn inputs(stage: Stage, pass: Pass) -> Vec<Stage> {
         NspLogits => vec![at(PoolerOutput)],
         NspLosses => vec![at(NspLogits), at(InputNextSentenceLabel)],
         NspLoss => vec![at(NspLosses), at(InputNextSentenceLabel)],
-        ClassifierLogits => vec![pass.handed_on(at(PoolerOutput))],
+        ClassifierLogits => vec![wiring.handed_on(at(PoolerOutput))],
         ClassifierLosses => vec![at(ClassifierLogits), at(InputClassLabels)],
         ClassifierLoss => vec![at(ClassifierLosses), at(InputClassLabels)],
         Loss => vec![at(MlmLoss), at(NspLoss), at(ClassifierLoss)],
@@ -121,13 +112,13 @@ pub fn inputs(stage: Stage, pass: Pass) -> Vec<Stage> {
 /// Empty for `grad.loss` (1) and for the parameters' gradients, which sum over every token and
 /// are not recomputed alone. In a pass that dropped out, the gradient of a stage before a
 /// dropout stage is the dropout stage's times the mask.
-fn grad_inputs(stage: Stage, pass: Pass) -> Vec<Stage> {
+fn grad_inputs(stage: Stage, wiring: Wiring) -> Vec<Stage> {
     let at = |kind| Stage::new(kind);
     let grad = |kind| Stage::new(kind).grad();
     let here = |kind| Stage::layer(stage.layer.unwrap_or(0), kind);
     let d_here = |kind| here(kind).grad();
     let value = Stage { of: super::Of::Value, ..stage };
-    let dropped = pass.handed_on(value);
+    let dropped = wiring.handed_on(value);
     if dropped != value {
         // d stage = d dropout ⊙ mask.
         let mask = Stage { kind: crate::model::dropout::mask_of(dropped.kind), ..value };
@@ -137,7 +128,7 @@ fn grad_inputs(stage: Stage, pass: Pass) -> Vec<Stage> {
             _ => vec![dropped.grad(), mask],
         };
     }
-    let last_hidden = pass.last_hidden();
+    let last_hidden = wiring.last_hidden();
     // A layer's input (embeddings.layernorm or layer i-1's output) gets its gradient from the
     // layer after it: the attention block's residual and its three projections.
     let next_layer = |next: usize| {
@@ -181,7 +172,7 @@ fn grad_inputs(stage: Stage, pass: Pass) -> Vec<Stage> {
         AttnContext => vec![here(AttnContext), d_here(AttnOutput)],
         // The context read the probabilities dropout left, in a pass that dropped out.
         AttnProbs | AttnProbsDropout | AttnValue => {
-            vec![pass.handed_on(here(AttnProbs)), here(AttnValue), d_here(AttnContext)]
+            vec![wiring.handed_on(here(AttnProbs)), here(AttnValue), d_here(AttnContext)]
         }
         AttnScores => vec![here(AttnProbs), d_here(AttnProbs)],
         AttnQuery | AttnKey => vec![here(AttnQuery), here(AttnKey), d_here(AttnScores)],
@@ -196,8 +187,8 @@ fn grad_inputs(stage: Stage, pass: Pass) -> Vec<Stage> {
 /// needs only one or more: `loss` sums whichever of the losses there are, and the pooler's output
 /// and the last hidden state's gradients add whichever heads the loss used. None: every input is
 /// needed.
-pub fn alternatives_from(stage: Stage, pass: Pass) -> Option<usize> {
-    let last_hidden = pass.last_hidden();
+pub fn alternatives_from(stage: Stage, wiring: Wiring) -> Option<usize> {
+    let last_hidden = wiring.last_hidden();
     let value = Stage { of: super::Of::Value, ..stage };
     match stage.kind {
         Loss if !stage.is_grad() => Some(0),

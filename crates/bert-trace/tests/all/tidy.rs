@@ -227,6 +227,83 @@ fn recomputation_has_no_formula_of_its_own() {
     assert!(found.is_empty(), "a formula written in the recomputation or isolation files:\n{}", found.join("\n"));
 }
 
+/// `line` without what its string literals say (a formula printed for the reader, such as
+/// `"tanh({x})"`, is not one computed) and without the calls into the library's operations
+/// (`ops::softmax_row`): what is left is arithmetic the file does itself.
+fn own_code(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in line.chars() {
+        match (in_string, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (_, false, '"') => in_string = !in_string,
+            (true, false, _) => {}
+            (false, _, c) => out.push(c),
+        }
+    }
+    let mut own = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    while let Some(at) = rest.find("ops::") {
+        own.push_str(&rest[..at]);
+        let call = &rest[at + "ops::".len()..];
+        rest = &call[call.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(call.len())..];
+    }
+    own.push_str(rest);
+    own
+}
+
+#[test]
+fn explanations_and_the_page_have_no_formula_of_their_own() {
+    // Where explain shows a formula's steps (a row's mean and variance, its max and sum of
+    // exponentials, a product's element, the scale), and where the page shows probabilities
+    // and how the hidden states change, the numbers come from the library's operations and
+    // experiments. (the file or directory, a function it must still have: else this test
+    // checks nothing)
+    let places =
+        [("crates/bert-core/src/explain", "fn explain"), ("crates/bert-commands/src/view/data.rs", "fn probabilities")];
+    let mut found = Vec::new();
+    for (place, must_have) in places {
+        let place = root().join(place);
+        let files: Vec<PathBuf> = match place.is_dir() {
+            true => std::fs::read_dir(&place).unwrap().map(|e| e.unwrap().path()).collect(),
+            false => vec![place.clone()],
+        };
+        let mut all = String::new();
+        for file in files.iter().filter(|f| f.extension().is_some_and(|e| e == "rs")) {
+            let text = std::fs::read_to_string(file).unwrap();
+            for (line_idx, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("//") {
+                    continue;
+                }
+                let own = own_code(line);
+                for needle in FORMULA {
+                    if holds(&own, needle) {
+                        found.push(format!("{}:{}: `{needle}`: {}", file.display(), line_idx + 1, line.trim()));
+                    }
+                }
+            }
+            all += &text;
+        }
+        assert!(all.contains(must_have), "{} has no `{must_have}`: update this test", place.display());
+    }
+    assert!(found.is_empty(), "a formula written in explain or the page's data:\n{}", found.join("\n"));
+}
+
+#[test]
+fn own_code_drops_strings_and_the_librarys_operations_only() {
+    // (line, what is left)
+    let cases = [
+        (r#"format!("tanh({}) = {}", x, y)"#, "format!(, x, y)"),
+        (r#"let e = "a \"quoted\" exp()"; x.exp()"#, "let e = ; x.exp()"),
+        ("let s = ops::softmax_row(row); let t = row.sqrt();", "let s = (row); let t = row.sqrt();"),
+        ("let m = ops::moments(x, eps)", "let m = (x, eps)"),
+    ];
+    for (line, want) in cases {
+        assert_eq!(own_code(line), want, "{line}");
+    }
+}
+
 /// `text` with every run of whitespace made one space.
 fn normalised(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -198,7 +198,7 @@ fn pictures_are_well_formed_of_the_size_they_say_and_deterministic() {
         let reader = decoder.read_info().unwrap_or_else(|e| panic!("{stage}: the PNG does not decode: {e}"));
         assert_eq!(vec![reader.info().width, reader.info().height], size, "{stage} {extra:?}: PNG size");
     }
-    // Chinese tokens are in the SVG as text (that the PNG's font draws them is render.rs's test).
+    // Chinese tokens are in the SVG as text (that the PNG's font draws them is png.rs's test).
     let (_, svg, _) = draw(&chinese, "layer0.attention.probs", &[], &tmp.path().join("cjk"));
     assert!(svg.contains("北") && svg.contains("京"), "the Chinese tokens are in the SVG as text");
 }

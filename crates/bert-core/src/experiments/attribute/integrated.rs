@@ -16,11 +16,10 @@
 //! The attributions sum to f(x) − f(b) up to the rule's error: their gap is the check.
 //! Gradient × input attributes Σ_h x_{t,h} · ∂f/∂x_{t,h}(x), one backward pass.
 
-use crate::words::Choice;
 use ndarray::{s, Array2, Array3, ArrayView2, ArrayViewMutD};
 use serde::Serialize;
 
-use super::{Attribution, Of, Rule, Target, TokenAttribution};
+use super::{Attribution, Rule, Score, Target, TokenAttribution};
 use crate::error::{BertError, Result};
 use crate::io::tokenizer::{Batch, PAD};
 use crate::model::{BertModel, Pass};
@@ -28,6 +27,7 @@ use crate::ops::Float;
 use crate::pass::hook::{Hook, TensorViewMut};
 use crate::pass::{Sink, TensorView};
 use crate::stage::{Stage, StageKind};
+use crate::words::Choice;
 
 /// What the baseline puts where the input has a token to attribute.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -77,7 +77,7 @@ impl<F: Float> BertModel<F> {
         &self,
         batch: &Batch,
         target: Target,
-        of: Of,
+        of: Score,
         path: PathSpec,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Attribution> {
@@ -139,7 +139,7 @@ impl<F: Float> BertModel<F> {
     }
 
     /// Gradient × input of `target`'s score, for `batch`'s one sequence.
-    pub fn grad_input(&self, batch: &Batch, target: Target, of: Of) -> Result<Attribution> {
+    pub fn grad_input(&self, batch: &Batch, target: Target, of: Score) -> Result<Attribution> {
         self.check_target(batch, target)?;
         let kept = self.kept(batch, target);
         let input = self.word_rows(batch);
@@ -179,7 +179,7 @@ impl<F: Float> BertModel<F> {
 
     /// `[points,T,H]` ∂f/∂(word embeddings) at each of `rows`' points, by one backward pass
     /// whose batch holds a row per point.
-    fn word_gradients(&self, batch: &Batch, target: Target, of: Of, rows: Array3<f64>) -> Result<Array3<f64>> {
+    fn word_gradients(&self, batch: &Batch, target: Target, of: Score, rows: Array3<f64>) -> Result<Array3<f64>> {
         let n = rows.dim().0;
         let mut points = batch.repeat_first(n);
         // A label gives the pass its loss, the mean of −log p over the rows; the seed below
@@ -265,7 +265,7 @@ impl Hook for Interpolate {
 /// The gradient that starts the backward pass: ∂ score / ∂ logits in place of ∂ loss / ∂ logits.
 struct Seed {
     target: Target,
-    of: Of,
+    of: Score,
     rows: usize,
 }
 
@@ -283,11 +283,11 @@ impl Seed {
     /// −rows times it is ∂ log p / ∂ logits of each row; for the logit, the one-hot alone.
     fn apply<F: Float>(&self, mut grad: ArrayViewMutD<'_, F>) {
         match self.of {
-            Of::Logprob => {
+            Score::Logprob => {
                 let scale = F::from(-(self.rows as f64)).expect("a row count");
                 grad.mapv_inplace(|g| g * scale);
             }
-            Of::Logit => {
+            Score::Logit => {
                 grad.fill(F::zero());
                 for row in 0..self.rows {
                     let at = match self.target {

@@ -42,10 +42,10 @@ pub enum Target {
     NextSentence(usize),
 }
 
-/// Which number of the target is attributed.
+/// Which score of the target is attributed (the `of` option): its log-probability or its logit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Of {
+pub enum Score {
     /// Its log-probability: log softmax of the logits, at the target.
     #[default]
     Logprob,
@@ -53,7 +53,7 @@ pub enum Of {
     Logit,
 }
 
-crate::choice!(Of { Logprob => "logprob", Logit => "logit" });
+crate::choice!(Score { Logprob => "logprob", Logit => "logit" });
 
 /// One attributed token.
 #[derive(Clone, Debug, Serialize)]
@@ -219,7 +219,7 @@ impl<F: Float> BertModel<F> {
         &self,
         batch: &Batch,
         target: Target,
-        of: Of,
+        of: Score,
         hook: Option<&mut dyn Hook>,
     ) -> Result<Vec<f64>> {
         let logits = self.head_logits(batch, target, hook)?;
@@ -229,8 +229,8 @@ impl<F: Float> BertModel<F> {
             Target::NextSentence(label) => label,
         };
         let scores = match of {
-            Of::Logprob => ops::log_softmax_rows(logits.view()).column(index).to_vec(),
-            Of::Logit => logits.column(index).to_vec(),
+            Score::Logprob => ops::log_softmax_rows(logits.view()).column(index).to_vec(),
+            Score::Logit => logits.column(index).to_vec(),
         };
         Ok(scores)
     }

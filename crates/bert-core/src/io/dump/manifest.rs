@@ -52,7 +52,7 @@ pub struct Manifest {
     pub model_tensors: std::collections::BTreeMap<String, String>,
     /// What was changed in the pass (ablated heads, patched stages), in the order applied.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub interventions: Vec<Record>,
+    pub interventions: Vec<InterventionRecord>,
     /// Whether the dump holds the logit lens (`lens.*`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lens: bool,
@@ -161,7 +161,7 @@ impl ManifestStage {
 /// One intervention as the manifest records it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(untagged)]
-pub enum Record {
+pub enum InterventionRecord {
     Ablate {
         ablate: String,
         with: String,
@@ -179,15 +179,15 @@ pub enum Record {
     },
 }
 
-impl fmt::Display for Record {
+impl fmt::Display for InterventionRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Record::Ablate { ablate, with } => write!(f, "ablate {ablate} (with {with})"),
-            Record::Patch { patch, positions: Some(positions), from } => {
+            InterventionRecord::Ablate { ablate, with } => write!(f, "ablate {ablate} (with {with})"),
+            InterventionRecord::Patch { patch, positions: Some(positions), from } => {
                 write!(f, "patch {patch}@{positions} from {from}")
             }
-            Record::Patch { patch, positions: None, from } => write!(f, "patch {patch} from {from}"),
-            Record::Set { set, value } => write!(f, "set {set} to {value}"),
+            InterventionRecord::Patch { patch, positions: None, from } => write!(f, "patch {patch} from {from}"),
+            InterventionRecord::Set { set, value } => write!(f, "set {set} to {value}"),
         }
     }
 }

@@ -35,7 +35,7 @@ pub(crate) use self::writer::write_whole;
 use self::writer::Writer;
 
 use crate::error::{BertError, Result};
-use crate::io::dump::manifest::{Inputs, Manifest, ManifestStage, Record};
+use crate::io::dump::manifest::{Inputs, InterventionRecord, Manifest, ManifestStage};
 use crate::pass::{Sink, TensorView};
 use crate::stage::{self, Stage};
 use crate::words::Opt;
@@ -210,7 +210,7 @@ impl DumpWriter {
     }
 
     /// Records what the pass changed, in the order applied.
-    pub fn set_interventions(&mut self, records: Vec<Record>) {
+    pub fn set_interventions(&mut self, records: Vec<InterventionRecord>) {
         self.manifest.interventions = records;
     }
 

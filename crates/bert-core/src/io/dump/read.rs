@@ -149,7 +149,7 @@ impl Dump {
         model: String,
         fingerprint: String,
         inputs: crate::io::dump::manifest::Inputs,
-        interventions: Vec<crate::io::dump::manifest::Record>,
+        interventions: Vec<crate::io::dump::manifest::InterventionRecord>,
         stages: Vec<(crate::stage::Stage, Tensor)>,
     ) -> Result<Dump> {
         let entries = stages.iter().map(|(stage, tensor)| ManifestStage::of(stage, &tensor.view())).collect();

@@ -15,7 +15,7 @@ const FAMILY: &str = "WenQuanYi Micro Hei";
 
 /// A build without the `png` feature draws no PNG: it says so.
 #[cfg(not(feature = "png"))]
-pub fn png(_: &str) -> Result<Vec<u8>> {
+pub fn of_svg(_: &str) -> Result<Vec<u8>> {
     Err(Error::Request(format!(
         "this bert-trace was built without PNG rendering (the `png` feature); draw an SVG with {} instead",
         super::SVG
@@ -24,7 +24,7 @@ pub fn png(_: &str) -> Result<Vec<u8>> {
 
 /// The PNG of `svg`, with a tEXt chunk saying who wrote it.
 #[cfg(feature = "png")]
-pub fn png(svg: &str) -> Result<Vec<u8>> {
+pub fn of_svg(svg: &str) -> Result<Vec<u8>> {
     let unreadable = |problem: &str| Error::Request(problem.to_string());
     let mut options = usvg::Options { font_family: FAMILY.into(), ..usvg::Options::default() };
     let fonts = options.fontdb_mut();
@@ -66,7 +66,7 @@ mod tests {
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"200\" height=\"60\"><rect width=\"200\" height=\"60\" \
              fill=\"#fff\"/><text x=\"10\" y=\"45\" font-size=\"40\" font-family=\"sans-serif\">{text}</text></svg>"
         );
-        let decoder = png::Decoder::new(std::io::Cursor::new(png(&svg).unwrap()));
+        let decoder = png::Decoder::new(std::io::Cursor::new(of_svg(&svg).unwrap()));
         let mut reader = decoder.read_info().unwrap();
         let mut pixels = vec![0; reader.output_buffer_size()];
         reader.next_frame(&mut pixels).unwrap();
