@@ -166,6 +166,28 @@ def explain(
 ) -> Union[Explanation, list[Explanation]]: ...
 def stages(model: Union[None, PathLike] = None) -> list[dict[str, Any]]: ...
 def inspect(model: Union[None, PathLike] = None, *, config: Optional[PathLike] = None) -> dict[str, Any]: ...
+def lens(
+    text: str,
+    model: Union[None, PathLike] = None,
+    *,
+    target: Optional[str] = None,
+    pos: Optional[int] = None,
+    top_k: int = 3,
+    json: bool = False,
+    threads: Optional[int] = None,
+    kernels: Optional[str] = None,
+) -> dict[str, Any]: ...
+def ablate(
+    text: str,
+    model: Union[None, PathLike] = None,
+    *,
+    target: str,
+    ablate_with: str = "zero",
+    top: int = 10,
+    json: bool = False,
+    threads: Optional[int] = None,
+    kernels: Optional[str] = None,
+) -> dict[str, Any]: ...
 def keep_freed_memory() -> bool: ...
 def _panic_for_tests() -> None: ...
 def evaluate(

@@ -16,6 +16,7 @@
 //! | `bert_trace.heads` | `heads.rs` | `bert-trace heads` |
 //! | `bert_trace.attribute` | `attribution.rs` | `bert-trace attribute` |
 //! | `bert_trace.stages`, `bert_trace.inspect` | `lib.rs` | `bert-trace stages`, `bert-trace inspect` |
+//! | `bert_trace.lens`, `bert_trace.ablate` | `lib.rs` | `bert-trace lens`, `bert-trace ablate` |
 //! | `bert_trace.Error` and its subclasses | `errors.rs` | the one-line message and exit 2 |
 
 mod args;
@@ -214,6 +215,89 @@ fn explain(
 #[pyfunction]
 fn keep_freed_memory() -> bool {
     bert_core::ops::keep_freed_memory()
+}
+
+/// Every layer's guess at the text's one `[MASK]` (or at `pos`), read through the MLM head, as
+/// `bert-trace lens --json` reports it (every keyword is the command's option of that name): a
+/// dict with the `position` and a row per layer (`stage`, the `top` guesses as (id, probability),
+/// and with `target=` its probability and rank).
+// The defaults are the command's (`lens::TOP_K_DEFAULT`, `ablate::TOP_DEFAULT`), written as
+// numbers so that `help()` shows them; a test holds them to `bert-trace --help`.
+#[pyfunction]
+#[pyo3(signature = (
+    text, model = None, *, target = None, pos = None, top_k = 3, json = false,
+    threads = None, kernels = None,
+))]
+#[allow(clippy::too_many_arguments)]
+fn lens(
+    py: Python<'_>,
+    text: String,
+    model: Option<&Bound<'_, PyAny>>,
+    target: Option<String>,
+    pos: Option<usize>,
+    top_k: usize,
+    json: bool,
+    threads: Option<usize>,
+    kernels: Option<String>,
+) -> PyResult<Py<PyAny>> {
+    // The report is always the command's JSON, as a dict: accepted, as the command's option.
+    let _ = json;
+    guarded(py, || {
+        let input = experiment_request(py, text, model, threads, kernels.as_deref())?;
+        let request = bert_commands::lens::LensRequest { input, target, pos, top_k };
+        let reported = py.detach(|| bert_commands::lens::lens(&request)).or_raise(py)?;
+        crate::errors::notes(py, &reported.notes);
+        // A dict: the lens has no picture of its own to draw in a notebook.
+        let dict = serde_json::to_value(&reported.report).expect("the report serialises");
+        Ok(report::python_of(py, &dict)?.unbind())
+    })
+}
+
+/// Each attention head ablated alone, as `bert-trace ablate --json` reports it (every keyword is
+/// the command's option of that name; the command's `--with` is `ablate_with=`, as in `trace`,
+/// since `with` is Python's): a dict with log p(`target`) at the `[MASK]`, the `grid` of each
+/// head's change in it (`[layers][heads]`), and the `heads` ranked, the most harmful first.
+#[pyfunction]
+#[pyo3(signature = (
+    text, model = None, *, target, ablate_with = "zero", top = 10, json = false,
+    threads = None, kernels = None,
+))]
+#[allow(clippy::too_many_arguments)]
+fn ablate(
+    py: Python<'_>,
+    text: String,
+    model: Option<&Bound<'_, PyAny>>,
+    target: String,
+    ablate_with: &str,
+    top: usize,
+    json: bool,
+    threads: Option<usize>,
+    kernels: Option<String>,
+) -> PyResult<Py<PyAny>> {
+    let _ = json;
+    guarded(py, || {
+        let input = experiment_request(py, text, model, threads, kernels.as_deref())?;
+        let with = args::choice(py, bert_commands::trace::ABLATE_WITH, ablate_with)?;
+        let request = bert_commands::ablate::AblateRequest { input, target, with, top };
+        let reported = py.detach(|| bert_commands::ablate::ablate(&request)).or_raise(py)?;
+        crate::errors::notes(py, &reported.notes);
+        report::report_of(py, &reported.report)
+    })
+}
+
+/// What `lens` and `ablate` read: the text with its one `[MASK]`, the model, the passes' settings.
+fn experiment_request(
+    py: Python<'_>,
+    text: String,
+    model: Option<&Bound<'_, PyAny>>,
+    threads: Option<usize>,
+    kernels: Option<&str>,
+) -> PyResult<bert_commands::experiment::ExperimentRequest> {
+    Ok(bert_commands::experiment::ExperimentRequest {
+        text,
+        model: args::path(py, model)?,
+        settings: args::settings(py, threads, kernels)?,
+    })
 }
 
 /// Every stage of `model` (a directory, a Hugging Face id, or None for the built-in
@@ -577,6 +661,8 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(stages, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(lens, m)?)?;
+    m.add_function(wrap_pyfunction!(ablate, m)?)?;
     m.add_function(wrap_pyfunction!(keep_freed_memory, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(train, m)?)?;

@@ -412,9 +412,12 @@ def test_the_stubs_name_every_option_of_the_command():
         want = options() - ({"--model"} if node.args.args[0].arg == "self" else set())
         want -= {"--" + option for option in AS_METHODS}
         assert keywords(node) == want, f"the stub and `bert-trace --help` differ in {sorted(keywords(node) ^ want)}"
-    for command in ["train", "finetune", "heads", "attribute"]:
+    for command in ["train", "finetune", "heads", "attribute", "lens", "ablate"]:
         (function,) = [n for n in functions if n.name == command]
-        assert keywords(function) == options(command), sorted(keywords(function) ^ options(command))
+        want = options(command)
+        if command == "ablate":
+            want = want - {"--with"} | {"--ablate-with"}
+        assert keywords(function) == want, sorted(keywords(function) ^ want)
     # evaluate returns its report as a dict, which is what --json prints.
     (function,) = [n for n in functions if n.name == "evaluate"]
     want = options("evaluate") - {"--json"}
@@ -429,7 +432,8 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
 
     for function, command in [(bert_trace.trace, ()), (bert_trace.train, ("train",)),
                               (bert_trace.finetune, ("finetune",)), (bert_trace.heads, ("heads",)),
-                              (bert_trace.attribute, ("attribute",)), (bert_trace.evaluate, ("evaluate",))]:
+                              (bert_trace.attribute, ("attribute",)), (bert_trace.evaluate, ("evaluate",)),
+                              (bert_trace.lens, ("lens",)), (bert_trace.ablate, ("ablate",))]:
         help_text = cli(*command, "--help").stdout
         defaults = {}
         # An option's block starts at its flag, alone or before its value's name (a wrapped
@@ -443,6 +447,9 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
         defaults.pop("version", None)
         if function is bert_trace.evaluate:
             defaults.pop("json")
+        if function is bert_trace.ablate:
+            # `with` is Python's: the command's --with is ablate_with=, as in trace.
+            defaults["ablate_with"] = defaults.pop("with")
         if function is bert_trace.trace:
             for option, method in AS_METHODS.items():
                 assert callable(getattr(bert_trace.Trace, method)), f"--{option} is Trace.{method} in Python"
@@ -650,6 +657,26 @@ def test_stages_and_inspect_are_the_commands():
     assert alone["config"] == report["config"] and alone["heads"]["mlm"] is False
     with pytest.raises(bert_trace.InputError):
         bert_trace.inspect(tiny, config=tiny / "config.json")
+
+
+def test_lens_and_ablate_are_the_commands_json():
+    """`bert_trace.lens` and `bert_trace.ablate` give what `bert-trace lens --json` and
+    `bert-trace ablate --json` print; `ablate_with=` is the command's `--with`."""
+    text, tiny = "When in Rome, do as the [MASK] do.", ROOT / "golden/tiny"
+    lens = bert_trace.lens(text, tiny, target="romans", top_k=2)
+    run = cli("lens", "--model", "golden/tiny", "--json", "--target", "romans", "--top-k", "2", text)
+    assert run.returncode == 0, run.stderr
+    assert {**lens, "model": "golden/tiny"} == json.loads(run.stdout)
+    assert len(lens["rows"]) == 3 and all(len(row["top"]) == 2 for row in lens["rows"])
+    ablated = bert_trace.ablate(text, tiny, target="romans", ablate_with="mean")
+    run = cli("ablate", "--model", "golden/tiny", "--json", "--target", "romans", "--with", "mean", text)
+    assert run.returncode == 0, run.stderr
+    assert {**ablated, "model": "golden/tiny"} == json.loads(run.stdout)
+    assert ablated["with"] == "mean" and len(ablated["grid"]) == 2
+    assert "<svg" in ablated._repr_html_(), "the grid is drawn in a notebook"
+    with pytest.raises(bert_trace.InputError) as refused:
+        bert_trace.ablate(text, tiny, target="romans", ablate_with="half")
+    assert "ablate_with=" in str(refused.value)
 
 
 def test_evaluate_is_the_command(tmp_path):

@@ -13,6 +13,9 @@ use crate::experiment::{Experiment, ExperimentRequest};
 use crate::render::table::new_table;
 use crate::report::{Report, Reported};
 
+/// How many of the most harmful heads the report lists unless told.
+pub const TOP_DEFAULT: usize = 10;
+
 /// Which text and target, how an ablated head's slice is replaced, and how many heads to list.
 #[derive(Clone, Debug)]
 pub struct AblateRequest {

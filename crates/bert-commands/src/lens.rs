@@ -17,6 +17,9 @@ use crate::report::{Report, Reported};
 pub const POS: Opt = Opt("pos");
 pub const TOP_K: Opt = Opt("top_k");
 
+/// How many guesses a layer shows unless told.
+pub const TOP_K_DEFAULT: usize = 3;
+
 /// Which text, which position (None: the `[MASK]`), which target to follow, how many guesses.
 #[derive(Clone, Debug)]
 pub struct LensRequest {

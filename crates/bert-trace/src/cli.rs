@@ -336,7 +336,7 @@ pub struct CompareArgs {
     /// The second model's dump, of the same input
     pub b: PathBuf,
     /// How many of the most changed heads to list
-    #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 10)]
+    #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = bert_commands::ablate::TOP_DEFAULT)]
     pub top: usize,
     /// Print the comparison as JSON (which `bert-trace view` draws as a layers x heads grid)
     #[arg(long)]
@@ -574,7 +574,7 @@ pub struct LensArgs {
     #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub pos: Option<usize>,
     /// How many guesses to show per layer
-    #[arg(allow_hyphen_values = true, long, value_name = "K", default_value_t = 3)]
+    #[arg(allow_hyphen_values = true, long, value_name = "K", default_value_t = bert_commands::lens::TOP_K_DEFAULT)]
     pub top_k: usize,
 }
 
