@@ -89,6 +89,15 @@ impl<T> OrRefuse<T> for Option<T> {
     }
 }
 
+impl From<bert_view::Error> for Error {
+    fn from(error: bert_view::Error) -> Error {
+        match error {
+            bert_view::Error::Bert(error) => Error::Bert(error),
+            bert_view::Error::Request(message) => Error::Request(message),
+        }
+    }
+}
+
 impl From<ndarray::ShapeError> for Error {
     fn from(error: ndarray::ShapeError) -> Error {
         Error::Request(format!("a stage is not of the shape drawn: {error}"))

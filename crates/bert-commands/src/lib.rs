@@ -3,7 +3,7 @@
 //! prints and the `bert_trace` Python package returns. BERT itself, its passes and every
 //! measure are `bert_core`'s; this crate adds where models come from ([`source`]: a directory,
 //! the Hugging Face cache or hub, the models built into bert-trace) and how reports are printed
-//! ([`render`]) and drawn ([`view`]).
+//! ([`render`]); `bert-view` draws them, and [`view`] writes its drawings.
 //!
 //! | command | here |
 //! | --- | --- |

@@ -47,19 +47,8 @@ fn fallback_width(columns: Option<&str>) -> u16 {
     columns.and_then(|c| c.trim().parse::<u16>().ok()).filter(|&w| w > 0).unwrap_or(DEFAULT_COLUMNS)
 }
 
-/// `text` with every control character (C0, DEL, C1), the two non-characters XML forbids and
-/// the bidirectional controls (U+202A..U+202E, U+2066..U+2069, which reorder the text around
-/// them) written out as `\u{7}`: a token is then never a bell, a cursor move, a reversed label
-/// or a broken SVG, and reads the same in the terminal, the page and the pictures, which all
-/// show tokens through this one function.
-pub fn visible(text: &str) -> String {
-    let bidi = |c: char| matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-    let hidden = |c: char| c.is_control() || c == '\u{fffe}' || c == '\u{ffff}' || bidi(c);
-    if !text.chars().any(hidden) {
-        return text.to_string();
-    }
-    text.chars().map(|c| if hidden(c) { format!("\\u{{{:x}}}", c as u32) } else { c.to_string() }).collect()
-}
+/// A token as every picture and table shows it: the library's one rule (`bert_core`).
+pub use bert_core::io::tokenizer::visible;
 
 /// A shape as `[1, 13, 32]`.
 pub fn shape(dims: &[usize]) -> String {

@@ -9,7 +9,7 @@ use ndarray::{ArrayView2, Ix4};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use crate::render::table::visible;
-use crate::view::picture::Scale;
+use bert_view::picture::Scale;
 
 /// At most this many tokens are drawn, two columns each, so that a row fits a terminal.
 const MAX_TOKENS: usize = 48;
@@ -87,7 +87,7 @@ fn legend(scale: &Scale, truecolor: bool) -> String {
     let bar: String = (0..16).map(|i| cell(scale.bar(i as f64 / 15.0), truecolor)).collect();
     let mut out = format!("    {low} {bar}\x1b[0m {high}");
     if masked {
-        out += &format!("   masked (padding key) {}\x1b[0m", cell(crate::view::colors::MASKED, truecolor));
+        out += &format!("   masked (padding key) {}\x1b[0m", cell(bert_view::colors::MASKED, truecolor));
     }
     out + "\n"
 }
@@ -151,7 +151,7 @@ mod tests {
     fn masked_scores_get_their_own_colour_and_other_ranks_no_picture() {
         let values = ArrayD::from_shape_vec(IxDyn(&[1, 1, 2, 2]), vec![0.5, f32::MIN, -0.5, f32::MIN]).unwrap();
         let out = heatmap(&Tensor::F32(values), false, &[]).unwrap();
-        let grey = cell(crate::view::colors::MASKED, false);
+        let grey = cell(bert_view::colors::MASKED, false);
         assert_eq!(out.matches(&grey).count(), 3, "two masked cells and the legend's:\n{out}");
         assert!(heatmap(&Tensor::F32(ArrayD::zeros(IxDyn(&[1, 3, 4]))), false, &[]).is_none());
     }

@@ -54,7 +54,7 @@ impl Scale {
         }
     }
 
-    pub(crate) fn colour(self, v: f32) -> Rgb {
+    pub fn colour(self, v: f32) -> Rgb {
         if v.is_nan() {
             return colors::NAN;
         }
@@ -73,7 +73,7 @@ impl Scale {
     }
 
     /// The colour at the bar's `t` (0 at the low end).
-    pub(crate) fn bar(self, t: f64) -> Rgb {
+    pub fn bar(self, t: f64) -> Rgb {
         match self {
             Scale::Diverging { .. } => colour(colors::DIVERGING, t),
             _ => colour(colors::SEQUENTIAL, t),
@@ -120,7 +120,7 @@ fn cut(text: &str) -> String {
 /// `text` as SVG character data: control characters spelled out (XML cannot hold them), then
 /// the markup characters escaped.
 fn escape(text: &str) -> String {
-    crate::render::table::visible(text)
+    bert_core::io::tokenizer::visible(text)
         .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 
 /// WenQuanYi Micro Hei 0.2.0-beta (Debian's fonts-wqy-microhei), Apache-2.0.
 #[cfg(feature = "png")]
-const FONT: &[u8] = include_bytes!("../../assets/fonts/wqy-microhei.ttc");
+const FONT: &[u8] = include_bytes!("../assets/fonts/wqy-microhei.ttc");
 #[cfg(feature = "png")]
 const FAMILY: &str = "WenQuanYi Micro Hei";
 

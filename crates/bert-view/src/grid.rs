@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result, Within};
-use crate::refuse;
+use crate::error::refuse;
+use crate::error::{Error, Result};
 use bert_core::diff::compare::FORMAT as COMPARE;
 use bert_core::experiments::ablate::FORMAT as ABLATE;
 use bert_core::experiments::attribute::FORMAT as ATTRIBUTE;
@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::picture::{self, Label, Picture, Scale};
 use super::{budget, colors};
-use crate::render::table::visible;
+use bert_core::io::tokenizer::visible;
 
 /// The most bytes such a JSON file may have: a few numbers per stage, head or token.
 const MAX_JSON: u64 = 64 << 20;
@@ -36,8 +36,8 @@ pub struct Grid {
 /// The grid of the JSON file at `path`.
 pub fn picture(path: &Path) -> Result<Grid> {
     let bytes = files::read(path, MAX_JSON)?;
-    let json: Value =
-        serde_json::from_slice(&bytes).within(|| format!("{}: not a dump and not valid JSON", path.display()))?;
+    let json: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| not_json(format!("{}: not a dump and not valid JSON", path.display()), e))?;
     picture_of(&json, &path.display().to_string())
 }
 
@@ -197,7 +197,7 @@ pub fn picture_of(json: &Value, name: &str) -> Result<Grid> {
 /// A list of layers of finite numbers.
 fn rows_of(path: &str, grid: &Value) -> Result<Vec<Vec<f64>>> {
     let rows: Vec<Vec<Option<f64>>> = serde_json::from_value(grid.clone())
-        .within(|| format!("{}: its grid is not a list of layers of numbers", path))?;
+        .map_err(|e| not_json(format!("{}: its grid is not a list of layers of numbers", path), e))?;
     // The commands write a value that is not finite as null: a head with no measure.
     if rows.iter().flatten().any(|v| v.is_none_or(|v| !v.is_finite())) {
         refuse!(
@@ -243,4 +243,9 @@ pub fn page(grid: &Grid) -> String {
         escape(&grid.caption),
         grid.picture.svg
     )
+}
+
+/// `what` went wrong reading JSON: `error` said why.
+fn not_json(what: String, error: serde_json::Error) -> Error {
+    Error::Request(format!("{what}: not the JSON expected: {error}"))
 }

@@ -4,8 +4,8 @@
 //! PNG of 295 MB).
 
 use super::{HEAD, SEQ, STAGE, SVG};
+use crate::error::refuse;
 use crate::error::Result;
-use crate::refuse;
 
 /// The most cells (one per value drawn, or per line of the head view) a picture has: 4 Mi, more
 /// than a 512-token model's feed-forward activations (512 × 3072) hold.

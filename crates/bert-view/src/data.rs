@@ -7,8 +7,8 @@
 
 use std::io::Write;
 
+use crate::error::refuse;
 use crate::error::{OrRefuse, Result};
-use crate::refuse;
 use base64::Engine;
 use bert_core::experiments::hidden_states::layer_stats;
 use bert_core::io::dump::Dump;
@@ -20,7 +20,7 @@ use ndarray::{Array2, ArrayD, ArrayView1, Axis, Ix2, Ix3, Ix4};
 use serde_json::{json, Value};
 
 use super::shapes::{self, Expected, InputShape};
-use crate::render::table::visible;
+use bert_core::io::tokenizer::visible;
 
 /// How large the page may grow, base64 and all: it opens in a few seconds in a browser.
 const PAGE_BUDGET: usize = 50 << 20;
@@ -339,7 +339,7 @@ fn layer_plots(stages: &Stages<'_>, layers: usize, mask: &Array2<i64>, dims: Inp
     let stats = layer_stats(&states, mask);
     let mut labels = vec!["embeddings".to_string()];
     labels.extend((0..layers).map(|i| format!("layer {i}")));
-    let mut plots = serde_json::to_value(stats)?;
+    let mut plots = serde_json::to_value(stats).expect("the statistics serialise");
     plots["labels"] = labels.into();
     Ok(Some(plots))
 }

@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
+use crate::error::refuse;
 use crate::error::Result;
-use crate::refuse;
 use bert_core::io::dump::Dump;
 use bert_core::stage::{Stage, StageKind};
 

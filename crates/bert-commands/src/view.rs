@@ -1,0 +1,167 @@
+//! `bert-trace view DUMP`: a dump drawn (by bert-view) as one self-contained HTML page, or one
+//! stage of it as a picture in SVG or PNG, or the grid of a command's JSON report; this module
+//! reads the request, finds the model that names the tokens, and writes each drawing by
+//! `owned_file`'s rule.
+
+use std::path::{Path, PathBuf};
+
+use bert_core::io::dump::Dump;
+use bert_core::BertModel;
+use bert_view::{budget, grid, png, PictureOptions};
+use globset::{Glob, GlobSetBuilder};
+
+pub use bert_view::{draw, page_html, svg_of_report, Names, HEAD, HEATMAP, LINES, PNG, SEQ, STAGE, SVG};
+
+use crate::error::{Error, Result};
+use crate::owned_file::{self, Format};
+use crate::refuse;
+use crate::source;
+
+/// What to draw, and where: a dump's page (`out`, `heatmaps`), or one stage as a picture
+/// (`stage`, `head`, `seq`, `lines`; `svg`, `png`); or the grid of a command's JSON.
+#[derive(Clone, Debug, Default)]
+pub struct ViewRequest {
+    pub dump: PathBuf,
+    pub out: Option<PathBuf>,
+    pub stage: Option<String>,
+    pub head: Option<usize>,
+    pub seq: usize,
+    pub lines: bool,
+    pub svg: Option<PathBuf>,
+    pub png: Option<PathBuf>,
+    pub heatmaps: Vec<String>,
+    /// The model whose tokenizer names the tokens; None: the one the manifest names, if found.
+    pub model: Option<PathBuf>,
+}
+
+/// What `view` wrote, as it says it, and its notes.
+#[derive(Clone, Debug, Default)]
+pub struct ViewReport {
+    pub notes: Vec<String>,
+    pub text: String,
+}
+
+/// Draws what `request` asks for; the report says what was written.
+pub fn view(request: &ViewRequest) -> Result<ViewReport> {
+    let args = request;
+    if args.dump.is_file() && args.dump.extension().is_some_and(|e| e == "json") {
+        return comparison(args);
+    }
+    let dump = Dump::open(&args.dump)?;
+    let model = names_model(args, &dump)?;
+    let names = Names { model: model.as_ref() };
+    if args.svg.is_some() || args.png.is_some() {
+        let stage = args.stage.as_deref().ok_or_else(|| {
+            Error::Request(format!("{SVG} and {PNG} draw one stage: give it with {}", STAGE.with("NAME")))
+        })?;
+        let options = PictureOptions { seq: args.seq, head: args.head, lines: args.lines };
+        let picture = bert_view::picture(&dump, &names, stage, options)?;
+        if let Some(path) = &args.svg {
+            owned_file::write(path, picture.svg.as_bytes(), Format::Text, "picture")?;
+        }
+        if let Some(path) = &args.png {
+            budget::check_pixels(stage, picture.width, picture.height, bert_view::stage_is_attention(stage))?;
+            let bytes = png::of_svg(&picture.svg)?;
+            owned_file::write(path, &bytes, Format::Png, "picture")?;
+        }
+        let written: Vec<String> =
+            [&args.svg, &args.png].into_iter().flatten().map(|p| p.display().to_string()).collect();
+        let text = format!("wrote {stage} ({} × {} px) to {}\n", picture.width, picture.height, written.join(" and "));
+        return Ok(ViewReport { notes: Vec::new(), text });
+    }
+    if args.stage.is_some() || args.head.is_some() || args.lines || args.seq != 0 {
+        refuse!(
+            "{STAGE}, {HEAD}, {SEQ} and {LINES} choose one picture: give {} or {} too (the page shows every \
+             sequence)",
+            SVG.with("FILE"),
+            PNG.with("FILE")
+        );
+    }
+    let chosen = match args.heatmaps.as_slice() {
+        [] => None,
+        globs => {
+            let mut set = GlobSetBuilder::new();
+            for glob in globs {
+                let glob = Glob::new(glob).map_err(|e| {
+                    Error::Request(format!("{} is not a valid glob: {e}", HEATMAP.with(format!("`{glob}`"))))
+                })?;
+                let matcher = glob.compile_matcher();
+                if !dump.manifest.stages.iter().any(|s| matcher.is_match(&s.name)) {
+                    refuse!(
+                        "{} matches no stage of {}",
+                        HEATMAP.with(format!("`{}`", glob.glob())),
+                        args.dump.display()
+                    );
+                }
+                set.add(glob);
+            }
+            Some(set.build()?)
+        }
+    };
+    let (page, left_out) = page_html(&dump, &names, chosen.as_ref())?;
+    let mut notes = Vec::new();
+    if !left_out.is_empty() {
+        notes.push(format!(
+            "note: {} heatmap stage(s) left out to keep the page under about 55 MB ({}); choose heatmaps with {}",
+            left_out.len(),
+            left_out.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+                + if left_out.len() > 3 { ", ..." } else { "" },
+            HEATMAP.with("GLOB")
+        ));
+    }
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("view.html"));
+    owned_file::write(&out, page.as_bytes(), Format::Text, "page")?;
+    let text = format!(
+        "wrote {} ({:.1} MB): open it in a browser; it needs no network\n",
+        out.display(),
+        page.len() as f64 / 1e6
+    );
+    Ok(ViewReport { notes, text })
+}
+
+/// `view RESULT.json`: the grid of `bert-trace compare --json`, `ablate --json` or
+/// `attribute --json`, as a picture or a page.
+fn comparison(args: &ViewRequest) -> Result<ViewReport> {
+    if args.stage.is_some() || args.head.is_some() || args.lines || !args.heatmaps.is_empty() {
+        refuse!(
+            "{STAGE}, {HEAD}, {LINES} and {HEATMAP} choose what to draw of a dump; a JSON result (compare, ablate, \
+             attribute) is drawn whole"
+        );
+    }
+    let grid = grid::picture(&args.dump)?;
+    let picture = &grid.picture;
+    let mut written = Vec::new();
+    if let Some(path) = &args.svg {
+        owned_file::write(path, picture.svg.as_bytes(), Format::Text, "picture")?;
+        written.push(path.display().to_string());
+    }
+    if let Some(path) = &args.png {
+        budget::check_pixels(grid.what, picture.width, picture.height, false)?;
+        owned_file::write(path, &png::of_svg(&picture.svg)?, Format::Png, "picture")?;
+        written.push(path.display().to_string());
+    }
+    if written.is_empty() {
+        let out = args.out.clone().unwrap_or_else(|| PathBuf::from("view.html"));
+        owned_file::write(&out, grid::page(&grid).as_bytes(), Format::Text, "page")?;
+        written.push(out.display().to_string());
+    }
+    let text =
+        format!("wrote {} ({} × {} px) to {}\n", grid.what, picture.width, picture.height, written.join(" and "));
+    Ok(ViewReport { notes: Vec::new(), text })
+}
+
+/// The model whose tokenizer names the tokens: `model`, which must load, or else the one the
+/// manifest names when it is the built-in model or a directory that is still there (best
+/// effort: None if it does not load). Tokens the dump does not spell out are then shown by id.
+fn names_model(args: &ViewRequest, dump: &Dump) -> Result<Option<BertModel>> {
+    if args.model.is_some() {
+        return Ok(Some(source::load(args.model.as_deref())?.model));
+    }
+    let named = &dump.manifest.model;
+    if let Some(builtin) = source::Builtin::of_manifest(named) {
+        return Ok(builtin.load_as().ok());
+    }
+    let dir = Path::new(named);
+    let dir = if dir.is_relative() && !dir.exists() { dump.dir.join(dir) } else { dir.to_path_buf() };
+    Ok(dir.join("config.json").is_file().then(|| BertModel::load(&dir).ok()).flatten())
+}
