@@ -52,5 +52,5 @@ pub fn heads(
 pub fn _picture(py: Python<'_>, json: &str) -> PyResult<String> {
     let value: serde_json::Value =
         serde_json::from_str(json).map_err(|e| crate::errors::raise(py, "InputError", format!("not a report: {e}")))?;
-    bert_commands::view::svg_of_report(&value).or_raise(py)
+    bert_commands::view::svg_of_report(&value).map_err(bert_commands::error::drawn).or_raise(py)
 }

@@ -139,7 +139,7 @@ impl Page {
 impl Page {
     /// The page of `dump`, its tokens named by `model`'s tokenizer when there is one.
     pub fn of(py: Python<'_>, dump: &Dump, model: Option<&BertModel>) -> PyResult<Page> {
-        let (html, _) = page_html(dump, &Names { model }, None).or_raise(py)?;
+        let (html, _) = page_html(dump, &Names { model }, None).map_err(bert_commands::error::drawn).or_raise(py)?;
         Ok(Page { html })
     }
 }

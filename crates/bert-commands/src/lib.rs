@@ -1,9 +1,10 @@
 //! What bert-trace's commands do, without their command line: each command's request (what to
 //! trace, diff, compare, train, ...), its work, and its report, which the `bert-trace` binary
 //! prints and the `bert_trace` Python package returns. BERT itself, its passes and every
-//! measure are `bert_core`'s; this crate adds where models come from ([`source`]: a directory,
-//! the Hugging Face cache or hub, the models built into bert-trace) and how reports are printed
-//! ([`render`]); `bert-view` draws them, and [`view`] writes its drawings.
+//! measure are `bert_core`'s; where models come from (a directory, the Hugging Face cache or hub,
+//! the models built into bert-trace) is `bert_sources`' (here as [`source`]), and how a dump is
+//! drawn `bert_view`'s; this crate adds how reports are printed ([`render`]) and where the
+//! drawings are written ([`view`]).
 //!
 //! | command | here |
 //! | --- | --- |
@@ -34,12 +35,12 @@ pub mod owned_file;
 pub mod render;
 pub mod report;
 pub mod settings;
-pub mod source;
 pub mod stages;
 pub mod step;
 pub mod trace;
 pub mod train;
 pub mod view;
 
+pub use bert_sources as source;
 pub use error::{Error, Result, Within};
 pub use report::{Report, Reported};

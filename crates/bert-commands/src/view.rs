@@ -12,7 +12,7 @@ use globset::{Glob, GlobSetBuilder};
 
 pub use bert_view::{draw, page_html, svg_of_report, Names, HEAD, HEATMAP, LINES, PNG, SEQ, STAGE, SVG};
 
-use crate::error::{Error, Result};
+use crate::error::{drawn, Error, Result};
 use crate::owned_file::{self, Format};
 use crate::refuse;
 use crate::source;
@@ -55,13 +55,14 @@ pub fn view(request: &ViewRequest) -> Result<ViewReport> {
             Error::Request(format!("{SVG} and {PNG} draw one stage: give it with {}", STAGE.with("NAME")))
         })?;
         let options = PictureOptions { seq: args.seq, head: args.head, lines: args.lines };
-        let picture = bert_view::picture(&dump, &names, stage, options)?;
+        let picture = bert_view::picture(&dump, &names, stage, options).map_err(drawn)?;
         if let Some(path) = &args.svg {
             owned_file::write(path, picture.svg.as_bytes(), Format::Text, "picture")?;
         }
         if let Some(path) = &args.png {
-            budget::check_pixels(stage, picture.width, picture.height, bert_view::stage_is_attention(stage))?;
-            let bytes = png::of_svg(&picture.svg)?;
+            budget::check_pixels(stage, picture.width, picture.height, bert_view::stage_is_attention(stage))
+                .map_err(drawn)?;
+            let bytes = png::of_svg(&picture.svg).map_err(drawn)?;
             owned_file::write(path, &bytes, Format::Png, "picture")?;
         }
         let written: Vec<String> =
@@ -95,10 +96,10 @@ pub fn view(request: &ViewRequest) -> Result<ViewReport> {
                 }
                 set.add(glob);
             }
-            Some(set.build()?)
+            Some(set.build().map_err(|e| Error::Request(format!("not a valid glob: {e}")))?)
         }
     };
-    let (page, left_out) = page_html(&dump, &names, chosen.as_ref())?;
+    let (page, left_out) = page_html(&dump, &names, chosen.as_ref()).map_err(drawn)?;
     let mut notes = Vec::new();
     if !left_out.is_empty() {
         notes.push(format!(
@@ -128,7 +129,7 @@ fn comparison(args: &ViewRequest) -> Result<ViewReport> {
              attribute) is drawn whole"
         );
     }
-    let grid = grid::picture(&args.dump)?;
+    let grid = grid::picture(&args.dump).map_err(drawn)?;
     let picture = &grid.picture;
     let mut written = Vec::new();
     if let Some(path) = &args.svg {
@@ -136,8 +137,8 @@ fn comparison(args: &ViewRequest) -> Result<ViewReport> {
         written.push(path.display().to_string());
     }
     if let Some(path) = &args.png {
-        budget::check_pixels(grid.what, picture.width, picture.height, false)?;
-        owned_file::write(path, &png::of_svg(&picture.svg)?, Format::Png, "picture")?;
+        budget::check_pixels(grid.what, picture.width, picture.height, false).map_err(drawn)?;
+        owned_file::write(path, &png::of_svg(&picture.svg).map_err(drawn)?, Format::Png, "picture")?;
         written.push(path.display().to_string());
     }
     if written.is_empty() {

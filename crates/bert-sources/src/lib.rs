@@ -1,10 +1,12 @@
 //! Where a model comes from: a directory (`model=` names it), a Hugging Face model id (from the
 //! HF cache, or downloaded into it: `hub.rs`, `download.rs`, `cache.rs`, `id.rs`), or a model
-//! built into bert-trace (`builtin.rs`: english-small, the default, and tiny).
+//! built into bert-trace (`builtin.rs`: english-small, the default, and tiny); and where a
+//! training run starts (`start.rs`). The commands (bert-commands) load every model through here.
 
 mod builtin;
 mod cache;
 mod download;
+pub mod error;
 mod hub;
 pub mod hub_error;
 mod id;
@@ -22,7 +24,8 @@ pub use self::cache::{process_env, Env, HubCache};
 pub use self::download::DEFAULT_ENDPOINT;
 pub use self::hub_error::{HubError, HubFailure};
 pub use self::id::{is_commit_hash, HubId};
-use crate::error::{Result, Within};
+use crate::error::Within;
+pub use crate::error::{Error, Result};
 
 /// The option that names a model.
 pub const MODEL: Opt = Opt("model");

@@ -75,7 +75,7 @@ impl Downloader {
     }
 
     /// A download of `file` that has sent nothing for longer than the timeout.
-    fn stalled(&self, id: &HubId, file: &str) -> crate::Error {
+    fn stalled(&self, id: &HubId, file: &str) -> Error {
         let seconds = self.timeout.as_secs_f64();
         let problem = format!(
             "{file} from {}: timed out: no data for {seconds:.1} s (set HF_HUB_DOWNLOAD_TIMEOUT to wait longer)",

@@ -11,8 +11,8 @@ use bert_core::words::Opt;
 use bert_core::BertModel;
 
 use super::{files, files_of_dir, load, Builtin, MODEL};
+use crate::error::refuse;
 use crate::error::Result;
-use crate::refuse;
 
 /// The option that asks for new weights.
 pub const FROM_CONFIG: Opt = Opt("from_config");

@@ -33,7 +33,7 @@ pub struct Builtin {
 
 macro_rules! golden {
     ($dir:literal, $file:literal) => {
-        include_bytes!(concat!("../../../../golden/", $dir, "/", $file))
+        include_bytes!(concat!("../../../golden/", $dir, "/", $file))
     };
 }
 
