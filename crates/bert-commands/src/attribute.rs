@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use bert_core::experiments::attribute::integrated::{Baseline, PathSpec};
-use bert_core::experiments::attribute::{self, Attribution, Rule, Score, Target};
+use bert_core::experiments::attribute::{self, Attribution, Prediction, Rule, Score};
 use bert_core::experiments::readout::the_mask;
 use bert_core::io::dump::manifest::Inputs;
 use bert_core::io::tokenizer::{MASK, UNK};
@@ -238,7 +238,7 @@ fn target_of(
     word: Option<String>,
     label: Option<String>,
     nsp: Option<i64>,
-) -> Result<(bert_core::Batch, Target)> {
+) -> Result<(bert_core::Batch, Prediction)> {
     let inputs = Inputs {
         texts: vec![text.to_string()],
         pair: pair.map(|p| vec![p]),
@@ -250,13 +250,13 @@ fn target_of(
     let target = if let Some(word) = word {
         let (_, position) = the_mask(model.tokenizer.token_to_id(MASK), &batch)?;
         let id = model.tokenizer.single_token(&word).map_err(BertError::Labels)?;
-        Target::Masked { position, id }
+        Prediction::Masked { position, id }
     } else if let Some(classes) = &batch.labels.class {
-        Target::Class(classes[0] as usize)
+        Prediction::Class(classes[0] as usize)
     } else if let Some(labels) = &batch.labels.nsp {
-        Target::NextSentence(labels[0] as usize)
+        Prediction::NextSentence(labels[0] as usize)
     } else if model.classifier.is_some() {
-        Target::Class(model.predicted_class(&batch)?)
+        Prediction::Class(model.predicted_class(&batch)?)
     } else {
         refuse!(
             "nothing to attribute: give {TARGET} WORD (the word at the text's [MASK]), {NSP_LABEL} with {PAIR}, or \

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use bert_core::experiments::attribute::{Score, Target};
+use bert_core::experiments::attribute::{Prediction, Score};
 use bert_core::experiments::intervention::{AblateWith, Ablation, Interventions, Patch, Positions};
 use bert_core::model::Pass;
 use bert_core::ops;
@@ -142,7 +142,7 @@ fn occlusion_equals_a_whole_pass_on_the_hidden_input() {
     let batch = encode(&model, &[TEXT]);
     let romans = model.tokenizer.single_token("romans").unwrap();
     for hide in ["[MASK]", "[UNK]"] {
-        let target = Target::Masked { position: MASK_AT.1, id: romans };
+        let target = Prediction::Masked { position: MASK_AT.1, id: romans };
         let occlusion = model.occlude(&batch, target, Score::Logprob, hide).unwrap();
         let full = log_prob(&run(&model, &batch, None), MASK_AT, romans);
         let hidden_positions: Vec<usize> = occlusion.tokens.iter().map(|t| t.position).collect();

@@ -19,7 +19,7 @@
 use ndarray::{s, Array2, Array3, ArrayView2, ArrayViewMutD};
 use serde::Serialize;
 
-use super::{Attribution, Rule, Score, Target, TokenAttribution};
+use super::{Attribution, Prediction, Rule, Score, TokenAttribution};
 use crate::error::{BertError, Result};
 use crate::io::tokenizer::{Batch, PAD};
 use crate::model::{BertModel, Pass};
@@ -76,7 +76,7 @@ impl<F: Float> BertModel<F> {
     pub fn integrated_gradients(
         &self,
         batch: &Batch,
-        target: Target,
+        target: Prediction,
         of: Score,
         path: PathSpec,
         progress: &mut dyn FnMut(usize, usize),
@@ -93,7 +93,7 @@ impl<F: Float> BertModel<F> {
                 "the baseline equals the input: {}",
                 if kept.iter().all(|&k| k) {
                     let besides = match target {
-                        Target::Masked { .. } => "[CLS], [SEP] and the [MASK]",
+                        Prediction::Masked { .. } => "[CLS], [SEP] and the [MASK]",
                         _ => "[CLS] and [SEP]",
                     };
                     format!("the text has no token to attribute besides {besides}")
@@ -139,7 +139,7 @@ impl<F: Float> BertModel<F> {
     }
 
     /// Gradient × input of `target`'s score, for `batch`'s one sequence.
-    pub fn grad_input(&self, batch: &Batch, target: Target, of: Score) -> Result<Attribution> {
+    pub fn grad_input(&self, batch: &Batch, target: Prediction, of: Score) -> Result<Attribution> {
         self.check_target(batch, target)?;
         let kept = self.kept(batch, target);
         let input = self.word_rows(batch);
@@ -179,19 +179,19 @@ impl<F: Float> BertModel<F> {
 
     /// `[points,T,H]` ∂f/∂(word embeddings) at each of `rows`' points, by one backward pass
     /// whose batch holds a row per point.
-    fn word_gradients(&self, batch: &Batch, target: Target, of: Score, rows: Array3<f64>) -> Result<Array3<f64>> {
+    fn word_gradients(&self, batch: &Batch, target: Prediction, of: Score, rows: Array3<f64>) -> Result<Array3<f64>> {
         let n = rows.dim().0;
         let mut points = batch.repeat_first(n);
         // A label gives the pass its loss, the mean of −log p over the rows; the seed below
         // replaces the loss's gradient by the score's own.
         match target {
-            Target::Masked { position, id } => {
+            Prediction::Masked { position, id } => {
                 let mut labels = Array2::from_elem(points.dims(), crate::objectives::labels::IGNORE);
                 labels.column_mut(position).fill(i64::from(id));
                 points.labels.mlm = Some(labels);
             }
-            Target::Class(class) => points.labels.class = Some(ndarray::Array1::from_elem(n, class as i64)),
-            Target::NextSentence(label) => points.labels.nsp = Some(ndarray::Array1::from_elem(n, label as i64)),
+            Prediction::Class(class) => points.labels.class = Some(ndarray::Array1::from_elem(n, class as i64)),
+            Prediction::NextSentence(label) => points.labels.nsp = Some(ndarray::Array1::from_elem(n, label as i64)),
         }
         let mut hook = PathHook { interpolate: Interpolate { rows }, seed: Seed { target, of, rows: n } };
         let mut keep = KeepWordGradient(None);
@@ -264,7 +264,7 @@ impl Hook for Interpolate {
 
 /// The gradient that starts the backward pass: ∂ score / ∂ logits in place of ∂ loss / ∂ logits.
 struct Seed {
-    target: Target,
+    target: Prediction,
     of: Score,
     rows: usize,
 }
@@ -273,9 +273,9 @@ impl Seed {
     fn wants(&self, stage: &Stage) -> bool {
         stage.kind
             == match self.target {
-                Target::Masked { .. } => StageKind::MlmLogits,
-                Target::Class(_) => StageKind::ClassifierLogits,
-                Target::NextSentence(_) => StageKind::NspLogits,
+                Prediction::Masked { .. } => StageKind::MlmLogits,
+                Prediction::Class(_) => StageKind::ClassifierLogits,
+                Prediction::NextSentence(_) => StageKind::NspLogits,
             }
     }
 
@@ -291,9 +291,9 @@ impl Seed {
                 grad.fill(F::zero());
                 for row in 0..self.rows {
                     let at = match self.target {
-                        Target::Masked { position, id } => vec![row, position, id as usize],
-                        Target::Class(class) => vec![row, class],
-                        Target::NextSentence(label) => vec![row, label],
+                        Prediction::Masked { position, id } => vec![row, position, id as usize],
+                        Prediction::Class(class) => vec![row, class],
+                        Prediction::NextSentence(label) => vec![row, label],
                     };
                     grad[at.as_slice()] = F::one();
                 }

@@ -33,7 +33,7 @@ pub const FORMAT: &str = "bert-trace-attribute/2";
 
 /// What is attributed: one output of the model for the text's one sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
+pub enum Prediction {
     /// The word `id` at the `[MASK]` at `position`.
     Masked { position: usize, id: u32 },
     /// A classifier's class.
@@ -67,9 +67,9 @@ pub struct TokenAttribution {
     pub score_without: Option<f64>,
 }
 
-/// What [`Target`] is, as a report names it.
+/// What [`Prediction`] is, as a report names it.
 #[derive(Clone, Debug, Serialize)]
-pub struct TargetReport {
+pub struct PredictionReport {
     /// `mlm`, `label` or `nsp`.
     pub kind: &'static str,
     /// The word, the class's name, or `IsNext`/`NotNext`.
@@ -84,7 +84,7 @@ pub struct TargetReport {
 /// Every attributed token of one text for one target, by one method.
 #[derive(Clone, Debug, Serialize)]
 pub struct Attribution {
-    pub target: TargetReport,
+    pub target: PredictionReport,
     /// The score attributed (`of`), with every token as it is.
     pub score: f64,
     pub tokens: Vec<TokenAttribution>,
@@ -116,7 +116,7 @@ impl Attribution {
 
 impl<F: Float> BertModel<F> {
     /// `target`, checked against the model's heads and `batch` (one sequence).
-    pub fn check_target(&self, batch: &Batch, target: Target) -> Result<()> {
+    pub fn check_target(&self, batch: &Batch, target: Prediction) -> Result<()> {
         let (b, t) = batch.dims();
         if b != 1 {
             return Err(BertError::Labels(format!("attribution reads one text at a time, not {b}")));
@@ -127,24 +127,24 @@ impl<F: Float> BertModel<F> {
             weights: weights.into(),
         };
         match target {
-            Target::Masked { position, .. } if position >= t => {
+            Prediction::Masked { position, .. } if position >= t => {
                 Err(BertError::Labels(format!("the [MASK] at {position} is past the text's {t} tokens")))
             }
-            Target::Masked { .. } if self.mlm.is_none() => {
+            Prediction::Masked { .. } if self.mlm.is_none() => {
                 Err(missing("a masked word's prediction", "cls.predictions.*"))
             }
-            Target::Class(_) if self.classifier.is_none() || self.pooler.is_none() => {
+            Prediction::Class(_) if self.classifier.is_none() || self.pooler.is_none() => {
                 Err(missing("a classifier's class", "classifier.* and bert.pooler.*"))
             }
-            Target::Class(class) if class >= self.n_classes() => Err(BertError::Labels(format!(
+            Prediction::Class(class) if class >= self.n_classes() => Err(BertError::Labels(format!(
                 "the classifier has {} classes, 0 to {}; {class} is not one",
                 self.n_classes(),
                 self.n_classes() - 1
             ))),
-            Target::NextSentence(_) if self.nsp.is_none() || self.pooler.is_none() => {
+            Prediction::NextSentence(_) if self.nsp.is_none() || self.pooler.is_none() => {
                 Err(missing("the NSP prediction", "cls.seq_relationship.* and bert.pooler.*"))
             }
-            Target::NextSentence(label) if label > 1 => {
+            Prediction::NextSentence(label) if label > 1 => {
                 Err(BertError::Labels(format!("the NSP label is 0 or 1, not {label}")))
             }
             _ => Ok(()),
@@ -157,7 +157,7 @@ impl<F: Float> BertModel<F> {
 
     /// The class the classifier predicts for `batch`'s one sequence.
     pub fn predicted_class(&self, batch: &Batch) -> Result<usize> {
-        let probe = Target::Class(0);
+        let probe = Prediction::Class(0);
         self.check_target(batch, probe)?;
         let logits = self.head_logits(batch, probe, None)?;
         let row = logits.row(0);
@@ -167,21 +167,21 @@ impl<F: Float> BertModel<F> {
     }
 
     /// `target` as a report names it.
-    pub fn target_report(&self, target: Target) -> TargetReport {
+    pub fn target_report(&self, target: Prediction) -> PredictionReport {
         match target {
-            Target::Masked { position, id } => TargetReport {
+            Prediction::Masked { position, id } => PredictionReport {
                 kind: "mlm",
                 name: self.tokenizer.id_to_token(id).unwrap_or_default(),
                 index: id as usize,
                 position: Some(position),
             },
-            Target::Class(class) => TargetReport {
+            Prediction::Class(class) => PredictionReport {
                 kind: "label",
                 name: self.classifier.as_ref().and_then(|c| c.labels.get(class).cloned()).unwrap_or_default(),
                 index: class,
                 position: None,
             },
-            Target::NextSentence(label) => TargetReport {
+            Prediction::NextSentence(label) => PredictionReport {
                 kind: "nsp",
                 name: ["IsNext", "NotNext"][label.min(1)].into(),
                 index: label,
@@ -192,7 +192,7 @@ impl<F: Float> BertModel<F> {
 
     /// The positions the baseline keeps as they are, so that none is attributed: `[CLS]`,
     /// `[SEP]` and the target's `[MASK]`, besides padding.
-    pub(crate) fn kept(&self, batch: &Batch, target: Target) -> Vec<bool> {
+    pub(crate) fn kept(&self, batch: &Batch, target: Prediction) -> Vec<bool> {
         let special = [CLS, SEP]
             .map(|token| self.tokenizer.token_to_id(token).map(i64::from))
             .into_iter()
@@ -202,7 +202,7 @@ impl<F: Float> BertModel<F> {
             .map(|t| {
                 batch.attention_mask[[0, t]] == 0
                     || special.contains(&batch.ids[[0, t]])
-                    || matches!(target, Target::Masked { position, .. } if position == t)
+                    || matches!(target, Prediction::Masked { position, .. } if position == t)
             })
             .collect()
     }
@@ -218,15 +218,15 @@ impl<F: Float> BertModel<F> {
     pub(crate) fn scores(
         &self,
         batch: &Batch,
-        target: Target,
+        target: Prediction,
         of: Score,
         hook: Option<&mut dyn Hook>,
     ) -> Result<Vec<f64>> {
         let logits = self.head_logits(batch, target, hook)?;
         let index = match target {
-            Target::Masked { id, .. } => id as usize,
-            Target::Class(class) => class,
-            Target::NextSentence(label) => label,
+            Prediction::Masked { id, .. } => id as usize,
+            Prediction::Class(class) => class,
+            Prediction::NextSentence(label) => label,
         };
         let scores = match of {
             Score::Logprob => ops::log_softmax_rows(logits.view()).column(index).to_vec(),
@@ -236,7 +236,7 @@ impl<F: Float> BertModel<F> {
     }
 
     /// `[rows, outputs]` the logits `target` is one of, in f64, for each row of `batch`.
-    fn head_logits(&self, batch: &Batch, target: Target, hook: Option<&mut dyn Hook>) -> Result<Array2<f64>> {
+    fn head_logits(&self, batch: &Batch, target: Prediction, hook: Option<&mut dyn Hook>) -> Result<Array2<f64>> {
         self.check(batch)?;
         let mut discard = Discard;
         let mut tracer = Tracer::new(&mut discard, None, hook.map(|h| h as &mut dyn Hook));
@@ -247,7 +247,7 @@ impl<F: Float> BertModel<F> {
             let hidden =
                 self.layers_from(0, embedded, additive_mask::<F>(&batch.attention_mask).as_ref(), &mut tracer)?;
             match target {
-                Target::Masked { position, .. } => {
+                Prediction::Masked { position, .. } => {
                     let mlm = self.mlm.as_ref().expect("checked: an MLM head");
                     // The head reads each token alone: only the [MASK]'s row goes through it.
                     let at: Array3<F> = hidden.slice(s![.., position..=position, ..]).to_owned();
@@ -255,11 +255,11 @@ impl<F: Float> BertModel<F> {
                     let v = logits.dim().2;
                     Ok(logits.into_shape_with_order((rows, v)).expect("[B,1,V] is [B,V]"))
                 }
-                Target::Class(_) => {
+                Prediction::Class(_) => {
                     let pooled = self.pooler.as_ref().expect("checked: a pooler").forward(&hidden, &mut tracer)?;
                     self.classifier.as_ref().expect("checked: a classifier").forward(&pooled, None, &mut tracer)
                 }
-                Target::NextSentence(_) => {
+                Prediction::NextSentence(_) => {
                     let pooled = self.pooler.as_ref().expect("checked: a pooler").forward(&hidden, &mut tracer)?;
                     self.nsp.as_ref().expect("checked: an NSP head").forward(&pooled, &mut tracer)
                 }

@@ -3,7 +3,7 @@
 //! hiding costs much is one the prediction leans on. Each number is a forward pass; the passes
 //! run as one batch, a row per hidden token.
 
-use super::{Attribution, Score, Target, TokenAttribution};
+use super::{Attribution, Prediction, Score, TokenAttribution};
 use crate::error::{BertError, Result};
 use crate::io::tokenizer::Batch;
 use crate::model::BertModel;
@@ -16,7 +16,7 @@ impl<F: Float> BertModel<F> {
     /// Hides each token of `batch`'s one sequence in turn with `hide` (not `[CLS]`, `[SEP]`,
     /// padding or the target's `[MASK]`) and reads the target's score: the attribution is the
     /// score with every token minus the score with that one hidden.
-    pub fn occlude(&self, batch: &Batch, target: Target, of: Score, hide: &str) -> Result<Attribution> {
+    pub fn occlude(&self, batch: &Batch, target: Prediction, of: Score, hide: &str) -> Result<Attribution> {
         self.check_target(batch, target)?;
         let hide_id = self
             .tokenizer
