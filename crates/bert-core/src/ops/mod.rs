@@ -45,7 +45,9 @@ pub use self::kernels::threads::{
 };
 /// The thread pool's element-wise split, for the optimizer (`train/adamw.rs`).
 pub(crate) use self::kernels::threads::{for_each_item, part_len};
-pub use self::layer_norm::{layer_norm_rows, layer_norm_rows_backward, layer_norm_rows_reference, moments, Moments};
+pub use self::layer_norm::{
+    back_moments, layer_norm_rows, layer_norm_rows_backward, layer_norm_rows_reference, moments, BackMoments, Moments,
+};
 pub use self::matmul::{
     dot, linear, linear_backward, linear_backward_reference, linear_reference, matmul, matrix_product,
     matrix_product_reference, scaled_matmul, scaled_matmul_backward, scaled_matmul_reference,

@@ -390,6 +390,37 @@ pub struct Drops {
     pub rate: DropoutRate,
 }
 
+/// One input of a stage, said relative to the stage that reads it: the table's `reads` and
+/// `grad_reads` columns are lists of these, and `stage/inputs.rs` turns them into the stages of
+/// one pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Read {
+    /// The stage of this kind: in the reader's layer when the kind repeats once per layer.
+    At(StageKind),
+    /// What the stage of this kind hands on to the stages after it: its dropout stage in a pass
+    /// that dropped out, else itself.
+    HandedOn(StageKind),
+    /// The gradient of the stage of this kind.
+    Grad(StageKind),
+    /// The layer's input: what the embeddings hand on for layer 0, the previous layer's output
+    /// after that.
+    LayerInput,
+    /// The last hidden state, which the heads read.
+    LastHidden,
+    /// The gradients of what reads the reader, a layer's output: the next layer's attention block
+    /// (its residual and its query, key and value projections) or, after the last layer, the
+    /// heads' (those the loss used).
+    Readers,
+    /// The mask of the dropout stage that drops the reader, in a pass that dropped out; nothing
+    /// otherwise. A gradient's reads that name it handle dropout themselves (the pooler's output,
+    /// which the NSP head reads undropped); any other stage before a dropout stage gets its
+    /// gradient as the dropout stage's times the mask.
+    DroppedMask,
+    /// The inputs after this are alternatives, of which a dump needs one or more (the losses
+    /// `loss` sums, the heads whose gradients the pooler's output adds).
+    AnyOf,
+}
+
 impl StageKind {
     /// The dropout stage that drops this one in a training pass, if any.
     pub fn dropped_by(self) -> Option<StageKind> {
@@ -419,6 +450,15 @@ pub struct StageInfo {
     pub params: Option<ParamKinds>,
     /// For a dropout stage: what it drops, with which mask and probability.
     pub drops: Option<Drops>,
+    /// What it is computed from, in the order its recomputation takes them (a dropout stage:
+    /// what it drops and its mask). Empty for the inputs, the masks and the parameters, which
+    /// nothing computes from other stages.
+    pub reads: &'static [Read],
+    /// What its gradient is computed from by the backward pass, in the order its recomputation
+    /// takes them: the forward values the rule reads, then the gradients after it. Empty for
+    /// `grad.loss` (1), for the parameters' gradients (which sum over every token and are not
+    /// recomputed alone) and for what has no gradient.
+    pub grad_reads: &'static [Read],
     /// The Hugging Face module or output this equals; `{i}` is the layer index, `{i+1}` the one after.
     pub hf: &'static str,
     /// One line of math, in the names of earlier stages.
@@ -488,6 +528,25 @@ mod tests {
             for dropout in [false, true] {
                 let read = inputs(stage, Wiring { n_layers: 2, dropout });
                 assert_eq!(!read.is_empty(), computed, "{}: what it is computed from ({read:?})", info.pattern);
+            }
+            // A gradient the backward pass computes says what it is computed from (`grad.loss`
+            // is 1, and a parameter's sums over every token).
+            let has_gradient = !info.backward.is_empty() && !matches!(info.kind, StageKind::Loss | StageKind::Param(_));
+            assert_eq!(
+                !info.grad_reads.is_empty(),
+                has_gradient,
+                "{}: what its gradient is computed from",
+                info.pattern
+            );
+            if has_gradient {
+                for n_layers in [0, 1, 2] {
+                    let read = inputs(stage.grad(), Wiring { n_layers, dropout: false });
+                    assert!(
+                        !read.is_empty(),
+                        "{}: what its gradient is computed from, {n_layers} layers",
+                        info.pattern
+                    );
+                }
             }
         }
         // A dropout stage's mask is the row right before it, and both exist only in a pass that
