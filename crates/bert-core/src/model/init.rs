@@ -34,18 +34,17 @@ enum Fill {
     Ones,
 }
 
-/// What `_init_weights` puts in a parameter of this kind: `nn.Linear` and `nn.Embedding`
-/// weights are drawn, biases are zero, LayerNorm's weight is one.
+/// What `_init_weights` puts in a parameter of this kind, read from the stage table: a matrix
+/// (an `nn.Linear` weight or an `nn.Embedding` table) is drawn; a vector that some stage's row
+/// reads as its weight is a LayerNorm's scale (a dense layer's weight is a matrix), one; any other
+/// vector is a bias, zero.
 fn fill(kind: ParamKind) -> Fill {
-    use ParamKind::*;
-    match kind {
-        WordEmbeddings | PositionEmbeddings | TokenTypeEmbeddings | QueryWeight | KeyWeight | ValueWeight
-        | AttnOutputWeight | IntermediateWeight | FfnOutputWeight | PoolerWeight | MlmTransformWeight | NspWeight
-        | ClassifierWeight => Fill::Normal,
-        EmbLayerNormWeight | AttnLayerNormWeight | FfnLayerNormWeight | MlmLayerNormWeight => Fill::Ones,
-        EmbLayerNormBias | QueryBias | KeyBias | ValueBias | AttnOutputBias | AttnLayerNormBias | IntermediateBias
-        | FfnOutputBias | FfnLayerNormBias | PoolerBias | MlmBias | MlmTransformBias | MlmLayerNormBias | NspBias
-        | ClassifierBias => Fill::Zeros,
+    let matrix = StageKind::Param(kind).info().shape.len() == 2;
+    let a_scale = stage::STAGES.iter().any(|row| row.params.is_some_and(|params| params.weight == kind));
+    match (matrix, a_scale) {
+        (true, _) => Fill::Normal,
+        (false, true) => Fill::Ones,
+        (false, false) => Fill::Zeros,
     }
 }
 
