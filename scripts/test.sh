@@ -75,7 +75,9 @@ export PYO3_PYTHON="$venv/bin/python"
 # 7 of a fresh clone's 35 minutes on a Zen 3.)
 phase "cargo build"
 packages=(--workspace --exclude bert-core-fuzz)
-cargo build "${packages[@]}" --locked --lib --bins --tests
+# The Python extension's test hook (`_panic_for_tests`, the `test-hooks` feature) is built here,
+# for python/tests, and never into a wheel.
+cargo build "${packages[@]}" --locked --lib --bins --tests --features bert-trace-py/test-hooks
 # The README's `cargo run -p bert-trace` must find everything built: the binary's dependencies
 # resolved alone must have the features the workspace's build gave them (crates/bert-trace's
 # Cargo.toml turns on the ones the tests and the Python extension add). A difference would

@@ -16,7 +16,7 @@ use crate::report::DiffReport;
 use crate::result::Trace;
 
 /// A trace or a dump directory (or .npz), as a dump.
-fn open(py: Python<'_>, side: &Bound<'_, PyAny>) -> PyResult<Dump> {
+pub(crate) fn open(py: Python<'_>, side: &Bound<'_, PyAny>) -> PyResult<Dump> {
     if let Ok(trace) = side.cast::<Trace>() {
         return trace.get().as_dump(py);
     }

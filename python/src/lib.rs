@@ -17,6 +17,7 @@
 //! | `bert_trace.attribute` | `attribution.rs` | `bert-trace attribute` |
 //! | `bert_trace.stages`, `bert_trace.inspect` | `lib.rs` | `bert-trace stages`, `bert-trace inspect` |
 //! | `bert_trace.lens`, `bert_trace.ablate` | `lib.rs` | `bert-trace lens`, `bert-trace ablate` |
+//! | `bert_trace.compare` | `lib.rs` | `bert-trace compare` |
 //! | `bert_trace.Error` and its subclasses | `errors.rs` | the one-line message and exit 2 |
 
 mod args;
@@ -180,6 +181,23 @@ fn diff(
         }
     }
     diff_dumps::diff(py, reference, trace, ToleranceOverride { atol, rtol }, isolate, truth, model)
+}
+
+/// The traces of two models on the same input, side by side, as `bert-trace compare --json`
+/// reports them (`a` and `b` each a `Trace` or a dump): per stage the cosine similarity and the
+/// relative difference, per attention head the Jensen-Shannon divergence of where it looks.
+/// `top` is the command's `--top`, which only its text uses.
+// The default is the command's (`ablate::TOP_DEFAULT`), written as a number so that `help()`
+// shows it; a test holds it to `bert-trace compare --help`.
+#[pyfunction]
+#[pyo3(signature = (a, b, *, top = 10))]
+fn compare(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, top: usize) -> PyResult<Py<PyAny>> {
+    guarded(py, || {
+        let (a, b) = (diff_dumps::open(py, a)?, diff_dumps::open(py, b)?);
+        let reported = py.detach(|| bert_commands::compare::compare_dumps(&a, &b, top)).or_raise(py)?;
+        let dict = serde_json::to_value(&reported.report).expect("the report serialises");
+        Ok(report::python_of(py, &dict)?.unbind())
+    })
 }
 
 /// Why one element of a dump's stage is what it is (`bert-trace explain`): `index` is a tuple
@@ -639,7 +657,9 @@ fn attribute<'py>(
     guarded(py, || attribution::attribute(py, text.unwrap_or(&none), model, keywords))
 }
 
-/// For the tests: a panic inside the extension, which must surface as `bert_trace.Error`.
+/// For the tests: a panic inside the extension, which must surface as `bert_trace.Error`. Only
+/// the test command's build has it (the `test-hooks` feature), not a wheel.
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
     guarded(py, || panic!("a panic the tests asked for"))
@@ -658,6 +678,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(stages, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
@@ -670,6 +691,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(heads_of, m)?)?;
     m.add_function(wrap_pyfunction!(attribute, m)?)?;
     m.add_function(wrap_pyfunction!(heads::_picture, m)?)?;
+    #[cfg(feature = "test-hooks")]
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_class::<Model>()?;
     m.add_class::<Trace>()?;

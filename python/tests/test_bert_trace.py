@@ -433,7 +433,8 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
     for function, command in [(bert_trace.trace, ()), (bert_trace.train, ("train",)),
                               (bert_trace.finetune, ("finetune",)), (bert_trace.heads, ("heads",)),
                               (bert_trace.attribute, ("attribute",)), (bert_trace.evaluate, ("evaluate",)),
-                              (bert_trace.lens, ("lens",)), (bert_trace.ablate, ("ablate",))]:
+                              (bert_trace.lens, ("lens",)), (bert_trace.ablate, ("ablate",)),
+                              (bert_trace.compare, ("compare",))]:
         help_text = cli(*command, "--help").stdout
         defaults = {}
         # An option's block starts at its flag, alone or before its value's name (a wrapped
@@ -445,7 +446,7 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                 defaults[flag.group(1).replace("-", "_")] = default.group(1) if default else None
         defaults.pop("help", None)
         defaults.pop("version", None)
-        if function is bert_trace.evaluate:
+        if function in (bert_trace.evaluate, bert_trace.compare):
             defaults.pop("json")
         if function is bert_trace.ablate:
             # `with` is Python's: the command's --with is ablate_with=, as in trace.
@@ -455,7 +456,7 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                 assert callable(getattr(bert_trace.Trace, method)), f"--{option} is Trace.{method} in Python"
                 defaults.pop(option)
         parameters = inspect.signature(function).parameters
-        names = set(parameters) - {"text", "hooks", "on_step", "on_eval"}
+        names = set(parameters) - {"text", "hooks", "on_step", "on_eval", "a", "b"}
         assert names == set(defaults), f"{function.__name__}: {sorted(names ^ set(defaults))}"
         for name, parameter in parameters.items():
             given = parameter.default
@@ -677,6 +678,23 @@ def test_lens_and_ablate_are_the_commands_json():
     with pytest.raises(bert_trace.InputError) as refused:
         bert_trace.ablate(text, tiny, target="romans", ablate_with="half")
     assert "ablate_with=" in str(refused.value)
+
+
+def test_compare_is_the_commands_json(tmp_path):
+    """`bert_trace.compare` gives what `bert-trace compare --json` prints, of two dumps or two
+    traces in memory."""
+    text = "When in Rome, do as the [MASK] do."
+    a = bert_trace.trace(text, model=ROOT / "golden/tiny", out=tmp_path / "a")
+    b = bert_trace.trace(text, model=ROOT / "golden/tiny-relu", out=tmp_path / "b")
+    report = bert_trace.compare(tmp_path / "a", tmp_path / "b")
+    run = cli("compare", "--json", tmp_path / "a", tmp_path / "b")
+    assert run.returncode == 0, run.stderr
+    assert report == json.loads(run.stdout)
+    assert len(report["grid"]) == 2 and report["heads"], "the tiny model's 2 layers, every head"
+    in_memory = bert_trace.compare(a, b)
+    assert in_memory["stages"] == report["stages"] and in_memory["heads"] == report["heads"]
+    with pytest.raises(bert_trace.Error):
+        bert_trace.compare(tmp_path / "a", tmp_path / "missing")
 
 
 def test_evaluate_is_the_command(tmp_path):

@@ -7,8 +7,11 @@ use bert_core::diff::compare::{compare as measure, Comparison};
 use bert_core::experiments::AttentionHead;
 use bert_core::io::dump::Dump;
 
+use serde::Serialize;
+
 use crate::error::Result;
 use crate::render::table::{new_table, num, shape};
+use crate::report::{Report, Reported};
 
 /// The two dumps to compare, and how many of the most changed heads to list.
 #[derive(Clone, Debug)]
@@ -18,18 +21,36 @@ pub struct CompareRequest {
     pub top: usize,
 }
 
-/// The comparison (its JSON is `bert-trace compare --json`, which `view` draws) and its text.
+/// The comparison (its JSON is `bert-trace compare --json`, which `view` draws) and how many of
+/// the most changed heads its text lists.
 pub struct CompareReport {
     pub comparison: Comparison,
-    pub text: String,
+    pub top: usize,
+}
+
+/// The JSON is the comparison's own, which `view` reads back.
+impl Serialize for CompareReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        self.comparison.serialize(serializer)
+    }
+}
+
+impl Report for CompareReport {
+    fn text(&self) -> String {
+        report(&self.comparison, self.top)
+    }
 }
 
 /// Compares the traces of two models on the same input.
-pub fn compare(request: &CompareRequest) -> Result<CompareReport> {
+pub fn compare(request: &CompareRequest) -> Result<Reported<CompareReport>> {
     let (a, b) = (Dump::open(&request.a)?, Dump::open(&request.b)?);
-    let comparison = measure(&a, &b)?;
-    let text = report(&comparison, request.top);
-    Ok(CompareReport { comparison, text })
+    compare_dumps(&a, &b, request.top)
+}
+
+/// [`compare`] of two dumps already open (Python's traces in memory among them).
+pub fn compare_dumps(a: &Dump, b: &Dump, top: usize) -> Result<Reported<CompareReport>> {
+    let comparison = measure(a, b)?;
+    Ok(Reported { notes: Vec::new(), report: CompareReport { comparison, top } })
 }
 
 /// The text report: stages, the heads grid, the most changed heads.

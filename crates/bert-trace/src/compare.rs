@@ -8,10 +8,7 @@ use bert_commands::compare::{self, CompareRequest};
 use crate::cli::CompareArgs;
 
 pub fn run(args: &CompareArgs) -> Result<i32> {
-    let report = compare::compare(&CompareRequest { a: args.a.clone(), b: args.b.clone(), top: args.top })?;
-    match args.json {
-        true => println!("{}", serde_json::to_string_pretty(&report.comparison)?),
-        false => crate::print(&[], &report.text),
-    }
+    let reported = compare::compare(&CompareRequest { a: args.a.clone(), b: args.b.clone(), top: args.top })?;
+    crate::show(&reported, args.json);
     Ok(0)
 }
