@@ -231,6 +231,12 @@ finetune_case dropout walkthrough/texts/romans_labelled.tsv 1 --lr 1e-3 --batch-
 "$PYTHON" scripts/attribution_reference.py --model golden/tiny-classifier \
     --out golden/tiny-classifier/attribute/label.json --label negative "Do as the Romans do, in Rome."
 
+# Attention rollout and flow (issue 56), as the paper's code computes them (NumPy and networkx),
+# from the goldens' own attention probabilities: english-small's [MASK] sentence, and tiny's
+# padded second sequence, whose padding is left out.
+"$PYTHON" scripts/rollout_reference.py golden/english-small/dumps/mask --flow --out golden/english-small/rollout/mask.json
+"$PYTHON" scripts/rollout_reference.py golden/tiny/dumps/batch --seq 1 --flow --out golden/tiny/rollout/batch_seq1.json
+
 # ---- MiniLM (all-MiniLM-L6-v2) dumps ----------------------------------------------------
 # The wheel's model directory has 1_Pooling/config.json (mean pooling), so every dump also
 # holds sentence.pooled.

@@ -162,6 +162,16 @@ def diff(
     model: Union[None, PathLike, Model] = None,
 ) -> DiffReport: ...
 def compare(a: Union[Trace, PathLike], b: Union[Trace, PathLike], *, top: int = 10) -> dict[str, Any]: ...
+def rollout(
+    dump: Union[Trace, PathLike],
+    *,
+    seq: int = 0,
+    residual: float = 0.5,
+    heads: str = "mean",
+    flow: bool = False,
+    top: int = 5,
+    model: Optional[PathLike] = None,
+) -> dict[str, Any]: ...
 def explain(
     dump: PathLike, stage: str, index: Index, *, model: Union[None, PathLike, Model] = None
 ) -> Union[Explanation, list[Explanation]]: ...

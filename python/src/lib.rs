@@ -17,7 +17,7 @@
 //! | `bert_trace.attribute` | `attribution.rs` | `bert-trace attribute` |
 //! | `bert_trace.stages`, `bert_trace.inspect` | `lib.rs` | `bert-trace stages`, `bert-trace inspect` |
 //! | `bert_trace.lens`, `bert_trace.ablate` | `lib.rs` | `bert-trace lens`, `bert-trace ablate` |
-//! | `bert_trace.compare` | `lib.rs` | `bert-trace compare` |
+//! | `bert_trace.compare`, `bert_trace.rollout` | `lib.rs` | `bert-trace compare`, `bert-trace rollout` |
 //! | `bert_trace.Error` and its subclasses | `errors.rs` | the one-line message and exit 2 |
 
 mod args;
@@ -195,6 +195,44 @@ fn compare(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, top: usiz
     guarded(py, || {
         let (a, b) = (diff_dumps::open(py, a)?, diff_dumps::open(py, b)?);
         let reported = py.detach(|| bert_commands::compare::compare_dumps(&a, &b, top)).or_raise(py)?;
+        let dict = serde_json::to_value(&reported.report).expect("the report serialises");
+        Ok(report::python_of(py, &dict)?.unbind())
+    })
+}
+
+/// Attention rollout and, with `flow=True`, attention flow of one sequence of `dump` (a `Trace`
+/// or a dump), as `bert-trace rollout --json` reports them: per layer, what each position of its
+/// output reads from the input tokens through every layer below it, on the real tokens only, and
+/// the tokens the `[MASK]` (else `[CLS]`) reads most after each layer. `heads=` is how a layer's
+/// heads are fused ("mean", "max" or "min"), `residual=` the residual connection's weight.
+// The defaults are the command's (`RESIDUAL_DEFAULT`, `rollout::TOP_DEFAULT`), written as numbers
+// so that `help()` shows them; a test holds them to `bert-trace rollout --help`.
+#[pyfunction]
+#[pyo3(signature = (dump, *, seq = 0, residual = 0.5, heads = "mean", flow = false, top = 5, model = None))]
+#[allow(clippy::too_many_arguments)]
+fn rollout(
+    py: Python<'_>,
+    dump: &Bound<'_, PyAny>,
+    seq: usize,
+    residual: f64,
+    heads: &str,
+    flow: bool,
+    top: usize,
+    model: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    use bert_core::experiments::rollout::{HeadFusion, RolloutOptions, HEADS};
+    guarded(py, || {
+        let heads = args::choice::<HeadFusion>(py, HEADS, heads)?;
+        let model = args::path(py, model)?;
+        let label = match dump.cast::<Trace>() {
+            Ok(_) => PathBuf::from("the trace"),
+            Err(_) => PathBuf::from(args::path_text(py, dump)?),
+        };
+        let dump = diff_dumps::open(py, dump)?;
+        let options = RolloutOptions { seq, residual, heads, flow };
+        let request = bert_commands::rollout::RolloutRequest { dump: label, options, top, model };
+        let reported = py.detach(|| bert_commands::rollout::rollout_of(&dump, &request)).or_raise(py)?;
+        crate::errors::notes(py, &reported.notes);
         let dict = serde_json::to_value(&reported.report).expect("the report serialises");
         Ok(report::python_of(py, &dict)?.unbind())
     })
@@ -679,6 +717,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(rollout, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(stages, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;

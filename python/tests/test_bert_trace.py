@@ -434,7 +434,7 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                               (bert_trace.finetune, ("finetune",)), (bert_trace.heads, ("heads",)),
                               (bert_trace.attribute, ("attribute",)), (bert_trace.evaluate, ("evaluate",)),
                               (bert_trace.lens, ("lens",)), (bert_trace.ablate, ("ablate",)),
-                              (bert_trace.compare, ("compare",))]:
+                              (bert_trace.compare, ("compare",)), (bert_trace.rollout, ("rollout",))]:
         help_text = cli(*command, "--help").stdout
         defaults = {}
         # An option's block starts at its flag, alone or before its value's name (a wrapped
@@ -446,7 +446,7 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                 defaults[flag.group(1).replace("-", "_")] = default.group(1) if default else None
         defaults.pop("help", None)
         defaults.pop("version", None)
-        if function in (bert_trace.evaluate, bert_trace.compare):
+        if function in (bert_trace.evaluate, bert_trace.compare, bert_trace.rollout):
             defaults.pop("json")
         if function is bert_trace.ablate:
             # `with` is Python's: the command's --with is ablate_with=, as in trace.
@@ -456,7 +456,7 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                 assert callable(getattr(bert_trace.Trace, method)), f"--{option} is Trace.{method} in Python"
                 defaults.pop(option)
         parameters = inspect.signature(function).parameters
-        names = set(parameters) - {"text", "hooks", "on_step", "on_eval", "a", "b"}
+        names = set(parameters) - {"text", "hooks", "on_step", "on_eval", "a", "b", "dump"}
         assert names == set(defaults), f"{function.__name__}: {sorted(names ^ set(defaults))}"
         for name, parameter in parameters.items():
             given = parameter.default
@@ -695,6 +695,26 @@ def test_compare_is_the_commands_json(tmp_path):
     assert in_memory["stages"] == report["stages"] and in_memory["heads"] == report["heads"]
     with pytest.raises(bert_trace.Error):
         bert_trace.compare(tmp_path / "a", tmp_path / "missing")
+
+
+def test_rollout_is_the_commands_json(tmp_path):
+    """`bert_trace.rollout` gives what `bert-trace rollout --json` prints, of a dump or a trace in
+    memory, and names a bad keyword as Python spells it."""
+    dump, small = ROOT / "golden/english-small/dumps/mask", ROOT / "golden/english-small"
+    report = bert_trace.rollout(dump, flow=True, top=3, model=small)
+    run = cli("rollout", dump, "--flow", "--top", "3", "--model", small, "--json")
+    assert run.returncode == 0, run.stderr
+    assert report == json.loads(run.stdout)
+    assert report["tokens"][report["focus"]] == "[MASK]" and len(report["flow"]) == 4
+    trace = bert_trace.trace("When in Rome, do as the [MASK] do.", model=small)
+    in_memory = bert_trace.rollout(trace, heads="max")
+    assert in_memory["dump"] == "the trace" and in_memory["heads"] == "max" and in_memory["flow"] is None
+    with pytest.raises(bert_trace.InputError) as refused:
+        bert_trace.rollout(dump, residual=2.0)
+    assert "residual=2" in str(refused.value)
+    with pytest.raises(bert_trace.InputError) as refused:
+        bert_trace.rollout(dump, heads="median")
+    assert "heads=" in str(refused.value)
 
 
 def test_evaluate_is_the_command(tmp_path):

@@ -34,6 +34,7 @@ pub mod lens;
 pub mod owned_file;
 pub mod render;
 pub mod report;
+pub mod rollout;
 pub mod settings;
 pub mod stages;
 pub mod step;

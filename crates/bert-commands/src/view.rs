@@ -48,7 +48,7 @@ pub fn view(request: &ViewRequest) -> Result<ViewReport> {
         return comparison(args);
     }
     let dump = Dump::open(&args.dump)?;
-    let model = names_model(args, &dump)?;
+    let model = names_model(args.model.as_deref(), &dump)?;
     let names = Names { model: model.as_ref() };
     if args.svg.is_some() || args.png.is_some() {
         let stage = args.stage.as_deref().ok_or_else(|| {
@@ -154,9 +154,9 @@ fn comparison(args: &ViewRequest) -> Result<ViewReport> {
 /// The model whose tokenizer names the tokens: `model`, which must load, or else the one the
 /// manifest names when it is the built-in model or a directory that is still there (best
 /// effort: None if it does not load). Tokens the dump does not spell out are then shown by id.
-fn names_model(args: &ViewRequest, dump: &Dump) -> Result<Option<BertModel>> {
-    if args.model.is_some() {
-        return Ok(Some(source::load(args.model.as_deref())?.model));
+pub(crate) fn names_model(model: Option<&Path>, dump: &Dump) -> Result<Option<BertModel>> {
+    if model.is_some() {
+        return Ok(Some(source::load(model)?.model));
     }
     let named = &dump.manifest.model;
     if let Some(builtin) = source::Builtin::of_manifest(named) {

@@ -13,6 +13,7 @@ use bert_core::experiments::attribute::integrated::Baseline;
 use bert_core::experiments::attribute::Rule;
 use bert_core::experiments::attribute::Score;
 use bert_core::experiments::intervention::AblateWith;
+use bert_core::experiments::rollout::HeadFusion;
 use bert_core::ops::Kernels;
 use bert_core::train::options::Warmup;
 use bert_core::train::TrainSettings;
@@ -48,6 +49,11 @@ pub enum Command {
     /// version): per stage the cosine similarity and relative difference, per attention head the
     /// Jensen-Shannon divergence of where it looks, the most changed heads first
     Compare(CompareArgs),
+    /// What each layer's output reads from the input tokens through every layer below it:
+    /// attention rollout and, with --flow, attention flow (Abnar and Zuidema 2020), from a dump's
+    /// attention probabilities, on one sequence's real tokens; the tokens the [MASK] (else [CLS])
+    /// reads most after each layer
+    Rollout(RolloutArgs),
     /// Draw a dump: one self-contained HTML page (head view, model view, heatmaps, layer plots,
     /// predictions; it needs no network), or one stage as an SVG or PNG picture
     View(ViewArgs),
@@ -341,6 +347,32 @@ pub struct CompareArgs {
     /// Print the comparison as JSON (which `bert-trace view` draws as a layers x heads grid)
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    /// The dump, with every layer's attention.probs (a directory, an .npz or a .safetensors file)
+    pub dump: PathBuf,
+    /// Which sequence of the dump's batch
+    #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 0)]
+    pub seq: usize,
+    /// The residual connection's weight r in (1 - r) · attention + r · identity, from 0 to 1
+    #[arg(allow_hyphen_values = true, long, value_name = "R", default_value_t = bert_core::experiments::rollout::RESIDUAL_DEFAULT)]
+    pub residual: f64,
+    /// How each layer's heads become one matrix
+    #[arg(long, value_name = "HOW", value_parser = choice::<HeadFusion>(), default_value = "mean")]
+    pub heads: HeadFusion,
+    /// Attention flow too: a maximum flow per layer and pair of real tokens (at most 48 tokens)
+    #[arg(long)]
+    pub flow: bool,
+    /// How many tokens each layer's line names
+    #[arg(allow_hyphen_values = true, long, value_name = "K", default_value_t = bert_commands::rollout::TOP_DEFAULT)]
+    pub top: usize,
+    /// Print the report as JSON, with every layer's whole matrices
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@ mod heads;
 mod inspect;
 mod lens;
 mod progress;
+mod rollout;
 mod settings;
 mod stages;
 mod step;
@@ -59,6 +60,7 @@ fn main() -> ExitCode {
         Some(Command::Stages(args)) => stages::run(args),
         Some(Command::Inspect(args)) => inspect::run(args),
         Some(Command::Compare(args)) => compare::run(args),
+        Some(Command::Rollout(args)) => rollout::run(args),
         Some(Command::View(args)) => view::run(args),
         Some(Command::Ablate(args)) => ablate::run(args),
         Some(Command::Lens(args)) => lens::run(args),

@@ -9,7 +9,9 @@
 //!   integrated gradients and gradient × input (`bert-trace attribute`);
 //! - `heads.rs`: each head's importance by the backward pass, the loss as the least important
 //!   are masked, and where each head looks (`bert-trace heads`);
-//! - `readout.rs`: the MLM head's prediction at one position, which all three read.
+//! - `readout.rs`: the MLM head's prediction at one position, which all three read;
+//! - `rollout/`: what each layer's output reads from the input through every layer below it,
+//!   by attention rollout and attention flow, from a dump's attention (`bert-trace rollout`).
 //!
 //! Which checkpoint a dump was made with (so that a patch from another model is refused) is
 //! `io/fingerprint.rs`.
@@ -21,6 +23,7 @@ pub mod hidden_states;
 pub mod intervention;
 pub mod lens;
 pub mod readout;
+pub mod rollout;
 
 use std::fmt;
 

@@ -15,6 +15,7 @@ mod gradients;
 mod loader;
 mod masking;
 mod params;
+mod rollout;
 mod sentence_pooling;
 mod tokenizer;
 mod tokenizer_reference;

@@ -28,6 +28,7 @@ mod hub;
 mod isolate;
 mod models;
 mod robustness;
+mod rollout;
 mod step;
 mod tidy;
 mod train;

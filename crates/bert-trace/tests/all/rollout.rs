@@ -1,0 +1,107 @@
+//! `bert-trace rollout DUMP`: the command prints what the library computes (whose numbers
+//! crates/bert-core/tests/all/rollout.rs holds to the paper's code), names the tokens and the row
+//! it follows, and refuses bad options and dumps in one line, before any work.
+
+use std::path::Path;
+
+use ndarray::{Array2, Array4};
+use ndarray_npy::WriteNpyExt;
+
+use crate::common::{one_line, run};
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn the_report_follows_the_mask_and_its_json_holds_every_layers_matrices() {
+    let ran = run(&args(&[
+        "rollout",
+        "golden/english-small/dumps/mask",
+        "--model",
+        "golden/english-small",
+        "--flow",
+        "--top",
+        "2",
+    ]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    assert!(ran.stdout.contains("what [MASK] at position 8 reads from the input after each layer"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("rollout") && ran.stdout.contains("flow"), "{}", ran.stdout);
+    let ran = run(&args(&[
+        "rollout",
+        "golden/english-small/dumps/mask",
+        "--model",
+        "golden/english-small",
+        "--flow",
+        "--json",
+    ]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let report: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
+    let reference: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(crate::common::root().join("golden/english-small/rollout/mask.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["tokens"][8], "[MASK]");
+    assert_eq!(report["focus"], 8);
+    assert_eq!(report["positions"], reference["positions"]);
+    for what in ["rollout", "flow"] {
+        let (got, want) = (report[what].as_array().unwrap(), reference[what].as_array().unwrap());
+        assert_eq!(got.len(), 4, "{what}: english-small's 4 layers");
+        for (layer, (g, w)) in got.iter().zip(want).enumerate() {
+            let (g, w): (Vec<Vec<f64>>, Vec<Vec<f64>>) =
+                (serde_json::from_value(g.clone()).unwrap(), serde_json::from_value(w.clone()).unwrap());
+            let worst = g.iter().flatten().zip(w.iter().flatten()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            assert!(worst < 1e-12, "{what} layer {layer}: printed {worst:e} from the reference");
+        }
+        let top = &report["focus_rows"][3][what][0];
+        assert_eq!(
+            top["share"],
+            report[what][3][8].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).fold(f64::MIN, f64::max)
+        );
+    }
+}
+
+/// A dump of `tokens` real tokens whose one layer's heads attend evenly.
+fn even_dump(dir: &Path, tokens: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let probs = Array4::<f32>::from_elem((1, 2, tokens, tokens), 1.0 / tokens as f32);
+    probs.write_npy(std::fs::File::create(dir.join("layer0.attention.probs.npy")).unwrap()).unwrap();
+    let mask = Array2::<i64>::ones((1, tokens));
+    mask.write_npy(std::fs::File::create(dir.join("input.attention_mask.npy")).unwrap()).unwrap();
+}
+
+#[test]
+fn bad_options_and_dumps_are_one_line_and_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let long = tmp.path().join("long");
+    even_dump(&long, 49);
+    let long = long.display().to_string();
+    let no_probs = tmp.path().join("no-probs");
+    std::fs::create_dir_all(&no_probs).unwrap();
+    Array2::<i64>::ones((1, 3)).write_npy(std::fs::File::create(no_probs.join("input.ids.npy")).unwrap()).unwrap();
+    let no_probs = no_probs.display().to_string();
+    let dump = "golden/tiny/dumps/batch";
+    // (arguments, what the one line must say)
+    let cases: [(&[&str], &str); 8] = [
+        (&["rollout", dump, "--residual", "1.5"], "--residual 1.5"),
+        (&["rollout", dump, "--residual", "NaN"], "--residual NaN"),
+        (&["rollout", dump, "--seq", "2"], "--seq 2"),
+        (&["rollout", dump, "--heads", "median"], "median"),
+        (&["rollout", dump, "--top", "0"], "--top 0"),
+        (&["rollout", "no/such/dump"], "no/such/dump"),
+        (&["rollout", &no_probs], "layer0.attention.probs"),
+        (&["rollout", &long, "--flow"], "has 49 real tokens, and --flow takes at most 48"),
+    ];
+    let mut failures = Vec::new();
+    for (arguments, says) in cases {
+        let ran = run(&args(arguments));
+        println!("{arguments:?}: {}", ran.stderr.trim());
+        if let Err(problem) = one_line(&ran, says) {
+            failures.push(format!("{arguments:?}: {problem}: {}", ran.stderr.trim()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Without --flow the long sequence is rolled out at once.
+    let ran = run(&args(&["rollout", &long]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+}
