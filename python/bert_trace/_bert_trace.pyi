@@ -163,14 +163,17 @@ def diff(
 ) -> DiffReport: ...
 def compare(a: Union[Trace, PathLike], b: Union[Trace, PathLike], *, top: int = 10) -> dict[str, Any]: ...
 def rollout(
-    dump: Union[Trace, PathLike],
+    text: Optional[str] = None,
+    model: Union[None, PathLike, Model] = None,
     *,
+    dump: Union[None, Trace, PathLike] = None,
     seq: int = 0,
     residual: float = 0.5,
     heads: str = "mean",
     flow: bool = False,
     top: int = 5,
-    model: Optional[PathLike] = None,
+    threads: Optional[int] = None,
+    kernels: Optional[str] = None,
 ) -> dict[str, Any]: ...
 def explain(
     dump: PathLike, stage: str, index: Index, *, model: Union[None, PathLike, Model] = None

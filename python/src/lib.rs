@@ -200,38 +200,55 @@ fn compare(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, top: usiz
     })
 }
 
-/// Attention rollout and, with `flow=True`, attention flow of one sequence of `dump` (a `Trace`
-/// or a dump), as `bert-trace rollout --json` reports them: per layer, what each position of its
-/// output reads from the input tokens through every layer below it, on the real tokens only, and
-/// the tokens the `[MASK]` (else `[CLS]`) reads most after each layer. `heads=` is how a layer's
-/// heads are fused ("mean", "max" or "min"), `residual=` the residual connection's weight.
+/// Attention rollout and, with `flow=True`, attention flow, as `bert-trace rollout --json`
+/// reports them: of a fresh pass of `text` with `model`, or of `dump=` (a `Trace` or a dump,
+/// whose tokens `model` names). Per layer, what each position of its output reads from the input
+/// tokens through every layer below it, on the real tokens only, and the tokens the `[MASK]`
+/// (else `[CLS]`) reads most after each layer. `heads=` is how a layer's heads are fused
+/// ("mean", "max" or "min"), `residual=` the residual connection's weight.
 // The defaults are the command's (`RESIDUAL_DEFAULT`, `rollout::TOP_DEFAULT`), written as numbers
 // so that `help()` shows them; a test holds them to `bert-trace rollout --help`.
 #[pyfunction]
-#[pyo3(signature = (dump, *, seq = 0, residual = 0.5, heads = "mean", flow = false, top = 5, model = None))]
+#[pyo3(signature = (
+    text = None, model = None, *, dump = None, seq = 0, residual = 0.5, heads = "mean", flow = false, top = 5,
+    threads = None, kernels = None,
+))]
 #[allow(clippy::too_many_arguments)]
 fn rollout(
     py: Python<'_>,
-    dump: &Bound<'_, PyAny>,
+    text: Option<String>,
+    model: Option<&Bound<'_, PyAny>>,
+    dump: Option<&Bound<'_, PyAny>>,
     seq: usize,
     residual: f64,
     heads: &str,
     flow: bool,
     top: usize,
-    model: Option<&Bound<'_, PyAny>>,
+    threads: Option<usize>,
+    kernels: Option<String>,
 ) -> PyResult<Py<PyAny>> {
     use bert_core::experiments::rollout::{HeadFusion, RolloutOptions, HEADS};
     guarded(py, || {
         let heads = args::choice::<HeadFusion>(py, HEADS, heads)?;
-        let model = args::path(py, model)?;
-        let label = match dump.cast::<Trace>() {
-            Ok(_) => PathBuf::from("the trace"),
-            Err(_) => PathBuf::from(args::path_text(py, dump)?),
-        };
-        let dump = diff_dumps::open(py, dump)?;
+        let dump = dump.filter(|d| !d.is_none());
+        if text.is_some() == dump.is_some() {
+            return Err(raise(py, "InputError", "rollout reads a text or a dump=: give one".into()));
+        }
+        let input = experiment_request(py, text.unwrap_or_default(), model, threads, kernels.as_deref())?;
         let options = RolloutOptions { seq, residual, heads, flow };
-        let request = bert_commands::rollout::RolloutRequest { dump: label, options, top, model };
-        let reported = py.detach(|| bert_commands::rollout::rollout_of(&dump, &request)).or_raise(py)?;
+        let request = bert_commands::rollout::RolloutRequest { dump: None, input, options, top };
+        let reported = match dump {
+            None => py.detach(|| bert_commands::rollout::rollout(&request)),
+            Some(side) => {
+                let name = match side.cast::<Trace>() {
+                    Ok(_) => "the trace".to_string(),
+                    Err(_) => args::path_text(py, side)?,
+                };
+                let dump = diff_dumps::open(py, side)?;
+                py.detach(|| bert_commands::rollout::rollout_of(&dump, &name, &request))
+            }
+        }
+        .or_raise(py)?;
         crate::errors::notes(py, &reported.notes);
         let dict = serde_json::to_value(&reported.report).expect("the report serialises");
         Ok(report::python_of(py, &dict)?.unbind())

@@ -456,7 +456,7 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                 assert callable(getattr(bert_trace.Trace, method)), f"--{option} is Trace.{method} in Python"
                 defaults.pop(option)
         parameters = inspect.signature(function).parameters
-        names = set(parameters) - {"text", "hooks", "on_step", "on_eval", "a", "b", "dump"}
+        names = set(parameters) - {"text", "hooks", "on_step", "on_eval", "a", "b"}
         assert names == set(defaults), f"{function.__name__}: {sorted(names ^ set(defaults))}"
         for name, parameter in parameters.items():
             given = parameter.default
@@ -698,23 +698,28 @@ def test_compare_is_the_commands_json(tmp_path):
 
 
 def test_rollout_is_the_commands_json(tmp_path):
-    """`bert_trace.rollout` gives what `bert-trace rollout --json` prints, of a dump or a trace in
-    memory, and names a bad keyword as Python spells it."""
-    dump, small = ROOT / "golden/english-small/dumps/mask", ROOT / "golden/english-small"
-    report = bert_trace.rollout(dump, flow=True, top=3, model=small)
-    run = cli("rollout", dump, "--flow", "--top", "3", "--model", small, "--json")
+    """`bert_trace.rollout` gives what `bert-trace rollout --json` prints, of a fresh pass, a dump
+    or a trace in memory, and names a bad keyword as Python spells it."""
+    text, dump, small = "When in Rome, do as the [MASK] do.", ROOT / "golden/english-small/dumps/mask", ROOT / "golden/english-small"
+    report = bert_trace.rollout(dump=dump, flow=True, top=3, model=small)
+    run = cli("rollout", "--dump", dump, "--flow", "--top", "3", "--model", small, "--json")
     assert run.returncode == 0, run.stderr
     assert report == json.loads(run.stdout)
     assert report["tokens"][report["focus"]] == "[MASK]" and len(report["flow"]) == 4
-    trace = bert_trace.trace("When in Rome, do as the [MASK] do.", model=small)
-    in_memory = bert_trace.rollout(trace, heads="max")
-    assert in_memory["dump"] == "the trace" and in_memory["heads"] == "max" and in_memory["flow"] is None
+    fresh = bert_trace.rollout(text, small, heads="max")
+    run = cli("rollout", text, "--model", small, "--heads", "max", "--json")
+    assert run.returncode == 0, run.stderr
+    assert fresh == json.loads(run.stdout) and fresh["flow"] is None
+    in_memory = bert_trace.rollout(dump=bert_trace.trace(text, model=small), heads="max")
+    assert in_memory["source"] == "the trace" and in_memory["rollout"] == fresh["rollout"]
     with pytest.raises(bert_trace.InputError) as refused:
-        bert_trace.rollout(dump, residual=2.0)
+        bert_trace.rollout(dump=dump, residual=2.0)
     assert "residual=2" in str(refused.value)
     with pytest.raises(bert_trace.InputError) as refused:
-        bert_trace.rollout(dump, heads="median")
+        bert_trace.rollout(text, heads="median")
     assert "heads=" in str(refused.value)
+    with pytest.raises(bert_trace.InputError):
+        bert_trace.rollout(text, dump=dump)
 
 
 def test_evaluate_is_the_command(tmp_path):

@@ -35,17 +35,23 @@ pub struct Experiment {
 impl Experiment {
     /// Loads the model and tokenizes the text; refuses a model without an MLM head.
     pub fn load(input: &ExperimentRequest) -> Result<Experiment> {
+        let experiment = Experiment::encode(input)?;
+        if experiment.model.mlm.is_none() {
+            refuse!(
+                "{}: the model has no MLM head (cls.predictions.*), so it predicts no [MASK]; the experiments need \
+                 a checkpoint with one (BertForMaskedLM or BertForPreTraining)",
+                experiment.model.source.display()
+            );
+        }
+        Ok(experiment)
+    }
+
+    /// Loads the model, whatever heads it has, and tokenizes the text.
+    pub fn encode(input: &ExperimentRequest) -> Result<Experiment> {
         let (_, kernels) = input.settings.apply()?;
         let loaded = source::load(input.model.as_deref())?;
         let (mut model, notes) = (loaded.model, loaded.notes);
         model.kernels = kernels;
-        if model.mlm.is_none() {
-            refuse!(
-                "{}: the model has no MLM head (cls.predictions.*), so it predicts no [MASK]; the experiments need \
-                 a checkpoint with one (BertForMaskedLM or BertForPreTraining)",
-                model.source.display()
-            );
-        }
         let batch = model.encode(std::slice::from_ref(&input.text), None, false)?;
         Ok(Experiment { model, model_name: loaded.name, batch, notes })
     }

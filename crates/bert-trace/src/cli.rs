@@ -50,9 +50,9 @@ pub enum Command {
     /// Jensen-Shannon divergence of where it looks, the most changed heads first
     Compare(CompareArgs),
     /// What each layer's output reads from the input tokens through every layer below it:
-    /// attention rollout and, with --flow, attention flow (Abnar and Zuidema 2020), from a dump's
-    /// attention probabilities, on one sequence's real tokens; the tokens the [MASK] (else [CLS])
-    /// reads most after each layer
+    /// attention rollout and, with --flow, attention flow (Abnar and Zuidema 2020), from a fresh
+    /// pass of a text or a dump's attention probabilities, on one sequence's real tokens; the
+    /// tokens the [MASK] (else [CLS]) reads most after each layer
     Rollout(RolloutArgs),
     /// Draw a dump: one self-contained HTML page (head view, model view, heatmaps, layer plots,
     /// predictions; it needs no network), or one stage as an SVG or PNG picture
@@ -351,8 +351,13 @@ pub struct CompareArgs {
 
 #[derive(Debug, Args)]
 pub struct RolloutArgs {
-    /// The dump, with every layer's attention.probs (a directory, an .npz or a .safetensors file)
-    pub dump: PathBuf,
+    /// The text to run the model on (a fresh pass); or give --dump
+    #[arg(value_name = "TEXT", required_unless_present = "dump", conflicts_with = "dump")]
+    pub text: Option<String>,
+    /// Read the attention of this dump instead (a directory, an .npz or a .safetensors file, with
+    /// every layer's attention.probs); --model then only names its tokens
+    #[arg(long, value_name = "DUMP")]
+    pub dump: Option<PathBuf>,
     /// Which sequence of the dump's batch
     #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 0)]
     pub seq: usize,
@@ -373,6 +378,8 @@ pub struct RolloutArgs {
     pub json: bool,
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub pass: PassArgs,
 }
 
 #[derive(Debug, Args)]

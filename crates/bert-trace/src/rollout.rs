@@ -1,7 +1,8 @@
-//! `bert-trace rollout DUMP`: attention rollout and flow of one sequence of a dump
+//! `bert-trace rollout TEXT` or `--dump DUMP`: attention rollout and flow of one sequence
 //! (`bert_commands::rollout`), printed as text or JSON.
 
 use anyhow::Result;
+use bert_commands::experiment::ExperimentRequest;
 use bert_commands::rollout::{self, RolloutRequest};
 use bert_core::experiments::rollout::RolloutOptions;
 
@@ -9,8 +10,12 @@ use crate::cli::RolloutArgs;
 
 pub fn run(args: &RolloutArgs) -> Result<i32> {
     let options = RolloutOptions { seq: args.seq, residual: args.residual, heads: args.heads, flow: args.flow };
-    let request = RolloutRequest { dump: args.dump.clone(), options, top: args.top, model: args.model.model.clone() };
-    let reported = rollout::rollout(&request)?;
-    crate::show(&reported, args.json);
+    let input = ExperimentRequest {
+        text: args.text.clone().unwrap_or_default(),
+        model: args.model.model.clone(),
+        settings: crate::settings::of(&args.pass)?,
+    };
+    let request = RolloutRequest { dump: args.dump.clone(), input, options, top: args.top };
+    crate::show(&rollout::rollout(&request)?, args.json);
     Ok(0)
 }

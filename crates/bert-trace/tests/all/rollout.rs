@@ -1,6 +1,7 @@
-//! `bert-trace rollout DUMP`: the command prints what the library computes (whose numbers
-//! crates/bert-core/tests/all/rollout.rs holds to the paper's code), names the tokens and the row
-//! it follows, and refuses bad options and dumps in one line, before any work.
+//! `bert-trace rollout TEXT` and `--dump DUMP`: the command prints what the library computes
+//! (whose numbers crates/bert-core/tests/all/rollout.rs holds to the paper's code), names the
+//! tokens and the row it follows, reads a fresh pass as it reads PyTorch's dump of the same
+//! text, and refuses bad options and dumps in one line, before any work.
 
 use std::path::Path;
 
@@ -8,6 +9,13 @@ use ndarray::{Array2, Array4};
 use ndarray_npy::WriteNpyExt;
 
 use crate::common::{one_line, run};
+
+/// Per layer, a matrix: how the report and the reference hold rollout and flow.
+type Layers = Vec<Vec<Vec<f64>>>;
+
+fn layers(value: &serde_json::Value) -> Layers {
+    serde_json::from_value(value.clone()).unwrap()
+}
 
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
@@ -17,6 +25,7 @@ fn args(list: &[&str]) -> Vec<String> {
 fn the_report_follows_the_mask_and_its_json_holds_every_layers_matrices() {
     let ran = run(&args(&[
         "rollout",
+        "--dump",
         "golden/english-small/dumps/mask",
         "--model",
         "golden/english-small",
@@ -29,6 +38,7 @@ fn the_report_follows_the_mask_and_its_json_holds_every_layers_matrices() {
     assert!(ran.stdout.contains("rollout") && ran.stdout.contains("flow"), "{}", ran.stdout);
     let ran = run(&args(&[
         "rollout",
+        "--dump",
         "golden/english-small/dumps/mask",
         "--model",
         "golden/english-small",
@@ -42,6 +52,7 @@ fn the_report_follows_the_mask_and_its_json_holds_every_layers_matrices() {
     )
     .unwrap();
     assert_eq!(report["tokens"][8], "[MASK]");
+    assert_eq!(report["source"], "golden/english-small/dumps/mask");
     assert_eq!(report["focus"], 8);
     assert_eq!(report["positions"], reference["positions"]);
     for what in ["rollout", "flow"] {
@@ -82,15 +93,16 @@ fn bad_options_and_dumps_are_one_line_and_exit_2() {
     let no_probs = no_probs.display().to_string();
     let dump = "golden/tiny/dumps/batch";
     // (arguments, what the one line must say)
-    let cases: [(&[&str], &str); 8] = [
-        (&["rollout", dump, "--residual", "1.5"], "--residual 1.5"),
-        (&["rollout", dump, "--residual", "NaN"], "--residual NaN"),
-        (&["rollout", dump, "--seq", "2"], "--seq 2"),
-        (&["rollout", dump, "--heads", "median"], "median"),
-        (&["rollout", dump, "--top", "0"], "--top 0"),
-        (&["rollout", "no/such/dump"], "no/such/dump"),
-        (&["rollout", &no_probs], "layer0.attention.probs"),
-        (&["rollout", &long, "--flow"], "has 49 real tokens, and --flow takes at most 48"),
+    let cases: [(&[&str], &str); 9] = [
+        (&["rollout", "--dump", dump, "--residual", "1.5"], "--residual 1.5"),
+        (&["rollout", "--dump", dump, "--residual", "NaN"], "--residual NaN"),
+        (&["rollout", "--dump", dump, "--seq", "2"], "--seq 2"),
+        (&["rollout", "--dump", dump, "--heads", "median"], "median"),
+        (&["rollout", "--dump", dump, "--top", "0"], "--top 0"),
+        (&["rollout", "--dump", "no/such/dump"], "no/such/dump"),
+        (&["rollout", "--dump", &no_probs], "layer0.attention.probs"),
+        (&["rollout", "--dump", &long, "--flow"], "has 49 real tokens, and --flow takes at most 48"),
+        (&["rollout", "When in Rome.", "--model", "golden/tiny", "--seq", "1"], "--seq 1"),
     ];
     let mut failures = Vec::new();
     for (arguments, says) in cases {
@@ -102,6 +114,35 @@ fn bad_options_and_dumps_are_one_line_and_exit_2() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // Without --flow the long sequence is rolled out at once.
-    let ran = run(&args(&["rollout", &long]));
+    let ran = run(&args(&["rollout", "--dump", &long]));
     assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+}
+
+#[test]
+fn a_fresh_pass_reads_as_pytorchs_dump_of_the_same_text() {
+    // english-small's golden `mask` dump is PyTorch's pass of this text: our float32 pass gives
+    // the same probabilities up to float32 rounding, so the same rollout and flow within 1e-5.
+    let text = "When in Rome, do as the [MASK] do.";
+    let ran = run(&args(&["rollout", text, "--model", "golden/english-small", "--flow", "--json"]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let report: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
+    let reference: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(crate::common::root().join("golden/english-small/rollout/mask.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["source"], "golden/english-small");
+    assert_eq!(report["tokens"][report["focus"].as_u64().unwrap() as usize], "[MASK]");
+    for what in ["rollout", "flow"] {
+        let (got, want) = (layers(&report[what]), layers(&reference[what]));
+        assert_eq!(got.len(), want.len(), "{what}: layers");
+        let worst = got
+            .iter()
+            .flatten()
+            .flatten()
+            .zip(want.iter().flatten().flatten())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        println!("{what}: largest difference from PyTorch's dump {worst:e}");
+        assert!(worst < 1e-5, "{what}: {worst:e} from the reference of PyTorch's dump");
+    }
 }

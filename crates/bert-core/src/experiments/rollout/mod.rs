@@ -9,16 +9,19 @@
 //! multiplies them from the first layer up, R_0 = Â_0 and R_l = Â_l · R_{l-1}; flow treats the
 //! layers as a network whose edges carry Â's weights as capacities, and takes for every position
 //! of layer l and every input token the maximum flow between them, each row normalised to sum
-//! to 1. Both are float64, read from a dump's `layer{i}.attention.probs` of one sequence, on its
-//! real tokens only (padding is neither a reader nor read).
+//! to 1. Both are float64, read from the `layer{i}.attention.probs` of one sequence that a dump
+//! or a pass kept, on its real tokens only (padding is neither a reader nor read).
 
 mod max_flow;
 
 use ndarray::{s, Array2, Array3, Axis};
 use serde::Serialize;
 
+use std::path::Path;
+
 use crate::error::{BertError, Result};
 use crate::io::dump::Dump;
+use crate::pass::{Memory, Tensor};
 use crate::stage::{Stage, StageKind};
 use crate::words::Opt;
 
@@ -88,7 +91,22 @@ pub struct Rollout {
 
 /// Rollout (and flow, when `options.flow`) of `dump`'s sequence `options.seq`.
 pub fn rollout(dump: &Dump, options: &RolloutOptions) -> Result<Rollout> {
-    let bad = |problem: String| BertError::Dump { path: dump.dir.clone(), problem };
+    let read = |stage: Stage| dump.entry(&stage.name()).map(|entry| dump.read(entry)).transpose();
+    rollout_from(&read, &dump.dir, options)
+}
+
+/// Rollout (and flow) of the sequence `options.seq` of a pass kept in `memory`; `origin` names
+/// the pass in messages.
+pub fn rollout_of_pass(memory: &Memory, origin: &Path, options: &RolloutOptions) -> Result<Rollout> {
+    let read = |stage: Stage| Ok(memory.get(&stage.name()).cloned());
+    rollout_from(&read, origin, options)
+}
+
+/// A stage's tensor, where the stages are kept; None when they lack it.
+type Read<'a> = dyn Fn(Stage) -> Result<Option<Tensor>> + 'a;
+
+fn rollout_from(read: &Read<'_>, origin: &Path, options: &RolloutOptions) -> Result<Rollout> {
+    let bad = |problem: String| BertError::Dump { path: origin.into(), problem };
     if !(options.residual.is_finite() && (0.0..=1.0).contains(&options.residual)) {
         return Err(BertError::OptionValue {
             option: RESIDUAL,
@@ -96,7 +114,7 @@ pub fn rollout(dump: &Dump, options: &RolloutOptions) -> Result<Rollout> {
             accepted: "a number from 0 to 1".into(),
         });
     }
-    let layers = attention_of(dump, options.seq)?;
+    let layers = attention_of(read, origin, options.seq)?;
     let positions = layers.positions.clone();
     let n = positions.len();
     if options.flow && n > FLOW_TOKENS_MAX {
@@ -150,12 +168,14 @@ struct Attention {
     probs: Vec<Array3<f64>>,
 }
 
-fn attention_of(dump: &Dump, seq: usize) -> Result<Attention> {
-    let bad = |problem: String| BertError::Dump { path: dump.dir.clone(), problem };
+fn attention_of(read: &Read<'_>, origin: &Path, seq: usize) -> Result<Attention> {
+    let bad = |problem: String| BertError::Dump { path: origin.into(), problem };
     let mut probs = Vec::new();
-    while let Some(entry) = dump.entry(&Stage::layer(probs.len(), StageKind::AttnProbs).name()) {
-        let tensor = dump.read(entry)?.to_f64();
-        let name = &entry.name;
+    loop {
+        let stage = Stage::layer(probs.len(), StageKind::AttnProbs);
+        let Some(tensor) = read(stage)? else { break };
+        let tensor = tensor.to_f64();
+        let name = &stage.name();
         let tensor = tensor
             .into_dimensionality::<ndarray::Ix4>()
             .map_err(|_| bad(format!("{name} is not of 4 axes [B, nh, T, T]")))?;
@@ -181,10 +201,10 @@ fn attention_of(dump: &Dump, seq: usize) -> Result<Attention> {
         return Err(bad(format!("layer {other}'s attention is not of the shape of layer 0's")));
     }
     let mask_name = Stage::new(StageKind::InputAttentionMask).name();
-    let positions: Vec<usize> = match dump.entry(&mask_name) {
+    let positions: Vec<usize> = match read(Stage::new(StageKind::InputAttentionMask))? {
         None => (0..t).collect(),
-        Some(entry) => {
-            let mask = dump.read(entry)?.to_f64();
+        Some(mask) => {
+            let mask = mask.to_f64();
             if mask.ndim() != 2 || mask.shape()[1] != t || seq >= mask.shape()[0] {
                 return Err(bad(format!("{mask_name} is {:?}, the attention's T is {t}", mask.shape())));
             }
