@@ -172,6 +172,7 @@ def rollout(
     heads: str = "mean",
     flow: bool = False,
     top: int = 5,
+    words: Union[None, bool, str] = None,
     threads: Optional[int] = None,
     kernels: Optional[str] = None,
 ) -> dict[str, Any]: ...

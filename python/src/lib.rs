@@ -205,13 +205,14 @@ fn compare(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, top: usiz
 /// whose tokens `model` names). Per layer, what each position of its output reads from the input
 /// tokens through every layer below it, on the real tokens only, and the tokens the `[MASK]`
 /// (else `[CLS]`) reads most after each layer. `heads=` is how a layer's heads are fused
-/// ("mean", "max" or "min"), `residual=` the residual connection's weight.
+/// ("mean", "max" or "min"), `residual=` the residual connection's weight; `words=True` reads
+/// by WordPiece's words, `words="当 你 在"` by the words given.
 // The defaults are the command's (`RESIDUAL_DEFAULT`, `rollout::TOP_DEFAULT`), written as numbers
 // so that `help()` shows them; a test holds them to `bert-trace rollout --help`.
 #[pyfunction]
 #[pyo3(signature = (
     text = None, model = None, *, dump = None, seq = 0, residual = 0.5, heads = "mean", flow = false, top = 5,
-    threads = None, kernels = None,
+    words = None, threads = None, kernels = None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn rollout(
@@ -224,9 +225,11 @@ fn rollout(
     heads: &str,
     flow: bool,
     top: usize,
+    words: Option<&Bound<'_, PyAny>>,
     threads: Option<usize>,
     kernels: Option<String>,
 ) -> PyResult<Py<PyAny>> {
+    use bert_commands::rollout::WORDS;
     use bert_core::experiments::rollout::{HeadFusion, RolloutOptions, HEADS};
     guarded(py, || {
         let heads = args::choice::<HeadFusion>(py, HEADS, heads)?;
@@ -236,7 +239,16 @@ fn rollout(
         }
         let input = experiment_request(py, text.unwrap_or_default(), model, threads, kernels.as_deref())?;
         let options = RolloutOptions { seq, residual, heads, flow };
-        let request = bert_commands::rollout::RolloutRequest { dump: None, input, options, top };
+        // words=True reads by WordPiece's words, a str by the words it separates by spaces.
+        let words = match words.filter(|w| !w.is_none()) {
+            None => None,
+            Some(w) if w.is_instance_of::<pyo3::types::PyBool>() => w.extract::<bool>()?.then(String::new),
+            Some(w) => match w.extract::<String>() {
+                Ok(given) if !given.trim().is_empty() => Some(given),
+                _ => return Err(args::bad_choice(py, WORDS, &w.to_string(), "True, or words separated by spaces")),
+            },
+        };
+        let request = bert_commands::rollout::RolloutRequest { dump: None, input, options, top, words };
         let reported = match dump {
             None => py.detach(|| bert_commands::rollout::rollout(&request)),
             Some(side) => {

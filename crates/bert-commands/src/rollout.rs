@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::path::Path;
 
 use bert_core::experiments::rollout::{rollout as roll, rollout_of_pass, Rollout, RolloutOptions};
+use bert_core::experiments::segmentation::Segmentation;
 use bert_core::io::tokenizer::{visible, MASK};
 use bert_core::model::Pass;
 use bert_core::pass::Memory;
@@ -17,7 +18,7 @@ use bert_core::words::{Choice, Opt};
 use bert_core::Dump;
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::experiment::{Experiment, ExperimentRequest};
 use crate::refuse;
 use crate::render::table::new_table;
@@ -25,6 +26,7 @@ use crate::report::{Report, Reported};
 use crate::view::names_model;
 
 pub const TOP: Opt = Opt("top");
+pub const WORDS: Opt = Opt("words");
 
 /// How many tokens each layer's line names unless told.
 pub const TOP_DEFAULT: usize = 5;
@@ -40,6 +42,9 @@ pub struct RolloutRequest {
     pub input: ExperimentRequest,
     pub options: RolloutOptions,
     pub top: usize,
+    /// Read by words: None by tokens; Some("") by WordPiece's words; Some(words) by the words
+    /// given, separated by spaces.
+    pub words: Option<String>,
 }
 
 /// The tokens the focus row reads most after one layer, by rollout and by flow.
@@ -70,6 +75,13 @@ pub struct RolloutReport {
     pub focus: usize,
     #[serde(flatten)]
     pub rollout: Rollout,
+    /// The words, when the report reads by words.
+    pub words: Option<Segmentation>,
+    /// Per layer, rollout word × word (rows the mean of a word's pieces' rows, columns summed
+    /// over a word's pieces), when the report reads by words.
+    pub rollout_by_word: Option<Layers>,
+    pub flow_by_word: Option<Layers>,
+    /// After each layer, the inputs the focus row (the focus token's word, by words) reads most.
     pub focus_rows: Vec<FocusRow>,
 }
 
@@ -86,7 +98,7 @@ pub fn rollout_of(dump: &Dump, name: &str, request: &RolloutRequest) -> Result<R
     check(request)?;
     let rolled = roll(dump, &request.options)?;
     let tokens = token_names(dump, request, &rolled.positions)?;
-    Ok(Reported { notes: Vec::new(), report: report(name, tokens, rolled, request.top) })
+    Ok(Reported { notes: Vec::new(), report: report(name, tokens, rolled, request)? })
 }
 
 /// A fresh pass of the text, every stage kept in memory, then its rollout.
@@ -98,7 +110,7 @@ fn of_pass(request: &RolloutRequest) -> Result<Reported<RolloutReport>> {
     let rolled = rollout_of_pass(&memory, Path::new("the pass"), &request.options)?;
     let ids = experiment.batch.ids.row(request.options.seq);
     let tokens = rolled.positions.iter().map(|&p| experiment.token(ids[p] as u32)).collect();
-    let report = report(&experiment.model_name, tokens, rolled, request.top);
+    let report = report(&experiment.model_name, tokens, rolled, request)?;
     Ok(Reported { notes: experiment.notes, report })
 }
 
@@ -110,22 +122,71 @@ fn check(request: &RolloutRequest) -> Result<()> {
     Ok(())
 }
 
-/// The report of `rolled`, its focus row's readings ranked.
-fn report(name: &str, tokens: Vec<String>, rolled: Rollout, top: usize) -> RolloutReport {
+/// Per layer, a matrix of rows reading columns.
+type Layers = Vec<Vec<Vec<f64>>>;
+
+/// What the focus rows rank: the inputs' names and first positions, the focus row, and the
+/// matrices, of tokens or of words.
+struct Ranked<'a> {
+    names: Vec<String>,
+    starts: Vec<usize>,
+    row: usize,
+    rollout: &'a Layers,
+    flow: Option<&'a Layers>,
+}
+
+/// The report of `rolled`, by words if asked, its focus row's readings ranked.
+fn report(name: &str, tokens: Vec<String>, rolled: Rollout, request: &RolloutRequest) -> Result<RolloutReport> {
     let focus = tokens.iter().position(|t| t == MASK).unwrap_or(0);
-    let share =
-        |(index, share): (usize, f64)| Share { position: rolled.positions[index], token: tokens[index].clone(), share };
-    let focus_rows = (0..rolled.rollout.len())
+    let words = match request.words.as_deref() {
+        None => None,
+        Some("") => Some(Segmentation::wordpiece(&tokens)),
+        Some(given) => Some(Segmentation::given(&tokens, given).map_err(|problem| {
+            Error::Request(format!("{}: {problem} (the tokens: {})", WORDS.with(given), tokens.join(" ")))
+        })?),
+    };
+    let by_word = |layers: &Layers| {
+        words.as_ref().map(|words| layers.iter().map(|matrix| words.by_words(matrix)).collect::<Vec<_>>())
+    };
+    let (rollout_by_word, flow_by_word) = (by_word(&rolled.rollout), rolled.flow.as_ref().and_then(by_word));
+    // What the focus rows rank: the words' matrices and names, or the tokens'.
+    let ranked = match (&words, &rollout_by_word) {
+        (Some(words), Some(by)) => Ranked {
+            names: words.words.iter().map(|w| w.text.clone()).collect(),
+            starts: words.words.iter().map(|w| rolled.positions[w.pieces[0]]).collect(),
+            row: words.word_of(focus),
+            rollout: by,
+            flow: flow_by_word.as_ref(),
+        },
+        _ => Ranked {
+            names: tokens.clone(),
+            starts: rolled.positions.clone(),
+            row: focus,
+            rollout: &rolled.rollout,
+            flow: rolled.flow.as_ref(),
+        },
+    };
+    let Ranked { names, starts, row, rollout: rolled_rows, flow: flow_rows } = ranked;
+    let share = |(index, share): (usize, f64)| Share { position: starts[index], token: names[index].clone(), share };
+    let top = request.top;
+    let focus_rows = (0..rolled_rows.len())
         .map(|layer| FocusRow {
             layer,
-            rollout: Rollout::top(&rolled.rollout[layer], focus, top).into_iter().map(share).collect(),
-            flow: rolled
-                .flow
-                .as_ref()
-                .map(|flow| Rollout::top(&flow[layer], focus, top).into_iter().map(share).collect()),
+            rollout: Rollout::top(&rolled_rows[layer], row, top).into_iter().map(share).collect(),
+            flow: flow_rows.map(|flow| Rollout::top(&flow[layer], row, top).into_iter().map(share).collect()),
         })
         .collect();
-    RolloutReport { format: "bert-trace-rollout/1", source: name.into(), tokens, focus, rollout: rolled, focus_rows }
+    Ok(RolloutReport {
+        format: "bert-trace-rollout/1",
+        source: name.into(),
+        tokens,
+        focus,
+        rollout: rolled,
+        words,
+        rollout_by_word,
+        flow_by_word,
+        focus_rows,
+    })
 }
 
 /// The real tokens' names: as the dump spells them, else by the model's tokenizer, else by id.
@@ -167,11 +228,21 @@ impl Report for RolloutReport {
             r.heads.name(),
             r.residual
         );
-        let _ = writeln!(
-            out,
-            "what {} at position {} reads from the input after each layer:",
-            self.tokens[self.focus], r.positions[self.focus]
-        );
+        match &self.words {
+            Some(words) => {
+                let spelled: Vec<&str> = words.words.iter().map(|w| w.text.as_str()).collect();
+                let _ = writeln!(out, "by words ({}): {}", words.by, spelled.join(" | "));
+                let word = &words.words[words.word_of(self.focus)];
+                let _ = writeln!(out, "what the word {} reads from the input's words after each layer:", word.text);
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "what {} at position {} reads from the input after each layer:",
+                    self.tokens[self.focus], r.positions[self.focus]
+                );
+            }
+        }
         let shares = |shares: &[Share]| {
             shares.iter().map(|s| format!("{} {:.3}", s.token, s.share)).collect::<Vec<_>>().join(", ")
         };

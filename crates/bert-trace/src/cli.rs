@@ -373,6 +373,12 @@ pub struct RolloutArgs {
     /// How many tokens each layer's line names
     #[arg(allow_hyphen_values = true, long, value_name = "K", default_value_t = bert_commands::rollout::TOP_DEFAULT)]
     pub top: usize,
+    /// Read by words, not word pieces: alone, WordPiece's words (## joins a piece to the word
+    /// before it); with words separated by spaces, those (a Chinese text's own segmentation:
+    /// --words "当 你 在 罗马"). A word reads the mean of its pieces' rows, and is read by the sum
+    /// of its pieces' columns
+    #[arg(long, value_name = "WORDS", num_args = 0..=1, default_missing_value = "")]
+    pub words: Option<String>,
     /// Print the report as JSON, with every layer's whole matrices
     #[arg(long)]
     pub json: bool,

@@ -15,7 +15,7 @@ pub fn run(args: &RolloutArgs) -> Result<i32> {
         model: args.model.model.clone(),
         settings: crate::settings::of(&args.pass)?,
     };
-    let request = RolloutRequest { dump: args.dump.clone(), input, options, top: args.top };
+    let request = RolloutRequest { dump: args.dump.clone(), input, options, top: args.top, words: args.words.clone() };
     crate::show(&rollout::rollout(&request)?, args.json);
     Ok(0)
 }

@@ -11,7 +11,9 @@
 //!   are masked, and where each head looks (`bert-trace heads`);
 //! - `readout.rs`: the MLM head's prediction at one position, which all three read;
 //! - `rollout/`: what each layer's output reads from the input through every layer below it,
-//!   by attention rollout and attention flow, from a dump's attention (`bert-trace rollout`).
+//!   by attention rollout and attention flow, from a dump's attention (`bert-trace rollout`);
+//! - `segmentation.rs`: words instead of word pieces, and a token × token matrix read word by
+//!   word (`--words`).
 //!
 //! Which checkpoint a dump was made with (so that a patch from another model is refused) is
 //! `io/fingerprint.rs`.
@@ -24,6 +26,7 @@ pub mod intervention;
 pub mod lens;
 pub mod readout;
 pub mod rollout;
+pub mod segmentation;
 
 use std::fmt;
 

@@ -146,3 +146,48 @@ fn a_fresh_pass_reads_as_pytorchs_dump_of_the_same_text() {
         assert!(worst < 1e-5, "{what}: {worst:e} from the reference of PyTorch's dump");
     }
 }
+
+#[test]
+fn by_words_a_word_reads_its_pieces_mean_and_is_read_by_their_sum() {
+    let text = "The astronauts were unbelievably [MASK].";
+    let json = |words: &str| {
+        let ran =
+            run(&args(&["rollout", text, "--model", "golden/english-small", "--flow", "--json", "--words", words]));
+        assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+        serde_json::from_str::<serde_json::Value>(&ran.stdout).unwrap()
+    };
+    let report = json("");
+    let words: Vec<(String, Vec<usize>)> = report["words"]["words"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["text"].as_str().unwrap().to_string(), serde_json::from_value(w["pieces"].clone()).unwrap()))
+        .collect();
+    let texts: Vec<&str> = words.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(texts, ["[CLS]", "the", "astronauts", "were", "unbelievably", "[MASK]", ".", "[SEP]"]);
+    assert!(words.iter().any(|(_, pieces)| pieces.len() > 1), "some word is several pieces: {words:?}");
+    for (what, by_word) in [("rollout", "rollout_by_word"), ("flow", "flow_by_word")] {
+        let (tokens, by) = (layers(&report[what]), layers(&report[by_word]));
+        for (layer, (matrix, grouped)) in tokens.iter().zip(&by).enumerate() {
+            for (r, (_, readers)) in words.iter().enumerate() {
+                let sum: f64 = grouped[r].iter().sum();
+                assert!((sum - 1.0).abs() < 1e-12, "{what} layer {layer}: word {r}'s row sums to {sum}");
+                for (c, (_, read)) in words.iter().enumerate() {
+                    let want = readers.iter().map(|&i| read.iter().map(|&j| matrix[i][j]).sum::<f64>()).sum::<f64>()
+                        / readers.len() as f64;
+                    assert!(
+                        (grouped[r][c] - want).abs() < 1e-12,
+                        "{what} layer {layer} [{r}, {c}]: {} for {want}",
+                        grouped[r][c]
+                    );
+                }
+            }
+        }
+    }
+    // The same words given by hand are the same words.
+    let given = json("The astronauts were unbelievably [MASK] .");
+    assert_eq!(given["words"]["by"], "given");
+    assert_eq!(given["rollout_by_word"], report["rollout_by_word"]);
+    let ran = run(&args(&["rollout", text, "--model", "golden/english-small", "--words", "The astro nauts"]));
+    assert!(one_line(&ran, "--words The astro nauts").is_ok(), "{}", ran.stderr);
+}

@@ -1,0 +1,174 @@
+//! Words instead of word pieces: which of a sequence's tokens make one word, and a token × token
+//! matrix read word × word. A learner thinks "Rome", not "ro ##me"; in Chinese a word is several
+//! characters, each its own token in bert-base-chinese.
+//!
+//! The words come from WordPiece's `##` (a piece that starts with it continues the word before
+//! it), or from the user's own segmentation: words separated by spaces, whose characters must be
+//! the tokens' in order (a character-level model has no word boundaries of its own). Special
+//! tokens (`[CLS]`, `[SEP]`, `[MASK]`, ...) are words of their own.
+//!
+//! A matrix of attention (rows read columns) is read by word as Clark et al. (2019) do: what a
+//! word reads is the mean of its pieces' rows, and what is read of a word is the sum over its
+//! pieces' columns, so that every row still sums to 1.
+
+use serde::Serialize;
+
+/// One word: its text and the tokens (indices into the tokens it was made from) that spell it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Word {
+    pub text: String,
+    pub pieces: Vec<usize>,
+}
+
+/// A sequence's tokens grouped into words, in order; every token in exactly one word.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Segmentation {
+    /// Where the words came from: "wordpiece" or "given".
+    pub by: &'static str,
+    pub words: Vec<Word>,
+}
+
+/// Whether a token is one of BERT's special tokens, `[CLS]` and the like, a word of its own.
+fn is_special(token: &str) -> bool {
+    token.len() > 2 && token.starts_with('[') && token.ends_with(']')
+}
+
+impl Segmentation {
+    /// Words by WordPiece: a token that starts with `##` continues the word before it.
+    pub fn wordpiece(tokens: &[String]) -> Segmentation {
+        let mut words: Vec<Word> = Vec::new();
+        for (index, token) in tokens.iter().enumerate() {
+            match (token.strip_prefix("##"), words.last_mut()) {
+                (Some(rest), Some(word)) if !is_special(&word.text) => {
+                    word.text.push_str(rest);
+                    word.pieces.push(index);
+                }
+                _ => words.push(Word { text: token.clone(), pieces: vec![index] }),
+            }
+        }
+        Segmentation { by: "wordpiece", words }
+    }
+
+    /// The words `given` (separated by white space), matched to `tokens` character by character
+    /// (case aside, `##` dropped); the special tokens are words of their own and are not given.
+    /// Err: where the words and the tokens part.
+    pub fn given(tokens: &[String], given: &str) -> Result<Segmentation, String> {
+        let plain = |text: &str| text.trim_start_matches("##").to_lowercase();
+        let mut words = Vec::new();
+        let mut wanted = given.split_whitespace().map(|w| (w, plain(w)));
+        let mut current: Option<(&str, String, Word)> = None;
+        for (index, token) in tokens.iter().enumerate() {
+            if is_special(token) && current.is_none() {
+                // A special token the user wrote as a word (`[MASK]`) is matched like any word.
+                let next = wanted.clone().next();
+                if next.is_some_and(|(w, _)| w == token) {
+                    wanted.next();
+                }
+                words.push(Word { text: token.clone(), pieces: vec![index] });
+                continue;
+            }
+            let (word, mut rest, mut built) = match current.take() {
+                Some(open) => open,
+                None => {
+                    let Some((word, text)) = wanted.next() else {
+                        return Err(format!("the words end before the tokens do, at token {index} `{token}`"));
+                    };
+                    (word, text, Word { text: word.to_string(), pieces: Vec::new() })
+                }
+            };
+            let piece = plain(token);
+            let Some(left) = rest.strip_prefix(piece.as_str()) else {
+                return Err(format!("the word `{word}` does not continue with token {index} `{token}`"));
+            };
+            rest = left.to_string();
+            built.pieces.push(index);
+            match rest.is_empty() {
+                true => words.push(built),
+                false => current = Some((word, rest, built)),
+            }
+        }
+        if let Some((word, _, _)) = current {
+            return Err(format!("the tokens end inside the word `{word}`"));
+        }
+        if let Some((word, _)) = wanted.next() {
+            return Err(format!("the word `{word}` is beyond the tokens"));
+        }
+        Ok(Segmentation { by: "given", words })
+    }
+
+    /// `matrix` (token rows reading token columns, over the tokens this was made from) read word
+    /// by word: a word's row the mean of its pieces' rows, summed over each word's columns.
+    pub fn by_words(&self, matrix: &[Vec<f64>]) -> Vec<Vec<f64>> {
+        self.words
+            .iter()
+            .map(|reader| {
+                let n = reader.pieces.len() as f64;
+                self.words
+                    .iter()
+                    .map(|read| {
+                        let total: f64 =
+                            reader.pieces.iter().map(|&r| read.pieces.iter().map(|&c| matrix[r][c]).sum::<f64>()).sum();
+                        total / n
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The word that holds token `index`.
+    pub fn word_of(&self, index: usize) -> usize {
+        self.words.iter().position(|w| w.pieces.contains(&index)).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(text: &str) -> Vec<String> {
+        text.split(' ').map(String::from).collect()
+    }
+
+    #[test]
+    fn wordpiece_joins_the_pieces_and_keeps_special_tokens_alone() {
+        let words = Segmentation::wordpiece(&tokens("[CLS] when in ro ##me , do as the [MASK] do . [SEP]"));
+        let texts: Vec<&str> = words.words.iter().map(|w| w.text.as_str()).collect();
+        assert_eq!(texts, ["[CLS]", "when", "in", "rome", ",", "do", "as", "the", "[MASK]", "do", ".", "[SEP]"]);
+        assert_eq!(words.words[3].pieces, [3, 4]);
+    }
+
+    #[test]
+    fn a_given_segmentation_must_spell_the_tokens() {
+        let chars = tokens("[CLS] 床 前 明 月 光 [SEP]");
+        let words = Segmentation::given(&chars, "床前 明月光").unwrap();
+        let pieces: Vec<&[usize]> = words.words.iter().map(|w| w.pieces.as_slice()).collect();
+        assert_eq!(pieces, [&[0][..], &[1, 2], &[3, 4, 5], &[6]]);
+        for (bad, says) in [
+            ("床前 明月", "end before the tokens"),
+            ("床前 明月光 疑", "beyond"),
+            ("床 前明 月光x", "does not continue"),
+        ] {
+            let message = Segmentation::given(&chars, bad).unwrap_err();
+            assert!(message.contains(says), "{bad}: {message}");
+        }
+    }
+
+    #[test]
+    fn rows_read_by_word_still_sum_to_one() {
+        let words = Segmentation::wordpiece(&tokens("[CLS] ro ##me [SEP]"));
+        let matrix = vec![
+            vec![0.1, 0.2, 0.3, 0.4],
+            vec![0.25, 0.25, 0.25, 0.25],
+            vec![0.5, 0.0, 0.5, 0.0],
+            vec![0.0, 0.0, 0.0, 1.0],
+        ];
+        let by = words.by_words(&matrix);
+        assert_eq!(by.len(), 3);
+        for row in &by {
+            assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-15, "{row:?}");
+        }
+        // rome reads [CLS] with the mean of its pieces' 0.25 and 0.5, and reads itself with the
+        // mean of their sums over its two columns, 0.5 and 0.5.
+        assert!((by[1][0] - 0.375).abs() < 1e-15 && (by[1][1] - 0.5).abs() < 1e-15, "{by:?}");
+    }
+}
