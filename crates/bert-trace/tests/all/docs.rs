@@ -62,6 +62,7 @@ documents! {
     ch18_python => "walkthrough/18-python.md",
     ch19_explain => "walkthrough/19-explain.md",
     ch20_finetuning => "walkthrough/20-finetuning.md",
+    ch21_rollout => "walkthrough/21-rollout.md",
     walkthrough_index => "walkthrough/README.md",
 }
 
