@@ -1,12 +1,13 @@
-"""The reports of `bert_trace.attribute`, `bert_trace.heads` and `bert_trace.ablate`: the
-command's JSON as a dict, which a notebook shows as the picture `bert-trace view` draws of it."""
+"""The reports of `bert_trace.attribute`, `bert_trace.heads`, `bert_trace.ablate` and
+`bert_trace.rollout`: the command's JSON as a dict, which a notebook shows as the picture
+`bert-trace view` draws of it."""
 
 import json as _json
 
 
 class Report(dict):
     """A command's JSON report (`bert-trace attribute --json`, `bert-trace heads --json`,
-    `bert-trace ablate --json`)."""
+    `bert-trace ablate --json`, `bert-trace rollout --json`)."""
 
     def _repr_html_(self) -> str:
         from ._bert_trace import _picture

@@ -723,6 +723,7 @@ def test_rollout_is_the_commands_json(tmp_path):
     by_words = bert_trace.rollout("The astronauts were unbelievably [MASK].", small, words=True)
     run = cli("rollout", "The astronauts were unbelievably [MASK].", "--model", small, "--words", "--json")
     assert by_words == json.loads(run.stdout) and by_words["words"]["by"] == "wordpiece"
+    assert "<svg" in by_words._repr_html_() and ">astronauts<" in by_words._repr_html_(), "drawn by words in a notebook"
     with pytest.raises(bert_trace.InputError) as refused:
         bert_trace.rollout(text, small, words="When in")
     assert "words=" in str(refused.value)

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use std::path::Path;
 
-use bert_core::experiments::rollout::{rollout as roll, rollout_of_pass, Rollout, RolloutOptions};
+use bert_core::experiments::rollout::{rollout as roll, rollout_of_pass, Rollout, RolloutOptions, FORMAT};
 use bert_core::experiments::segmentation::Segmentation;
 use bert_core::io::tokenizer::{visible, MASK};
 use bert_core::model::Pass;
@@ -177,7 +177,7 @@ fn report(name: &str, tokens: Vec<String>, rolled: Rollout, request: &RolloutReq
         })
         .collect();
     Ok(RolloutReport {
-        format: "bert-trace-rollout/1",
+        format: FORMAT,
         source: name.into(),
         tokens,
         focus,

@@ -391,8 +391,9 @@ pub struct RolloutArgs {
 #[derive(Debug, Args)]
 pub struct ViewArgs {
     /// The dump: a directory written by bert-trace or scripts/dump_reference.py, a directory of
-    /// .npy files, an .npz or a .safetensors file; or the JSON of `bert-trace compare --json` or
-    /// `ablate --json` (drawn as its layers x heads grid) or `attribute --json` (a row of tokens)
+    /// .npy files, an .npz or a .safetensors file; or the JSON of `bert-trace compare --json`,
+    /// `ablate --json` or `heads --json` (drawn as layers x heads grids), `attribute --json` (a row
+    /// of tokens) or `rollout --json` (a tokens x tokens grid per layer)
     pub dump: PathBuf,
     /// The page to write (a file bert-trace did not write is never replaced) [default: view.html]
     #[arg(long, value_name = "FILE.html", conflicts_with_all = ["svg", "png"])]

@@ -1,8 +1,10 @@
 //! The pictures of the commands that print JSON: `bert-trace compare --json` (how much each
 //! attention head of a model changed against another's), `bert-trace ablate --json` (how much
 //! each head's ablation moves a prediction), `bert-trace heads --json` (each head's importance
-//! and where it looks, a layers × heads grid per measure) and `bert-trace attribute --json` (the
-//! tokens coloured by their attribution), as an SVG or PNG picture or an HTML page holding it.
+//! and where it looks, a layers × heads grid per measure), `bert-trace attribute --json` (the
+//! tokens coloured by their attribution) and `bert-trace rollout --json` (what each layer's
+//! output reads from the input, a tokens × tokens grid per layer, or words × words), as an SVG or
+//! PNG picture or an HTML page holding it.
 
 use std::path::Path;
 
@@ -12,6 +14,7 @@ use bert_core::diff::compare::FORMAT as COMPARE;
 use bert_core::experiments::ablate::FORMAT as ABLATE;
 use bert_core::experiments::attribute::FORMAT as ATTRIBUTE;
 use bert_core::experiments::heads::FORMAT as HEADS;
+use bert_core::experiments::rollout::FORMAT as ROLLOUT;
 use bert_core::io::files;
 use ndarray::Array2;
 use serde_json::Value;
@@ -186,9 +189,58 @@ pub fn picture_of(json: &Value, name: &str) -> Result<Grid> {
                 what: "the heads grids",
             })
         }
+        ROLLOUT => {
+            // By words when the report reads by words, else by tokens.
+            let by_words = json["words"].is_object();
+            let names: Vec<String> = match by_words {
+                true => json["words"]["words"].as_array().map(Vec::as_slice).unwrap_or_default().iter(),
+                false => json["tokens"].as_array().map(Vec::as_slice).unwrap_or_default().iter(),
+            }
+            .map(|name| visible(name["text"].as_str().or(name.as_str()).unwrap_or_default()))
+            .collect();
+            let labels: Vec<Label> = names.iter().map(|n| Label { text: n.clone(), colour: colors::TEXT }).collect();
+            let n = names.len();
+            let mut parts = Vec::new();
+            for (what, key, words_key) in [("rollout", "rollout", "rollout_by_word"), ("flow", "flow", "flow_by_word")]
+            {
+                let layers = &json[if by_words { words_key } else { key }];
+                if layers.is_null() {
+                    continue;
+                }
+                let layers: Vec<Vec<Vec<Option<f64>>>> = serde_json::from_value(layers.clone())
+                    .map_err(|e| not_json(format!("{path}: its {what} is not a list of layers of matrices"), e))?;
+                budget::check_cells(what, layers.len() * n * n, "layers × rows × columns", false)?;
+                for (layer, matrix) in layers.iter().enumerate() {
+                    if matrix.len() != n || matrix.iter().any(|row| row.len() != n) {
+                        refuse!("{}: its {what} of layer {layer} is not {n} × {n}, as its tokens are", path);
+                    }
+                    if matrix.iter().flatten().any(|v| v.is_none_or(|v| !(0.0..=1.0 + 1e-9).contains(&v))) {
+                        refuse!("{}: its {what} of layer {layer} holds a value outside 0 to 1", path);
+                    }
+                    let values = Array2::from_shape_fn((n, n), |(r, c)| matrix[r][c].unwrap_or(0.0) as f32);
+                    let scale = Scale::Sequential { min: 0.0, max: 1.0 };
+                    let picture = picture::heatmap(values.view(), &labels, Some(&labels), scale);
+                    parts.push((format!("{what} after layer {layer}: rows read the input's columns"), picture));
+                }
+            }
+            if parts.is_empty() {
+                refuse!("{}: the report has no rollout to draw", path);
+            }
+            let source = json["source"].as_str().unwrap_or("the report");
+            Ok(Grid {
+                picture: picture::stack(&parts),
+                title: format!("attention through the layers, {source}"),
+                caption: format!(
+                    "Each grid: what each {} of a layer's output (rows) reads from the input's (columns), through \
+                     every layer up to it; each row sums to 1.",
+                    if by_words { "word" } else { "token" }
+                ),
+                what: "the rollout grids",
+            })
+        }
         _ => refuse!(
-            "{}: not the JSON report of compare, ablate, attribute or heads (its format is not {COMPARE}, {ABLATE}, \
-             {ATTRIBUTE} or {HEADS})",
+            "{}: not the JSON report of compare, ablate, attribute, heads or rollout (its format is not {COMPARE}, \
+             {ABLATE}, {ATTRIBUTE}, {HEADS} or {ROLLOUT})",
             path
         ),
     }

@@ -137,5 +137,5 @@ fn different_inputs_are_refused_and_view_draws_the_grid() {
     let output = bert_trace(&["view", &other.display().to_string(), "--svg", &svg.display().to_string()]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("not the JSON report of compare, ablate, attribute or heads"), "{stderr}");
+    assert!(stderr.contains("not the JSON report of compare, ablate, attribute, heads or rollout"), "{stderr}");
 }

@@ -191,3 +191,32 @@ fn by_words_a_word_reads_its_pieces_mean_and_is_read_by_their_sum() {
     let ran = run(&args(&["rollout", text, "--model", "golden/english-small", "--words", "The astro nauts"]));
     assert!(one_line(&ran, "--words The astro nauts").is_ok(), "{}", ran.stderr);
 }
+
+#[test]
+fn view_draws_every_layers_grid_by_tokens_or_by_words_and_refuses_a_broken_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let report = tmp.path().join("rollout.json");
+    let ran = run(&args(&["rollout", "The astronauts were unbelievably [MASK].", "--flow", "--words", "--json"]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    std::fs::write(&report, &ran.stdout).unwrap();
+    let svg = tmp.path().join("rollout.svg");
+    let ran = run(&args(&["view", &report.display().to_string(), "--svg", &svg.display().to_string()]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    // english-small's 4 layers, rollout and flow, each a grid labelled by the words.
+    for layer in 0..4 {
+        for what in ["rollout", "flow"] {
+            assert!(drawn.contains(&format!("{what} after layer {layer}")), "{what} after layer {layer}");
+        }
+    }
+    assert!(drawn.contains(">astronauts<") && !drawn.contains("##"), "labelled by words, not pieces");
+    // A report whose rows are not probabilities is refused in one line, nothing written.
+    let mut broken: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    broken["rollout_by_word"][0][0][0] = serde_json::json!(2.0);
+    let bad = tmp.path().join("broken.json");
+    std::fs::write(&bad, broken.to_string()).unwrap();
+    let out = tmp.path().join("broken.svg");
+    let ran = run(&args(&["view", &bad.display().to_string(), "--svg", &out.display().to_string()]));
+    assert!(one_line(&ran, "holds a value outside 0 to 1").is_ok(), "{}", ran.stderr);
+    assert!(!out.exists(), "nothing written for a broken report");
+}

@@ -42,6 +42,9 @@ pub enum HeadFusion {
 
 crate::choice!(HeadFusion { Mean => "mean", Max => "max", Min => "min" });
 
+/// The `format` of `bert-trace rollout --json`, by which `view` knows what it draws.
+pub const FORMAT: &str = "bert-trace-rollout/1";
+
 /// The residual connection's weight r in (1 - r) · A + r · I: the paper's 0.5.
 pub const RESIDUAL_DEFAULT: f64 = 0.5;
 
