@@ -283,6 +283,7 @@ def attribute(
     ig_steps: Optional[int] = None,
     ig_rule: Optional[str] = None,
     json: bool = False,
+    words: Union[None, bool, str] = None,
     threads: Optional[int] = None,
     kernels: Optional[str] = None,
 ) -> dict[str, Any]: ...

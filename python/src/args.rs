@@ -58,3 +58,17 @@ pub fn settings(py: Python<'_>, threads: Option<usize>, kernels: Option<&str>) -
     let kernels = kernels.map(|name| choice::<Kernels>(py, bert_commands::settings::KERNELS, name)).transpose()?;
     PassSettings::from_env(PassSettings { threads, kernels }, &process_env).or_raise(py)
 }
+
+/// `words=`: None or False by tokens, True by WordPiece's words (the command's `--words`), a
+/// str by the words it separates by spaces (`--words "..."`).
+pub fn words(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    use bert_core::experiments::segmentation::WORDS;
+    match value.filter(|w| !w.is_none()) {
+        None => Ok(None),
+        Some(w) if w.is_instance_of::<pyo3::types::PyBool>() => Ok(w.extract::<bool>()?.then(String::new)),
+        Some(w) => match w.extract::<String>() {
+            Ok(given) if !given.trim().is_empty() => Ok(Some(given)),
+            _ => Err(bad_choice(py, WORDS, &w.to_string(), "True, or words separated by spaces")),
+        },
+    }
+}

@@ -23,6 +23,7 @@ pub struct AttributeKeywords<'py> {
     pub baseline: Option<String>,
     pub ig_steps: Option<usize>,
     pub ig_rule: Option<String>,
+    pub words: Option<Bound<'py, PyAny>>,
     pub threads: Option<usize>,
     pub kernels: Option<String>,
 }
@@ -49,6 +50,7 @@ pub fn attribute(
         ig_steps: k.ig_steps,
         ig_rule: k.ig_rule.as_deref().map(|r| choice(py, IG_RULE, r)).transpose()?,
         settings: settings(py, k.threads, k.kernels.as_deref())?,
+        words: crate::args::words(py, k.words.as_ref())?,
     };
     let reported = py.detach(|| bert_commands::attribute::attribute(&request, &mut |_, _, _| {})).or_raise(py)?;
     crate::errors::notes(py, &reported.notes);

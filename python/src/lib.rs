@@ -229,7 +229,6 @@ fn rollout(
     threads: Option<usize>,
     kernels: Option<String>,
 ) -> PyResult<Py<PyAny>> {
-    use bert_commands::rollout::WORDS;
     use bert_core::experiments::rollout::{HeadFusion, RolloutOptions, HEADS};
     guarded(py, || {
         let heads = args::choice::<HeadFusion>(py, HEADS, heads)?;
@@ -239,15 +238,7 @@ fn rollout(
         }
         let input = experiment_request(py, text.unwrap_or_default(), model, threads, kernels.as_deref())?;
         let options = RolloutOptions { seq, residual, heads, flow };
-        // words=True reads by WordPiece's words, a str by the words it separates by spaces.
-        let words = match words.filter(|w| !w.is_none()) {
-            None => None,
-            Some(w) if w.is_instance_of::<pyo3::types::PyBool>() => w.extract::<bool>()?.then(String::new),
-            Some(w) => match w.extract::<String>() {
-                Ok(given) if !given.trim().is_empty() => Some(given),
-                _ => return Err(args::bad_choice(py, WORDS, &w.to_string(), "True, or words separated by spaces")),
-            },
-        };
+        let words = args::words(py, words)?;
         let request = bert_commands::rollout::RolloutRequest { dump: None, input, options, top, words };
         let reported = match dump {
             None => py.detach(|| bert_commands::rollout::rollout(&request)),
@@ -676,12 +667,13 @@ fn heads_of<'py>(
 /// Which input tokens a prediction rests on, as `bert-trace attribute --json` reports it (every
 /// keyword is the command's option of that name): `{"method", "of", "examples": [{"text",
 /// "target", "score", "tokens": [{"position", "token", "attribution"}], "completeness"}]}`, a
-/// dict that draws the tokens coloured in a notebook.
+/// dict that draws the tokens coloured in a notebook; `words=True` (or the words of one text,
+/// separated by spaces) adds each example's `words`, the attributions summed over each word.
 #[pyfunction]
 #[pyo3(signature = (
     text = None, model = None, *, file = None, pair = None, method = None, target = None,
     label = None, nsp_label = None, of = None, occlude_with = None, baseline = None,
-    ig_steps = None, ig_rule = None, json = false, threads = None, kernels = None,
+    ig_steps = None, ig_rule = None, json = false, words = None, threads = None, kernels = None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn attribute<'py>(
@@ -700,6 +692,7 @@ fn attribute<'py>(
     ig_steps: Option<usize>,
     ig_rule: Option<String>,
     json: bool,
+    words: Option<Bound<'py, PyAny>>,
     threads: Option<usize>,
     kernels: Option<String>,
 ) -> PyResult<Py<PyAny>> {
@@ -717,6 +710,7 @@ fn attribute<'py>(
         baseline,
         ig_steps,
         ig_rule,
+        words,
         threads,
         kernels,
     };

@@ -729,6 +729,20 @@ def test_rollout_is_the_commands_json(tmp_path):
     assert "words=" in str(refused.value)
 
 
+def test_attribute_by_words_is_the_commands(tmp_path):
+    """`words=True` is the command's `--words`: each word's attribution the sum of its pieces'."""
+    text = "The astronauts were unbelievably [MASK]."
+    report = bert_trace.attribute(text, target="happy", words=True)
+    run = cli("attribute", "--target", "happy", "--words", "--json", text)
+    assert run.returncode == 0, run.stderr
+    assert report == json.loads(run.stdout)
+    assert [w["word"] for w in report["examples"][0]["words"]] == ["the", "astronauts", "were", "unbelievably", "."]
+    assert ">astronauts<" in report._repr_html_(), "drawn by words in a notebook"
+    with pytest.raises(bert_trace.InputError) as refused:
+        bert_trace.attribute(text, target="happy", words=3)
+    assert "words=" in str(refused.value)
+
+
 def test_evaluate_is_the_command(tmp_path):
     """bert_trace.evaluate returns the report `bert-trace evaluate --json` prints, and refuses as
     the command refuses, in Python's words."""

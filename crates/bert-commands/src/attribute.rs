@@ -9,13 +9,14 @@ use std::path::PathBuf;
 use bert_core::experiments::attribute::integrated::{Baseline, PathSpec};
 use bert_core::experiments::attribute::{self, Attribution, Prediction, Rule, Score};
 use bert_core::experiments::readout::the_mask;
+use bert_core::experiments::segmentation::{Segmentation, WORDS};
 use bert_core::io::dump::manifest::Inputs;
 use bert_core::io::tokenizer::{MASK, UNK};
 use bert_core::words::{Choice, Opt};
 use bert_core::{BertError, BertModel};
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::refuse;
 use crate::render::table::{new_table, visible};
 use crate::report::{Report, Reported};
@@ -82,6 +83,9 @@ pub struct AttributeRequest {
     pub ig_steps: Option<usize>,
     pub ig_rule: Option<Rule>,
     pub settings: PassSettings,
+    /// Also by words: None by tokens only; Some("") by WordPiece's words; Some(words) by the
+    /// words given, separated by spaces (one text only).
+    pub words: Option<String>,
 }
 
 /// The default number of points on the path.
@@ -98,6 +102,39 @@ pub struct Example {
     pub pair: Option<String>,
     #[serde(flatten)]
     pub attribution: Attribution,
+    /// The attributions summed over each word's pieces, when asked for by words: they add up
+    /// to what the tokens' do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub words: Option<Vec<WordAttribution>>,
+}
+
+/// One word's attribution: the sum of its pieces'.
+#[derive(Clone, Debug, Serialize)]
+pub struct WordAttribution {
+    pub word: String,
+    /// Its pieces' positions in the sequence.
+    pub positions: Vec<usize>,
+    pub attribution: f64,
+}
+
+/// `attribution`'s tokens grouped into words as `words` asks (see [`AttributeRequest::words`]).
+fn by_words(attribution: &Attribution, words: &str) -> Result<Vec<WordAttribution>> {
+    let tokens: Vec<String> = attribution.tokens.iter().map(|t| t.token.clone()).collect();
+    let segmentation = match words {
+        "" => Segmentation::wordpiece(&tokens),
+        given => Segmentation::given(&tokens, given).map_err(|problem| {
+            Error::Request(format!("{}: {problem} (the tokens attributed: {})", WORDS.with(given), tokens.join(" ")))
+        })?,
+    };
+    Ok(segmentation
+        .words
+        .into_iter()
+        .map(|word| WordAttribution {
+            positions: word.pieces.iter().map(|&p| attribution.tokens[p].position).collect(),
+            attribution: word.pieces.iter().map(|&p| attribution.tokens[p].attribution).sum(),
+            word: word.text,
+        })
+        .collect())
 }
 
 /// `attribute --json`, and what Python returns.
@@ -143,6 +180,14 @@ pub fn attribute(
     per_text(request.labels.len(), LABEL)?;
     per_text(request.nsp_labels.len(), NSP_LABEL)?;
     per_text(request.pair.len(), PAIR)?;
+    if request.words.as_deref().is_some_and(|w| !w.is_empty()) && texts.len() > 1 {
+        refuse!(
+            "{} gives the words of one text, and there are {}: give {} alone for WordPiece's words",
+            WORDS.with(request.words.as_deref().unwrap_or_default()),
+            texts.len(),
+            WORDS.on()
+        );
+    }
     let loaded = source::load(request.model.as_deref())?;
     let mut model = loaded.model;
     model.kernels = kernels;
@@ -180,7 +225,8 @@ pub fn attribute(
             }
         }
         .map_err(|e| within_text(e.into(), &origins[i], texts.len()))?;
-        examples.push(Example { text: text.clone(), pair, attribution });
+        let words = request.words.as_deref().map(|words| by_words(&attribution, words)).transpose()?;
+        examples.push(Example { text: text.clone(), pair, attribution, words });
     }
     let report = AttributeReport {
         format: attribute::FORMAT,
@@ -322,6 +368,10 @@ fn text_report(report: &AttributeReport) -> String {
             continue;
         }
         out += &bars(a);
+        if let Some(words) = &example.words {
+            let shown: Vec<String> = words.iter().map(|w| format!("{} {:+.4}", w.word, w.attribution)).collect();
+            out += &format!("by words: {}\n", shown.join(", "));
+        }
         if let Some(c) = &a.completeness {
             out += &format!(
                 "sum {:+.4} against {:+.4} = {score} − its value at the baseline: a gap of {:.2e}\n",

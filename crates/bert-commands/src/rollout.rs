@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::path::Path;
 
 use bert_core::experiments::rollout::{rollout as roll, rollout_of_pass, Rollout, RolloutOptions, FORMAT};
-use bert_core::experiments::segmentation::Segmentation;
+use bert_core::experiments::segmentation::{Segmentation, WORDS};
 use bert_core::io::tokenizer::{visible, MASK};
 use bert_core::model::Pass;
 use bert_core::pass::Memory;
@@ -26,7 +26,6 @@ use crate::report::{Report, Reported};
 use crate::view::names_model;
 
 pub const TOP: Opt = Opt("top");
-pub const WORDS: Opt = Opt("words");
 
 /// How many tokens each layer's line names unless told.
 pub const TOP_DEFAULT: usize = 5;

@@ -666,6 +666,11 @@ pub struct AttributeArgs {
     #[arg(long, value_name = "RULE", value_parser = choice::<Rule>())]
     pub ig_rule: Option<Rule>,
     /// Print the result as JSON
+    /// Also by words: the attributions summed over each word's pieces. Alone, WordPiece's words
+    /// (## joins a piece to the word before it); with words separated by spaces, those (one
+    /// text's own segmentation)
+    #[arg(long, value_name = "WORDS", num_args = 0..=1, default_missing_value = "")]
+    pub words: Option<String>,
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]

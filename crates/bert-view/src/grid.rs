@@ -101,10 +101,15 @@ pub fn picture_of(json: &Value, name: &str) -> Result<Grid> {
                 .ok_or_else(|| Error::Request(format!("{}: the attribution has no texts to draw", path)))?;
             let mut rows = Vec::new();
             for example in examples {
+                // By words when the report has them (`--words`), else by tokens.
+                let (items, key) = match example["words"].as_array() {
+                    Some(words) => (words.as_slice(), "word"),
+                    None => (example["tokens"].as_array().map(Vec::as_slice).unwrap_or_default(), "token"),
+                };
                 let mut tokens = Vec::new();
-                for token in example["tokens"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                for token in items {
                     let value = token["attribution"].as_f64().filter(|c| c.is_finite());
-                    let (Some(value), Some(name)) = (value, token["token"].as_str()) else {
+                    let (Some(value), Some(name)) = (value, token[key].as_str()) else {
                         refuse!("{}: a token without a finite attribution and a text", path);
                     };
                     tokens.push((visible(name), value));

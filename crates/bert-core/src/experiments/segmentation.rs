@@ -13,6 +13,11 @@
 
 use serde::Serialize;
 
+use crate::words::Opt;
+
+/// The option that asks for words, in every command that reads by words.
+pub const WORDS: Opt = Opt("words");
+
 /// One word: its text and the tokens (indices into the tokens it was made from) that spell it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Word {

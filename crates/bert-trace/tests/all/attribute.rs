@@ -336,3 +336,50 @@ fn view_draws_the_tokens_coloured_and_the_heads_grids() {
         assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"), "{what}: a PNG");
     }
 }
+
+#[test]
+fn by_words_each_word_is_the_sum_of_its_pieces_and_completeness_holds() {
+    // english-small splits `astronauts` and `unbelievably` into pieces.
+    let text = "The astronauts were unbelievably [MASK].";
+    for method in ["occlusion", "integrated-gradients", "grad-input"] {
+        let report = json_of(&["attribute", "--target", "happy", "--method", method, "--words", "--json", text]);
+        let example = &report["examples"][0];
+        let tokens = example["tokens"].as_array().unwrap();
+        let words = example["words"].as_array().unwrap();
+        let names: Vec<&str> = words.iter().map(|w| w["word"].as_str().unwrap()).collect();
+        assert_eq!(names, ["the", "astronauts", "were", "unbelievably", "."], "{method}");
+        assert!(tokens.len() > words.len(), "{method}: some word is several pieces");
+        for word in words {
+            let positions: Vec<u64> =
+                word["positions"].as_array().unwrap().iter().map(|p| p.as_u64().unwrap()).collect();
+            let pieces: f64 = tokens
+                .iter()
+                .filter(|t| positions.contains(&t["position"].as_u64().unwrap()))
+                .map(|t| t["attribution"].as_f64().unwrap())
+                .sum();
+            let got = word["attribution"].as_f64().unwrap();
+            assert!(
+                (got - pieces).abs() <= 1e-12 * pieces.abs().max(1.0),
+                "{method} {}: {got} for {pieces}",
+                word["word"]
+            );
+        }
+        let (by_tokens, by_words): (f64, f64) = (
+            tokens.iter().map(|t| t["attribution"].as_f64().unwrap()).sum(),
+            words.iter().map(|w| w["attribution"].as_f64().unwrap()).sum(),
+        );
+        assert!(
+            (by_tokens - by_words).abs() < 1e-9,
+            "{method}: the words add up to {by_words}, the tokens to {by_tokens}"
+        );
+        if method == "integrated-gradients" {
+            let sum = example["completeness"]["sum"].as_f64().unwrap();
+            assert!((sum - by_words).abs() < 1e-9, "completeness holds by words: {by_words} against {sum}");
+        }
+    }
+    // A segmentation given by hand must spell the attributed tokens.
+    let out = bert_trace(&["attribute", "--target", "happy", "--words", "the astro nauts were", text]);
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--words the astro nauts were") && stderr.lines().count() == 1, "{stderr}");
+}
