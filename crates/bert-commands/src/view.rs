@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use bert_core::experiments::segmentation::WORDS;
 use bert_core::io::dump::Dump;
 use bert_core::BertModel;
 use bert_view::{budget, grid, png, PictureOptions};
@@ -32,6 +33,8 @@ pub struct ViewRequest {
     pub heatmaps: Vec<String>,
     /// The model whose tokenizer names the tokens; None: the one the manifest names, if found.
     pub model: Option<PathBuf>,
+    /// An attention picture by words: Some("") WordPiece's, Some(words) those given.
+    pub words: Option<String>,
 }
 
 /// What `view` wrote, as it says it, and its notes.
@@ -54,7 +57,8 @@ pub fn view(request: &ViewRequest) -> Result<ViewReport> {
         let stage = args.stage.as_deref().ok_or_else(|| {
             Error::Request(format!("{SVG} and {PNG} draw one stage: give it with {}", STAGE.with("NAME")))
         })?;
-        let options = PictureOptions { seq: args.seq, head: args.head, lines: args.lines };
+        let options =
+            PictureOptions { seq: args.seq, head: args.head, lines: args.lines, words: args.words.as_deref() };
         let picture = bert_view::picture(&dump, &names, stage, options).map_err(drawn)?;
         if let Some(path) = &args.svg {
             owned_file::write(path, picture.svg.as_bytes(), Format::Text, "picture")?;
@@ -70,9 +74,9 @@ pub fn view(request: &ViewRequest) -> Result<ViewReport> {
         let text = format!("wrote {stage} ({} × {} px) to {}\n", picture.width, picture.height, written.join(" and "));
         return Ok(ViewReport { notes: Vec::new(), text });
     }
-    if args.stage.is_some() || args.head.is_some() || args.lines || args.seq != 0 {
+    if args.stage.is_some() || args.head.is_some() || args.lines || args.seq != 0 || args.words.is_some() {
         refuse!(
-            "{STAGE}, {HEAD}, {SEQ} and {LINES} choose one picture: give {} or {} too (the page shows every \
+            "{STAGE}, {HEAD}, {SEQ}, {LINES} and {WORDS} choose one picture: give {} or {} too (the page shows every \
              sequence)",
             SVG.with("FILE"),
             PNG.with("FILE")
@@ -123,10 +127,10 @@ pub fn view(request: &ViewRequest) -> Result<ViewReport> {
 /// `view RESULT.json`: the grid of `bert-trace compare --json`, `ablate --json` or
 /// `attribute --json`, as a picture or a page.
 fn comparison(args: &ViewRequest) -> Result<ViewReport> {
-    if args.stage.is_some() || args.head.is_some() || args.lines || !args.heatmaps.is_empty() {
+    if args.stage.is_some() || args.head.is_some() || args.lines || !args.heatmaps.is_empty() || args.words.is_some() {
         refuse!(
-            "{STAGE}, {HEAD}, {LINES} and {HEATMAP} choose what to draw of a dump; a JSON result (compare, ablate, \
-             attribute) is drawn whole"
+            "{STAGE}, {HEAD}, {LINES}, {HEATMAP} and {WORDS} choose what to draw of a dump; a JSON result (compare, \
+             ablate, attribute, heads, rollout) is drawn whole, by words when it was made by words"
         );
     }
     let grid = grid::picture(&args.dump).map_err(drawn)?;

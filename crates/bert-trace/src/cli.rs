@@ -423,6 +423,11 @@ pub struct ViewArgs {
     pub heatmaps: Vec<String>,
     /// The model whose tokenizer names the tokens [default: the one the dump's manifest names,
     /// when it can be found]
+    /// Draw an attention.probs picture by words, not word pieces, its padding left out: alone,
+    /// WordPiece's words; with words separated by spaces, those (a Chinese text's own). A word
+    /// reads the mean of its pieces' rows and is read by the sum of their columns
+    #[arg(long, value_name = "WORDS", num_args = 0..=1, default_missing_value = "")]
+    pub words: Option<String>,
     #[command(flatten)]
     pub model: ModelArgs,
 }

@@ -17,6 +17,7 @@ pub fn run(args: &ViewArgs) -> Result<i32> {
         png: args.png.clone(),
         heatmaps: args.heatmaps.clone(),
         model: args.model.model.clone(),
+        words: args.words.clone(),
     })?;
     crate::print(&report.notes, &report.text);
     Ok(0)

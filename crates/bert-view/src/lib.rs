@@ -19,6 +19,7 @@ pub mod picture;
 pub mod png;
 mod shapes;
 
+use bert_core::experiments::segmentation::{Segmentation, WORDS};
 use bert_core::io::dump::Dump;
 use bert_core::stage::{self, StageKind};
 use bert_core::words::Opt;
@@ -93,14 +94,17 @@ pub fn draw(
 /// first, for a heatmap), and whether attention is drawn as lines (the head view) rather than
 /// a heatmap. Each field is the `view` option of that name.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct PictureOptions {
+pub struct PictureOptions<'a> {
     pub seq: usize,
     pub head: Option<usize>,
     pub lines: bool,
+    /// Attention probabilities by words: Some("") WordPiece's, Some(words) those given,
+    /// separated by spaces; padding left out.
+    pub words: Option<&'a str>,
 }
 
 /// The picture of `stage` of `dump` that `args` asks for; `names` names the tokens.
-pub fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: PictureOptions) -> Result<picture::Picture> {
+pub fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: PictureOptions<'_>) -> Result<picture::Picture> {
     let stages = Stages { dump };
     let Some(entry) = dump.entry(stage) else {
         let known: Vec<&str> = dump.manifest.stages.iter().map(|s| s.name.as_str()).collect();
@@ -144,6 +148,12 @@ pub fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: PictureOptions
                 refuse!("{} is out of range: {stage} has {heads} heads, 0 to {}", HEAD.with(head), heads - 1);
             }
             let sequence = values.index_axis(Axis(0), args.seq);
+            if let Some(words) = args.words {
+                if !is_probability(stage) {
+                    refuse!("{WORDS} reads attention probabilities by words, a `layerN.attention.probs` stage, not {stage}");
+                }
+                return by_words(sequence, &labels, &seqs, args, words);
+            }
             if args.lines {
                 if !is_probability(stage) {
                     refuse!("{LINES} draws attention probabilities, a `layerN.attention.probs` stage, not {stage}");
@@ -160,6 +170,9 @@ pub fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: PictureOptions
             Ok(picture::heatmap(head, &labels, Some(&labels), scale))
         }
         3 => {
+            if args.words.is_some() {
+                refuse!("{WORDS} reads attention probabilities by words; {stage} is {shape:?}");
+            }
             if args.lines || args.head.is_some() {
                 refuse!("{LINES} and {HEAD} are for attention stages [B,nh,T,T]; {stage} is {shape:?}");
             }
@@ -174,6 +187,50 @@ pub fn picture(dump: &Dump, names: &Names<'_>, stage: &str, args: PictureOptions
             "{stage} is {shape:?}; a picture draws a [B,nh,T,T] stage (scores, probabilities) or a [B,T,H] or [B,T,I] one"
         ),
     }
+}
+
+/// One sequence's attention probabilities `[nh,T,T]` drawn by words (Clark et al.: a word reads
+/// the mean of its pieces' rows and is read by the sum of their columns), on its real tokens:
+/// one head's heatmap, or the head view's lines.
+fn by_words(
+    sequence: ndarray::ArrayView3<'_, f32>,
+    labels: &[Label],
+    seqs: &Sequences,
+    args: PictureOptions<'_>,
+    words: &str,
+) -> Result<picture::Picture> {
+    let real: Vec<usize> = (0..labels.len()).filter(|&p| seqs.attention_mask[[args.seq, p]] != 0).collect();
+    let tokens: Vec<String> = real.iter().map(|&p| labels[p].text.clone()).collect();
+    let segmentation = match words {
+        "" => Segmentation::wordpiece(&tokens),
+        given => Segmentation::given(&tokens, given).map_err(|problem| {
+            Error::Request(format!("{}: {problem} (the tokens: {})", WORDS.with(given), tokens.join(" ")))
+        })?,
+    };
+    let word_labels: Vec<Label> = segmentation
+        .words
+        .iter()
+        .map(|w| Label { text: w.text.clone(), colour: labels[real[w.pieces[0]]].colour })
+        .collect();
+    let head_by_words = |head: usize| {
+        let matrix: Vec<Vec<f64>> =
+            real.iter().map(|&r| real.iter().map(|&c| f64::from(sequence[[head, r, c]])).collect()).collect();
+        let grouped = segmentation.by_words(&matrix);
+        let n = grouped.len();
+        ndarray::Array2::from_shape_fn((n, n), |(r, c)| grouped[r][c] as f32)
+    };
+    let heads = sequence.dim().0;
+    if args.lines {
+        let chosen: Vec<usize> = args.head.map_or((0..heads).collect(), |h| vec![h]);
+        let matrices: Vec<(usize, ndarray::Array2<f32>)> = chosen.iter().map(|&h| (h, head_by_words(h))).collect();
+        let views: Vec<(usize, ndarray::ArrayView2<'_, f32>)> = matrices.iter().map(|(h, m)| (*h, m.view())).collect();
+        let segments: Vec<Option<usize>> =
+            segmentation.words.iter().map(|w| Some(seqs.token_type[[args.seq, real[w.pieces[0]]]] as usize)).collect();
+        return Ok(picture::head_view(&views, &word_labels, &segments));
+    }
+    let matrix = head_by_words(args.head.unwrap_or(0));
+    let scale = Scale::of(matrix.view(), true);
+    Ok(picture::heatmap(matrix.view(), &word_labels, Some(&word_labels), scale))
 }
 
 /// Whether `stage` holds attention probabilities (a gradient of them, `grad.*.probs`, is signed).

@@ -220,3 +220,45 @@ fn view_draws_every_layers_grid_by_tokens_or_by_words_and_refuses_a_broken_repor
     assert!(one_line(&ran, "holds a value outside 0 to 1").is_ok(), "{}", ran.stderr);
     assert!(!out.exists(), "nothing written for a broken report");
 }
+
+#[test]
+fn view_draws_a_heads_attention_by_words_and_refuses_words_where_they_do_not_apply() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = tmp.path().join("dump").display().to_string();
+    let text = "The astronauts were unbelievably [MASK].";
+    // A padded batch: the second sequence's padding is left out of its words.
+    let ran = run(&args(&["--only", "input.*", "--only", "layer*.attention.*", "--out", &dump, text, "Hi."]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    for (extra, labels) in [
+        (&["--head", "1"][..], &["astronauts", "unbelievably", "[MASK]"][..]),
+        (&["--lines"][..], &["astronauts", "unbelievably"][..]),
+        (&["--seq", "1"][..], &["hi"][..]),
+    ] {
+        let svg = tmp.path().join("words.svg");
+        let mut arguments = vec!["view", &dump, "--stage", "layer3.attention.probs", "--words", "--svg"];
+        let svg_path = svg.display().to_string();
+        arguments.push(&svg_path);
+        arguments.extend_from_slice(extra);
+        let ran = run(&args(&arguments));
+        assert_eq!(ran.code, Some(0), "{extra:?}: {}", ran.stderr);
+        let drawn = std::fs::read_to_string(&svg).unwrap();
+        for label in labels {
+            assert!(drawn.contains(&format!(">{label}<")), "{extra:?}: the word {label} labels the picture");
+        }
+        assert!(!drawn.contains("##") && !drawn.contains(">[PAD]<"), "{extra:?}: words, without padding");
+        std::fs::remove_file(&svg).unwrap();
+    }
+    let svg = tmp.path().join("refused.svg").display().to_string();
+    for (arguments, says) in [
+        (vec!["view", &dump, "--stage", "layer3.attention.scores", "--words", "--svg", &svg], "layerN.attention.probs"),
+        (vec!["view", &dump, "--words"], "--words choose one picture"),
+        (
+            vec!["view", &dump, "--stage", "layer3.attention.probs", "--words", "The astro", "--svg", &svg],
+            "--words The astro",
+        ),
+    ] {
+        let ran = run(&args(&arguments));
+        assert!(one_line(&ran, says).is_ok(), "{arguments:?}: {}", ran.stderr);
+    }
+    assert!(!Path::new(&svg).exists(), "nothing written when refused");
+}
