@@ -396,7 +396,7 @@ def test_the_stubs_name_every_option_of_the_command():
     def options(*command):
         help_text = cli(*command, "--help").stdout
         # A flag alone on its line (its help below), before its value's name, or before its help.
-        return set(re.findall(r"^\s+(?:-\w, )?(--[a-z][a-z-]*)(?: <| \[<|  |$)", help_text, re.M)) - {"--help", "--version"}
+        return set(re.findall(r"^\s+(?:-\w, )?(--[a-z][a-z-]*)(?: <| \[<|\[=<|  |$)", help_text, re.M)) - {"--help", "--version"}
 
     def keywords(node):
         arguments = node.args.args[1:] if node.args.args and node.args.args[0].arg == "self" else node.args.args
@@ -439,8 +439,8 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
         defaults = {}
         # An option's block starts at its flag, alone or before its value's name (a wrapped
         # line of prose may start with a flag too).
-        for block in re.split(r"\n(?=\s+(?:-\w, )?--[a-z-]+(?: <| \[<|  |\n))", help_text):
-            flag = re.match(r"\s+(?:-\w, )?--([a-z][a-z-]*)(?: <| \[<|  |\n)", block)
+        for block in re.split(r"\n(?=\s+(?:-\w, )?--[a-z-]+(?: <| \[<|\[=<|  |\n))", help_text):
+            flag = re.match(r"\s+(?:-\w, )?--([a-z][a-z-]*)(?: <| \[<|\[=<|  |\n)", block)
             default = re.search(r"\[default: ([^\],]+)", block)
             if flag:
                 defaults[flag.group(1).replace("-", "_")] = default.group(1) if default else None

@@ -375,9 +375,9 @@ pub struct RolloutArgs {
     pub top: usize,
     /// Read by words, not word pieces: alone, WordPiece's words (## joins a piece to the word
     /// before it); with words separated by spaces, those (a Chinese text's own segmentation:
-    /// --words "当 你 在 罗马"). A word reads the mean of its pieces' rows, and is read by the sum
+    /// --words="当 你 在 罗马"). A word reads the mean of its pieces' rows, and is read by the sum
     /// of its pieces' columns
-    #[arg(long, value_name = "WORDS", num_args = 0..=1, default_missing_value = "")]
+    #[arg(long, value_name = "WORDS", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub words: Option<String>,
     /// Print the report as JSON, with every layer's whole matrices
     #[arg(long)]
@@ -426,7 +426,7 @@ pub struct ViewArgs {
     /// Draw an attention.probs picture by words, not word pieces, its padding left out: alone,
     /// WordPiece's words; with words separated by spaces, those (a Chinese text's own). A word
     /// reads the mean of its pieces' rows and is read by the sum of their columns
-    #[arg(long, value_name = "WORDS", num_args = 0..=1, default_missing_value = "")]
+    #[arg(long, value_name = "WORDS", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub words: Option<String>,
     #[command(flatten)]
     pub model: ModelArgs,
@@ -674,7 +674,7 @@ pub struct AttributeArgs {
     /// Also by words: the attributions summed over each word's pieces. Alone, WordPiece's words
     /// (## joins a piece to the word before it); with words separated by spaces, those (one
     /// text's own segmentation)
-    #[arg(long, value_name = "WORDS", num_args = 0..=1, default_missing_value = "")]
+    #[arg(long, value_name = "WORDS", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub words: Option<String>,
     #[arg(long)]
     pub json: bool,

@@ -378,7 +378,7 @@ fn by_words_each_word_is_the_sum_of_its_pieces_and_completeness_holds() {
         }
     }
     // A segmentation given by hand must spell the attributed tokens.
-    let out = bert_trace(&["attribute", "--target", "happy", "--words", "the astro nauts were", text]);
+    let out = bert_trace(&["attribute", "--target", "happy", "--words=the astro nauts were", text]);
     let stderr = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--words the astro nauts were") && stderr.lines().count() == 1, "{stderr}");

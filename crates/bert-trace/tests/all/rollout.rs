@@ -151,8 +151,11 @@ fn a_fresh_pass_reads_as_pytorchs_dump_of_the_same_text() {
 fn by_words_a_word_reads_its_pieces_mean_and_is_read_by_their_sum() {
     let text = "The astronauts were unbelievably [MASK].";
     let json = |words: &str| {
-        let ran =
-            run(&args(&["rollout", text, "--model", "golden/english-small", "--flow", "--json", "--words", words]));
+        let words = match words {
+            "" => "--words".to_string(),
+            given => format!("--words={given}"),
+        };
+        let ran = run(&args(&["rollout", text, "--model", "golden/english-small", "--flow", "--json", &words]));
         assert_eq!(ran.code, Some(0), "{}", ran.stderr);
         serde_json::from_str::<serde_json::Value>(&ran.stdout).unwrap()
     };
@@ -188,7 +191,7 @@ fn by_words_a_word_reads_its_pieces_mean_and_is_read_by_their_sum() {
     let given = json("The astronauts were unbelievably [MASK] .");
     assert_eq!(given["words"]["by"], "given");
     assert_eq!(given["rollout_by_word"], report["rollout_by_word"]);
-    let ran = run(&args(&["rollout", text, "--model", "golden/english-small", "--words", "The astro nauts"]));
+    let ran = run(&args(&["rollout", text, "--model", "golden/english-small", "--words=The astro nauts"]));
     assert!(one_line(&ran, "--words The astro nauts").is_ok(), "{}", ran.stderr);
 }
 
@@ -253,7 +256,7 @@ fn view_draws_a_heads_attention_by_words_and_refuses_words_where_they_do_not_app
         (vec!["view", &dump, "--stage", "layer3.attention.scores", "--words", "--svg", &svg], "layerN.attention.probs"),
         (vec!["view", &dump, "--words"], "--words choose one picture"),
         (
-            vec!["view", &dump, "--stage", "layer3.attention.probs", "--words", "The astro", "--svg", &svg],
+            vec!["view", &dump, "--stage", "layer3.attention.probs", "--words=The astro", "--svg", &svg],
             "--words The astro",
         ),
     ] {
