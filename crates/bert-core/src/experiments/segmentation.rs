@@ -33,6 +33,17 @@ pub struct Segmentation {
     pub words: Vec<Word>,
 }
 
+/// BERT's unknown token.
+const UNK: &str = "[UNK]";
+
+/// Whether `c` is a CJK ideograph, which BERT's tokenizer makes a token of its own (the ranges
+/// of `BasicTokenizer._is_chinese_char`).
+fn is_cjk(c: char) -> bool {
+    matches!(u32::from(c),
+        0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2A6DF | 0x2A700..=0x2B73F | 0x2B740..=0x2B81F
+        | 0x2B820..=0x2CEAF | 0xF900..=0xFAFF | 0x2F800..=0x2FA1F)
+}
+
 /// Whether a token is one of BERT's special tokens, `[CLS]` and the like, a word of its own.
 fn is_special(token: &str) -> bool {
     token.len() > 2 && token.starts_with('[') && token.ends_with(']')
@@ -63,6 +74,31 @@ impl Segmentation {
         let mut wanted = given.split_whitespace().map(|w| (w, plain(w)));
         let mut current: Option<(&str, String, Word)> = None;
         for (index, token) in tokens.iter().enumerate() {
+            if token == UNK {
+                // An unknown token stands for one character of a Chinese word (each is its own
+                // token), or for the rest of a word in an alphabet (WordPiece gives up on a
+                // whole word).
+                let (word, mut rest, mut built) = match current.take() {
+                    Some(open) => open,
+                    None => {
+                        let Some((word, text)) = wanted.next() else {
+                            return Err(format!("the words end before the tokens do, at token {index} `{token}`"));
+                        };
+                        (word, text, Word { text: word.to_string(), pieces: Vec::new() })
+                    }
+                };
+                let mut chars = rest.chars();
+                rest = match chars.next() {
+                    Some(c) if is_cjk(c) => chars.as_str().to_string(),
+                    _ => String::new(),
+                };
+                built.pieces.push(index);
+                match rest.is_empty() {
+                    true => words.push(built),
+                    false => current = Some((word, rest, built)),
+                }
+                continue;
+            }
             if is_special(token) && current.is_none() {
                 // A special token the user wrote as a word (`[MASK]`) is matched like any word.
                 let next = wanted.clone().next();
@@ -156,6 +192,17 @@ mod tests {
             let message = Segmentation::given(&chars, bad).unwrap_err();
             assert!(message.contains(says), "{bad}: {message}");
         }
+    }
+
+    #[test]
+    fn an_unknown_token_is_one_chinese_character_or_the_rest_of_a_word() {
+        let chars = tokens("[CLS] [UNK] 前 明 月 [UNK] ， [UNK] 是 [SEP]");
+        let words = Segmentation::given(&chars, "床前 明月光 ， 疑是").unwrap();
+        let pieces: Vec<&[usize]> = words.words.iter().map(|w| w.pieces.as_slice()).collect();
+        assert_eq!(pieces, [&[0][..], &[1, 2], &[3, 4, 5], &[6], &[7, 8], &[9]]);
+        let english = Segmentation::given(&tokens("[CLS] when in [UNK] , [SEP]"), "When in Rōme ,").unwrap();
+        let texts: Vec<&str> = english.words.iter().map(|w| w.text.as_str()).collect();
+        assert_eq!(texts, ["[CLS]", "When", "in", "Rōme", ",", "[SEP]"]);
     }
 
     #[test]

@@ -265,3 +265,52 @@ fn view_draws_a_heads_attention_by_words_and_refuses_words_where_they_do_not_app
     }
     assert!(!Path::new(&svg).exists(), "nothing written when refused");
 }
+
+#[test]
+fn a_chinese_text_reads_by_the_words_given_and_draws_them() {
+    // golden/tiny-chinese reads one character a token, and lacks some of these ([UNK]): each
+    // stands for one character of its word.
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = tmp.path().join("zh").display().to_string();
+    let ran = run(&args(&[
+        "--model",
+        "golden/tiny-chinese",
+        "--only",
+        "input.*",
+        "--only",
+        "layer*.attention.probs",
+        "--out",
+        &dump,
+        "床前明月光，疑是地上霜。",
+    ]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let words = "--words=床前 明月光 ， 疑是 地上 霜 。";
+    let ran = run(&args(&["rollout", "--dump", &dump, "--model", "golden/tiny-chinese", words, "--json"]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let report: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
+    let texts: Vec<&str> =
+        report["words"]["words"].as_array().unwrap().iter().map(|w| w["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["[CLS]", "床前", "明月光", "，", "疑是", "地上", "霜", "。", "[SEP]"]);
+    for matrix in layers(&report["rollout_by_word"]) {
+        assert_eq!(matrix.len(), 9);
+        assert!(matrix.iter().all(|row| (row.iter().sum::<f64>() - 1.0).abs() < 1e-12));
+    }
+    let svg = tmp.path().join("zh.svg");
+    let svg_path = svg.display().to_string();
+    let ran = run(&args(&[
+        "view",
+        &dump,
+        "--model",
+        "golden/tiny-chinese",
+        "--stage",
+        "layer1.attention.probs",
+        words,
+        "--svg",
+        &svg_path,
+    ]));
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    for word in ["床前", "明月光", "疑是"] {
+        assert!(drawn.contains(&format!(">{word}<")), "the word {word} labels the picture");
+    }
+}
