@@ -34,6 +34,7 @@ from ._bert_trace import (
     stages,
     trace,
     train,
+    view,
 )
 from ._reports import Report
 from .errors import Error, FileError, InputError, NotFoundError
@@ -69,4 +70,5 @@ __all__ = [
     "stages",
     "trace",
     "train",
+    "view",
 ]

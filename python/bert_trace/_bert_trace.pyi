@@ -176,6 +176,20 @@ def rollout(
     threads: Optional[int] = None,
     kernels: Optional[str] = None,
 ) -> dict[str, Any]: ...
+def view(
+    dump: PathLike,
+    *,
+    out: Optional[PathLike] = None,
+    stage: Optional[str] = None,
+    head: Optional[int] = None,
+    seq: int = 0,
+    lines: bool = False,
+    svg: Optional[PathLike] = None,
+    png: Optional[PathLike] = None,
+    heatmap: Union[None, str, Sequence[str]] = None,
+    words: Union[None, bool, str] = None,
+    model: Optional[PathLike] = None,
+) -> str: ...
 def explain(
     dump: PathLike, stage: str, index: Index, *, model: Union[None, PathLike, Model] = None
 ) -> Union[Explanation, list[Explanation]]: ...

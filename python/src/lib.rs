@@ -17,7 +17,7 @@
 //! | `bert_trace.attribute` | `attribution.rs` | `bert-trace attribute` |
 //! | `bert_trace.stages`, `bert_trace.inspect` | `lib.rs` | `bert-trace stages`, `bert-trace inspect` |
 //! | `bert_trace.lens`, `bert_trace.ablate` | `lib.rs` | `bert-trace lens`, `bert-trace ablate` |
-//! | `bert_trace.compare`, `bert_trace.rollout` | `lib.rs` | `bert-trace compare`, `bert-trace rollout` |
+//! | `bert_trace.compare`, `bert_trace.rollout`, `bert_trace.view` | `lib.rs` | `bert-trace compare`, `bert-trace rollout`, `bert-trace view` |
 //! | `bert_trace.Error` and its subclasses | `errors.rs` | the one-line message and exit 2 |
 
 mod args;
@@ -255,6 +255,51 @@ fn rollout(
         crate::errors::notes(py, &reported.notes);
         // A dict that a notebook shows as the grids `bert-trace view` draws of it.
         report::report_of(py, &reported.report)
+    })
+}
+
+/// Draws a dump or a command's JSON report as `bert-trace view` does (every keyword is the
+/// command's option of that name): the page (`out=`, by default `view.html`), or one stage as
+/// an SVG or PNG picture (`stage=` with `svg=` or `png=`), written only where bert-trace may
+/// write. Returns what the command prints: what was written, and where. (`Trace.view()` draws a
+/// trace in memory for a notebook instead.)
+#[pyfunction]
+#[pyo3(signature = (
+    dump, *, out = None, stage = None, head = None, seq = 0, lines = false, svg = None, png = None,
+    heatmap = None, words = None, model = None,
+))]
+#[allow(clippy::too_many_arguments)]
+fn view(
+    py: Python<'_>,
+    dump: &Bound<'_, PyAny>,
+    out: Option<&Bound<'_, PyAny>>,
+    stage: Option<String>,
+    head: Option<usize>,
+    seq: usize,
+    lines: bool,
+    svg: Option<&Bound<'_, PyAny>>,
+    png: Option<&Bound<'_, PyAny>>,
+    heatmap: Option<&Bound<'_, PyAny>>,
+    words: Option<&Bound<'_, PyAny>>,
+    model: Option<&Bound<'_, PyAny>>,
+) -> PyResult<String> {
+    guarded(py, || {
+        let request = bert_commands::view::ViewRequest {
+            dump: PathBuf::from(args::path_text(py, dump)?),
+            out: args::path(py, out)?,
+            stage,
+            head,
+            seq,
+            lines,
+            svg: args::path(py, svg)?,
+            png: args::path(py, png)?,
+            heatmaps: args::strings(heatmap)?,
+            model: args::path(py, model)?,
+            words: args::words(py, words)?,
+        };
+        let report = py.detach(|| bert_commands::view::view(&request)).or_raise(py)?;
+        crate::errors::notes(py, &report.notes);
+        Ok(bert_core::words::in_dialect(&report.text, bert_core::words::Dialect::Keywords))
     })
 }
 
@@ -741,6 +786,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(rollout, m)?)?;
+    m.add_function(wrap_pyfunction!(view, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(stages, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;

@@ -434,7 +434,8 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                               (bert_trace.finetune, ("finetune",)), (bert_trace.heads, ("heads",)),
                               (bert_trace.attribute, ("attribute",)), (bert_trace.evaluate, ("evaluate",)),
                               (bert_trace.lens, ("lens",)), (bert_trace.ablate, ("ablate",)),
-                              (bert_trace.compare, ("compare",)), (bert_trace.rollout, ("rollout",))]:
+                              (bert_trace.compare, ("compare",)), (bert_trace.rollout, ("rollout",)),
+                              (bert_trace.view, ("view",))]:
         help_text = cli(*command, "--help").stdout
         defaults = {}
         # An option's block starts at its flag, alone or before its value's name (a wrapped
@@ -457,6 +458,8 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                 defaults.pop(option)
         parameters = inspect.signature(function).parameters
         names = set(parameters) - {"text", "hooks", "on_step", "on_eval", "a", "b"}
+        if function is bert_trace.view:
+            names -= {"dump"}
         assert names == set(defaults), f"{function.__name__}: {sorted(names ^ set(defaults))}"
         for name, parameter in parameters.items():
             given = parameter.default
@@ -741,6 +744,20 @@ def test_attribute_by_words_is_the_commands(tmp_path):
     with pytest.raises(bert_trace.InputError) as refused:
         bert_trace.attribute(text, target="happy", words=3)
     assert "words=" in str(refused.value)
+
+
+def test_view_writes_what_the_command_writes(tmp_path):
+    """`bert_trace.view` is `bert-trace view`: the same picture, byte for byte, and the same line
+    about it; its refusals name keywords."""
+    dump = ROOT / "golden/tiny/dumps/batch"
+    said = bert_trace.view(dump, stage="layer1.attention.probs", head=2, svg=tmp_path / "py.svg", model=ROOT / "golden/tiny")
+    run = cli("view", dump, "--stage", "layer1.attention.probs", "--head", "2", "--svg", tmp_path / "cli.svg", "--model", "golden/tiny")
+    assert run.returncode == 0, run.stderr
+    assert said == run.stdout.replace("cli.svg", "py.svg")
+    assert (tmp_path / "py.svg").read_bytes() == (tmp_path / "cli.svg").read_bytes()
+    with pytest.raises(bert_trace.InputError) as refused:
+        bert_trace.view(dump, words=True)
+    assert "words=" in str(refused.value) and "svg=" in str(refused.value)
 
 
 def test_evaluate_is_the_command(tmp_path):
