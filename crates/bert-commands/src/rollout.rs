@@ -26,6 +26,7 @@ use crate::report::{Report, Reported};
 use crate::view::names_model;
 
 pub const TOP: Opt = Opt("top");
+pub const DUMP: Opt = Opt("dump");
 
 /// How many tokens each layer's line names unless told.
 pub const TOP_DEFAULT: usize = 5;
@@ -103,6 +104,12 @@ pub fn rollout_of(dump: &Dump, name: &str, request: &RolloutRequest) -> Result<R
 /// A fresh pass of the text, every stage kept in memory, then its rollout.
 fn of_pass(request: &RolloutRequest) -> Result<Reported<RolloutReport>> {
     check(request)?;
+    if request.input.text.is_empty() {
+        refuse!(
+            "no text given: give the text to run the model on, or {} to read a dump's attention",
+            DUMP.with("DUMP")
+        );
+    }
     let experiment = Experiment::encode(&request.input)?;
     let mut memory = Memory::default();
     experiment.model.trace_with(&experiment.batch, &mut memory, Pass::default())?;

@@ -352,7 +352,7 @@ pub struct CompareArgs {
 #[derive(Debug, Args)]
 pub struct RolloutArgs {
     /// The text to run the model on (a fresh pass); or give --dump
-    #[arg(value_name = "TEXT", required_unless_present = "dump", conflicts_with = "dump")]
+    #[arg(value_name = "TEXT", conflicts_with = "dump")]
     pub text: Option<String>,
     /// Read the attention of this dump instead (a directory, an .npz or a .safetensors file, with
     /// every layer's attention.probs); --model then only names its tokens

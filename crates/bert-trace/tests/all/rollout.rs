@@ -93,7 +93,7 @@ fn bad_options_and_dumps_are_one_line_and_exit_2() {
     let no_probs = no_probs.display().to_string();
     let dump = "golden/tiny/dumps/batch";
     // (arguments, what the one line must say)
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["rollout", "--dump", dump, "--residual", "1.5"], "--residual 1.5"),
         (&["rollout", "--dump", dump, "--residual", "NaN"], "--residual NaN"),
         (&["rollout", "--dump", dump, "--seq", "2"], "--seq 2"),
@@ -103,6 +103,7 @@ fn bad_options_and_dumps_are_one_line_and_exit_2() {
         (&["rollout", "--dump", &no_probs], "layer0.attention.probs"),
         (&["rollout", "--dump", &long, "--flow"], "has 49 real tokens, and --flow takes at most 48"),
         (&["rollout", "When in Rome.", "--model", "golden/tiny", "--seq", "1"], "--seq 1"),
+        (&["rollout", "--model", "golden/tiny"], "or --dump DUMP to read a dump's attention"),
     ];
     let mut failures = Vec::new();
     for (arguments, says) in cases {
