@@ -285,22 +285,8 @@ fn recompute_grad<F: Float>(
                 _ => d_k.into_dyn(),
             }
         }
-        // What the backward pass does not reach: every kind is named, so that a new one must say.
-        InputOriginalIds
-        | InputIds
-        | InputTokenTypeIds
-        | InputAttentionMask
-        | InputLabels
-        | InputNextSentenceLabel
-        | InputClassLabels
-        | EmbDropoutMask
-        | AttnProbsDropoutMask
-        | AttnOutputDropoutMask
-        | FfnOutputDropoutMask
-        | ClassifierDropoutMask
-        | SentencePooled
-        | LensEmbeddings
-        | LensLayer => return Err("this stage has no gradient".into()),
+        // What the backward pass does not reach, every kind named (`stage::without_gradient!`).
+        crate::stage::without_gradient!() => return Err("this stage has no gradient".into()),
     };
     Ok(Tensor::of_float(out))
 }

@@ -74,32 +74,7 @@ impl Segmentation {
         let mut wanted = given.split_whitespace().map(|w| (w, plain(w)));
         let mut current: Option<(&str, String, Word)> = None;
         for (index, token) in tokens.iter().enumerate() {
-            if token == UNK {
-                // An unknown token stands for one character of a Chinese word (each is its own
-                // token), or for the rest of a word in an alphabet (WordPiece gives up on a
-                // whole word).
-                let (word, mut rest, mut built) = match current.take() {
-                    Some(open) => open,
-                    None => {
-                        let Some((word, text)) = wanted.next() else {
-                            return Err(format!("the words end before the tokens do, at token {index} `{token}`"));
-                        };
-                        (word, text, Word { text: word.to_string(), pieces: Vec::new() })
-                    }
-                };
-                let mut chars = rest.chars();
-                rest = match chars.next() {
-                    Some(c) if is_cjk(c) => chars.as_str().to_string(),
-                    _ => String::new(),
-                };
-                built.pieces.push(index);
-                match rest.is_empty() {
-                    true => words.push(built),
-                    false => current = Some((word, rest, built)),
-                }
-                continue;
-            }
-            if is_special(token) && current.is_none() {
+            if is_special(token) && token != UNK && current.is_none() {
                 // A special token the user wrote as a word (`[MASK]`) is matched like any word.
                 let next = wanted.clone().next();
                 if next.is_some_and(|(w, _)| w == token) {
@@ -108,7 +83,8 @@ impl Segmentation {
                 words.push(Word { text: token.clone(), pieces: vec![index] });
                 continue;
             }
-            let (word, mut rest, mut built) = match current.take() {
+            // The word this token continues, or the next one given.
+            let (word, rest, mut built) = match current.take() {
                 Some(open) => open,
                 None => {
                     let Some((word, text)) = wanted.next() else {
@@ -117,11 +93,25 @@ impl Segmentation {
                     (word, text, Word { text: word.to_string(), pieces: Vec::new() })
                 }
             };
-            let piece = plain(token);
-            let Some(left) = rest.strip_prefix(piece.as_str()) else {
-                return Err(format!("the word `{word}` does not continue with token {index} `{token}`"));
+            let rest = match token == UNK {
+                // An unknown token stands for one character of a Chinese word (each is its own
+                // token), or for the rest of a word in an alphabet (WordPiece gives up on a
+                // whole word).
+                true => {
+                    let mut chars = rest.chars();
+                    match chars.next() {
+                        Some(c) if is_cjk(c) => chars.as_str().to_string(),
+                        _ => String::new(),
+                    }
+                }
+                false => {
+                    let piece = plain(token);
+                    let Some(left) = rest.strip_prefix(piece.as_str()) else {
+                        return Err(format!("the word `{word}` does not continue with token {index} `{token}`"));
+                    };
+                    left.to_string()
+                }
             };
-            rest = left.to_string();
             built.pieces.push(index);
             match rest.is_empty() {
                 true => words.push(built),

@@ -324,22 +324,8 @@ pub fn explain<F: Float>(
                 p.n(scale * sum)
             );
         }
-        // What the backward pass does not reach: every kind is named, so that a new one must say.
-        InputOriginalIds
-        | InputIds
-        | InputTokenTypeIds
-        | InputAttentionMask
-        | InputLabels
-        | InputNextSentenceLabel
-        | InputClassLabels
-        | EmbDropoutMask
-        | AttnProbsDropoutMask
-        | AttnOutputDropoutMask
-        | FfnOutputDropoutMask
-        | ClassifierDropoutMask
-        | SentencePooled
-        | LensEmbeddings
-        | LensLayer => return Err(format!("{name} is not a gradient the backward computes")),
+        // What the backward pass does not reach, every kind named (`stage::without_gradient!`).
+        crate::stage::without_gradient!() => return Err(format!("{name} is not a gradient the backward computes")),
     }
     Ok(())
 }

@@ -24,6 +24,31 @@
 //! layer's output.
 
 pub mod inputs;
+
+/// The pattern of the kinds the backward pass does not reach (the inputs, the dropout masks,
+/// the sentence pooling and the lens), for the `match`es over every kind that recompute and
+/// explain a gradient: every kind is named, here or in an arm of its own. A table test holds it
+/// to the rows that have no backward rule.
+macro_rules! without_gradient {
+    () => {
+        $crate::stage::StageKind::InputOriginalIds
+            | $crate::stage::StageKind::InputIds
+            | $crate::stage::StageKind::InputTokenTypeIds
+            | $crate::stage::StageKind::InputAttentionMask
+            | $crate::stage::StageKind::InputLabels
+            | $crate::stage::StageKind::InputNextSentenceLabel
+            | $crate::stage::StageKind::InputClassLabels
+            | $crate::stage::StageKind::EmbDropoutMask
+            | $crate::stage::StageKind::AttnProbsDropoutMask
+            | $crate::stage::StageKind::AttnOutputDropoutMask
+            | $crate::stage::StageKind::FfnOutputDropoutMask
+            | $crate::stage::StageKind::ClassifierDropoutMask
+            | $crate::stage::StageKind::SentencePooled
+            | $crate::stage::StageKind::LensEmbeddings
+            | $crate::stage::StageKind::LensLayer
+    };
+}
+pub(crate) use without_gradient;
 mod name;
 mod plan;
 mod select;
@@ -538,6 +563,8 @@ mod tests {
                 "{}: what its gradient is computed from",
                 info.pattern
             );
+            let unreached = !has_gradient && !matches!(info.kind, StageKind::Loss | StageKind::Param(_));
+            assert_eq!(matches!(info.kind, without_gradient!()), unreached, "{}: without_gradient!", info.pattern);
             if has_gradient {
                 for n_layers in [0, 1, 2] {
                     let read = inputs(stage.grad(), Wiring { n_layers, dropout: false });

@@ -15,8 +15,9 @@ pub struct Network {
     flow: Vec<f64>,
 }
 
-/// Flow below this share of the largest capacity is rounding: an augmenting path that carries
-/// no more is not one. (The capacities here are probabilities and their sums, about 1.)
+/// Flow below this is rounding: an augmenting path that carries no more is not one, and an edge
+/// with no more room left is full. An absolute bound, right for these capacities, which are
+/// probabilities (at most 1, so one unit in the last place is at most 2.2e-16).
 const NEGLIGIBLE: f64 = 1e-15;
 
 impl Network {
