@@ -41,6 +41,8 @@ EOF
 # this script makes only its dumps, so the model must be there before anything is removed.
 [ -f golden/english-small/model.safetensors ] \
     || { echo "error: golden/english-small/model.safetensors is missing: run scripts/make_english_small.sh first" >&2; exit 1; }
+[ -f golden/chinese-small/model.safetensors ] \
+    || { echo "error: golden/chinese-small/model.safetensors is missing: run scripts/make_chinese_small.sh first" >&2; exit 1; }
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -164,6 +166,21 @@ english_small batch "She was the youngest of the two daughters of a most affecti
 english_small mlm_target --mlm-target romans "When in Rome, do as the [MASK] do."
 "$PYTHON" scripts/tokens_reference.py golden/english-small golden/english-small/heldout-sample.txt \
     golden/english-small/tokens.json
+
+# ---- The course's pretrained Chinese model --------------------------------------------------
+# scripts/make_chinese_small.sh trains it (about 80 minutes); here only its dumps are made, and
+# the ids BertTokenizerFast gives its held-out sample.
+rm -rf golden/chinese-small/dumps
+chinese_small() {
+    local case=$1; shift
+    "$PYTHON" scripts/dump_reference.py --model golden/chinese-small --model-name golden/chinese-small \
+        --out "golden/chinese-small/dumps/$case" "$@"
+}
+chinese_small mask "床前明月[MASK]，疑是地上霜。"
+chinese_small batch "白日依山尽，黄河入海流。" "学而时习之，不亦说乎？有朋自远方来，不亦乐乎？"
+chinese_small mlm_target --mlm-target 光 "床前明月[MASK]，疑是地上霜。"
+"$PYTHON" scripts/tokens_reference.py golden/chinese-small golden/chinese-small/heldout-sample.txt \
+    golden/chinese-small/tokens.json
 
 # ---- The same tiny model with other activations (own seeds; same vocab and sizes) ----------
 "$PYTHON" scripts/make_tiny_model.py --hidden-act gelu_new --seed 1 golden/tiny-gelu-new

@@ -1,7 +1,9 @@
 """Type stubs of the extension module (documented in its docstrings)."""
 
 import os
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TypedDict, Union
+
+from typing_extensions import Unpack
 
 import numpy as np
 
@@ -11,42 +13,43 @@ PathLike = Union[str, "os.PathLike[str]"]
 Hook = Callable[[np.ndarray], Optional[np.ndarray]]
 Index = Union[int, slice, Sequence[Union[int, slice]]]
 
+class TraceOptions(TypedDict, total=False):
+    """The keywords of `trace` and `Model.trace`, written once for both: each is the option of
+    the same name in `bert-trace --help`, whose default it takes when left out."""
+
+    hooks: Optional[Mapping[str, Hook]]
+    file: Optional[PathLike]
+    pair: Union[None, str, Sequence[str]]
+    stop_at: Optional[str]
+    only: Union[None, str, Sequence[str]]
+    out: Optional[PathLike]
+    mask_prob: Optional[float]
+    seed: Optional[int]
+    mlm_target: Union[None, str, Sequence[str]]
+    nsp_label: Union[None, int, Sequence[int]]
+    label: Union[None, str, Sequence[str]]
+    kernels: Optional[str]
+    precision: str
+    no_dump: bool
+    npz: bool
+    force: bool
+    truncate: bool
+    color: str
+    head: Optional[int]
+    top_k: int
+    threads: Optional[int]
+    reference: Optional[PathLike]
+    ablate: Union[None, str, Sequence[str]]
+    ablate_with: str
+    patch: Union[None, str, Sequence[str]]
+    lens: bool
+    backward: bool
+    atol: Optional[float]
+    rtol: Optional[float]
+
 class Model:
     def __init__(self, path_or_id: Optional[PathLike] = None) -> None: ...
-    def trace(
-        self,
-        text: Union[str, Sequence[str]],
-        *,
-        hooks: Optional[Mapping[str, Hook]] = None,
-        file: Optional[PathLike] = None,
-        pair: Union[None, str, Sequence[str]] = None,
-        stop_at: Optional[str] = None,
-        only: Union[None, str, Sequence[str]] = None,
-        out: Optional[PathLike] = None,
-        mask_prob: Optional[float] = None,
-        seed: Optional[int] = None,
-        mlm_target: Union[None, str, Sequence[str]] = None,
-        nsp_label: Union[None, int, Sequence[int]] = None,
-        label: Union[None, str, Sequence[str]] = None,
-        kernels: Optional[str] = None,
-        precision: str = "f32",
-        no_dump: bool = False,
-        npz: bool = False,
-        force: bool = False,
-        truncate: bool = False,
-        color: str = "auto",
-        head: Optional[int] = None,
-        top_k: int = 5,
-        threads: Optional[int] = None,
-        reference: Optional[PathLike] = None,
-        ablate: Union[None, str, Sequence[str]] = None,
-        ablate_with: str = "zero",
-        patch: Union[None, str, Sequence[str]] = None,
-        lens: bool = False,
-        backward: bool = False,
-        atol: Optional[float] = None,
-        rtol: Optional[float] = None,
-    ) -> Trace: ...
+    def trace(self, text: Union[str, Sequence[str]], **options: Unpack[TraceOptions]) -> Trace: ...
     @property
     def source(self) -> str: ...
 
@@ -119,36 +122,7 @@ class Page:
 def trace(
     text: Union[str, Sequence[str]],
     model: Union[None, PathLike, Model] = None,
-    *,
-    hooks: Optional[Mapping[str, Hook]] = None,
-    file: Optional[PathLike] = None,
-    pair: Union[None, str, Sequence[str]] = None,
-    stop_at: Optional[str] = None,
-    only: Union[None, str, Sequence[str]] = None,
-    out: Optional[PathLike] = None,
-    mask_prob: Optional[float] = None,
-    seed: Optional[int] = None,
-    mlm_target: Union[None, str, Sequence[str]] = None,
-    nsp_label: Union[None, int, Sequence[int]] = None,
-    label: Union[None, str, Sequence[str]] = None,
-    kernels: Optional[str] = None,
-    precision: str = "f32",
-    no_dump: bool = False,
-    npz: bool = False,
-    force: bool = False,
-    truncate: bool = False,
-    color: str = "auto",
-    head: Optional[int] = None,
-    top_k: int = 5,
-    threads: Optional[int] = None,
-    reference: Optional[PathLike] = None,
-    ablate: Union[None, str, Sequence[str]] = None,
-    ablate_with: str = "zero",
-    patch: Union[None, str, Sequence[str]] = None,
-    lens: bool = False,
-    backward: bool = False,
-    atol: Optional[float] = None,
-    rtol: Optional[float] = None,
+    **options: Unpack[TraceOptions],
 ) -> Trace: ...
 def load(dir: PathLike, model: Union[None, PathLike, Model] = None) -> Trace: ...
 def diff(
@@ -226,6 +200,7 @@ def evaluate(
     max_len: Optional[int] = None,
     batch_size: Optional[int] = None,
     seed: Optional[int] = None,
+    each_token: bool = False,
     threads: Optional[int] = None,
     kernels: Optional[str] = None,
 ) -> dict[str, Any]: ...

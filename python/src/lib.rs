@@ -467,7 +467,7 @@ fn inspect(py: Python<'_>, model: Option<&Bound<'_, PyAny>>, config: Option<&Bou
 /// classifier, its loss, accuracy and confusion table on labelled examples. Returns the report
 /// as a dict (`model`, `file`, `file_sha256`, `seed`, `max_len`, `evaluation`).
 #[pyfunction]
-#[pyo3(signature = (file, model = None, *, documents = false, max_len = None, batch_size = None, seed = None, threads = None, kernels = None))]
+#[pyo3(signature = (file, model = None, *, documents = false, max_len = None, batch_size = None, seed = None, each_token = false, threads = None, kernels = None))]
 #[allow(clippy::too_many_arguments)]
 fn evaluate<'py>(
     py: Python<'py>,
@@ -477,6 +477,7 @@ fn evaluate<'py>(
     max_len: Option<usize>,
     batch_size: Option<usize>,
     seed: Option<u64>,
+    each_token: bool,
     threads: Option<usize>,
     kernels: Option<String>,
 ) -> PyResult<Py<PyAny>> {
@@ -488,6 +489,7 @@ fn evaluate<'py>(
             max_len,
             batch_size,
             seed,
+            each_token,
             pass: args::settings(py, threads, kernels.as_deref())?,
         };
         let report = py.detach(|| bert_commands::evaluate::evaluate(&request)).or_raise(py)?;

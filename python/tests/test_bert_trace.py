@@ -405,13 +405,18 @@ def test_the_stubs_name_every_option_of_the_command():
 
     stub = ast.parse((Path(bert_trace.__file__).parent / "_bert_trace.pyi").read_text())
     functions = [n for n in ast.walk(stub) if isinstance(n, ast.FunctionDef)]
+    # trace's keywords are one TypedDict, which both traces take as **options.
+    (typed,) = [n for n in ast.walk(stub) if isinstance(n, ast.ClassDef) and n.name == "TraceOptions"]
+    fields = {"--" + n.target.id.replace("_", "-") for n in typed.body if isinstance(n, ast.AnnAssign)}
     traces = [n for n in functions if n.name == "trace"]
     assert len(traces) == 2, "bert_trace.trace and Model.trace"
     for node in traces:
+        assert ast.unparse(node.args.kwarg.annotation) == "Unpack[TraceOptions]", ast.dump(node.args)
         # Model.trace's model is the Model itself.
         want = options() - ({"--model"} if node.args.args[0].arg == "self" else set())
         want -= {"--" + option for option in AS_METHODS}
-        assert keywords(node) == want, f"the stub and `bert-trace --help` differ in {sorted(keywords(node) ^ want)}"
+        got = (keywords(node) | fields) - {"--hooks"}
+        assert got == want, f"the stub and `bert-trace --help` differ in {sorted(got ^ want)}"
     for command in ["train", "finetune", "heads", "attribute", "lens", "ablate"]:
         (function,) = [n for n in functions if n.name == command]
         want = options(command)
@@ -777,3 +782,12 @@ def test_evaluate_is_the_command(tmp_path):
         bert_trace.evaluate(held_out, tiny, max_len=2)
     with pytest.raises(TypeError):
         bert_trace.evaluate(None)
+    # Every token masked in turn: the command's report, and no seed.
+    each = bert_trace.evaluate(held_out, tiny, each_token=True)
+    run = cli("evaluate", "--model", tiny, "--file", held_out, "--each-token", "--json")
+    assert run.returncode == 0, run.stderr
+    printed = json.loads(run.stdout)
+    printed.pop("format")
+    assert each == printed and each["evaluation"]["each_token"] is True
+    with pytest.raises(bert_trace.Error, match=r"seed=3 chooses masks, and each_token=True chooses none"):
+        bert_trace.evaluate(held_out, tiny, each_token=True, seed=3)

@@ -36,6 +36,9 @@ pub struct EvaluateRequest {
     pub batch_size: Option<usize>,
     /// The seed of the masks (and of the packing) [default: 0].
     pub seed: Option<u64>,
+    /// Mask every token of every example in turn, one a pass, instead of a seeded 15%: the
+    /// pseudo-perplexity of Salazar et al. (2020), for short texts such as famous lines.
+    pub each_token: bool,
     pub pass: PassSettings,
 }
 
@@ -70,6 +73,13 @@ pub fn evaluate(request: &EvaluateRequest) -> Result<EvaluateReport> {
             MAX_LEN.with(max_len)
         );
     }
+    if let (true, Some(seed)) = (request.each_token, request.seed) {
+        refuse!(
+            "{} chooses masks, and {} chooses none: every token is masked in turn",
+            options::SEED.with(seed),
+            options::EACH_TOKEN.on()
+        );
+    }
     let seed = request.seed.unwrap_or(0);
     let batching = Batching {
         batch_size,
@@ -84,6 +94,7 @@ pub fn evaluate(request: &EvaluateRequest) -> Result<EvaluateReport> {
     // Documents are measured by the MLM head; lines by the classifier when the model has one.
     let held_out = match (&model.classifier, request.documents) {
         (_, true) => Corpus::read_documents(file, &model.tokenizer, &batching)?,
+        (_, false) if request.each_token => Corpus::read(file)?,
         (Some(classifier), false) => Labelled::read(file)?.into_corpus(&classifier.labels)?,
         (None, false) => Corpus::read(file)?,
     };
@@ -92,13 +103,19 @@ pub fn evaluate(request: &EvaluateRequest) -> Result<EvaluateReport> {
             "{} has no MLM head (cls.predictions.*) to fill masks with{}",
             loaded.name,
             match model.classifier {
-                Some(_) => format!("; its classifier is measured on labelled lines, without {}", options::DOCUMENTS),
+                Some(_) => format!(
+                    "; its classifier is measured on labelled lines, without {}",
+                    if request.documents { options::DOCUMENTS } else { options::EACH_TOKEN }
+                ),
                 None => String::new(),
             }
         );
     }
     held_out.check(&model.tokenizer, &batching)?;
-    let evaluation = evaluate::evaluate(&model, &held_out, &batching, 0)?;
+    let evaluation = match request.each_token {
+        true => evaluate::evaluate_each_token(&model, &held_out, &batching)?,
+        false => evaluate::evaluate(&model, &held_out, &batching, 0)?,
+    };
     Ok(EvaluateReport {
         model: loaded.name,
         file: file.clone(),
@@ -121,18 +138,20 @@ impl std::fmt::Display for EvaluateReport {
             writeln!(f, "loss {:.4}  accuracy {:.4} ({} of {})\n{table}", e.loss, e.accuracy, e.correct, e.examples)?;
             return Ok(());
         }
+        let (chosen, perplexity) = match e.each_token {
+            true => ("every token masked in turn, one a pass".to_string(), "pseudo-perplexity"),
+            false => (format!("15% of its tokens, chosen by seed {}, each shown as [MASK]", self.seed), "perplexity"),
+        };
         writeln!(
             f,
-            "{} on {}: {} masked tokens (15% of its tokens, chosen by seed {}, each shown as [MASK]; sequences of at \
-             most {} tokens)",
+            "{} on {}: {} masked tokens ({chosen}; sequences of at most {} tokens)",
             self.model,
             self.file.display(),
             e.examples,
-            self.seed,
             self.max_len
         )?;
-        let perplexity = e.perplexity.map_or("beyond f64".into(), |p| format!("{p:.2}"));
-        writeln!(f, "mlm loss {:.4}  perplexity {perplexity}", e.loss)?;
+        let value = e.perplexity.map_or("beyond f64".into(), |p| format!("{p:.2}"));
+        writeln!(f, "mlm loss {:.4}  {perplexity} {value}", e.loss)?;
         writeln!(f, "top-1 accuracy {:.4} ({} of {})", e.accuracy, e.correct, e.examples)?;
         if let (Some(share), Some(n)) = (e.top5_accuracy, e.top5_correct) {
             writeln!(f, "top-5 accuracy {share:.4} ({n} of {})", e.examples)?;

@@ -1,6 +1,8 @@
 //! The models built into bert-trace, so that a trace works from anywhere with no download:
 //! `english-small`, the course's English BERT pretrained by `bert-trace train`
-//! (golden/english-small, made by scripts/make_english_small.sh), which is the default, and
+//! (golden/english-small, made by scripts/make_english_small.sh), which is the default;
+//! `chinese-small`, its Chinese sibling, which reads classical Chinese a character at a time as
+//! bert-base-chinese reads text (golden/chinese-small, scripts/make_chinese_small.sh); and
 //! `tiny`, the random model whose small numbers the goldens and most chapters' tables use
 //! (golden/tiny). `model=` names them; a directory of the same name here wins, as a local
 //! directory wins over a hub id in transformers.
@@ -51,6 +53,20 @@ pub const ENGLISH_SMALL: Builtin = Builtin {
     about: "pretrained by bert-trace train on Jane Austen's novels and the World English Bible",
 };
 
+/// The course's Chinese BERT: 4 layers, hidden 256, one token a character.
+pub const CHINESE_SMALL: Builtin = Builtin {
+    name: "chinese-small",
+    dir: "golden/chinese-small",
+    config: golden!("chinese-small", "config.json"),
+    weights: golden!("chinese-small", "model.safetensors"),
+    tokenizer: &[
+        ("tokenizer.json", golden!("chinese-small", "tokenizer.json")),
+        ("vocab.txt", golden!("chinese-small", "vocab.txt")),
+        ("tokenizer_config.json", golden!("chinese-small", "tokenizer_config.json")),
+    ],
+    about: "pretrained by bert-trace train on classical Chinese poems and classics, in Simplified characters",
+};
+
 /// The tiny random model: 2 layers, hidden 32, a 245-word vocabulary.
 pub const TINY: Builtin = Builtin {
     name: "tiny",
@@ -65,7 +81,7 @@ pub const TINY: Builtin = Builtin {
 };
 
 /// Every built-in model, the default first.
-pub const ALL: [&Builtin; 2] = [&ENGLISH_SMALL, &TINY];
+pub const ALL: [&Builtin; 3] = [&ENGLISH_SMALL, &CHINESE_SMALL, &TINY];
 
 /// The model used when none is named.
 pub const DEFAULT: &Builtin = &ENGLISH_SMALL;
@@ -121,17 +137,19 @@ impl Builtin {
 
     /// The one-line note printed when it is used because no model was named.
     pub fn note<F: Float>(&self, model: &BertModel<F>) -> String {
-        let others: Vec<String> = ALL.into_iter().filter(|b| b.name != self.name).map(|b| MODEL.with(b.name)).collect();
+        let mut others: Vec<String> =
+            ALL.into_iter().filter(|b| b.name != self.name).map(|b| MODEL.with(b.name)).collect();
+        let last = others.pop().unwrap_or_default();
         format!(
             "note: using {}, the model built into bert-trace ({} layers, hidden {}, vocab {}; {}). Pick another \
-             with {}, a hub id, or {}.",
+             with {}, a hub id, {} or {last}.",
             self.name,
             model.config.num_hidden_layers,
             model.config.hidden_size,
             model.config.vocab_size,
             self.about,
             MODEL.with("DIR"),
-            others.join(" or ")
+            others.join(", ")
         )
     }
 }

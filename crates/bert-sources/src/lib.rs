@@ -19,7 +19,7 @@ use bert_core::train::save::ModelFiles;
 use bert_core::words::Opt;
 use bert_core::BertModel;
 
-pub use self::builtin::{Builtin, ENGLISH_SMALL, TINY};
+pub use self::builtin::{Builtin, CHINESE_SMALL, ENGLISH_SMALL, TINY};
 pub use self::cache::{process_env, Env, HubCache};
 pub use self::download::DEFAULT_ENDPOINT;
 pub use self::hub_error::{HubError, HubFailure};

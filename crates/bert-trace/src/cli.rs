@@ -101,7 +101,8 @@ pub struct ModelArgs {
     /// Hugging Face model id (`bert-base-uncased`, `org/name`, `org/name@revision`), taken from the
     /// HF cache (HF_HOME, HF_HUB_CACHE) or downloaded into it (HF_ENDPOINT; none with
     /// HF_HUB_OFFLINE=1), or a model built into bert-trace: `english-small` (the default, the
-    /// course's pretrained English BERT) or `tiny` (random weights with small numbers).
+    /// course's pretrained English BERT), `chinese-small` (its Chinese sibling, which reads
+    /// classical Chinese a character at a time) or `tiny` (random weights with small numbers).
     #[arg(long, value_name = "DIR|ID")]
     pub model: Option<PathBuf>,
 }
@@ -455,6 +456,10 @@ pub struct EvaluateArgs {
     /// The seed that chooses the masked tokens [default: 0]
     #[arg(allow_hyphen_values = true, long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Mask every token of every line in turn, one a pass, instead of a seeded 15%: the
+    /// pseudo-perplexity of Salazar et al. (2020), for short texts such as famous lines
+    #[arg(long)]
+    pub each_token: bool,
     /// Print the measure as JSON
     #[arg(long)]
     pub json: bool,

@@ -13,6 +13,7 @@ pub fn run(args: &EvaluateArgs) -> Result<i32> {
         max_len: args.max_len,
         batch_size: args.batch_size,
         seed: args.seed,
+        each_token: args.each_token,
         pass: crate::settings::of(&args.pass)?,
     };
     let report = evaluate::evaluate(&request)?;

@@ -406,7 +406,8 @@ pub struct Prepared {
     pub stop: Option<Stage>,
     pub only: Selection,
     pub interventions: Interventions,
-    /// What the masking did that a reader would not expect.
+    /// What the input did that a reader would not expect: the masking's surprises, and the
+    /// words the vocabulary lacks.
     pub notes: Vec<String>,
 }
 
@@ -481,7 +482,8 @@ pub fn prepare<F: Float>(request: &TraceRequest, texts: Vec<String>, model: &Ber
         }
         other => other,
     })?;
-    let notes = masking_notes(&batch, request.mask_prob);
+    let mut notes = masking_notes(&batch, request.mask_prob);
+    notes.extend(unknown_notes(model, &inputs, batch.dims().1));
     inputs.tokens = Some(model.tokens_of(&batch));
     if let Some(labels) = &batch.labels.nsp {
         inputs.nsp_label = Some(labels.to_vec());
@@ -522,6 +524,36 @@ fn head_heatmap(tensor: &Tensor, head: usize, probability: bool, tokens: &[Strin
     let one_head = values.slice_axis(Axis(1), Slice::from(head..=head)).to_owned();
     let picture = terminal_heatmap::heatmap(&Tensor::F32(one_head), probability, tokens)?;
     Some(picture.replacen("head 0 of 1:", &format!("head {head} of {n_heads}:"), 1))
+}
+
+/// The words of each text the vocabulary lacks, which the model reads as `[UNK]` and so cannot
+/// tell apart: said once a text, since a trace of them shows only `[UNK]`. Only the tokens a
+/// sequence of the batch holds (`max_len`, its length) are looked at.
+fn unknown_notes<F: Float>(model: &BertModel<F>, inputs: &Inputs, max_len: usize) -> Vec<String> {
+    // A file of many lines is said in a few notes, not one a line.
+    const SHOWN: usize = 3;
+    let texts = inputs.texts.iter().chain(inputs.pair.iter().flatten());
+    let count = inputs.texts.len();
+    let mut notes: Vec<String> = texts
+        .enumerate()
+        .filter_map(|(index, text)| {
+            let words = model.tokenizer.unknown_words(text, max_len);
+            let which = match (index < count, count + inputs.pair.as_ref().map_or(0, Vec::len)) {
+                (_, 1) => String::new(),
+                (true, _) => format!(" (in sequence {index})"),
+                (false, _) => format!(" (in sequence {}'s sentence B)", index - count),
+            };
+            (!words.is_empty()).then(|| {
+                format!("note: the model's vocabulary lacks {}{which}, which it reads as [UNK]", words.join(" "))
+            })
+        })
+        .collect();
+    if notes.len() > SHOWN {
+        let more = notes.len() - SHOWN;
+        notes.truncate(SHOWN);
+        notes.push(format!("note: and {more} more sequence(s) with words the vocabulary lacks"));
+    }
+    notes
 }
 
 /// What the masking did that a reader would not expect, each said once: sequences whose draws

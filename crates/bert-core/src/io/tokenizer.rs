@@ -347,6 +347,27 @@ impl BertTokenizer {
         Ok(encoding.get_offsets().to_vec())
     }
 
+    /// The words among the first `max_len` tokens of `text` that the vocabulary lacks, which the
+    /// model reads as `[UNK]`: each as the text spells it, once, in order (a Traditional
+    /// character given to a model of Simplified ones, an emoji, a word WordPiece cannot piece
+    /// together). Only the start of a long text is tokenized, as [`BertTokenizer::encode`] cuts
+    /// it.
+    pub fn unknown_words(&self, text: &str, max_len: usize) -> Vec<String> {
+        let text = first_words(text, max_len);
+        let (Ok(encoding), Some(unk)) = (self.inner.encode(text, false), self.inner.token_to_id(UNK)) else {
+            return Vec::new();
+        };
+        let mut words: Vec<String> = Vec::new();
+        let tokens = encoding.get_ids().iter().zip(encoding.get_offsets()).take(max_len);
+        for (&id, &(start, end)) in tokens {
+            let word = text.get(start..end).unwrap_or_default().to_string();
+            if id == unk && !word.is_empty() && !words.contains(&word) {
+                words.push(word);
+            }
+        }
+        words
+    }
+
     /// How many tokens the vocabulary has (`len(tokenizer)` in transformers).
     pub fn vocab_len(&self) -> usize {
         self.inner.get_vocab_size(true)

@@ -175,6 +175,7 @@ pub const MASK_PROB: Opt = Opt("mask_prob");
 pub const NSP_NEGATIVES: Opt = Opt("nsp_negatives");
 pub const SEED: Opt = Opt("seed");
 pub const DOCUMENTS: Opt = Opt("documents");
+pub const EACH_TOKEN: Opt = Opt("each_token");
 pub const NSP: Opt = Opt("nsp");
 pub const BETAS: Opt = Opt("betas");
 pub const EPS: Opt = Opt("eps");

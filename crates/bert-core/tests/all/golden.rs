@@ -181,6 +181,12 @@ fn the_course_english_model_matches_pytorch_at_every_stage() {
 }
 
 #[test]
+fn the_course_chinese_model_matches_pytorch_at_every_stage() {
+    let root = workspace_root().join("golden/chinese-small");
+    check_all(&root, &root.join("dumps"), 3);
+}
+
+#[test]
 fn minilm_matches_pytorch_at_every_stage() {
     let dir = minilm_dir();
     assert!(

@@ -1,5 +1,6 @@
 //! A model's tokenizer files read by bert-trace against transformers' `BertTokenizerFast` on the
-//! same files: golden/english-small's vocabulary (trained by `scripts/english_vocab.py`) on the
+//! same files: golden/english-small's vocabulary (trained by `scripts/english_vocab.py`) and
+//! golden/chinese-small's (one token a character, `scripts/chinese_vocab.py`), each on the
 //! held-out sample committed beside it, every line's ids against those
 //! `scripts/tokens_reference.py` wrote (`tokens.json`), line by line, with no truncation.
 
@@ -44,4 +45,11 @@ fn check(model: &str, text: &str, reference: &str) {
 #[test]
 fn the_course_model_tokenizes_its_held_out_sample_as_transformers_does() {
     check("english-small", "heldout-sample.txt", "tokens.json");
+}
+
+/// The Chinese course model: BERT's Chinese tokenisation (a space around every CJK character),
+/// no lowercasing, and `[UNK]` for a character its vocabulary lacks, on held-out poems.
+#[test]
+fn the_chinese_course_model_tokenizes_its_held_out_sample_as_transformers_does() {
+    check("chinese-small", "heldout-sample.txt", "tokens.json");
 }

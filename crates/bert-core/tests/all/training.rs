@@ -216,17 +216,85 @@ fn the_held_out_measure_is_fill_mask_top_1_and_top_5() {
     );
 }
 
-/// golden/english-small's recipe is reproducible: its first five steps, from the recipe's new
-/// weights (phase 1 draws them with `--from-config --seed 0`) and on the batches the run drew
-/// (kept in golden/english-small/phase-1/first-steps/, so that the test needs no corpus), give
-/// the losses the run's log recorded, bit for bit.
+/// `evaluate --each-token` on famous lines of golden/chinese-small: the same as writing each
+/// character of each line as `[MASK]` in the text, one at a time, and reading the model's
+/// guesses there (the measure masks ids; this masks the text and tokenizes it again): every
+/// character counted once, the same summed loss, and the same right first guesses and right
+/// guesses among five.
 #[test]
-fn the_course_model_recipe_repeats_its_first_five_steps_bit_for_bit() {
+fn the_each_token_measure_masks_every_character_in_turn() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden/chinese-small");
+    let model = BertModel::load(&dir).unwrap();
+    let lines: Vec<String> =
+        std::fs::read_to_string(dir.join("famous-lines.txt")).unwrap().lines().take(6).map(String::from).collect();
+    let corpus = Corpus::parse(&lines.join("\n"), Path::new("famous-lines.txt")).unwrap();
+    let batching = Batching { batch_size: 7, max_len: 64, ..batching(7, 0) };
+    let evaluation = bert_core::train::evaluate::evaluate_each_token(&model, &corpus, &batching).unwrap();
+    let (mut count, mut sum, mut top1, mut top5) = (0usize, 0.0f64, 0usize, 0usize);
+    for line in &lines {
+        let chars: Vec<char> = line.chars().collect();
+        for at in 0..chars.len() {
+            let original = chars[at].to_string();
+            let Some(id) = model.tokenizer.token_to_id(&original) else { continue };
+            let masked: String = chars
+                .iter()
+                .enumerate()
+                .map(|(i, c)| if i == at { "[MASK]".to_string() } else { c.to_string() })
+                .collect();
+            let batch = model.encode(&[masked], None, false).unwrap();
+            let traced = model.trace(&batch, &mut bert_core::pass::Discard, None).unwrap();
+            let logits = traced.outputs.mlm_logits.unwrap();
+            let position = batch
+                .ids
+                .row(0)
+                .iter()
+                .position(|&i| i == model.tokenizer.token_to_id("[MASK]").unwrap() as i64)
+                .unwrap();
+            let row: Vec<f64> = logits.slice(ndarray::s![0, position, ..]).iter().map(|&v| f64::from(v)).collect();
+            let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let log_total = max + row.iter().map(|v| (v - max).exp()).sum::<f64>().ln();
+            sum += log_total - row[id as usize];
+            let above = row.iter().enumerate().filter(|&(i, v)| i != id as usize && *v >= row[id as usize]).count();
+            count += 1;
+            top1 += usize::from(above == 0);
+            top5 += usize::from(above < 5);
+        }
+    }
+    println!(
+        "{count} characters: loss {:.6} (the measure {:.6}), top-1 {top1}, top-5 {top5}",
+        sum / count as f64,
+        evaluation.loss
+    );
+    assert_eq!((evaluation.examples, evaluation.correct, evaluation.top5_correct), (count, top1, Some(top5)));
+    assert!(evaluation.each_token);
+    // The measure sums f32 losses; this sums f64 ones from the same f32 logits.
+    let relative = (evaluation.loss - sum / count as f64).abs() / evaluation.loss;
+    assert!(
+        relative < 1e-6,
+        "loss: expected {} (masked in the text), got {} (each token)",
+        sum / count as f64,
+        evaluation.loss
+    );
+}
+
+/// The course models' recipes are reproducible: the first five steps of golden/english-small's
+/// and golden/chinese-small's phase 1, from the recipe's new weights (drawn with `--from-config
+/// --seed 0`) and on the batches the run drew (kept in `phase-1/first-steps/`, so that the test
+/// needs no corpus), give the losses the run's log recorded, bit for bit; the Chinese run's
+/// dropout masks included, which each step draws from the run's seed and the step.
+#[test]
+fn the_course_models_recipes_repeat_their_first_five_steps_bit_for_bit() {
+    for model in ["english-small", "chinese-small"] {
+        repeat_first_five_steps(model);
+    }
+}
+
+fn repeat_first_five_steps(model_name: &str) {
     use bert_core::train::options::TrainOptions;
     use bert_core::train::Trainer;
     use bert_core::Discard;
 
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden/english-small");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden").join(model_name);
     let state: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("phase-1/trainer_state.json")).unwrap()).unwrap();
     let options: TrainOptions = serde_json::from_value(state["options"].clone()).unwrap();
@@ -241,11 +309,11 @@ fn the_course_model_recipe_repeats_its_first_five_steps_bit_for_bit() {
         let got = trainer.step_with(batch, &mut Discard).unwrap();
         // The log holds each loss as the float32 it is, in its shortest decimal form.
         let want: f32 = serde_json::from_value(log[step - 1]["loss"].clone()).unwrap();
-        assert_eq!(log[step - 1]["step"], step, "the log's entry {step}");
+        assert_eq!(log[step - 1]["step"], step, "{model_name}: the log's entry {step}");
         assert_eq!(
             got.loss.to_bits(),
             want.to_bits(),
-            "step {step}: loss: expected {want} (the recipe's log), got {}",
+            "{model_name}: step {step}: loss: expected {want} (the recipe's log), got {}",
             got.loss
         );
     }

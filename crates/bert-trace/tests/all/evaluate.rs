@@ -80,6 +80,16 @@ fn bad_input_is_refused_in_one_line() {
                 .into(),
         ),
         (
+            "--each-token with --seed, which it has no use for",
+            strings(&["evaluate", "--model", "golden/tiny", "--file", &file, "--each-token", "--seed", "3"]),
+            "--seed 3 chooses masks, and --each-token chooses none".into(),
+        ),
+        (
+            "--each-token for a classifier without the MLM head",
+            strings(&["evaluate", "--model", "golden/tiny-classifier", "--file", &file, "--each-token"]),
+            "no MLM head (cls.predictions.*)".into(),
+        ),
+        (
             "unlabelled lines for a classifier",
             strings(&["evaluate", "--model", "golden/tiny-classifier", "--file", &file]),
             file.clone(),

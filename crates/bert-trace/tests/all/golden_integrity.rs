@@ -128,93 +128,157 @@ fn every_golden_file_is_the_one_make_goldens_wrote() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// golden/english-small/RECIPE.md says what its files say: the sha256 of the committed held-out
-/// sample and vocabulary, each phase's options (its `trainer_state.json`), the held-out measures
-/// it quotes along the run (the logs' `eval_history`), and the five fill-mask guesses (the
-/// model, run now). The table of the whole held-out text is the one thing it says that needs the
-/// corpus, which the test command does not have.
-#[test]
-fn the_english_recipe_says_what_its_files_say() {
-    let dir = root().join("golden/english-small");
-    let recipe = std::fs::read_to_string(dir.join("RECIPE.md")).unwrap();
-    // Its prose is wrapped: a quote may run across a line break.
-    let flat = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let recipe_flat = flat(&recipe);
-    let mut missing = Vec::new();
-    let mut says = |text: String| {
-        if !recipe_flat.contains(&flat(&text)) {
-            missing.push(text);
+/// A course model's RECIPE.md against its files: each line it must say, and what it does not.
+struct Recipe {
+    dir: PathBuf,
+    text: String,
+    phases: [serde_json::Value; 2],
+    missing: Vec<String>,
+}
+
+impl Recipe {
+    fn of(model: &str) -> Recipe {
+        let dir = root().join("golden").join(model);
+        let text = std::fs::read_to_string(dir.join("RECIPE.md")).unwrap();
+        let state = |path: &str| -> serde_json::Value {
+            serde_json::from_slice(&std::fs::read(dir.join(path)).unwrap()).unwrap()
+        };
+        let phases = [state("phase-1/trainer_state.json"), state("trainer_state.json")];
+        Recipe { dir, text, phases, missing: Vec::new() }
+    }
+
+    /// Notes `text` as missing unless the recipe says it (its prose is wrapped: a quote may run
+    /// across a line break).
+    fn says(&mut self, text: String) {
+        let flat = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !flat(&self.text).contains(&flat(&text)) {
+            self.missing.push(text);
         }
-    };
-    for file in ["heldout-sample.txt", "vocab.txt"] {
-        says(format!("`{}`", sha256(&std::fs::read(dir.join(file)).unwrap())));
     }
 
-    let state =
-        |path: &str| -> serde_json::Value { serde_json::from_slice(&std::fs::read(dir.join(path)).unwrap()).unwrap() };
-    let phases = [state("phase-1/trainer_state.json"), state("trainer_state.json")];
-    let thousands = |n: u64| match n {
-        n if n >= 1000 => format!("{},{:03}", n / 1000, n % 1000),
-        n => n.to_string(),
-    };
-    let cell = |f: &dyn Fn(&serde_json::Value) -> String| -> String {
-        phases.iter().map(|p| format!(" {} |", f(&p["options"]))).collect()
-    };
-    says(format!(
-        "| steps × sequences × tokens |{}",
-        cell(&|o| format!(
-            "{} × {} × ≤{}",
-            thousands(o["steps"].as_u64().unwrap()),
-            o["batching"]["batch_size"],
-            o["batching"]["max_len"]
-        ))
-    ));
-    says(format!(
-        "| learning rate |{}",
-        cell(&|o| format!("{:e}, {} warm-up steps, then linear to 0", o["lr"].as_f64().unwrap(), o["warmup_steps"]))
-    ));
-    says(format!("| seed |{}", cell(&|o| o["batching"]["seed"].to_string())));
-    for phase in &phases {
-        let options = &phase["options"];
-        assert!(options["dropout"].is_null(), "the recipe ran without dropout: {}", options["dropout"]);
-        assert_eq!(options["max_grad_norm"], 1.0);
-        assert_eq!(options["no_decay"], serde_json::json!(["bias", "LayerNorm"]));
+    /// What every recipe says: the sha256 of the committed held-out sample and vocabulary, each
+    /// phase's steps, rate and seed (its `trainer_state.json`), its dropout, clipping and decay,
+    /// and the five guesses of each sentence of its fill-mask table (the model, run now).
+    fn says_common(&mut self, dropout: Option<f64>) {
+        for file in ["heldout-sample.txt", "vocab.txt"] {
+            let hash = sha256(&std::fs::read(self.dir.join(file)).unwrap());
+            self.says(format!("`{hash}`"));
+        }
+        let thousands = |n: u64| match n {
+            n if n >= 1000 => format!("{},{:03}", n / 1000, n % 1000),
+            n => n.to_string(),
+        };
+        let cell = |phases: &[serde_json::Value; 2], f: &dyn Fn(&serde_json::Value) -> String| -> String {
+            phases.iter().map(|p| format!(" {} |", f(&p["options"]))).collect()
+        };
+        let rows = [
+            format!(
+                "| steps × sequences × tokens |{}",
+                cell(&self.phases, &|o| format!(
+                    "{} × {} × ≤{}",
+                    thousands(o["steps"].as_u64().unwrap()),
+                    o["batching"]["batch_size"],
+                    o["batching"]["max_len"]
+                ))
+            ),
+            format!(
+                "| learning rate |{}",
+                cell(&self.phases, &|o| format!(
+                    "{:e}, {} warm-up steps, then linear to 0",
+                    o["lr"].as_f64().unwrap(),
+                    o["warmup_steps"]
+                ))
+            ),
+            format!("| seed |{}", cell(&self.phases, &|o| o["batching"]["seed"].to_string())),
+        ];
+        for row in rows {
+            self.says(row);
+        }
+        for phase in &self.phases {
+            let options = &phase["options"];
+            match dropout {
+                None => assert!(options["dropout"].is_null(), "the recipe ran without dropout: {}", options["dropout"]),
+                Some(p) => {
+                    assert_eq!(options["dropout"]["hidden"].as_f64(), Some(p), "{}", options["dropout"]);
+                    assert_eq!(options["dropout"]["attention"].as_f64(), Some(p), "{}", options["dropout"]);
+                }
+            }
+            assert_eq!(options["max_grad_norm"], 1.0);
+            assert_eq!(options["no_decay"], serde_json::json!(["bias", "LayerNorm"]));
+        }
+
+        // The five guesses of each sentence of its fill-mask table, with their probabilities.
+        let model = bert_core::BertModel::load(&self.dir).unwrap();
+        let mask = i64::from(model.tokenizer.token_to_id("[MASK]").unwrap());
+        let rows: Vec<String> =
+            self.text.lines().filter(|l| l.starts_with("| ") && l.contains("[MASK]")).map(String::from).collect();
+        assert_eq!(rows.len(), 5, "the fill-mask table's rows");
+        for row in rows {
+            let text = row.trim_start_matches("| ").split(" | ").next().unwrap();
+            let batch = model.encode(&[text.to_string()], None, false).unwrap();
+            let traced = model.trace(&batch, &mut bert_core::pass::Discard, None).unwrap();
+            let logits = traced.outputs.mlm_logits.unwrap();
+            let at = batch.ids.row(0).iter().position(|&id| id == mask).unwrap();
+            let row_logits: Vec<f64> = logits.slice(ndarray::s![0, at, ..]).iter().map(|&v| f64::from(v)).collect();
+            let max = row_logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let total: f64 = row_logits.iter().map(|l| (l - max).exp()).sum();
+            let mut ranked: Vec<(usize, f64)> =
+                row_logits.iter().enumerate().map(|(i, l)| (i, (l - max).exp() / total)).collect();
+            ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let guesses: Vec<String> = ranked[..5]
+                .iter()
+                .map(|&(id, p)| format!("{} {p:.3}", model.tokenizer.id_to_token(id as u32).unwrap()))
+                .collect();
+            self.says(format!("| {text} | {} |", guesses.join(", ")));
+        }
     }
 
-    // The held-out top-1 along the run, as the text quotes it.
-    let top1 = |phase: usize, step: u64, digits: usize| -> String {
-        let evals = phases[phase]["eval_history"].as_array().unwrap();
+    /// The held-out top-1 of phase `phase` (0 or 1) at `step`, as the text quotes it.
+    fn top1(&self, phase: usize, step: u64, digits: usize) -> String {
+        let evals = self.phases[phase]["eval_history"].as_array().unwrap();
         let eval = evals.iter().find(|e| e["step"].as_u64() == Some(step)).unwrap_or_else(|| panic!("step {step}"));
         format!("{:.*}%", digits, 100.0 * eval["accuracy"].as_f64().unwrap())
-    };
-    says(format!("phase 1 reached {} at 64 tokens by its last step", top1(0, 8000, 2)));
-    says(format!("({} at step 400, {} at step 600)", top1(0, 400, 1), top1(0, 600, 1)));
-    says(format!("({} at step 800, {} at step 1,000)", top1(0, 800, 1), top1(0, 1000, 1)));
-    says(format!("Phase 2 started at {} at 128 tokens (step 200)", top1(1, 200, 1)));
-    says(format!("and ended at {}", top1(1, 1600, 2)));
-
-    // The five guesses of each sentence of its fill-mask table, with their probabilities.
-    let model = bert_core::BertModel::load(&dir).unwrap();
-    let mask = i64::from(model.tokenizer.token_to_id("[MASK]").unwrap());
-    let rows: Vec<&str> = recipe.lines().filter(|l| l.starts_with("| ") && l.contains("[MASK]")).collect();
-    assert_eq!(rows.len(), 5, "the fill-mask table's rows");
-    for row in rows {
-        let text = row.trim_start_matches("| ").split(" | ").next().unwrap();
-        let batch = model.encode(&[text.to_string()], None, false).unwrap();
-        let traced = model.trace(&batch, &mut bert_core::pass::Discard, None).unwrap();
-        let logits = traced.outputs.mlm_logits.unwrap();
-        let at = batch.ids.row(0).iter().position(|&id| id == mask).unwrap();
-        let row_logits: Vec<f64> = logits.slice(ndarray::s![0, at, ..]).iter().map(|&v| f64::from(v)).collect();
-        let max = row_logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let total: f64 = row_logits.iter().map(|l| (l - max).exp()).sum();
-        let mut ranked: Vec<(usize, f64)> =
-            row_logits.iter().enumerate().map(|(i, l)| (i, (l - max).exp() / total)).collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let guesses: Vec<String> = ranked[..5]
-            .iter()
-            .map(|&(id, p)| format!("{} {p:.3}", model.tokenizer.id_to_token(id as u32).unwrap()))
-            .collect();
-        says(format!("| {text} | {} |", guesses.join(", ")));
     }
-    assert!(missing.is_empty(), "RECIPE.md does not say:\n{}", missing.join("\n"));
+
+    fn check(self) {
+        assert!(self.missing.is_empty(), "RECIPE.md does not say:\n{}", self.missing.join("\n"));
+    }
+}
+
+/// golden/english-small/RECIPE.md says what its files say: the common facts ([`Recipe::says_common`]),
+/// and the held-out measures it quotes along the run (the logs' `eval_history`). The table of the
+/// whole held-out text is the one thing it says that needs the corpus, which the test command
+/// does not have.
+#[test]
+fn the_english_recipe_says_what_its_files_say() {
+    let mut recipe = Recipe::of("english-small");
+    recipe.says_common(None);
+    let quotes = [
+        format!("phase 1 reached {} at 64 tokens by its last step", recipe.top1(0, 8000, 2)),
+        format!("({} at step 400, {} at step 600)", recipe.top1(0, 400, 1), recipe.top1(0, 600, 1)),
+        format!("({} at step 800, {} at step 1,000)", recipe.top1(0, 800, 1), recipe.top1(0, 1000, 1)),
+        format!("Phase 2 started at {} at 128 tokens (step 200)", recipe.top1(1, 200, 1)),
+        format!("and ended at {}", recipe.top1(1, 1600, 2)),
+    ];
+    for quote in quotes {
+        recipe.says(quote);
+    }
+    recipe.check();
+}
+
+/// golden/chinese-small/RECIPE.md says what its files say: the common facts, with BERT's dropout
+/// of 0.1, and the held-out top-1 at the end of each phase.
+#[test]
+fn the_chinese_recipe_says_what_its_files_say() {
+    let mut recipe = Recipe::of("chinese-small");
+    recipe.says_common(Some(0.1));
+    let ends = [recipe.phases[0]["step"].as_u64().unwrap(), recipe.phases[1]["step"].as_u64().unwrap()];
+    let quotes = [
+        format!("phase 1 ended at {} at 64 tokens", recipe.top1(0, ends[0], 2)),
+        format!("phase 2 at {} at 128 tokens", recipe.top1(1, ends[1], 2)),
+    ];
+    for quote in quotes {
+        recipe.says(quote);
+    }
+    recipe.check();
 }

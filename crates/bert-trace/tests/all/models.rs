@@ -173,7 +173,8 @@ fn the_chinese_model_keeps_case_and_splits_every_cjk_character() {
 }
 
 /// Without `--model`, bert-trace uses english-small and says so in one note; `--model
-/// english-small` and `--model tiny` name the built-in models, with no note, and give what their
+/// english-small`, `--model chinese-small` and `--model tiny` name the built-in models, with no
+/// note, and give what their
 /// directories in golden/ give (the same manifest name, fingerprint and stages, bit for bit); a
 /// directory of the same name where the command runs is that directory, as a local directory
 /// wins over a hub id in transformers.
@@ -201,7 +202,13 @@ fn the_built_in_models_are_english_small_by_default_and_tiny_by_name() {
             && notes[0].starts_with("note: using english-small, the model built into bert-trace (4 layers"),
         "{notes:?}"
     );
-    for (name, dir) in [("english-small", "golden/english-small"), ("tiny", "golden/tiny")] {
+    let poem = "床前明月[MASK]，疑是地上霜。";
+    let named_models = [
+        ("english-small", "golden/english-small", text),
+        ("chinese-small", "golden/chinese-small", poem),
+        ("tiny", "golden/tiny", text),
+    ];
+    for (name, dir, text) in named_models {
         let (by_name, by_dir) = (tmp.path().join(format!("{name}-by-name")), tmp.path().join(format!("{name}-by-dir")));
         let named = run(&["--model", name, "--out", by_name.to_str().unwrap(), text], tmp.path());
         ok(named.clone(), name);
@@ -230,4 +237,21 @@ fn the_built_in_models_are_english_small_by_default_and_tiny_by_name() {
         shown.contains("中") && !shown.contains("[UNK]"),
         "the local directory's vocabulary tokenizes CJK:\n{shown}"
     );
+}
+
+/// A text with words the vocabulary lacks says which, once, before the trace that shows them
+/// only as `[UNK]`: Traditional characters given to chinese-small, whose vocabulary is of
+/// Simplified ones, and in a batch, which sequence holds them.
+#[test]
+fn words_the_vocabulary_lacks_are_named() {
+    let out =
+        bert_trace(&["--model", "chinese-small", "--no-dump", "--stop-at", "input.ids", "舉頭望明月，低頭思故鄉。"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    ok(out, "Traditional characters");
+    assert_eq!(stderr, "note: the model's vocabulary lacks 舉 頭 鄉, which it reads as [UNK]\n");
+    let out =
+        bert_trace(&["--model", "chinese-small", "--no-dump", "--stop-at", "input.ids", "床前明月光", "低頭思故鄉"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    ok(out, "a batch");
+    assert_eq!(stderr, "note: the model's vocabulary lacks 頭 鄉 (in sequence 1), which it reads as [UNK]\n");
 }

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Makes golden/chinese-small, the course's pretrained Chinese BERT, from nothing, by the recipe
+# of golden/english-small: the corpus (scripts/chinese_corpus.py: classical poems and classics
+# from the npm package chinese-poetry, in Simplified characters), a vocabulary of one token a
+# character (scripts/chinese_vocab.py), new weights for the config below, then `bert-trace
+# train` in two phases (most steps on short sequences, then a few on full-length ones, so that
+# every position embedding is trained).
+#
+#     bash scripts/make_chinese_small.sh [PYTHON]
+#
+# PYTHON has `opencc` and `tokenizers` (scripts/requirements.txt pins them) [default: python3].
+# Work goes to target/chinese-small/; a phase that was stopped resumes from its newest checkpoint
+# when the script is run again, and a finished phase is not run again. The result is copied into
+# golden/chinese-small/; the facts for its RECIPE.md (the corpus's sha256, the commit and the
+# wall time of each phase) go to target/chinese-small/provenance.txt. The steps are fixed: on 2
+# cores of an AMD EPYC (Zen 3, AVX2) the whole recipe takes about 80 minutes.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+python="${1:-python3}"
+work="$root/target/chinese-small"
+corpus="$root/target/corpus/chinese"
+out="$root/golden/chinese-small"
+bert_trace="$root/target/release/bert-trace"
+cd "$root"
+
+cargo build --release --quiet -p bert-trace
+"$python" scripts/chinese_corpus.py
+mkdir -p "$work/init"
+"$python" scripts/chinese_vocab.py "$corpus/train.txt" "$work/init" --min-count 3
+# The vocabulary golden/chinese-small was trained with: another one would make another model.
+echo "5cba96cc3a85d000a73a80c7410f75b16851738a2b053d9038a9f63a9d11b05d  $work/init/vocab.txt" | sha256sum -c --quiet - \
+  || { echo "error: the vocabulary is not the one golden/chinese-small was made with (another corpus?)" >&2; exit 1; }
+
+# The shape of golden/english-small, with a vocabulary of characters: hidden 256, 4 layers of 4
+# heads, 128 positions. Dropout as BERT's.
+cat > "$work/init/config.json" <<'EOF'
+{
+  "architectures": ["BertForPreTraining"],
+  "model_type": "bert",
+  "vocab_size": 5607,
+  "hidden_size": 256,
+  "num_hidden_layers": 4,
+  "num_attention_heads": 4,
+  "intermediate_size": 1024,
+  "hidden_act": "gelu",
+  "hidden_dropout_prob": 0.1,
+  "attention_probs_dropout_prob": 0.1,
+  "max_position_embeddings": 128,
+  "type_vocab_size": 2,
+  "initializer_range": 0.02,
+  "layer_norm_eps": 1e-12,
+  "pad_token_id": 0
+}
+EOF
+
+# Options both phases share: the documents packed into sequences, 30% of the tokens masked
+# (BERT's 80/10/10), AdamW as BERT's recipe has it (no decay for biases and LayerNorm, clipping
+# at 1), and the held-out text evaluated every 200 steps.
+common=(--file "$corpus/train.txt" --documents --mask-prob 0.3
+  --betas 0.9,0.98 --weight-decay 0.01 --no-decay bias,LayerNorm --max-grad-norm 1.0
+  --eval-file "$corpus/heldout.txt" --eval-every 200 --log-every 50)
+# Phase 1: 2,000 steps of 64 sequences of at most 64 tokens, from new weights.
+phase1=(--model "$work/init" --from-config --seed 0 --steps 2000 --batch-size 64 --max-len 64
+  --lr 1e-3 --warmup-steps 150 --save-every 250)
+# Phase 2: 300 steps of 32 sequences of at most 128 tokens, from phase 1's weights, at phase
+# 1's peak rate: positions 64 to 127 start from their new weights.
+phase2=(--model "$work/phase-1" --seed 1 --steps 300 --batch-size 32 --max-len 128
+  --lr 1e-3 --warmup-steps 30 --save-every 100)
+
+# Runs one phase into DIR, or resumes it from its newest checkpoint; a finished phase is kept.
+run_phase() {
+  local dir="$1" log="$2"
+  shift 2
+  if [ -f "$dir/trainer_state.json" ] && [ -f "$dir/model.safetensors" ]; then
+    echo "$dir is finished; kept" >&2
+    return
+  fi
+  local newest
+  newest="$(ls -d "$dir"/checkpoint-* 2>/dev/null | sort -V | tail -1 || true)"
+  local start
+  start="$(date +%s)"
+  if [ -n "$newest" ]; then
+    "$bert_trace" train --resume "$newest" --save "$dir" | tee -a "$log"
+  else
+    "$bert_trace" train "$@" "${common[@]}" --save "$dir" | tee "$log"
+  fi
+  echo "wall $(( $(date +%s) - start )) s" >> "$log"
+}
+
+run_phase "$work/phase-1" "$work/phase-1.log" "${phase1[@]}"
+run_phase "$work/phase-2" "$work/phase-2.log" "${phase2[@]}"
+
+# Phase 1's first five batches, for the test that repeats its first steps without the corpus:
+# the same data options, five steps; of each step's dump only the inputs are kept.
+rm -rf "$work/first-steps-run"
+"$bert_trace" train --model "$work/init" --from-config --seed 0 --steps 5 --warmup-steps 5 --batch-size 64 \
+  --max-len 64 --file "$corpus/train.txt" --documents --mask-prob 0.3 --dump-step 1-5 \
+  --save "$work/first-steps-run" > /dev/null
+mkdir -p "$out/phase-1"
+for step in 1 2 3 4 5; do
+  mkdir -p "$out/phase-1/first-steps/step-$step"
+  for input in ids token_type_ids attention_mask labels; do
+    cp "$work/first-steps-run/step-$step/input.$input.npy" "$out/phase-1/first-steps/step-$step/"
+  done
+done
+
+for file in config.json model.safetensors tokenizer.json tokenizer_config.json vocab.txt trainer_state.json; do
+  cp "$work/phase-2/$file" "$out/$file"
+done
+cp "$work/phase-1/trainer_state.json" "$out/phase-1/trainer_state.json"
+cp "$corpus/heldout-sample.txt" "$out/heldout-sample.txt"
+# The wall time of each phase: the sum of its runs (a resumed phase has several).
+wall() { awk '/^wall/ { s += $2 } END { print s " s" }' "$1"; }
+{
+  echo "corpus: $(cat "$corpus/SHA256SUMS" | tr '\n' ' ')"
+  echo "commit: $(git rev-parse HEAD)"
+  echo "phase 1: $(wall "$work/phase-1.log")"
+  echo "phase 2: $(wall "$work/phase-2.log")"
+} > "$work/provenance.txt"
+echo "golden/chinese-small written; the facts for RECIPE.md are in $work/provenance.txt" >&2
