@@ -66,54 +66,11 @@ phase1=(--model "$work/init" --from-config --seed 0 --steps 8000 --batch-size 64
 phase2=(--model "$work/phase-1" --seed 1 --steps 1600 --batch-size 32 --max-len 128
   --lr 1e-3 --warmup-steps 160 --save-every 400)
 
-# Runs one phase into DIR, or resumes it from its newest checkpoint; a finished phase is kept.
-run_phase() {
-  local dir="$1" log="$2"
-  shift 2
-  if [ -f "$dir/trainer_state.json" ] && [ -f "$dir/model.safetensors" ]; then
-    echo "$dir is finished; kept" >&2
-    return
-  fi
-  local newest
-  newest="$(ls -d "$dir"/checkpoint-* 2>/dev/null | sort -V | tail -1 || true)"
-  local start
-  start="$(date +%s)"
-  if [ -n "$newest" ]; then
-    "$bert_trace" train --resume "$newest" --save "$dir" | tee -a "$log"
-  else
-    "$bert_trace" train "$@" "${common[@]}" --save "$dir" | tee "$log"
-  fi
-  echo "wall $(( $(date +%s) - start )) s" >> "$log"
-}
-
+source "$root/scripts/course_model.sh"
 run_phase "$work/phase-1" "$work/phase-1.log" "${phase1[@]}"
 run_phase "$work/phase-2" "$work/phase-2.log" "${phase2[@]}"
 
-# Phase 1's first five batches, for the test that repeats its first steps without the corpus:
-# the same data options, five steps; of each step's dump only the inputs are kept.
-rm -rf "$work/first-steps-run"
-"$bert_trace" train --model "$work/init" --from-config --seed 0 --steps 5 --warmup-steps 5 --batch-size 64 \
-  --max-len 64 --file "$corpus/train.txt" --documents --mask-prob 0.3 --dropout 0 --dump-step 1-5 \
-  --save "$work/first-steps-run" > /dev/null
-mkdir -p "$out/phase-1"
-for step in 1 2 3 4 5; do
-  mkdir -p "$out/phase-1/first-steps/step-$step"
-  for input in ids token_type_ids attention_mask labels; do
-    cp "$work/first-steps-run/step-$step/input.$input.npy" "$out/phase-1/first-steps/step-$step/"
-  done
-done
-
-for file in config.json model.safetensors tokenizer.json tokenizer_config.json vocab.txt trainer_state.json; do
-  cp "$work/phase-2/$file" "$out/$file"
-done
-cp "$work/phase-1/trainer_state.json" "$out/phase-1/trainer_state.json"
-cp "$corpus/heldout-sample.txt" "$out/heldout-sample.txt"
-# The wall time of each phase: the sum of its runs (a resumed phase has several).
-wall() { awk '/^wall/ { s += $2 } END { print s " s" }' "$1"; }
-{
-  echo "corpus: $(cat "$corpus/SHA256SUMS" | tr '\n' ' ')"
-  echo "commit: $(git rev-parse HEAD)"
-  echo "phase 1: $(wall "$work/phase-1.log")"
-  echo "phase 2: $(wall "$work/phase-2.log")"
-} > "$work/provenance.txt"
-echo "golden/english-small written; the facts for RECIPE.md are in $work/provenance.txt" >&2
+# The inputs of phase 1's first five steps (without dropout, as the run had none), the model,
+# and the facts for RECIPE.md.
+keep_first_steps --dropout 0
+keep_model
