@@ -483,7 +483,7 @@ pub fn prepare<F: Float>(request: &TraceRequest, texts: Vec<String>, model: &Ber
         other => other,
     })?;
     let mut notes = masking_notes(&batch, request.mask_prob);
-    notes.extend(unknown_notes(model, &inputs, batch.dims().1));
+    notes.extend(unknown_notes(model, &inputs, &batch));
     inputs.tokens = Some(model.tokens_of(&batch));
     if let Some(labels) = &batch.labels.nsp {
         inputs.nsp_label = Some(labels.to_vec());
@@ -527,16 +527,25 @@ fn head_heatmap(tensor: &Tensor, head: usize, probability: bool, tokens: &[Strin
 }
 
 /// The words of each text the vocabulary lacks, which the model reads as `[UNK]` and so cannot
-/// tell apart: said once a text, since a trace of them shows only `[UNK]`. Only the tokens a
-/// sequence of the batch holds (`max_len`, its length) are looked at.
-fn unknown_notes<F: Float>(model: &BertModel<F>, inputs: &Inputs, max_len: usize) -> Vec<String> {
+/// tell apart: said once a text, since a trace of them shows only `[UNK]`. Only the texts whose
+/// sequence in `batch` holds an `[UNK]` are tokenized again, and only as far as it reaches.
+fn unknown_notes<F: Float>(model: &BertModel<F>, inputs: &Inputs, batch: &bert_core::Batch) -> Vec<String> {
     // A file of many lines is said in a few notes, not one a line.
     const SHOWN: usize = 3;
+    let Some(unk) = model.tokenizer.token_to_id(bert_core::io::tokenizer::UNK).map(i64::from) else {
+        return Vec::new();
+    };
+    let max_len = batch.dims().1;
     let texts = inputs.texts.iter().chain(inputs.pair.iter().flatten());
     let count = inputs.texts.len();
     let mut notes: Vec<String> = texts
         .enumerate()
         .filter_map(|(index, text)| {
+            // Sentence B shares its sequence's row with sentence A.
+            let row = if index < count { index } else { index - count };
+            if !batch.ids.row(row).iter().any(|&id| id == unk) {
+                return None;
+            }
             let words = model.tokenizer.unknown_words(text, max_len);
             let which = match (index < count, count + inputs.pair.as_ref().map_or(0, Vec::len)) {
                 (_, 1) => String::new(),
