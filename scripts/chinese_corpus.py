@@ -76,7 +76,8 @@ CLASSICS = [
 CI = "songci/ci.song.*.json"
 TANG = "quantangshi/poet.tang.*.json"
 HELD_OUT_PERCENT = 2
-ANTHOLOGY_REPEATS = 4
+ANTHOLOGY_REPEATS = 16
+CLASSIC_REPEATS = 3
 POEMS_PER_DOCUMENT = 20
 SAMPLE_DOCUMENTS = 300
 BODY_KEYS = ("paragraphs", "para", "content")
@@ -223,8 +224,24 @@ def main():
     train = [p for p in poems if p.kind != "tang" and group(p) not in chosen
              and not any(c in held_clauses for c in clauses(p.text, 5))]
     dropped = sum(1 for p in poems if p.kind != "tang" and group(p) not in chosen) - len(train)
-    anthologies = documents([p for p in train if p.kind == "anthology"])
-    train_docs = anthologies * (ANTHOLOGY_REPEATS - 1) + documents(train)
+    # The anthologies and the classics are what a reader reads again and again, and what the
+    # course asks the model to complete: they are given several times. An anthology's
+    # consecutive poems make one document whoever wrote them, so that a sequence is filled
+    # with verse rather than padding; each copy starts its documents at another poem, so that
+    # the copies are packed differently.
+    anthology = [p for p in train if p.kind == "anthology"]
+    classics = [p for p in train if p.kind == "classic"]
+    train_docs = []
+    sources = {}
+    for poem in anthology:
+        sources.setdefault(poem.source, []).append(poem.text)
+    for copy in range(ANTHOLOGY_REPEATS):
+        shift = copy * POEMS_PER_DOCUMENT // ANTHOLOGY_REPEATS
+        for texts in sources.values():
+            cuts = [0] + list(range(shift or POEMS_PER_DOCUMENT, len(texts), POEMS_PER_DOCUMENT)) + [len(texts)]
+            train_docs += [texts[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+    train_docs += documents(classics) * CLASSIC_REPEATS
+    train_docs += documents([p for p in train if p.kind == "ci"])
 
     held_docs = documents(held)
     sums = {
