@@ -8,11 +8,12 @@ use std::path::PathBuf;
 
 use std::path::Path;
 
-use bert_core::experiments::rollout::{rollout as roll, rollout_of_pass, Rollout, RolloutOptions, FORMAT};
+use bert_core::experiments::rollout::{
+    rollout as roll, rollout_of_pass, AttentionKept, Rollout, RolloutOptions, FORMAT,
+};
 use bert_core::experiments::segmentation::{Segmentation, WORDS};
 use bert_core::io::tokenizer::{visible, MASK};
 use bert_core::model::Pass;
-use bert_core::pass::Memory;
 use bert_core::stage::{Stage, StageKind};
 use bert_core::words::{Choice, Opt};
 use bert_core::Dump;
@@ -101,7 +102,7 @@ pub fn rollout_of(dump: &Dump, name: &str, request: &RolloutRequest) -> Result<R
     Ok(Reported { notes: Vec::new(), report: report(name, tokens, rolled, request)? })
 }
 
-/// A fresh pass of the text, every stage kept in memory, then its rollout.
+/// A fresh pass of the text, its attention probabilities kept in memory, then its rollout.
 fn of_pass(request: &RolloutRequest) -> Result<Reported<RolloutReport>> {
     check(request)?;
     if request.input.text.is_empty() {
@@ -111,9 +112,9 @@ fn of_pass(request: &RolloutRequest) -> Result<Reported<RolloutReport>> {
         );
     }
     let experiment = Experiment::encode(&request.input)?;
-    let mut memory = Memory::default();
-    experiment.model.trace_with(&experiment.batch, &mut memory, Pass::default())?;
-    let rolled = rollout_of_pass(&memory, Path::new("the pass"), &request.options)?;
+    let mut kept = AttentionKept::default();
+    experiment.model.trace_with(&experiment.batch, &mut kept, Pass::default())?;
+    let rolled = rollout_of_pass(&kept.0, Path::new("the pass"), &request.options)?;
     let ids = experiment.batch.ids.row(request.options.seq);
     let tokens = rolled.positions.iter().map(|&p| experiment.token(ids[p] as u32)).collect();
     let report = report(&experiment.model_name, tokens, rolled, request)?;

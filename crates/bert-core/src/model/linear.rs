@@ -54,12 +54,14 @@ impl<F: Float> Linear<F> {
         d_out: &Array<F, D>,
         grads: &mut Grads<F>,
     ) -> Array<F, D> {
-        // Every token one row, as in the forward.
-        let rows = |a: ndarray::ArrayView<'_, F, D>| {
+        // Every token one row, as in the forward: a view of the values where they are in
+        // standard layout already (as the pass leaves them), a copy only where they are not.
+        let (x_values, d_values) = (x.as_standard_layout(), d_out.as_standard_layout());
+        fn rows<'a, F, D: Dimension>(a: &'a ndarray::CowArray<'_, F, D>) -> ndarray::ArrayView2<'a, F> {
             let width = a.len_of(Axis(a.ndim() - 1));
-            a.as_standard_layout().into_owned().into_shape_with_order((a.len() / width.max(1), width)).expect("rows")
-        };
-        let (dx, dw, db) = ops::linear_backward(rows(x.view()).view(), self.weight.view2(), rows(d_out.view()).view());
+            a.view().into_shape_with_order((a.len() / width.max(1), width)).expect("a standard layout")
+        }
+        let (dx, dw, db) = ops::linear_backward(rows(&x_values), self.weight.view2(), rows(&d_values));
         grads.add(self.params.weight, dw.into_dyn());
         grads.add(self.params.bias, db.into_dyn());
         dx.into_shape_with_order(x.raw_dim()).expect("[N,in] holds every token's input")

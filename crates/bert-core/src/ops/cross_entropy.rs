@@ -3,7 +3,7 @@
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis};
 
 use super::softmax::{softmax_row, SoftmaxRow};
-use super::Float;
+use super::{for_each_row, Float};
 
 /// `[N,V]` -> `[N,V]`: log softmax of every row, log p_j = x_j - max - log Σ_k exp(x_k - max).
 ///
@@ -23,15 +23,25 @@ pub fn log_softmax_rows<F: Float>(logits: ArrayView2<'_, F>) -> Array2<f64> {
 /// where the label is `ignore` (transformers' -100, "nothing to predict here"), as
 /// `CrossEntropyLoss(reduction="none", ignore_index=-100)`.
 pub fn cross_entropy<F: Float>(logits: ArrayView2<'_, F>, labels: ArrayView1<'_, i64>, ignore: i64) -> Array1<f64> {
-    Array1::from_iter(labels.iter().zip(logits.outer_iter()).map(|(&label, row)| {
+    assert_eq!(labels.len(), logits.nrows(), "a label for each row of logits");
+    let mut losses = vec![0.0; labels.len()];
+    // Each row is a softmax of its own: the threads share the rows, with the same bits.
+    for_each_row(&mut losses, 1, ROWS_PER_PART, |i, loss| {
+        let label = labels[i];
         if label == ignore {
-            return 0.0;
+            return;
         }
         // Only the labelled rows need their log softmax, and only at the label.
-        let log_probs = log_softmax_rows(row.insert_axis(Axis(0)));
-        -log_probs[[0, label as usize]]
-    }))
+        let log_probs = log_softmax_rows(logits.row(i).insert_axis(Axis(0)));
+        loss[0] = -log_probs[[0, label as usize]];
+    });
+    Array1::from_vec(losses)
 }
+
+/// The fewest rows the losses hand to a thread of their own: a row of a vocabulary's logits is
+/// thousands of exponentials, so a few rows outweigh the hand-over. Each row is a softmax of its
+/// own, so the rows' results do not depend on how they are shared.
+const ROWS_PER_PART: usize = 8;
 
 /// The backward of `scale · Σ_rows` [`cross_entropy`]: `[N,V]` logits and `[N]` labels ->
 /// d loss / d logits `[N,V]` = scale · (softmax(row) - onehot(label)), and 0 for a row whose
@@ -43,18 +53,22 @@ pub fn cross_entropy_backward<F: Float>(
     ignore: i64,
     scale: f64,
 ) -> Array2<F> {
-    let mut d_logits = Array2::zeros(logits.raw_dim());
-    for ((row, &label), mut d_row) in logits.outer_iter().zip(labels).zip(d_logits.outer_iter_mut()) {
+    let (rows, width) = logits.dim();
+    assert_eq!(labels.len(), rows, "a label for each row of logits");
+    let mut d_logits = vec![F::zero(); rows * width];
+    // Each row is a softmax of its own: the threads share the rows, with the same bits.
+    for_each_row(&mut d_logits, width, ROWS_PER_PART, |i, d_row| {
+        let label = labels[i];
         if label == ignore {
-            continue;
+            return;
         }
-        let probs = log_softmax_rows(row.insert_axis(Axis(0))).mapv(f64::exp);
+        let probs = log_softmax_rows(logits.row(i).insert_axis(Axis(0))).mapv(f64::exp);
         for (j, (d, &p)) in d_row.iter_mut().zip(probs.row(0)).enumerate() {
             let onehot = if j as i64 == label { 1.0 } else { 0.0 };
             *d = F::of(scale * (p - onehot));
         }
-    }
-    d_logits
+    });
+    Array2::from_shape_vec((rows, width), d_logits).expect("[N,V] values")
 }
 
 #[cfg(test)]

@@ -40,6 +40,8 @@ pub use self::kernels::available as available_kernels;
 pub use self::kernels::memory::keep_freed_memory;
 /// The sums of a stage table's statistics, which `pass/summary.rs` reaches through here.
 pub(crate) use self::kernels::statistics::{sum_min_max, sum_squared_deviations};
+/// The thread pool's split by rows, for the losses (`cross_entropy.rs`).
+use self::kernels::threads::for_each_row;
 pub use self::kernels::threads::{
     check as check_threads, max_threads, set_threads, threads, ThreadsError, MATMUL_ENV_VAR, MAX_MATMUL_THREADS,
 };

@@ -118,3 +118,33 @@ fn bad_options_and_dumps_are_refused_in_one_line() {
     let message = rollout(&empty, &RolloutOptions::default()).unwrap_err().to_string();
     assert!(message.contains("layer0.attention.probs"), "{message}");
 }
+
+#[test]
+fn a_fresh_pass_for_rollout_keeps_only_what_rollout_reads() {
+    use bert_core::experiments::rollout::{rollout_of_pass, AttentionKept};
+    use bert_core::model::{BertModel, Pass};
+    use bert_core::pass::Memory;
+    use bert_core::stage::{Stage, StageKind};
+
+    let model: BertModel = BertModel::load(&golden("tiny")).unwrap();
+    let texts = ["the cat sat on the mat".to_string(), "a dog".to_string()];
+    let batch = model.encode(&texts, None, false).unwrap();
+    let (mut kept, mut every) = (AttentionKept::default(), Memory::default());
+    model.trace_with(&batch, &mut kept, Pass::default()).unwrap();
+    model.trace_with(&batch, &mut every, Pass::default()).unwrap();
+    let mut want = vec![Stage::new(StageKind::InputAttentionMask)];
+    want.extend((0..model.config.num_hidden_layers).map(|layer| Stage::layer(layer, StageKind::AttnProbs)));
+    let got: Vec<Stage> = kept.0.stages.iter().map(|(stage, _)| *stage).collect();
+    assert_eq!(got, want, "the stages kept");
+    assert!(every.stages.len() > want.len(), "the whole pass has more stages than rollout reads");
+    for seq in 0..2 {
+        let options = RolloutOptions { seq, flow: true, ..RolloutOptions::default() };
+        let (a, b) = (
+            rollout_of_pass(&kept.0, Path::new("kept"), &options).unwrap(),
+            rollout_of_pass(&every, Path::new("every"), &options).unwrap(),
+        );
+        assert_eq!(a.positions, b.positions, "sequence {seq}: positions");
+        assert_eq!(a.rollout, b.rollout, "sequence {seq}: rollout");
+        assert_eq!(a.flow, b.flow, "sequence {seq}: flow");
+    }
+}

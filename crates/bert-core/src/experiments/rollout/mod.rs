@@ -21,7 +21,7 @@ use std::path::Path;
 
 use crate::error::{BertError, Result};
 use crate::io::dump::Dump;
-use crate::pass::{Memory, Tensor};
+use crate::pass::{Memory, Sink, Tensor, TensorView};
 use crate::stage::{Stage, StageKind};
 use crate::words::Opt;
 
@@ -103,6 +103,23 @@ pub fn rollout(dump: &Dump, options: &RolloutOptions) -> Result<Rollout> {
 pub fn rollout_of_pass(memory: &Memory, origin: &Path, options: &RolloutOptions) -> Result<Rollout> {
     let read = |stage: Stage| Ok(memory.get(&stage.name()).cloned());
     rollout_from(&read, origin, options)
+}
+
+/// A sink for a fresh pass that rollout reads: it keeps what rollout and flow read, every
+/// layer's attention probabilities and the attention mask (which tokens are real), and nothing
+/// else, so that a long text's pass holds one `[B,nh,T,T]` tensor a layer rather than every
+/// stage. Its memory is what [`rollout_of_pass`] takes.
+#[derive(Default)]
+pub struct AttentionKept(pub Memory);
+
+impl Sink for AttentionKept {
+    fn wants(&self, stage: &Stage) -> bool {
+        matches!(stage.kind, StageKind::AttnProbs | StageKind::InputAttentionMask) && !stage.is_grad()
+    }
+
+    fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()> {
+        self.0.emit(stage, tensor)
+    }
 }
 
 /// A stage's tensor, where the stages are kept; None when they lack it.

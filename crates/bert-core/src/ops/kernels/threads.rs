@@ -112,6 +112,22 @@ pub(crate) fn for_each_part<T: Send>(
     });
 }
 
+/// [`for_each_part`] by rows of `width` values: `work(row, values)` for every row, the rows
+/// shared between the threads, at least `min_rows` to a part. For loops whose rows are each a
+/// computation of their own, so that how they are shared changes no bit.
+pub(crate) fn for_each_row<T: Send>(
+    data: &mut [T],
+    width: usize,
+    min_rows: usize,
+    work: impl Fn(usize, &mut [T]) + Sync,
+) {
+    for_each_part(data, width, min_rows, |first, part| {
+        for (i, row) in part.chunks_mut(width.max(1)).enumerate() {
+            work(first + i, row);
+        }
+    });
+}
+
 /// Splits `0..count` into one contiguous range per thread and runs `work(range)` on all of them
 /// at once, on the [`pool`].
 pub(crate) fn for_each_range(count: usize, work: impl Fn(std::ops::Range<usize>) + Sync) {
