@@ -25,6 +25,9 @@ use crate::objectives::splitmix::SplitMix64;
 /// Google's `short_seq_prob`: the share of examples that aim at a random shorter length.
 pub const SHORT_SEQ_PROB: f64 = 0.1;
 
+/// How many lines a thread cuts into pieces at a time.
+const LINES_AT_ONCE: usize = 256;
+
 /// A run of a line's text, and how many tokens it holds.
 #[derive(Clone, Debug)]
 struct Piece {
@@ -126,11 +129,24 @@ pub fn pack(
     }
     let budget = max_len - specials;
     let mut rng = SplitMix64::new(seed ^ 0xD0C5_0000_0000_0000);
+    let documents = documents(text, path)?;
+    // Tokenizing the lines is most of the time this takes, and a line's pieces depend on the
+    // line alone: they are cut on every thread, then packed in order, so that the examples are
+    // the same whatever the thread count (and the first bad line is the first in the file).
+    let every_line: Vec<(usize, &str)> = documents.iter().flatten().copied().collect();
+    let mut cut: Vec<Option<Result<Vec<Piece>>>> = (0..every_line.len()).map(|_| None).collect();
+    let work: Vec<_> = every_line.chunks(LINES_AT_ONCE).zip(cut.chunks_mut(LINES_AT_ONCE)).collect();
+    crate::ops::for_each_item(work, |(lines, out)| {
+        for (&(number, line), slot) in lines.iter().zip(out) {
+            *slot = Some(pieces(line, number, tokenizer, budget));
+        }
+    });
+    let mut cut = cut.into_iter().map(|line| line.expect("every line is cut"));
     let (mut texts, mut pairs, mut lines) = (Vec::new(), Vec::new(), Vec::new());
-    for document in documents(text, path)? {
+    for document in documents {
         let mut all = Vec::new();
-        for (number, line) in document {
-            all.extend(pieces(line, number, tokenizer, budget)?);
+        for _ in &document {
+            all.extend(cut.next().expect("a line's pieces")?);
         }
         let mut i = 0;
         while i < all.len() {

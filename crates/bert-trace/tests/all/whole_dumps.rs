@@ -95,3 +95,37 @@ fn the_thread_count_changes_no_gradient_bit() {
         .collect();
     assert_identical_runs(&args, &[("one", Some("1")), ("two", Some("2")), ("three", Some("3"))], 80);
 }
+
+/// Packing a corpus's documents cuts their lines into pieces on every thread, then packs the
+/// pieces in order: the examples, and so a step's batch and its masks, are the same whatever
+/// the thread count.
+#[test]
+fn the_thread_count_changes_no_packed_example() {
+    let tmp = tempfile::tempdir().unwrap();
+    // english-small's held-out sample six times over: some 740 lines, so that each of the
+    // threads cuts lines of its own (256 at a time).
+    let sample = std::fs::read_to_string(root().join("golden/english-small/heldout-sample.txt")).unwrap();
+    let corpus = tmp.path().join("corpus.txt");
+    std::fs::write(&corpus, vec![sample; 6].join("\n")).unwrap();
+    let mut inputs = Vec::new();
+    for threads in ["1", "3"] {
+        let save = tmp.path().join(threads);
+        let status = Command::new(env!("CARGO_BIN_EXE_bert-trace"))
+            .args(["train", "--model"])
+            .arg(root().join("golden/tiny"))
+            .arg("--file")
+            .arg(&corpus)
+            .args(["--documents", "--steps", "1", "--warmup-steps", "1", "--batch-size", "64", "--max-len", "32"])
+            .args(["--dump-step", "1", "--save"])
+            .arg(&save)
+            .env("BERT_TRACE_THREADS", threads)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "train with {threads} threads");
+        let read = |name: &str| std::fs::read(save.join("step-1").join(format!("input.{name}.npy"))).unwrap();
+        inputs.push((read("ids"), read("labels")));
+    }
+    assert!(inputs[0].0 == inputs[1].0, "the step's ids differ between 1 and 3 threads");
+    assert!(inputs[0].1 == inputs[1].1, "the step's labels differ between 1 and 3 threads");
+}
