@@ -8,14 +8,13 @@ chinese-poetry 2.0.1 with `npm pack` (checked against its pinned sha256, cached 
 ``target/corpus/chinese/downloads/``), reads it in memory and writes, into
 ``target/corpus/chinese/``:
 
-- ``train.txt``, ``canon.txt`` and ``heldout.txt`` in the input format of Google's
+- ``train.txt`` and ``heldout.txt`` in the input format of Google's
   ``create_pretraining_data.py``: one poem or passage a line, a blank line between documents
-  (a document is up to 20 consecutive poems of one anthology, one author's poems in one
-  collection, at most 20 of them, or one chapter of a classic), in Simplified characters
-  (OpenCC's ``t2s``);
+  (a document is one author's poems in one collection, at most 20 of them, or one chapter of
+  a classic), in Simplified characters (OpenCC's ``t2s``);
 - ``heldout-sample.txt``: the first poem of each of the first held-out documents, small
   enough to commit beside the model, so that the tests check its tokenizer without the corpus;
-- ``SHA256SUMS`` for those four files.
+- ``SHA256SUMS`` for those three files.
 
 What is taken, in this order (the first copy of a poem is the one kept):
 
@@ -26,13 +25,11 @@ What is taken, in this order (the first copy of a poem is the one kept):
 3. 全宋词 (songci/ci.song.*.json);
 4. 全唐诗 (quantangshi/poet.tang.*.json), for held-out poems only.
 
-The training text (``train.txt``) is the anthologies sixteen times over and the classics three
-times (they are what a reader reads again and again, and what the course asks the model to
-complete), then 全宋词 once: about 4.2M characters, which golden/chinese-small's first phase
-(2,000 steps of 64 sequences of at most 64 characters) reads about one and a half times. Its
-last phase reads the canon alone (``canon.txt``: the anthologies three times, the classics
-once). Left out of training, for the budget: 全唐诗 (3.1M characters after cleaning), 全宋诗
-(15M) and 元曲.
+The training text is the anthologies (four times over: they are what a reader reads again and
+again, and what the course asks the model to complete), the classics and 全宋词: about 2.3M
+characters, which golden/chinese-small's run (2,000 steps of 64 sequences of at most 64
+characters, then 300 of 32 of at most 128) reads about three times. Left out of training, for the
+budget: 全唐诗 (3.1M characters after cleaning), 全宋诗 (15M) and 元曲.
 
 Cleaning: editors' notes in brackets ((一作…), [注]) are removed, as is whitespace inside a line;
 a poem with a missing character (□) or a Latin letter is dropped. Duplicates and near
@@ -79,9 +76,7 @@ CLASSICS = [
 CI = "songci/ci.song.*.json"
 TANG = "quantangshi/poet.tang.*.json"
 HELD_OUT_PERCENT = 2
-ANTHOLOGY_REPEATS = 16
-CLASSIC_REPEATS = 3
-CANON_ANTHOLOGY_REPEATS = 3
+ANTHOLOGY_REPEATS = 4
 POEMS_PER_DOCUMENT = 20
 SAMPLE_DOCUMENTS = 300
 BODY_KEYS = ("paragraphs", "para", "content")
@@ -228,34 +223,12 @@ def main():
     train = [p for p in poems if p.kind != "tang" and group(p) not in chosen
              and not any(c in held_clauses for c in clauses(p.text, 5))]
     dropped = sum(1 for p in poems if p.kind != "tang" and group(p) not in chosen) - len(train)
-    # The anthologies and the classics are what a reader reads again and again, and what the
-    # course asks the model to complete: they are given several times. An anthology's
-    # consecutive poems make one document whoever wrote them, so that a sequence is filled
-    # with verse rather than padding; each copy starts its documents at another poem, so that
-    # the copies are packed differently.
-    sources = {}
-    for poem in train:
-        if poem.kind == "anthology":
-            sources.setdefault(poem.source, []).append(poem.text)
-    copies = []
-    for copy in range(ANTHOLOGY_REPEATS):
-        shift = copy * POEMS_PER_DOCUMENT // ANTHOLOGY_REPEATS
-        docs = []
-        for texts in sources.values():
-            cuts = [0] + list(range(shift or POEMS_PER_DOCUMENT, len(texts), POEMS_PER_DOCUMENT)) + [len(texts)]
-            docs += [texts[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
-        copies.append(docs)
-    classics = documents([p for p in train if p.kind == "classic"])
-    train_docs = [d for docs in copies for d in docs] + classics * CLASSIC_REPEATS
-    train_docs += documents([p for p in train if p.kind == "ci"])
-    # The canon alone, for the recipe's last phase: the anthologies' first copies and the
-    # classics once.
-    canon_docs = [d for docs in copies[:CANON_ANTHOLOGY_REPEATS] for d in docs] + classics
+    anthologies = documents([p for p in train if p.kind == "anthology"])
+    train_docs = anthologies * (ANTHOLOGY_REPEATS - 1) + documents(train)
 
     held_docs = documents(held)
     sums = {
         "train.txt": write(OUT / "train.txt", train_docs),
-        "canon.txt": write(OUT / "canon.txt", canon_docs),
         "heldout.txt": write(OUT / "heldout.txt", held_docs),
         "heldout-sample.txt": write(OUT / "heldout-sample.txt", [d[:1] for d in held_docs[:SAMPLE_DOCUMENTS]]),
     }
