@@ -175,7 +175,7 @@ impl Corpus {
         const CHUNK: usize = 256;
         // A sentence whose first tokens, this many, are all special is one of special tokens only.
         const LOOK: usize = 512;
-        for start in (0..self.len()).step_by(CHUNK) {
+        let check_lines = |start: usize| -> Result<()> {
             let end = (start + CHUNK).min(self.len());
             let line = |index: usize| self.lines[start + index];
             let bad = |index: usize, problem: String| BertError::Corpus {
@@ -210,8 +210,16 @@ impl Corpus {
                     ),
                 ));
             }
-        }
-        Ok(())
+            Ok(())
+        };
+        // Tokenizing every example is most of a run's start: the threads share the chunks, and
+        // the first bad line of the file is the one reported, whatever the thread count.
+        let starts: Vec<usize> = (0..self.len()).step_by(CHUNK).collect();
+        let mut checked: Vec<Option<Result<()>>> = starts.iter().map(|_| None).collect();
+        crate::ops::for_each_item(starts.iter().zip(checked.iter_mut()).collect(), |(&start, slot)| {
+            *slot = Some(check_lines(start));
+        });
+        checked.into_iter().try_for_each(|chunk| chunk.expect("every chunk is checked"))
     }
 
     pub fn len(&self) -> usize {
