@@ -42,6 +42,8 @@ pub use self::kernels::memory::keep_freed_memory;
 pub(crate) use self::kernels::statistics::{sum_min_max, sum_squared_deviations};
 /// The thread pool's split by rows, for the losses (`cross_entropy.rs`).
 use self::kernels::threads::for_each_row;
+/// The thread pool's map of items in order, for tokenizing a corpus (`train/`).
+pub(crate) use self::kernels::threads::map_in_order;
 pub use self::kernels::threads::{
     check as check_threads, max_threads, set_threads, threads, ThreadsError, MATMUL_ENV_VAR, MAX_MATMUL_THREADS,
 };

@@ -215,11 +215,7 @@ impl Corpus {
         // Tokenizing every example is most of a run's start: the threads share the chunks, and
         // the first bad line of the file is the one reported, whatever the thread count.
         let starts: Vec<usize> = (0..self.len()).step_by(CHUNK).collect();
-        let mut checked: Vec<Option<Result<()>>> = starts.iter().map(|_| None).collect();
-        crate::ops::for_each_item(starts.iter().zip(checked.iter_mut()).collect(), |(&start, slot)| {
-            *slot = Some(check_lines(start));
-        });
-        checked.into_iter().try_for_each(|chunk| chunk.expect("every chunk is checked"))
+        crate::ops::map_in_order(&starts, 1, |&start| check_lines(start)).into_iter().collect()
     }
 
     pub fn len(&self) -> usize {

@@ -134,14 +134,9 @@ pub fn pack(
     // line alone: they are cut on every thread, then packed in order, so that the examples are
     // the same whatever the thread count (and the first bad line is the first in the file).
     let every_line: Vec<(usize, &str)> = documents.iter().flatten().copied().collect();
-    let mut cut: Vec<Option<Result<Vec<Piece>>>> = (0..every_line.len()).map(|_| None).collect();
-    let work: Vec<_> = every_line.chunks(LINES_AT_ONCE).zip(cut.chunks_mut(LINES_AT_ONCE)).collect();
-    crate::ops::for_each_item(work, |(lines, out)| {
-        for (&(number, line), slot) in lines.iter().zip(out) {
-            *slot = Some(pieces(line, number, tokenizer, budget));
-        }
-    });
-    let mut cut = cut.into_iter().map(|line| line.expect("every line is cut"));
+    let cut =
+        crate::ops::map_in_order(&every_line, LINES_AT_ONCE, |&(number, line)| pieces(line, number, tokenizer, budget));
+    let mut cut = cut.into_iter();
     let (mut texts, mut pairs, mut lines) = (Vec::new(), Vec::new(), Vec::new());
     for document in documents {
         let mut all = Vec::new();

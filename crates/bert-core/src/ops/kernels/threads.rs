@@ -163,6 +163,20 @@ pub(crate) fn for_each_item<T: Send>(items: Vec<T>, work: impl Fn(T) + Sync) {
     });
 }
 
+/// `work` of every item, in the items' order, the items shared between the threads in runs of
+/// `at_once`: for work whose result depends on its item alone (tokenizing a corpus's lines), so
+/// that the results are the same whatever the thread count.
+pub(crate) fn map_in_order<T: Sync, R: Send>(items: &[T], at_once: usize, work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let mut done: Vec<Option<R>> = items.iter().map(|_| None).collect();
+    let runs: Vec<_> = items.chunks(at_once.max(1)).zip(done.chunks_mut(at_once.max(1))).collect();
+    for_each_item(runs, |(items, slots)| {
+        for (item, slot) in items.iter().zip(slots) {
+            *slot = Some(work(item));
+        }
+    });
+    done.into_iter().map(|result| result.expect("every item is done")).collect()
+}
+
 /// The length of each thread's part of `len` element-wise values: all of them when they are
 /// too few to be worth sharing ([`PARALLEL_MIN_LEN`]).
 pub(crate) fn part_len(len: usize) -> usize {
