@@ -181,6 +181,9 @@ chinese_small batch "白日依山尽，黄河入海流。" "学而时习之，�
 chinese_small mlm_target --mlm-target 光 "床前明月[MASK]，疑是地上霜。"
 "$PYTHON" scripts/tokens_reference.py golden/chinese-small golden/chinese-small/heldout-sample.txt \
     golden/chinese-small/tokens.json
+# Chinese words as Python's jieba cuts them, for `--words` (jieba-rs with the same dictionary).
+"$PYTHON" scripts/jieba_reference.py golden/chinese-small/vocab.txt golden/chinese-small/famous-lines.txt \
+    golden/chinese-small/heldout-sample.txt --lines 100 --out golden/chinese-small/jieba.json
 
 # ---- The same tiny model with other activations (own seeds; same vocab and sizes) ----------
 "$PYTHON" scripts/make_tiny_model.py --hidden-act gelu_new --seed 1 golden/tiny-gelu-new

@@ -59,7 +59,7 @@ pub fn settings(py: Python<'_>, threads: Option<usize>, kernels: Option<&str>) -
     PassSettings::from_env(PassSettings { threads, kernels }, &process_env).or_raise(py)
 }
 
-/// `words=`: None or False by tokens, True by WordPiece's words (the command's `--words`), a
+/// `words=`: None or False by tokens, True by the words found automatically (WordPiece's, and jieba's for Chinese: the command's `--words`), a
 /// str by the words it separates by spaces (`--words "..."`).
 pub fn words(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
     use bert_core::experiments::segmentation::WORDS;

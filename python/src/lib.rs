@@ -206,7 +206,7 @@ fn compare(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, top: usiz
 /// tokens through every layer below it, on the real tokens only, and the tokens the `[MASK]`
 /// (else `[CLS]`) reads most after each layer. `heads=` is how a layer's heads are fused
 /// ("mean", "max" or "min"), `residual=` the residual connection's weight; `words=True` reads
-/// by WordPiece's words, `words="当 你 在"` by the words given.
+/// by WordPiece's words and jieba's Chinese words, `words="当 你 在"` by the words given.
 // The defaults are the command's (`RESIDUAL_DEFAULT`, `rollout::TOP_DEFAULT`), written as numbers
 // so that `help()` shows them; a test holds them to `bert-trace rollout --help`.
 #[pyfunction]

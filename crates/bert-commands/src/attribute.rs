@@ -83,7 +83,7 @@ pub struct AttributeRequest {
     pub ig_steps: Option<usize>,
     pub ig_rule: Option<Rule>,
     pub settings: PassSettings,
-    /// Also by words: None by tokens only; Some("") by WordPiece's words; Some(words) by the
+    /// Also by words: None by tokens only; Some("") by the words found automatically (WordPiece's, and jieba's for Chinese); Some(words) by the
     /// words given, separated by spaces (one text only).
     pub words: Option<String>,
 }
@@ -120,12 +120,9 @@ pub struct WordAttribution {
 /// `attribution`'s tokens grouped into words as `words` asks (see [`AttributeRequest::words`]).
 fn by_words(attribution: &Attribution, words: &str) -> Result<Vec<WordAttribution>> {
     let tokens: Vec<String> = attribution.tokens.iter().map(|t| t.token.clone()).collect();
-    let segmentation = match words {
-        "" => Segmentation::wordpiece(&tokens),
-        given => Segmentation::given(&tokens, given).map_err(|problem| {
-            Error::Request(format!("{}: {problem} (the tokens attributed: {})", WORDS.with(given), tokens.join(" ")))
-        })?,
-    };
+    let segmentation = Segmentation::asked(&tokens, words).map_err(|problem| {
+        Error::Request(format!("{}: {problem} (the tokens attributed: {})", WORDS.with(words), tokens.join(" ")))
+    })?;
     Ok(segmentation
         .words
         .into_iter()
@@ -182,7 +179,7 @@ pub fn attribute(
     per_text(request.pair.len(), PAIR)?;
     if request.words.as_deref().is_some_and(|w| !w.is_empty()) && texts.len() > 1 {
         refuse!(
-            "{} gives the words of one text, and there are {}: give {} alone for WordPiece's words",
+            "{} gives the words of one text, and there are {}: give {} alone for the words found automatically",
             WORDS.with(request.words.as_deref().unwrap_or_default()),
             texts.len(),
             WORDS.on()

@@ -43,7 +43,7 @@ pub struct RolloutRequest {
     pub input: ExperimentRequest,
     pub options: RolloutOptions,
     pub top: usize,
-    /// Read by words: None by tokens; Some("") by WordPiece's words; Some(words) by the words
+    /// Read by words: None by tokens; Some("") by the words found automatically (WordPiece's, and jieba's for Chinese); Some(words) by the words
     /// given, separated by spaces.
     pub words: Option<String>,
 }
@@ -147,9 +147,8 @@ fn report(name: &str, tokens: Vec<String>, rolled: Rollout, request: &RolloutReq
     let focus = tokens.iter().position(|t| t == MASK).unwrap_or(0);
     let words = match request.words.as_deref() {
         None => None,
-        Some("") => Some(Segmentation::wordpiece(&tokens)),
-        Some(given) => Some(Segmentation::given(&tokens, given).map_err(|problem| {
-            Error::Request(format!("{}: {problem} (the tokens: {})", WORDS.with(given), tokens.join(" ")))
+        Some(asked) => Some(Segmentation::asked(&tokens, asked).map_err(|problem| {
+            Error::Request(format!("{}: {problem} (the tokens: {})", WORDS.with(asked), tokens.join(" ")))
         })?),
     };
     let by_word = |layers: &Layers| {

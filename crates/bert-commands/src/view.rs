@@ -33,7 +33,7 @@ pub struct ViewRequest {
     pub heatmaps: Vec<String>,
     /// The model whose tokenizer names the tokens; None: the one the manifest names, if found.
     pub model: Option<PathBuf>,
-    /// An attention picture by words: Some("") WordPiece's, Some(words) those given.
+    /// An attention picture by words: Some("") those found automatically (WordPiece's, and jieba's for Chinese), Some(words) those given.
     pub words: Option<String>,
 }
 

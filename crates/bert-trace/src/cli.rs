@@ -375,9 +375,9 @@ pub struct RolloutArgs {
     #[arg(allow_hyphen_values = true, long, value_name = "K", default_value_t = bert_commands::rollout::TOP_DEFAULT)]
     pub top: usize,
     /// Read by words, not word pieces: alone, WordPiece's words (## joins a piece to the word
-    /// before it); with words separated by spaces, those (a Chinese text's own segmentation:
-    /// --words="当 你 在 罗马"). A word reads the mean of its pieces' rows, and is read by the sum
-    /// of its pieces' columns
+    /// before it) and Chinese words as jieba cuts them (jieba-rs, jieba's dictionary); with words
+    /// separated by spaces, those (a Chinese text's own segmentation: --words="当 你 在 罗马"). A
+    /// word reads the mean of its pieces' rows, and is read by the sum of its pieces' columns
     #[arg(long, value_name = "WORDS", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub words: Option<String>,
     /// Print the report as JSON, with every layer's whole matrices
@@ -425,8 +425,9 @@ pub struct ViewArgs {
     /// The model whose tokenizer names the tokens [default: the one the dump's manifest names,
     /// when it can be found]
     /// Draw an attention.probs picture by words, not word pieces, its padding left out: alone,
-    /// WordPiece's words; with words separated by spaces, those (a Chinese text's own). A word
-    /// reads the mean of its pieces' rows and is read by the sum of their columns
+    /// WordPiece's words and Chinese words as jieba cuts them; with words separated by spaces,
+    /// those (a Chinese text's own). A word reads the mean of its pieces' rows and is read by the
+    /// sum of their columns
     #[arg(long, value_name = "WORDS", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub words: Option<String>,
     #[command(flatten)]
@@ -677,8 +678,8 @@ pub struct AttributeArgs {
     pub ig_rule: Option<Rule>,
     /// Print the result as JSON
     /// Also by words: the attributions summed over each word's pieces. Alone, WordPiece's words
-    /// (## joins a piece to the word before it); with words separated by spaces, those (one
-    /// text's own segmentation)
+    /// (## joins a piece to the word before it) and Chinese words as jieba cuts them; with words
+    /// separated by spaces, those (one text's own segmentation)
     #[arg(long, value_name = "WORDS", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub words: Option<String>,
     #[arg(long)]

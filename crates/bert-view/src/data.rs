@@ -11,6 +11,8 @@ use crate::error::refuse;
 use crate::error::{OrRefuse, Result};
 use base64::Engine;
 use bert_core::experiments::hidden_states::layer_stats;
+use bert_core::experiments::rollout::{rollout_of_every_sequence, RolloutOptions};
+use bert_core::experiments::segmentation::Segmentation;
 use bert_core::io::dump::Dump;
 use bert_core::ops;
 use bert_core::stage::{self, Part, Stage, StageKind, StageKind::*};
@@ -206,8 +208,25 @@ pub fn is_masked(v: f32) -> bool {
     bert_core::diff::is_masked_score(f64::from(v), None)
 }
 
-/// The attention block: every layer's probabilities as 8-bit codes, and their thumbnails.
-fn attention(stages: &Stages<'_>, layers: usize, dims: InputShape) -> Result<Option<Value>> {
+/// Each sequence's words over its real tokens, as `--words` finds them (WordPiece's, and jieba's
+/// for Chinese; the library's segmentation): None for a sequence whose every word is one token,
+/// which the page then reads by tokens only.
+fn words_of(seqs: &Sequences) -> Vec<Option<(Vec<usize>, Segmentation)>> {
+    (0..seqs.tokens.len())
+        .map(|seq| {
+            let real: Vec<usize> =
+                (0..seqs.tokens[seq].len()).filter(|&p| seqs.attention_mask[[seq, p]] != 0).collect();
+            let tokens: Vec<String> = real.iter().map(|&p| seqs.tokens[seq][p].clone()).collect();
+            let words = Segmentation::automatic(&tokens);
+            words.words.iter().any(|w| w.pieces.len() > 1).then_some((real, words))
+        })
+        .collect()
+}
+
+/// The attention block: every layer's probabilities as 8-bit codes, and their thumbnails; and,
+/// for each sequence with words of several tokens, every layer's heads read by words (Clark et
+/// al.'s rule, the library's), as 8-bit codes of `[nh, W, W]` per layer.
+fn attention(stages: &Stages<'_>, layers: usize, dims: InputShape, seqs: &Sequences) -> Result<Option<Value>> {
     let names: Vec<String> = (0..layers).map(|i| in_layer(i, AttnProbs)).collect();
     if layers == 0 || !names.iter().all(|n| stages.has(n)) {
         return Ok(None);
@@ -216,12 +235,24 @@ fn attention(stages: &Stages<'_>, layers: usize, dims: InputShape) -> Result<Opt
     shapes::expect_stage(stages.dump, &names[0], &dims.attention(None))?;
     let heads = stages.dump.entry(&names[0]).map(|e| e.shape[1]);
     let (mut packed, mut thumbs, mut size) = (Vec::new(), Vec::new(), 0);
+    let words = words_of(seqs);
+    let mut by_words: Vec<Vec<String>> = vec![Vec::new(); words.len()];
     for name in &names {
         let probs =
             stages.f32_shaped(name, &dims.attention(heads))?.or_refuse("listed")?.into_dimensionality::<Ix4>()?;
         let (b, nh, t, _) = probs.dim();
         let codes: Vec<u8> = probs.iter().map(|&p| probability_code(p)).collect();
         packed.push(pack(&codes));
+        for (seq, (real, segmentation)) in words.iter().enumerate().filter_map(|(s, w)| Some((s, w.as_ref()?))) {
+            let mut codes = Vec::new();
+            for head in 0..nh {
+                let matrix: Vec<Vec<f64>> =
+                    real.iter().map(|&r| real.iter().map(|&c| f64::from(probs[[seq, head, r, c]])).collect()).collect();
+                let grouped = segmentation.by_words(&matrix);
+                codes.extend(grouped.iter().flatten().map(|&p| probability_code(p as f32)));
+            }
+            by_words[seq].push(pack(&codes));
+        }
         size = t.min(48);
         // Block i covers positions floor(i·T/S) up to floor((i+1)·T/S); its code is the mean
         // probability over the block.
@@ -250,7 +281,30 @@ fn attention(stages: &Stages<'_>, layers: usize, dims: InputShape) -> Result<Opt
         "note": "probabilities quantised to 8 bits: value = code / 255 (±0.002)",
         "layers": packed,
         "thumb": {"size": size, "layers": thumbs},
+        "words": words_json(&words, by_words),
     })))
+}
+
+/// The words block of the attention data: per sequence, null (read by tokens only) or its words
+/// (their text and positions in the sequence) and every layer's `[nh, W, W]` codes.
+fn words_json(words: &[Option<(Vec<usize>, Segmentation)>], by_words: Vec<Vec<String>>) -> Value {
+    let by = words.iter().flatten().map(|(_, s)| s.by).next();
+    let sequences: Vec<Value> = words
+        .iter()
+        .zip(by_words)
+        .map(|(words, layers)| match words {
+            None => Value::Null,
+            Some((real, segmentation)) => {
+                let words: Vec<Value> = segmentation
+                    .words
+                    .iter()
+                    .map(|w| json!({"text": visible(&w.text), "positions": w.pieces.iter().map(|&p| real[p]).collect::<Vec<_>>()}))
+                    .collect();
+                json!({"words": words, "layers": layers})
+            }
+        })
+        .collect();
+    json!({"by": by, "sequences": sequences})
 }
 
 /// One heatmap of the page: a `[B,nh,T,T]`, `[B,T,H]` or `[B,T,I]` stage.
@@ -302,6 +356,44 @@ fn heatmap(name: &str, values: &ArrayD<f32>) -> Option<Value> {
         "diverging": diverging,
         "note": note,
     }))
+}
+
+/// Attention rollout through each layer (Abnar and Zuidema 2020, the library's: heads averaged,
+/// 0.5 · A + 0.5 · I, rows renormalised, multiplied from the first layer up), every sequence's,
+/// as heatmaps `[B, T, T]` of 8-bit codes, padding masked; or why there is none.
+fn rollout_heatmaps(dump: &Dump, layers: usize, dims: InputShape) -> std::result::Result<Vec<Value>, String> {
+    let rolled = rollout_of_every_sequence(dump, &RolloutOptions::default()).map_err(|e| e.to_string())?;
+    let (b, t) = (dims.b, dims.t);
+    let note = "attention rollout (Abnar and Zuidema 2020): each layer's heads averaged, 0.5 · A + 0.5 · I, rows \
+                renormalised, multiplied from layer 0 up; row: a position of this layer's output, column: an input \
+                token; float64 from this dump's probabilities, shown in 8 bits (±0.002); padding greyed";
+    Ok((0..layers)
+        .map(|layer| {
+            let mut codes = vec![255u8; b * t * t];
+            for r in &rolled {
+                let matrix = &r.rollout[layer];
+                for (i, &row) in r.positions.iter().enumerate() {
+                    for (j, &col) in r.positions.iter().enumerate() {
+                        codes[(r.seq * t + row) * t + col] = (matrix[i][j].clamp(0.0, 1.0) * 254.0).round() as u8;
+                    }
+                }
+            }
+            json!({
+                "stage": format!("rollout through layer {layer}"),
+                "group": "rollout",
+                "shape": [b, t, t],
+                "rows": "tokens",
+                "cols": "tokens",
+                "encoding": "u8",
+                "data": pack(&codes),
+                "min": 0.0,
+                "max": 1.0,
+                "masked_code": 255,
+                "diverging": false,
+                "note": note,
+            })
+        })
+        .collect())
 }
 
 /// The stages that may become heatmaps, the most useful first: every layer's output, the
@@ -476,7 +568,7 @@ pub fn page(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<
     let dims = InputShape::of(dump)?;
     let layers = stages.layers();
     let (b, t) = seqs.ids.dim();
-    let attention = attention(&stages, layers, dims)?;
+    let attention = attention(&stages, layers, dims, &seqs)?;
     let heads = dump
         .entry(&in_layer(0, AttnProbs))
         .or_else(|| dump.entry(&in_layer(0, AttnQuery)))
@@ -505,6 +597,24 @@ pub fn page(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<
         used += size;
         heatmaps.push(map);
     }
+    // Rollout, after the stages, within the same budget.
+    let mut rollout_note = Value::Null;
+    if attention.is_some() {
+        match rollout_heatmaps(dump, layers, dims) {
+            Ok(maps) => {
+                for map in maps {
+                    let size = map.to_string().len();
+                    if used + size > PAGE_BUDGET {
+                        left_out.push(map["stage"].as_str().unwrap_or_default().to_string());
+                        continue;
+                    }
+                    used += size;
+                    heatmaps.push(map);
+                }
+            }
+            Err(why) => rollout_note = format!("No attention rollout: {why}").into(),
+        }
+    }
     let title = dump.manifest.inputs.texts.join(" · ");
     let producer = dump.manifest.producer.get("name").and_then(Value::as_str).unwrap_or("unknown").to_string();
     let version =
@@ -520,6 +630,7 @@ pub fn page(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<
         "sequences": seqs.json(),
         "attention": attention,
         "heatmaps": heatmaps,
+        "rollout_note": rollout_note,
         "layer_plots": layer_plots(&stages, layers, &seqs.attention_mask, dims)?,
         "predictions": predictions(&stages, names, &seqs, dims)?,
     });

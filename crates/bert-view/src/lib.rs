@@ -98,7 +98,7 @@ pub struct PictureOptions<'a> {
     pub seq: usize,
     pub head: Option<usize>,
     pub lines: bool,
-    /// Attention probabilities by words: Some("") WordPiece's, Some(words) those given,
+    /// Attention probabilities by words: Some("") those found automatically (WordPiece's, and jieba's for Chinese), Some(words) those given,
     /// separated by spaces; padding left out.
     pub words: Option<&'a str>,
 }
@@ -201,12 +201,9 @@ fn by_words(
 ) -> Result<picture::Picture> {
     let real: Vec<usize> = (0..labels.len()).filter(|&p| seqs.attention_mask[[args.seq, p]] != 0).collect();
     let tokens: Vec<String> = real.iter().map(|&p| labels[p].text.clone()).collect();
-    let segmentation = match words {
-        "" => Segmentation::wordpiece(&tokens),
-        given => Segmentation::given(&tokens, given).map_err(|problem| {
-            Error::Request(format!("{}: {problem} (the tokens: {})", WORDS.with(given), tokens.join(" ")))
-        })?,
-    };
+    let segmentation = Segmentation::asked(&tokens, words).map_err(|problem| {
+        Error::Request(format!("{}: {problem} (the tokens: {})", WORDS.with(words), tokens.join(" ")))
+    })?;
     let word_labels: Vec<Label> = segmentation
         .words
         .iter()

@@ -3,13 +3,17 @@
 //! characters, each its own token in bert-base-chinese.
 //!
 //! The words come from WordPiece's `##` (a piece that starts with it continues the word before
-//! it), or from the user's own segmentation: words separated by spaces, whose characters must be
-//! the tokens' in order (a character-level model has no word boundaries of its own). Special
-//! tokens (`[CLS]`, `[SEP]`, `[MASK]`, ...) are words of their own.
+//! it) and, for Chinese, from jieba-rs (the Rust port of jieba, with jieba 0.42.1's own dictionary
+//! of 349,046 words): a run of Chinese characters, each its own token, is cut into words as
+//! `jieba.cut(text)` cuts it (its HMM on, jieba's default). Or they come from the user's own
+//! segmentation: words separated by spaces, whose characters must be the tokens' in order.
+//! Special tokens (`[CLS]`, `[SEP]`, `[MASK]`, `[UNK]`, ...) are words of their own.
 //!
 //! A matrix of attention (rows read columns) is read by word as Clark et al. (2019) do: what a
 //! word reads is the mean of its pieces' rows, and what is read of a word is the sum over its
 //! pieces' columns, so that every row still sums to 1.
+
+use std::sync::OnceLock;
 
 use serde::Serialize;
 
@@ -28,10 +32,17 @@ pub struct Word {
 /// A sequence's tokens grouped into words, in order; every token in exactly one word.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Segmentation {
-    /// Where the words came from: "wordpiece" or "given".
+    /// Where the words came from: [`BY_WORDPIECE`], [`BY_JIEBA`] or [`BY_GIVEN`].
     pub by: &'static str,
     pub words: Vec<Word>,
 }
+
+/// Words from WordPiece's `##` alone.
+pub const BY_WORDPIECE: &str = "wordpiece";
+/// Words from WordPiece's `##`, and Chinese characters' words from jieba-rs.
+pub const BY_JIEBA: &str = "wordpiece; Chinese by jieba-rs 0.11 with jieba 0.42.1's dictionary";
+/// The words the user gave.
+pub const BY_GIVEN: &str = "given";
 
 /// BERT's unknown token.
 const UNK: &str = "[UNK]";
@@ -62,7 +73,43 @@ impl Segmentation {
                 _ => words.push(Word { text: token.clone(), pieces: vec![index] }),
             }
         }
-        Segmentation { by: "wordpiece", words }
+        Segmentation { by: BY_WORDPIECE, words }
+    }
+
+    /// The words `words` asks for: "" for the automatic ones ([`Segmentation::automatic`]),
+    /// else the words given ([`Segmentation::given`]). Err: where the words given and the tokens
+    /// part.
+    pub fn asked(tokens: &[String], words: &str) -> Result<Segmentation, String> {
+        match words {
+            "" => Ok(Segmentation::automatic(tokens)),
+            given => Segmentation::given(tokens, given),
+        }
+    }
+
+    /// Words by WordPiece, and each run of Chinese characters (consecutive tokens that are one
+    /// CJK character each) cut into words by jieba-rs, as `jieba.cut(run)` cuts it. An `[UNK]`
+    /// ends a run: the character it stands for is not in the tokens.
+    pub fn automatic(tokens: &[String]) -> Segmentation {
+        let pieces = Segmentation::wordpiece(tokens);
+        let is_character = |word: &Word| {
+            let mut chars = word.text.chars();
+            matches!((chars.next(), chars.next()), (Some(c), None) if is_cjk(c))
+        };
+        if !pieces.words.iter().any(is_character) {
+            return pieces;
+        }
+        let mut words = Vec::with_capacity(pieces.words.len());
+        let mut run: Vec<Word> = Vec::new();
+        for word in pieces.words {
+            if is_character(&word) {
+                run.push(word);
+            } else {
+                cut_run(&mut run, &mut words);
+                words.push(word);
+            }
+        }
+        cut_run(&mut run, &mut words);
+        Segmentation { by: BY_JIEBA, words }
     }
 
     /// The words `given` (separated by white space), matched to `tokens` character by character
@@ -124,7 +171,7 @@ impl Segmentation {
         if let Some((word, _)) = wanted.next() {
             return Err(format!("the word `{word}` is beyond the tokens"));
         }
-        Ok(Segmentation { by: "given", words })
+        Ok(Segmentation { by: BY_GIVEN, words })
     }
 
     /// `matrix` (token rows reading token columns, over the tokens this was made from) read word
@@ -150,6 +197,41 @@ impl Segmentation {
     pub fn word_of(&self, index: usize) -> usize {
         self.words.iter().position(|w| w.pieces.contains(&index)).unwrap_or(0)
     }
+}
+
+/// The Chinese characters of `run` (one token each, in order) cut into words by jieba-rs and
+/// added to `words`; `run` is left empty.
+fn cut_run(run: &mut Vec<Word>, words: &mut Vec<Word>) {
+    if run.is_empty() {
+        return;
+    }
+    let text: String = run.iter().map(|w| w.text.as_str()).collect();
+    let mut characters = run.drain(..);
+    for cut in jieba().cut(&text, true) {
+        let mut word = Word { text: String::new(), pieces: Vec::new() };
+        for character in characters.by_ref().take(cut.word.chars().count()) {
+            word.text.push_str(&character.text);
+            word.pieces.extend(character.pieces);
+        }
+        if !word.pieces.is_empty() {
+            words.push(word);
+        }
+    }
+    // jieba's words spell the text they cut, so no character is left; were one left, it would
+    // be a word of its own rather than lost.
+    words.extend(characters);
+}
+
+/// jieba's dictionary, as Python's jieba 0.42.1 ships it, gzipped (`data/README.md`).
+pub const JIEBA_DICTIONARY: &[u8] = include_bytes!("../../data/jieba-dict.txt.gz");
+
+/// jieba-rs with jieba's dictionary, loaded once, on first use.
+fn jieba() -> &'static jieba_rs::Jieba {
+    static JIEBA: OnceLock<jieba_rs::Jieba> = OnceLock::new();
+    JIEBA.get_or_init(|| {
+        let mut dictionary = std::io::BufReader::new(flate2::read::GzDecoder::new(JIEBA_DICTIONARY));
+        jieba_rs::Jieba::with_dict(&mut dictionary).expect("the embedded dictionary loads (a test loads it)")
+    })
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod loader;
 mod masking;
 mod params;
 mod rollout;
+mod segmentation;
 mod sentence_pooling;
 mod tokenizer;
 mod tokenizer_reference;

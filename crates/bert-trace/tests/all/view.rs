@@ -355,3 +355,107 @@ fn bad_input_is_one_line_and_nothing_of_the_users_is_replaced() {
     }
     assert!(ours.is_file());
 }
+
+/// One of the page's binary arrays: base64 of a zlib stream of 8-bit codes.
+fn codes(packed: &serde_json::Value) -> Vec<u8> {
+    use base64::Engine;
+    use std::io::Read;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(packed.as_str().unwrap()).unwrap();
+    let mut out = Vec::new();
+    flate2::read::ZlibDecoder::new(&bytes[..]).read_to_end(&mut out).unwrap();
+    out
+}
+
+/// The page's attention rollout is the library's (`rollout` of each sequence, within the 8 bits
+/// it is shown in, padding masked), and its head view by words is the library's words and
+/// Clark et al.'s rule on the dump's probabilities: a padded batch of English (WordPiece's
+/// words) and a padded batch of Chinese pairs (jieba's).
+#[test]
+fn the_pages_rollout_and_words_are_the_librarys() {
+    use bert_core::experiments::rollout::{rollout, RolloutOptions};
+    use bert_core::experiments::segmentation::Segmentation;
+    use bert_core::io::dump::Dump;
+    for (model, case) in [("tiny", "tiny/dumps/batch"), ("tiny-chinese", "tiny-chinese/dumps/pair_batch")] {
+        let dump = Dump::open(&root().join("golden").join(case)).unwrap();
+        // The model's tokenizer names the tokens, as `view` finds it.
+        let model = bert_core::BertModel::load(&root().join("golden").join(model)).unwrap();
+        let (data, _) = bert_commands::view::draw(&dump, Some(&model), None).unwrap();
+        let (b, t, layers) = (dump_dim(&data, "batch"), dump_dim(&data, "tokens"), dump_dim(&data, "layers"));
+        let mask = dump.read(dump.entry("input.attention_mask").unwrap()).unwrap().to_f64();
+        // Rollout: one heatmap a layer, [B, T, T].
+        let maps: Vec<&serde_json::Value> =
+            data["heatmaps"].as_array().unwrap().iter().filter(|m| m["group"] == "rollout").collect();
+        assert_eq!(maps.len(), layers, "{case}: rollout heatmaps");
+        for seq in 0..b {
+            let library = rollout(&dump, &RolloutOptions { seq, ..Default::default() }).unwrap();
+            for (layer, map) in maps.iter().enumerate() {
+                let got = codes(&map["data"]);
+                assert_eq!(got.len(), b * t * t, "{case}: {}", map["stage"]);
+                for row in 0..t {
+                    for col in 0..t {
+                        let at = (seq * t + row) * t + col;
+                        let (i, j) = (
+                            library.positions.iter().position(|&p| p == row),
+                            library.positions.iter().position(|&p| p == col),
+                        );
+                        let want = match (i, j) {
+                            (Some(i), Some(j)) => (library.rollout[layer][i][j] * 254.0).round() as u8,
+                            _ => 255,
+                        };
+                        assert_eq!(
+                            got[at], want,
+                            "{case}: rollout through layer {layer}, sequence {seq}, [{row}, {col}]"
+                        );
+                    }
+                }
+            }
+        }
+        // Words: each sequence's words and every layer's [nh, W, W] codes.
+        let words = &data["attention"]["words"]["sequences"];
+        let mut worded = 0;
+        for seq in 0..b {
+            let real: Vec<usize> = (0..t).filter(|&p| mask[[seq, p]] != 0.0).collect();
+            let tokens: Vec<String> =
+                real.iter().map(|&p| data["sequences"][seq]["tokens"][p].as_str().unwrap().to_string()).collect();
+            let segmentation = Segmentation::automatic(&tokens);
+            let page = &words[seq];
+            if segmentation.words.iter().all(|w| w.pieces.len() == 1) {
+                assert!(page.is_null(), "{case}: sequence {seq} has no word of several tokens");
+                continue;
+            }
+            worded += 1;
+            let texts: Vec<&str> =
+                page["words"].as_array().unwrap().iter().map(|w| w["text"].as_str().unwrap()).collect();
+            let want: Vec<&str> = segmentation.words.iter().map(|w| w.text.as_str()).collect();
+            assert_eq!(texts, want, "{case}: sequence {seq}'s words");
+            for layer in 0..layers {
+                let probs = dump.read(dump.entry(&format!("layer{layer}.attention.probs")).unwrap()).unwrap().to_f64();
+                let got = codes(&page["layers"][layer]);
+                let (heads, n) = (probs.shape()[1], want.len());
+                assert_eq!(got.len(), heads * n * n, "{case}: layer {layer}");
+                for head in 0..heads {
+                    let matrix: Vec<Vec<f64>> = real
+                        .iter()
+                        .map(|&r| real.iter().map(|&c| f64::from(probs[[seq, head, r, c]] as f32)).collect())
+                        .collect();
+                    let grouped = segmentation.by_words(&matrix);
+                    for (r, row) in grouped.iter().enumerate() {
+                        for (c, &p) in row.iter().enumerate() {
+                            let want = (p as f32 * 255.0).round() as u8;
+                            assert_eq!(
+                                got[(head * n + r) * n + c],
+                                want,
+                                "{case}: layer {layer} head {head}, words [{r}, {c}]"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(worded > 0, "{case}: no sequence read by words");
+    }
+}
+
+fn dump_dim(data: &serde_json::Value, name: &str) -> usize {
+    data["dims"][name].as_u64().unwrap() as usize
+}

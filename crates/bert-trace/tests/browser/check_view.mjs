@@ -176,6 +176,8 @@ const IN_PAGE = {
     const D = JSON.parse(document.getElementById('bert-trace-data').textContent);
     return {
       dims: D.dims, attention: !!D.attention, title: document.title,
+      // the first sequence's words when it has words of several tokens (the head view's "by words")
+      words: D.attention && D.attention.words && D.attention.words.sequences[0] ? D.attention.words.sequences[0].words.map((w) => w.text) : null,
       heatmaps: (D.heatmaps || []).map((hm) => ({ stage: hm.stage, cells: hm.shape.slice(-2).reduce((a, b) => a * b, 1) })),
       errors: (window.__checkErrors || []).concat(window.bertTraceView.errors || []),
     };
@@ -371,6 +373,29 @@ async function check(drv, summary, times) {
       if (after.hash === before.hash) fail(`choosing layer ${L - 1} did not change what the head view draws`);
       summary.push(`layer 0→${L - 1} changes the drawing`);
     }
+    // by words: one row a word, other lines; and back
+    const wordsBox = await drv.run('count', '#hv-words');
+    if (data.words) {
+      if (wordsBox !== 1) fail('the first sequence has words of several tokens, but the head view offers no "by words"');
+      const tokensDrawn = await drv.run('canvasStats', ['#hv-canvas', linesArea]);
+      const drawn = drv.run('nextEvent', 'headview-drawn');
+      await drv.click('#hv-words');
+      await drawn;
+      const rows = Number(await drv.run('attr', ['#hv-canvas', 'data-rows']));
+      const byWords = await drv.run('attr', ['#hv-canvas', 'data-by-words']);
+      if (byWords !== '1' || rows !== data.words.length) fail(`by words, the head view shows ${rows} rows (by words: ${byWords}), expected the ${data.words.length} words ${data.words.join(' ')}`);
+      const wordsDrawn = await drv.run('canvasStats', ['#hv-canvas', linesArea]);
+      if (wordsDrawn.hash === tokensDrawn.hash || wordsDrawn.ink === 0) fail('reading by words did not change what the head view draws');
+      const status = await drv.run('text', '#hv-status');
+      if (!status.includes(`${data.words.length} words of`)) fail(`by words, the head view says "${status}"`);
+      const back = drv.run('nextEvent', 'headview-drawn');
+      await drv.click('#hv-words');
+      await back;
+      if (await drv.run('attr', ['#hv-canvas', 'data-by-words']) !== '0') fail('unticking "by words" left the head view by words');
+      summary.push(`by words: ${data.words.length} rows`);
+    } else if (wordsBox !== 0 && data.attention) {
+      summary.push('by words offered for a later sequence');
+    }
     // hover the first token: only its lines
     await drv.run('scrollTo', '#head-view');
     await drv.mouseMove('#hv-canvas', 60, 8 + 5);
@@ -413,6 +438,10 @@ async function check(drv, summary, times) {
 
   // ---- heatmap: the biggest stage, then the last and the first entries of the picker
   const options = await drv.run('stageOptions');
+  // attention rollout through every layer, in the picker, when the page has the attention
+  const rolled = options.filter((o) => o.text.startsWith('rollout through layer ')).length;
+  if (data.attention && rolled !== L) fail(`the heatmap offers rollout through ${rolled} layers, expected ${L}`);
+  if (rolled) summary.push(`rollout: ${rolled} layers`);
   if (options.length) {
     const picks = [options[options.length - 1], options[0]];
     if (data.heatmaps.length) {

@@ -351,6 +351,27 @@
       const n = this.B * this.nh * this.T * this.T;
       return decode('attention/' + layer, this.D.attention.layers[layer], 'u8', n);
     }
+    // The current sequence's words (several tokens read as one, by the library's segmentation),
+    // or null when it reads by tokens only.
+    words() {
+      const w = this.D.attention && this.D.attention.words;
+      const sq = w && Array.isArray(w.sequences) ? w.sequences[this.seq] : null;
+      return sq && Array.isArray(sq.words) && sq.words.length > 0 ? sq.words : null;
+    }
+    wordsBy() {
+      const w = this.D.attention && this.D.attention.words;
+      return w && w.by ? String(w.by) : '';
+    }
+    hasWords() {
+      const w = this.D.attention && this.D.attention.words;
+      return !!(w && Array.isArray(w.sequences) && w.sequences.some((sq) => sq && Array.isArray(sq.words)));
+    }
+    // One layer's heads read by the current sequence's words: [nh, W, W] codes.
+    attentionWords(layer) {
+      const words = this.words();
+      const sq = this.D.attention.words.sequences[this.seq];
+      return decode('attention-words/' + this.seq + '/' + layer, sq.layers[layer], 'u8', this.nh * words.length * words.length);
+    }
     thumbSize() {
       const th = this.D.attention && this.D.attention.thumb;
       return th && th.size ? th.size : 0;
@@ -435,6 +456,7 @@
       }
       this.hasPad = view.seqs.some((sq) => (sq.attention_mask || []).some((m) => m === 0));
       this.hidePad = this.hasPad;
+      this.byWords = false;
       this.build();
       view.onSeq(() => { this.hover = null; this.pinned = null; this.resetThreshold(); this.update(); });
       this.resetThreshold();
@@ -474,6 +496,11 @@
         this.padBox.addEventListener('change', () => { this.hidePad = this.padBox.checked; this.hover = null; this.pinned = null; this.update(); });
         controls.append(h('label', null, this.padBox, ' hide padding'));
       }
+      if (v.hasWords()) {
+        this.wordsBox = h('input', { type: 'checkbox', id: 'hv-words' });
+        this.wordsBox.addEventListener('change', () => { this.byWords = this.wordsBox.checked; this.hover = null; this.pinned = null; this.resetThreshold(); this.update(); });
+        controls.append(h('label', { title: 'a word reads the mean of its pieces\' rows and is read by the sum of their columns (Clark et al. 2019); padding left out; words: ' + v.wordsBy() }, this.wordsBox, ' by words'));
+      }
       this.status = h('div', { class: 'hv-status', id: 'hv-status' });
       this.canvas = h('canvas', { id: 'hv-canvas', 'aria-label': 'attention lines from each token (left) to the tokens it attends to (right)' });
       // The canvas is only as tall as the visible window and stays put (sticky) while the spacer
@@ -507,10 +534,39 @@
       }
     }
 
-    visible() {
+    // What the rows are: the sequence's tokens, or its words when read by words (a sequence
+    // with no word of several tokens reads by tokens). A word row is coloured as its first token,
+    // marked when any of its tokens is.
+    rows() {
       const v = this.view;
+      const words = this.byWords ? v.words() : null;
+      const masked = v.maskedMap();
+      if (words) {
+        const W = words.length;
+        return {
+          byWords: true, n: W, key: 'w',
+          labels: words.map((w) => String(w.text)),
+          pad: () => false,
+          segment: (r) => v.segment(words[r].positions[0]),
+          marked: (r) => words[r].positions.some((p) => masked.has(p)),
+          base: (head) => head * W * W,
+        };
+      }
+      const T = v.T;
+      return {
+        byWords: false, n: T, key: 't',
+        labels: v.tokens(),
+        pad: (i) => v.isPad(i),
+        segment: (i) => v.segment(i),
+        marked: (i) => masked.has(i),
+        base: (head) => (v.seq * v.nh + head) * T * T,
+      };
+    }
+
+    visible() {
+      const rows = this.rows();
       const vis = [];
-      for (let i = 0; i < v.T; i++) if (!(this.hidePad && v.isPad(i))) vis.push(i);
+      for (let i = 0; i < rows.n; i++) if (!(this.hidePad && rows.pad(i))) vis.push(i);
       return vis;
     }
 
@@ -543,11 +599,12 @@
     // Lines of one head at or above the threshold, counting-sorted by code (weakest first).
     lines(A, head, vis, thr) {
       const v = this.view;
-      const key = [v.seq, this.layer, head, thr, this.hidePad].join('/');
+      const rows = this.src;
+      const key = [v.seq, this.layer, head, thr, this.hidePad, rows.key].join('/');
       let c = this.lineCache.get(key);
       if (c) return c;
-      const T = v.T;
-      const base = (v.seq * v.nh + head) * T * T;
+      const T = rows.n;
+      const base = rows.base(head);
       const counts = new Uint32Array(257);
       let below = 0;
       const n = vis.length;
@@ -583,13 +640,14 @@
       const v = this.view;
       let A;
       try {
-        A = await v.attention(this.layer);
+        A = this.byWords && v.words() ? await v.attentionWords(this.layer) : await v.attention(this.layer);
       } catch (err) {
         showError(this.el, 'the head view', err);
         throw err;
       }
       if (gen !== this.gen) return;
       this.A = A;
+      this.src = this.rows();
       this.vis = this.visible();
       this.geo = this.geometry(this.vis.length);
       this.layoutWindow();
@@ -598,6 +656,8 @@
       this.drawCount++;
       this.canvas.dataset.drawCount = String(this.drawCount);
       this.canvas.dataset.layer = String(this.layer);
+      this.canvas.dataset.rows = String(this.vis.length);
+      this.canvas.dataset.byWords = this.src.byWords ? '1' : '0';
       emit('headview-drawn', { layer: this.layer, ms });
     }
 
@@ -626,8 +686,8 @@
       const ctx = this.ctx;
       const vis = this.vis;
       const n = vis.length;
-      const toks = v.tokens();
-      const masked = v.maskedMap();
+      const rows = this.src;
+      const toks = rows.labels;
       const active = [];
       this.heads.forEach((on, i) => { if (on) active.push(i); });
       const k = active.length;
@@ -655,14 +715,14 @@
       }
 
       // per-head boxes on the other side: how much each active head gives each token
-      const T = v.T;
+      const T = rows.n;
       const A = this.A;
       if (hov && k > 0) {
         const slot = (HV.labelW - HV.segBarW) / k;
         const bx = hov.side === 'left' ? x2 + HV.segBarW : HV.segBarW;
         active.forEach((hd, s) => {
           ctx.fillStyle = headColor(hd);
-          const base = (v.seq * v.nh + hd) * T * T;
+          const base = rows.base(hd);
           for (let r = r0; r < r1; r++) {
             const code = hov.side === 'left' ? A[base + hov.tok * T + vis[r]] : A[base + vis[r] * T + hov.tok];
             if (!code) continue;
@@ -679,11 +739,11 @@
       for (let r = r0; r < r1; r++) {
         const i = vis[r];
         const yy = y(r);
-        const pad = v.isPad(i);
-        ctx.fillStyle = pad ? PAD_TEXT_COLOR : SEG_COLORS[v.segment(i) ? 1 : 0];
+        const pad = rows.pad(i);
+        ctx.fillStyle = pad ? PAD_TEXT_COLOR : SEG_COLORS[rows.segment(i) ? 1 : 0];
         ctx.fillRect(0, HV.top + r * rowH + 1, HV.segBarW, rowH - 2);
         ctx.fillRect(width - HV.segBarW, HV.top + r * rowH + 1, HV.segBarW, rowH - 2);
-        ctx.fillStyle = masked.has(i) ? MARK_COLOR : pad ? PAD_TEXT_COLOR : TEXT_COLOR;
+        ctx.fillStyle = rows.marked(i) ? MARK_COLOR : pad ? PAD_TEXT_COLOR : TEXT_COLOR;
         const label = cut(toks[i]);
         ctx.textAlign = 'right';
         ctx.fillText(label, HV.labelW - HV.textPad, yy);
@@ -699,7 +759,7 @@
       if (hov) {
         for (const hd of active) {
           ctx.strokeStyle = headColor(hd);
-          const base = (v.seq * v.nh + hd) * T * T;
+          const base = rows.base(hd);
           const yh = y(hov.row);
           for (let r = 0; r < n; r++) {
             const code = hov.side === 'left' ? A[base + hov.tok * T + vis[r]] : A[base + vis[r] * T + hov.tok];
@@ -748,7 +808,8 @@
       const parts = [`layer ${this.layer} of ${v.L}`, `${k} of ${v.nh} head${v.nh === 1 ? '' : 's'}`];
       if (k === 0) parts.push('no head selected: click a coloured square');
       else if (hov) {
-        parts.push(`${fmtInt(drawn)} line${drawn === 1 ? '' : 's'} ${hov.side === 'left' ? 'from' : 'into'} "${toks[hov.tok]}" (position ${hov.tok})` +
+        const where = rows.byWords ? `word ${hov.tok}` : `position ${hov.tok}`;
+        parts.push(`${fmtInt(drawn)} line${drawn === 1 ? '' : 's'} ${hov.side === 'left' ? 'from' : 'into'} "${toks[hov.tok]}" (${where})` +
           (this.pinned ? ', kept: click it again to release' : ''));
       } else if (this.thr >= 256) {
         parts.push('no lines drawn until you hover a token (choose a threshold under Lines)');
@@ -757,8 +818,13 @@
         parts.push(`${fmtInt(drawn)} lines drawn (${thrText ? thrText.label : 'p ≥ ' + fmt(this.thr / 255)})`);
         if (hidden > 0) parts.push(`${fmtInt(hidden)} weaker lines hidden: hover a token to see all of its lines`);
       }
-      const nPad = v.T - n;
-      if (nPad > 0) parts.push(`${nPad} padding token${nPad === 1 ? '' : 's'} hidden`);
+      if (rows.byWords) {
+        parts.push(`${n} words of ${v.sequence().real || n} real tokens (${v.wordsBy()})`);
+      } else {
+        if (this.byWords) parts.push('every word of this sequence is one token');
+        const nPad = v.T - n;
+        if (nPad > 0) parts.push(`${nPad} padding token${nPad === 1 ? '' : 's'} hidden`);
+      }
       this.status.textContent = parts.join(' · ');
     }
 
@@ -956,7 +1022,7 @@
         const n = shp.reduce((a, b) => a * b, 1);
         have.add(hm.stage);
         out.push({
-          stage: hm.stage, label: `${hm.stage}  [${shp.join(', ')}]${hm.encoding === 'u8' ? '  8-bit' : ''}`,
+          stage: hm.stage, label: `${hm.stage}  [${shp.join(', ')}]${hm.encoding === 'u8' ? '  8-bit' : ''}`, group: hm.group || 'stages',
           heads, rows, cols, tokenCols: hm.cols === 'tokens' || shp.length === 4,
           encoding: hm.encoding, min: Number(hm.min), max: Number(hm.max), diverging: !!hm.diverging,
           maskedCode: hm.masked_code === undefined ? 255 : hm.masked_code, note: hm.note || '',
@@ -980,13 +1046,14 @@
 
     build() {
       this.sel = h('select', { id: 'hm-stage', 'aria-label': 'stage' });
-      const real = this.entries.filter((e) => !e.virtual);
-      const virt = this.entries.filter((e) => e.virtual);
+      const groups = [
+        ['stages', this.entries.filter((e) => !e.virtual && e.group === 'stages')],
+        ['attention probabilities (as in the head view)', this.entries.filter((e) => e.virtual)],
+        ['attention rollout through the layers', this.entries.filter((e) => e.group === 'rollout')],
+      ].filter(([, list]) => list.length);
       const addTo = (parent, list) => list.forEach((e) => parent.append(h('option', { value: String(this.entries.indexOf(e)), text: e.label })));
-      if (real.length && virt.length) {
-        const g1 = h('optgroup', { label: 'stages' }); addTo(g1, real);
-        const g2 = h('optgroup', { label: 'attention probabilities (as in the head view)' }); addTo(g2, virt);
-        this.sel.append(g1, g2);
+      if (groups.length > 1) {
+        for (const [label, list] of groups) { const g = h('optgroup', { label }); addTo(g, list); this.sel.append(g); }
       } else addTo(this.sel, this.entries);
       this.idx = 0;
       this.sel.value = '0';
@@ -1006,6 +1073,7 @@
       const controls = h('div', { class: 'controls' }, h('label', null, 'Stage ', this.sel), this.headLabel, h('label', null, 'Zoom ', this.zoomSel));
       const kids = [controls, this.noteEl, this.wrap, this.readout];
       if (this.skipped.length) kids.push(h('p', { class: 'note', text: 'Not shown (not token-by-token): ' + this.skipped.join(', ') }));
+      if (this.view.D.rollout_note) kids.push(h('p', { class: 'note', id: 'hm-rollout-note', text: String(this.view.D.rollout_note) }));
       this.el.replaceChildren(...kids);
       this.canvas.addEventListener('mousemove', (ev) => this.onMove(ev));
       this.canvas.addEventListener('mouseleave', () => { this.tip.hidden = true; });

@@ -105,6 +105,28 @@ pub fn rollout_of_pass(memory: &Memory, origin: &Path, options: &RolloutOptions)
     rollout_from(&read, origin, options)
 }
 
+/// Rollout (never flow) of every sequence of `dump`, each layer's probabilities read once: what
+/// the page of a dump shows. `options.seq` is ignored.
+pub fn rollout_of_every_sequence(dump: &Dump, options: &RolloutOptions) -> Result<Vec<Rollout>> {
+    let mut kept = std::collections::HashMap::new();
+    let mask = Stage::new(StageKind::InputAttentionMask);
+    let mut batch = None;
+    for stage in std::iter::once(mask).chain((0..).map(|i| Stage::layer(i, StageKind::AttnProbs))) {
+        let Some(entry) = dump.entry(&stage.name()) else {
+            match stage == mask {
+                true => continue,
+                false => break,
+            }
+        };
+        batch = batch.or(entry.shape.first().copied());
+        kept.insert(stage, dump.read(entry)?);
+    }
+    let read = |stage: Stage| Ok(kept.get(&stage).cloned());
+    (0..batch.unwrap_or(1))
+        .map(|seq| rollout_from(&read, &dump.dir, &RolloutOptions { seq, flow: false, ..*options }))
+        .collect()
+}
+
 /// A sink for a fresh pass that rollout reads: it keeps what rollout and flow read, every
 /// layer's attention probabilities and the attention mask (which tokens are real), and nothing
 /// else, so that a long text's pass holds one `[B,nh,T,T]` tensor a layer rather than every
