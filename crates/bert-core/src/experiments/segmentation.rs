@@ -277,6 +277,17 @@ mod tests {
         assert_eq!(texts, ["[CLS]", "When", "in", "Rōme", ",", "[SEP]"]);
     }
 
+    /// A sentence whose every word is one token reads by words as it reads by tokens, exactly.
+    #[test]
+    fn words_of_one_token_each_leave_the_matrix_as_it_is() {
+        let words = Segmentation::automatic(&tokens("[CLS] when in rome , do as the [MASK] do . [SEP]"));
+        assert!(words.words.iter().all(|w| w.pieces.len() == 1), "{words:?}");
+        let n = words.words.len();
+        let matrix: Vec<Vec<f64>> =
+            (0..n).map(|r| (0..n).map(|c| ((r * 7 + c * 3) % 11) as f64 / 97.0 + 1e-3 * r as f64).collect()).collect();
+        assert_eq!(words.by_words(&matrix), matrix);
+    }
+
     #[test]
     fn rows_read_by_word_still_sum_to_one() {
         let words = Segmentation::wordpiece(&tokens("[CLS] ro ##me [SEP]"));
