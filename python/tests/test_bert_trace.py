@@ -732,6 +732,12 @@ def test_rollout_is_the_commands_json(tmp_path):
     run = cli("rollout", "The astronauts were unbelievably [MASK].", "--model", small, "--words", "--json")
     assert by_words == json.loads(run.stdout) and by_words["words"]["by"] == "wordpiece"
     assert "<svg" in by_words._repr_html_() and ">astronauts<" in by_words._repr_html_(), "drawn by words in a notebook"
+    # Chinese: the words jieba cuts, as the command finds them.
+    poem = "床前明月[MASK]，疑是地上霜。"
+    chinese = bert_trace.rollout(poem, "chinese-small", words=True)
+    run = cli("rollout", poem, "--model", "chinese-small", "--words", "--json")
+    assert chinese == json.loads(run.stdout) and "jieba" in chinese["words"]["by"]
+    assert [w["text"] for w in chinese["words"]["words"]][1:3] == ["床前", "明月"]
     with pytest.raises(bert_trace.InputError) as refused:
         bert_trace.rollout(text, small, words="When in")
     assert "words=" in str(refused.value)
