@@ -15,7 +15,7 @@ use crate::objectives::IGNORE;
 use crate::ops::{self, Float};
 use crate::pass::Tensor;
 use crate::stage::inputs::{alternatives_from, inputs, Wiring};
-use crate::stage::{Stage, StageKind::*};
+use crate::stage::{Op, Stage, StageKind::*};
 
 /// `stage` recomputed from the dump's values of its inputs: Ok(Err(reason)) when it cannot be
 /// (an input absent, or not of a shape the operation takes).
@@ -340,14 +340,19 @@ fn ints_of<D: ndarray::Dimension>(value: &Option<Tensor>, what: &str) -> std::re
 }
 
 /// One stage from its inputs (in the order of `stage/inputs.rs`), by the function of `model/`
-/// that the forward pass calls for it; this file only checks the operands' shapes and ranges.
+/// that the forward pass calls for it, chosen by the stage's operation (the table's `op`
+/// column), on the module its row names; this file only checks the operands' shapes and ranges.
 fn recompute<F: Float>(
     model: &BertModel<F>,
     stage: Stage,
     x: &[Option<Tensor>],
 ) -> std::result::Result<Tensor, String> {
-    let layer = || model.layers.get(stage.layer.unwrap_or(0)).ok_or("a layer the model does not have".to_string());
     let h = model.config.hidden_size;
+    // The module of a layer the model has, or of a head it has.
+    let absent = || match stage.layer {
+        Some(i) if i >= model.layers.len() => "a layer the model does not have".to_string(),
+        _ => format!("the model has no {}", stage.info().part.weights()),
+    };
     let within = |table: &[usize], ids: &Array2<i64>| {
         if ids.iter().all(|&id| id >= 0 && (id as usize) < table[0]) {
             Ok(())
@@ -356,26 +361,28 @@ fn recompute<F: Float>(
         }
     };
     let embeddings = &model.embeddings;
-    let out: ArrayD<F> = match stage.kind {
-        Param(_) => return Err("a parameter is read, not computed by the forward pass".into()),
-        EmbWord => {
+    let out: ArrayD<F> = match stage.info().op {
+        Op::Given => return Err("an input, which nothing computes".into()),
+        Op::Drawn => return Err("a dropout mask, drawn from the step's seed, not computed from other stages".into()),
+        Op::Param => return Err("a parameter is read, not computed by the forward pass".into()),
+        Op::WordLookup => {
             let ids = ints_of::<Ix2>(&x[0], "input.ids")?;
             within(embeddings.word_embeddings.shape(), &ids)?;
             embeddings.word(ids.view()).into_dyn()
         }
-        EmbPosition => {
+        Op::PositionLookup => {
             let ids = ints_of::<Ix2>(&x[0], "input.ids")?;
             if ids.dim().1 > embeddings.position_embeddings.shape()[0] {
                 return Err(format!("more positions than the table's {}", embeddings.position_embeddings.shape()[0]));
             }
             embeddings.position(ids.dim()).into_dyn()
         }
-        EmbTokenType => {
+        Op::TokenTypeLookup => {
             let ids = ints_of::<Ix2>(&x[0], "input.token_type_ids")?;
             within(embeddings.token_type_embeddings.shape(), &ids)?;
             embeddings.token_type(ids.view()).into_dyn()
         }
-        EmbSum => {
+        Op::EmbeddingSum => {
             let (w, t, p) = (
                 float_of::<F, Ix3>(&x[0], "word")?,
                 float_of::<F, Ix3>(&x[1], "token_type")?,
@@ -384,12 +391,20 @@ fn recompute<F: Float>(
             same(&[w.shape(), t.shape(), p.shape()])?;
             embeddings::sum(w, &t, &p).into_dyn()
         }
-        EmbLayerNorm => embeddings.layer_norm.forward(wide::<F>(&x[0], "sum", h)?).into_dyn(),
-        AttnQuery | AttnKey | AttnValue => {
-            let input = wide::<F>(&x[0], "the layer's input", h)?;
-            layer()?.attention.self_attention.project(stage.kind, &input).into_dyn()
+        Op::LayerNorm => {
+            let layer_norm = model.layer_norm_of(stage).ok_or_else(absent)?;
+            layer_norm.forward(wide_of::<F, IxDyn>(&x[0], "its input", h)?)
         }
-        AttnScores => {
+        Op::Dense => {
+            let dense = model.linear_of(stage).ok_or_else(absent)?;
+            dense.forward(&wide_of::<F, IxDyn>(&x[0], "its input", dense.weight.shape()[1])?)
+        }
+        Op::HeadProjection => {
+            let layer = model.layers.get(stage.layer.unwrap_or(0)).ok_or_else(absent)?;
+            let input = wide::<F>(&x[0], "the layer's input", h)?;
+            layer.attention.self_attention.project(stage.kind, &input).into_dyn()
+        }
+        Op::Scores => {
             let (q, k) = (float_of::<F, Ix4>(&x[0], "query")?, float_of::<F, Ix4>(&x[1], "key")?);
             same(&[q.shape(), k.shape()])?;
             let mask = ints_of::<Ix2>(&x[2], "input.attention_mask")?;
@@ -399,87 +414,51 @@ fn recompute<F: Float>(
             }
             attention::scores(q.view(), k.view(), additive_mask::<F>(&mask).as_ref()).into_dyn()
         }
-        AttnProbs => attention::probs(float_of::<F, Ix4>(&x[0], "scores")?).into_dyn(),
-        AttnContext => {
+        Op::Softmax => attention::probs(float_of::<F, Ix4>(&x[0], "scores")?).into_dyn(),
+        Op::Context => {
             let (p, v) = (float_of::<F, Ix4>(&x[0], "probs")?, float_of::<F, Ix4>(&x[1], "value")?);
             if p.dim().3 != v.dim().2 || p.dim().0 != v.dim().0 || p.dim().1 != v.dim().1 {
                 return Err(format!("probs {:?} and value {:?} do not multiply", p.shape(), v.shape()));
             }
             attention::context(p.view(), v.view()).into_dyn()
         }
-        AttnOutput => layer()?.attention.output.dense.forward(&wide::<F>(&x[0], "context", h)?).into_dyn(),
-        AttnResidual | FfnResidual => {
+        Op::Residual => {
             let (output, input) =
                 (float_of::<F, Ix3>(&x[0], "output")?, float_of::<F, Ix3>(&x[1], "the block's input")?);
             same(&[output.shape(), input.shape()])?;
             attention::residual(output, &input).into_dyn()
         }
-        AttnLayerNorm => layer()?.attention.output.layer_norm.forward(wide::<F>(&x[0], "residual", h)?).into_dyn(),
-        FfnIntermediate => {
-            layer()?.feed_forward.intermediate.forward(&wide::<F>(&x[0], "attention.layernorm", h)?).into_dyn()
-        }
-        FfnActivation => {
-            layer()?.feed_forward.activation.forward(float_of::<F, Ix3>(&x[0], "intermediate")?).into_dyn()
-        }
-        FfnOutput => {
-            let input = wide::<F>(&x[0], "activation", model.config.intermediate_size)?;
-            layer()?.feed_forward.output.forward(&input).into_dyn()
-        }
-        FfnLayerNorm => layer()?.feed_forward.layer_norm.forward(wide::<F>(&x[0], "residual", h)?).into_dyn(),
-        PoolerDense => {
-            let pooler = model.pooler.as_ref().ok_or("the model has no pooler")?;
+        Op::Activation => model.config.activation().forward(float_of::<F, IxDyn>(&x[0], "its input")?),
+        Op::ClsDense => {
+            let pooler = model.pooler.as_ref().ok_or_else(absent)?;
             let hidden = wide::<F>(&x[0], "the last hidden state", h)?;
             if hidden.dim().1 == 0 {
                 return Err("no tokens".into());
             }
             pooler.dense_of(&hidden).into_dyn()
         }
-        PoolerOutput => pooler::output(float_of::<F, Ix2>(&x[0], "pooler.dense")?).into_dyn(),
-        LensEmbeddings | LensLayer => {
-            let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
+        Op::Tanh => pooler::output(float_of::<F, Ix2>(&x[0], "pooler.dense")?).into_dyn(),
+        Op::Lens => {
+            let mlm = model.mlm.as_ref().ok_or_else(absent)?;
             mlm.logits_of(&wide::<F>(&x[0], "its input", h)?).into_dyn()
         }
-        MlmTransform | MlmActivation | MlmLayerNorm | MlmLogits => {
-            let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
-            let input = wide::<F>(&x[0], "its input", h)?;
-            match stage.kind {
-                MlmTransform => mlm.transform.forward(&input).into_dyn(),
-                MlmActivation => mlm.activation.forward(input).into_dyn(),
-                MlmLayerNorm => mlm.layer_norm.forward(input).into_dyn(),
-                _ => mlm.decoder.forward(&input).into_dyn(),
-            }
-        }
-        MlmLosses | NspLosses | ClassifierLosses => {
+        Op::CrossEntropy => {
             let logits = float_of::<F, IxDyn>(&x[0], "logits")?;
             let labels = ints_of::<IxDyn>(&x[1], "labels")?;
-            if logits.ndim() != labels.ndim() + 1 || logits.shape()[..labels.ndim()] != labels.shape()[..] {
-                return Err(format!("logits {:?} and labels {:?} do not go together", logits.shape(), labels.shape()));
-            }
-            let classes = *logits.shape().last().unwrap_or(&0);
-            if labels.iter().any(|&l| l != IGNORE && (l < 0 || l as usize >= classes)) {
-                return Err(format!("a label outside the {classes} classes"));
-            }
+            labels_fit(&labels.view(), &logits.view())?;
             losses::losses(logits.view(), labels.view())
         }
-        MlmLoss | NspLoss | ClassifierLoss => {
+        Op::MeanLoss => {
             let per_label = float_of::<F, IxDyn>(&x[0], "losses")?;
             let labels = ints_of::<IxDyn>(&x[1], "labels")?;
             same(&[per_label.shape(), labels.shape()])?;
             ndarray::arr0(losses::mean(per_label.view(), labels.view())).into_dyn()
         }
-        Loss => {
+        Op::TotalLoss => {
             let part = |value: &Option<Tensor>| value.as_ref().and_then(|t| t.to_float::<F>()?.iter().next().copied());
             ndarray::arr0(losses::total(&[part(&x[0]), part(&x[1]), part(&x[2])])).into_dyn()
         }
-        NspLogits | ClassifierLogits => {
-            let pooled = wide_of::<F, Ix2>(&x[0], "pooler.output", h)?;
-            let dense = match stage.kind {
-                NspLogits => &model.nsp.as_ref().ok_or("the model has no NSP head")?.dense,
-                _ => &model.classifier.as_ref().ok_or("the model has no classifier")?.dense,
-            };
-            dense.forward(&pooled).into_dyn()
-        }
-        SentencePooled => {
+        Op::MeanPooling => {
             let hidden = float_of::<F, Ix3>(&x[0], "the last hidden state")?;
             let mask = ints_of::<Ix2>(&x[1], "input.attention_mask")?;
             if mask.dim() != (hidden.dim().0, hidden.dim().1) {
@@ -491,21 +470,7 @@ fn recompute<F: Float>(
             }
             sentence_pooling::mean_pool(&hidden, &mask).into_dyn()
         }
-        InputOriginalIds
-        | InputIds
-        | InputTokenTypeIds
-        | InputAttentionMask
-        | InputLabels
-        | InputNextSentenceLabel
-        | InputClassLabels => return Err("an input, which nothing computes".into()),
-        EmbDropoutMask
-        | AttnProbsDropoutMask
-        | AttnOutputDropoutMask
-        | FfnOutputDropoutMask
-        | ClassifierDropoutMask => {
-            return Err("a dropout mask, drawn from the step's seed, not computed from other stages".into())
-        }
-        EmbDropout | AttnProbsDropout | AttnOutputDropout | FfnOutputDropout | ClassifierDropout => {
+        Op::Dropout => {
             let (kept, mask) = (float_of::<F, IxDyn>(&x[0], "its input")?, float_of::<F, IxDyn>(&x[1], "its mask")?);
             same(&[kept.shape(), mask.shape()])?;
             dropout::dropout(kept, &mask)

@@ -14,7 +14,7 @@ use crate::objectives::IGNORE;
 use crate::ops::{self, Float, Moments, SoftmaxRow};
 use crate::pass::Tensor;
 use crate::stage::inputs::inputs;
-use crate::stage::{DType, Dim, ParamKind, ParamKinds, Stage, StageKind::*};
+use crate::stage::{DType, Dim, Op, ParamKind, ParamKinds, Stage, StageKind::*};
 
 /// The names of the intermediate quantities, one table for every kind: what `steps` may hold.
 pub const STEPS: &[&str] = &[
@@ -241,18 +241,15 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
     let reads = inputs(stage, ops.wiring());
     let layer = stage.layer;
     let name = stage.name();
-    match stage.kind {
-        EmbDropoutMask
-        | AttnProbsDropoutMask
-        | AttnOutputDropoutMask
-        | FfnOutputDropoutMask
-        | ClassifierDropoutMask => {
+    let op = stage.info().op;
+    match op {
+        Op::Drawn => {
             return Err(format!(
                 "{name} is a dropout mask: drawn from the training step's seed (0 with the dropout probability, \
                  else 1 / (1 - it)), not computed"
             ));
         }
-        EmbDropout | AttnProbsDropout | AttnOutputDropout | FfnOutputDropout | ClassifierDropout => {
+        Op::Dropout => {
             let x = p.read(ops, reads[0], index)?;
             let mask = p.read(ops, reads[1], index)?;
             p.formula = match mask == 0.0 {
@@ -262,36 +259,33 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 }
             };
         }
-        InputOriginalIds
-        | InputIds
-        | InputTokenTypeIds
-        | InputAttentionMask
-        | InputLabels
-        | InputNextSentenceLabel
-        | InputClassLabels => {
+        Op::Given => {
             return Err(format!("{name} is an input of the pass: given, not computed"));
         }
-        Param(_) => return Err(format!("{name} is a parameter: read from the checkpoint, not computed")),
-        EmbWord | EmbTokenType => {
+        Op::Param => return Err(format!("{name} is a parameter: read from the checkpoint, not computed")),
+        Op::WordLookup | Op::TokenTypeLookup => {
             let (b, t, h) = (index[0], index[1], index[2]);
             let id = p.read(ops, reads[0], &[b, t])?;
-            let table = if stage.kind == EmbWord { ParamKind::WordEmbeddings } else { ParamKind::TokenTypeEmbeddings };
+            let table = match op {
+                Op::WordLookup => ParamKind::WordEmbeddings,
+                _ => ParamKind::TokenTypeEmbeddings,
+            };
             let value = p.param(ops, table, None, &[id as usize, h])?;
             p.formula = format!("{}[{}={}, {h}] = {}", p.inputs[1].stage, reads[0].name(), id, p.n(value));
         }
-        EmbPosition => {
+        Op::PositionLookup => {
             let (t, h) = (index[1], index[2]);
             let value = p.param(ops, ParamKind::PositionEmbeddings, None, &[t, h])?;
             p.formula = format!("{}[position {t}, {h}] = {}", p.inputs[0].stage, p.n(value));
         }
-        EmbSum | AttnResidual | FfnResidual => {
+        Op::EmbeddingSum | Op::Residual => {
             let values: Vec<f64> = reads.iter().map(|&s| p.read(ops, s, index)).collect::<Result<_, _>>()?;
             let sum = values.iter().sum::<f64>();
             let names: Vec<String> = reads.iter().map(|s| s.name()).collect();
             let shown: Vec<String> = values.iter().map(|&v| p.n(v)).collect();
-            let (names, shown) = match stage.kind {
+            let (names, shown) = match op {
                 // HF's order: (word + token_type) + position.
-                EmbSum => (
+                Op::EmbeddingSum => (
                     format!("({} + {}) + {}", names[0], names[1], names[2]),
                     format!("({} + {}) + {}", shown[0], shown[1], shown[2]),
                 ),
@@ -299,7 +293,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
             };
             p.formula = format!("{names} = {shown} = {}", p.n(sum));
         }
-        EmbLayerNorm | AttnLayerNorm | FfnLayerNorm | MlmLayerNorm => {
+        Op::LayerNorm => {
             let (row_at, h) = index.split_at(index.len() - 1);
             let h = h[0];
             let x = p.row(ops, reads[0], row_at)?;
@@ -324,15 +318,14 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 x.len()
             );
         }
-        AttnQuery | AttnKey | AttnValue | AttnOutput | FfnIntermediate | FfnOutput | MlmTransform | MlmLogits
-        | PoolerDense | NspLogits | ClassifierLogits => {
+        Op::HeadProjection | Op::Dense | Op::ClsDense => {
             // The row of the input and the output feature this element is.
-            let (row_at, out) = match stage.kind {
-                AttnQuery | AttnKey | AttnValue => {
+            let (row_at, out) = match op {
+                Op::HeadProjection => {
                     let hs = config.hidden_size / config.num_attention_heads;
                     (vec![index[0], index[2]], index[1] * hs + index[3])
                 }
-                PoolerDense => (vec![index[0], 0], index[1]),
+                Op::ClsDense => (vec![index[0], 0], index[1]),
                 _ => (index[..index.len() - 1].to_vec(), index[index.len() - 1]),
             };
             let x = p.row(ops, reads[0], &row_at)?;
@@ -351,20 +344,20 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 x.len()
             );
         }
-        FfnActivation | MlmActivation => {
+        Op::Activation => {
             let x = p.read(ops, reads[0], index)?;
             p.step("input", x);
             let activation = config.activation();
             let y = activation.forward(arr1(&[x]))[0];
             p.formula = format!("{}({}) = {} (in f64)", config.hidden_act, p.n(x), p.n(y));
         }
-        PoolerOutput => {
+        Op::Tanh => {
             let x = p.read(ops, reads[0], index)?;
             p.step("input", x);
             let y = pooler::output(ndarray::arr2(&[[x]]))[[0, 0]];
             p.formula = format!("tanh({}) = {} (in f64)", p.n(x), p.n(y));
         }
-        AttnScores => {
+        Op::Scores => {
             let (b, head, i, j) = (index[0], index[1], index[2], index[3]);
             let q = p.row(ops, reads[0], &[b, head, i])?;
             let k = p.row(ops, reads[1], &[b, head, j])?;
@@ -391,7 +384,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 }
             );
         }
-        AttnProbs => {
+        Op::Softmax => {
             let (row_at, j) = index.split_at(3);
             let j = j[0];
             let scores = p.row(ops, reads[0], row_at)?;
@@ -407,7 +400,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 scores.len()
             );
         }
-        AttnContext => {
+        Op::Context => {
             let (b, t, h) = (index[0], index[1], index[2]);
             let hs = config.hidden_size / config.num_attention_heads;
             let (head, d) = (h / hs, h % hs);
@@ -422,7 +415,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 p.n(sum)
             );
         }
-        MlmLosses | NspLosses | ClassifierLosses => {
+        Op::CrossEntropy => {
             let logits = p.row(ops, reads[0], index)?;
             let label = p.read(ops, reads[1], index)?;
             if label as i64 == IGNORE {
@@ -446,7 +439,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 );
             }
         }
-        MlmLoss | NspLoss | ClassifierLoss => {
+        Op::MeanLoss => {
             let shape = ops.tensor(reads[0])?.shape().to_vec();
             let mut sum = 0.0;
             let mut count = 0usize;
@@ -467,7 +460,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 p.n(sum / count as f64)
             );
         }
-        Loss => {
+        Op::TotalLoss => {
             let mut terms = Vec::new();
             let mut sum = 0.0;
             for &part in &reads {
@@ -481,7 +474,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
             let shown: Vec<String> = terms.iter().map(|&(_, v)| p.n(v)).collect();
             p.formula = format!("{} = {} = {}", names.join(" + "), shown.join(" + "), p.n(sum));
         }
-        SentencePooled => {
+        Op::MeanPooling => {
             let (b, h) = (index[0], index[1]);
             let t = ops.tensor(reads[1])?.shape()[1];
             let mut sum = 0.0;
@@ -501,7 +494,7 @@ pub fn explain<F: Float>(ops: &mut Operands<'_, F>, stage: Stage, index: &[usize
                 p.n(sum / count.max(1e-9))
             );
         }
-        LensEmbeddings | LensLayer => {
+        Op::Lens => {
             let (row_at, word) = index.split_at(2);
             p.row(ops, reads[0], row_at)?;
             let token = ops.model.tokenizer.id_to_token(word[0] as u32).unwrap_or_default();

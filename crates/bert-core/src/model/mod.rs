@@ -37,6 +37,7 @@ pub mod linear;
 pub mod load;
 pub mod losses;
 pub mod mlm;
+mod modules;
 pub mod nsp;
 pub mod parameters;
 pub mod pooler;

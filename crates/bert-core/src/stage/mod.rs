@@ -388,6 +388,61 @@ pub enum Agreement {
     Rounded,
 }
 
+/// The operation that computes a stage from what it reads: the table's `op` column. What
+/// recomputes a stage (`recompute.rs`, for isolation and step) and what explains one of its
+/// elements (`explain/element.rs`) each implement the operations, not the kinds: a new kind of
+/// an existing operation is one row of the table. The module an operation runs (which dense
+/// layer, which LayerNorm) is the one whose weight and bias the row names (`params`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// An input of the pass: given, not computed.
+    Given,
+    /// A dropout mask: drawn from the training step's seed.
+    Drawn,
+    /// A parameter: read from the checkpoint.
+    Param,
+    /// `word_embeddings[input.ids]`.
+    WordLookup,
+    /// `position_embeddings[0..T]`.
+    PositionLookup,
+    /// `token_type_embeddings[input.token_type_ids]`.
+    TokenTypeLookup,
+    /// `(word + token_type) + position`, in Hugging Face's order.
+    EmbeddingSum,
+    /// LayerNorm with the row's scale and shift.
+    LayerNorm,
+    /// What it drops times its mask.
+    Dropout,
+    /// A projection of the layer's input by the row's dense layer, split into heads.
+    HeadProjection,
+    /// `query · keyᵀ · hs^-0.5` plus the additive mask.
+    Scores,
+    /// Softmax over the keys.
+    Softmax,
+    /// `probs · value`, the heads merged.
+    Context,
+    /// `x · Wᵀ + b` by the row's dense layer, over the last axis.
+    Dense,
+    /// A block's output plus its input.
+    Residual,
+    /// The config's `hidden_act`.
+    Activation,
+    /// The row's dense layer on the last hidden state at `[CLS]`.
+    ClsDense,
+    /// `tanh`.
+    Tanh,
+    /// `-log_softmax(logits)[label]` per labelled position.
+    CrossEntropy,
+    /// The mean over the labelled positions.
+    MeanLoss,
+    /// The sum of the losses computed.
+    TotalLoss,
+    /// The mean over the real tokens (sentence-transformers' pooling).
+    MeanPooling,
+    /// The MLM head on an earlier hidden state.
+    Lens,
+}
+
 /// The weight and bias one stage reads, by their rows in the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParamKinds {
@@ -471,6 +526,8 @@ pub struct StageInfo {
     pub dtype: DType,
     /// How closely two correct implementations agree on it, which is its tolerance in `diff`.
     pub agreement: Agreement,
+    /// The operation that computes it.
+    pub op: Op,
     /// The weight and bias it reads: a dense layer's, or a LayerNorm's scale and shift.
     pub params: Option<ParamKinds>,
     /// For a dropout stage: what it drops, with which mask and probability.
@@ -590,6 +647,16 @@ mod tests {
                 "{}: a dropout stage or mask needs dropout",
                 info.pattern
             );
+        }
+        // A row's operation agrees with what the row says it reads: a dense layer or LayerNorm
+        // names its weight and bias, a dropout stage what it drops, an input and a mask nothing.
+        for info in STAGES {
+            let with_module = matches!(info.op, Op::Dense | Op::LayerNorm | Op::HeadProjection | Op::ClsDense);
+            assert_eq!(info.params.is_some(), with_module, "{}: {:?} and its weight and bias", info.pattern, info.op);
+            assert_eq!(info.drops.is_some(), info.op == Op::Dropout, "{}: {:?}", info.pattern, info.op);
+            assert_eq!(info.kind.mask_for().is_some(), info.op == Op::Drawn, "{}: {:?}", info.pattern, info.op);
+            assert_eq!(info.part == Part::Input, info.op == Op::Given, "{}: {:?}", info.pattern, info.op);
+            assert_eq!(info.part == Part::Param, info.op == Op::Param, "{}: {:?}", info.pattern, info.op);
         }
         // The three embedding tables are looked up by id, not read as a weight and bias.
         let looked_up = [ParamKind::WordEmbeddings, ParamKind::PositionEmbeddings, ParamKind::TokenTypeEmbeddings];
