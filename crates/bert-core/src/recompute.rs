@@ -14,8 +14,8 @@ use crate::model::{
 use crate::objectives::IGNORE;
 use crate::ops::{self, Float};
 use crate::pass::Tensor;
-use crate::stage::inputs::{alternatives_from, inputs, Wiring};
-use crate::stage::{Op, Stage, StageKind::*};
+use crate::stage::inputs::{alternatives_from, inputs, through_dropout, Wiring};
+use crate::stage::{GradOp, Op, Stage, StageKind::*};
 
 /// `stage` recomputed from the dump's values of its inputs: Ok(Err(reason)) when it cannot be
 /// (an input absent, or not of a shape the operation takes).
@@ -60,7 +60,9 @@ pub fn wiring_of(dump: &Dump, n_layers: usize) -> Wiring {
 
 /// A gradient `grad.<stage>` from its inputs (in the order of `stage/inputs.rs`: the forward
 /// values its rule reads, then the gradients after it), by the backward functions of `model/`
-/// that the backward pass calls; parameters' gradients found on the way are thrown away.
+/// that the backward pass calls, chosen by the row's gradient rule (`GradOp`) and run on the
+/// module of the stage that reads this one; parameters' gradients found on the way are thrown
+/// away.
 fn recompute_grad<F: Float>(
     model: &BertModel<F>,
     stage: Stage,
@@ -68,48 +70,62 @@ fn recompute_grad<F: Float>(
     x: &[Option<Tensor>],
 ) -> std::result::Result<Tensor, String> {
     let mut scratch = Grads::new();
-    let layer = || model.layers.get(stage.layer.unwrap_or(0)).ok_or("a layer the model does not have".to_string());
     let h = model.config.hidden_size;
     let scalar = |value: &Option<Tensor>, what: &str| -> std::result::Result<F, String> {
         let value = float_of::<F, IxDyn>(value, what)?;
         value.iter().next().copied().filter(|_| value.len() == 1).ok_or(format!("{what} is not one number"))
     };
-    let value = Stage { of: crate::stage::Of::Value, ..stage };
-    let out: ArrayD<F> = match stage.kind {
-        Param(_) => return Err("a parameter's gradient sums over every token: not recomputed alone".into()),
-        // Before a dropout stage, in a pass that dropped out: d stage = d dropout ⊙ mask.
-        EmbLayerNorm | AttnProbs | AttnOutput | FfnOutput if wiring.handed_on(value) != value => {
-            let d_dropped = float_of::<F, IxDyn>(&x[0], "the dropout stage's gradient")?;
-            let mask = float_of::<F, IxDyn>(&x[1], "the dropout mask")?;
-            same(&[d_dropped.shape(), mask.shape()])?;
-            dropout::dropout_backward(d_dropped, &mask)
-        }
-        ClassifierDropout => {
-            let classifier = model.classifier.as_ref().ok_or("the model has no classifier")?;
-            let read = wide_of::<F, Ix2>(&x[0], "classifier.dropout", h)?;
-            let d_logits = float_of::<F, Ix2>(&x[1], "grad.classifier.logits")?;
-            if d_logits.dim() != (read.dim().0, classifier.dense.out_features()) {
-                return Err(format!("grad.classifier.logits is {:?}", d_logits.shape()));
-            }
-            classifier.dense.backward(&read, &d_logits, &mut scratch).into_dyn()
-        }
-        Loss => ndarray::arr0(F::one()).into_dyn(),
-        MlmLoss | NspLoss | ClassifierLoss => ndarray::arr0(scalar(&x[0], "grad.loss")?).into_dyn(),
-        MlmLosses | NspLosses | ClassifierLosses => {
+    // The stage whose module the rule runs backward: what reads this one, the last gradient
+    // its row lists (`grad.ffn.output` for `grad.ffn.activation`), as a value.
+    let reader = || {
+        let read = inputs(stage, wiring).last().copied().ok_or("nothing reads it")?;
+        Ok::<Stage, String>(Stage { of: crate::stage::Of::Value, ..read })
+    };
+    let absent = |of: Stage| match of.layer {
+        Some(i) if i >= model.layers.len() => "a layer the model does not have".to_string(),
+        _ => format!("the model has no {}", of.info().part.weights()),
+    };
+    // In a pass that dropped out, a stage a dropout stage drops: d stage = d dropout ⊙ mask.
+    if through_dropout(stage, wiring) {
+        let d_dropped = float_of::<F, IxDyn>(&x[0], "the dropout stage's gradient")?;
+        let mask = float_of::<F, IxDyn>(&x[1], "the dropout mask")?;
+        same(&[d_dropped.shape(), mask.shape()])?;
+        return Ok(Tensor::of_float(dropout::dropout_backward(d_dropped, &mask)));
+    }
+    let out: ArrayD<F> = match stage.info().grad_op {
+        GradOp::None => return Err("this stage has no gradient".into()),
+        GradOp::ParamSum => return Err("a parameter's gradient sums over every token: not recomputed alone".into()),
+        GradOp::One => ndarray::arr0(F::one()).into_dyn(),
+        GradOp::LossTerm => ndarray::arr0(scalar(&x[0], "grad.loss")?).into_dyn(),
+        // The gradient of a sum's term is the sum's.
+        GradOp::SumTerm => float_of::<F, IxDyn>(&x[0], "the sum's gradient")?,
+        GradOp::MeanInput => {
             let labels = ints_of::<IxDyn>(&x[0], "labels")?;
             losses::mean_backward::<F, IxDyn>(&labels) * scalar(&x[1], "the loss's gradient")?
         }
-        MlmLogits => {
+        GradOp::TokenCrossEntropy => {
             let (logits, labels) = (float_of::<F, Ix3>(&x[0], "mlm.logits")?, ints_of::<Ix2>(&x[1], "input.labels")?);
             labels_fit(&labels.view().into_dyn(), &logits.view().into_dyn())?;
             losses::mlm_loss_backward(logits.view(), &labels).into_dyn()
         }
-        NspLogits | ClassifierLogits => {
+        GradOp::SequenceCrossEntropy => {
             let (logits, labels) = (float_of::<F, Ix2>(&x[0], "logits")?, ints_of::<Ix1>(&x[1], "labels")?);
             labels_fit(&labels.view().into_dyn(), &logits.view().into_dyn())?;
             losses::sequence_loss_backward(logits.view(), &labels).into_dyn()
         }
-        MlmLayerNorm => {
+        GradOp::DenseInput => {
+            let reader = reader()?;
+            let dense = model.linear_of(reader).ok_or_else(|| absent(reader))?;
+            let value = float_of::<F, IxDyn>(&x[0], "its value")?;
+            let d_out = float_of::<F, IxDyn>(&x[1], "the gradient after it")?;
+            width(value.shape(), dense.weight.shape()[1])?;
+            let rows = |shape: &[usize]| shape[..shape.len() - 1].to_vec();
+            if rows(value.shape()) != rows(d_out.shape()) || d_out.shape().last() != Some(&dense.out_features()) {
+                return Err(format!("its value {:?} and its gradient {:?}", value.shape(), d_out.shape()));
+            }
+            dense.backward(&value, &d_out, &mut scratch)
+        }
+        GradOp::DecoderInput => {
             let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
             let normed = wide::<F>(&x[0], "mlm.layernorm", h)?;
             let d_logits = float_of::<F, Ix3>(&x[1], "grad.mlm.logits")?;
@@ -119,16 +135,26 @@ fn recompute_grad<F: Float>(
             }
             mlm.decoder_backward(normed.view(), &d_logits, &mut scratch).into_dyn()
         }
-        MlmActivation | MlmTransform => {
-            let mlm = model.mlm.as_ref().ok_or("the model has no MLM head")?;
+        GradOp::LayerNormInput => {
+            let reader = reader()?;
+            let layer_norm = model.layer_norm_of(reader).ok_or_else(|| absent(reader))?;
             let (value, d_out) = (wide::<F>(&x[0], "its value", h)?, wide::<F>(&x[1], "the gradient after it", h)?);
             same(&[value.shape(), d_out.shape()])?;
-            match stage.kind {
-                MlmActivation => mlm.layer_norm.backward(value.view(), d_out.view(), &mut scratch).into_dyn(),
-                _ => mlm.activation.backward(value.view(), d_out.view()).into_dyn(),
-            }
+            layer_norm.backward(value.view(), d_out.view(), &mut scratch).into_dyn()
         }
-        PoolerOutput => {
+        GradOp::ActivationInput => {
+            let (value, d_out) =
+                (float_of::<F, IxDyn>(&x[0], "its value")?, float_of::<F, IxDyn>(&x[1], "the gradient after it")?);
+            same(&[value.shape(), d_out.shape()])?;
+            model.config.activation().backward(value.view(), d_out.view())
+        }
+        GradOp::TanhInput => {
+            let (pooled, d_pooled) =
+                (float_of::<F, Ix2>(&x[0], "pooler.output")?, float_of::<F, Ix2>(&x[1], "grad.pooler.output")?);
+            same(&[pooled.shape(), d_pooled.shape()])?;
+            pooler::output_backward(pooled.view(), d_pooled.view()).into_dyn()
+        }
+        GradOp::HeadsOnPooler => {
             // The shares of the heads on the pooler whose gradients the dump has, summed.
             let pooled = wide_of::<F, Ix2>(&x[0], "pooler.output", h)?;
             let mut d_pooled = Array2::<F>::zeros(pooled.dim());
@@ -156,13 +182,7 @@ fn recompute_grad<F: Float>(
             }
             d_pooled.into_dyn()
         }
-        PoolerDense => {
-            let (pooled, d_pooled) =
-                (float_of::<F, Ix2>(&x[0], "pooler.output")?, float_of::<F, Ix2>(&x[1], "grad.pooler.output")?);
-            same(&[pooled.shape(), d_pooled.shape()])?;
-            pooler::output_backward(pooled.view(), d_pooled.view()).into_dyn()
-        }
-        FfnLayerNorm | EmbLayerNorm | EmbDropout if alternatives_from(stage, wiring).is_some() => {
+        GradOp::LayerOutput if alternatives_from(stage, wiring).is_some() => {
             // The last hidden state: the heads' shares.
             let hidden = wide::<F>(&x[0], "the last hidden state", h)?;
             let from_mlm = match &x[1] {
@@ -187,12 +207,10 @@ fn recompute_grad<F: Float>(
             };
             backward::hidden_backward(hidden.raw_dim(), from_mlm, from_cls).into_dyn()
         }
-        FfnLayerNorm | EmbLayerNorm | EmbDropout => {
-            // A layer's input, from the next layer's attention block.
-            let next = match stage.kind {
-                EmbLayerNorm | EmbDropout => 0,
-                _ => stage.layer.unwrap_or(0) + 1,
-            };
+        GradOp::LayerOutput => {
+            // A layer's input, from the next layer's attention block: the layer of the residual
+            // gradient it reads.
+            let next = inputs(stage, wiring).get(1).and_then(|read| read.layer).unwrap_or(0);
             let attention = &model.layers.get(next).ok_or("a layer the model does not have")?.attention;
             let x_in = wide::<F>(&x[0], "the layer's input", h)?;
             let d_residual = wide::<F>(&x[1], "grad.attention.residual", h)?;
@@ -206,49 +224,16 @@ fn recompute_grad<F: Float>(
             }
             attention.self_attention.input_backward(&x_in, d_residual, d_projections, &mut scratch).into_dyn()
         }
-        FfnResidual | AttnResidual | EmbSum => {
-            let (value, d_out) = (wide::<F>(&x[0], "its value", h)?, wide::<F>(&x[1], "the gradient after it", h)?);
-            same(&[value.shape(), d_out.shape()])?;
-            let layer_norm = match stage.kind {
-                FfnResidual => &layer()?.feed_forward.layer_norm,
-                AttnResidual => &layer()?.attention.output.layer_norm,
-                _ => &model.embeddings.layer_norm,
-            };
-            layer_norm.backward(value.view(), d_out.view(), &mut scratch).into_dyn()
-        }
-        // The gradient of a sum's term is the sum's.
-        FfnOutput | AttnOutput | FfnOutputDropout | AttnOutputDropout | EmbWord | EmbPosition | EmbTokenType => {
-            float_of::<F, IxDyn>(&x[0], "the sum's gradient")?
-        }
-        FfnActivation | AttnContext => {
-            let value = float_of::<F, Ix3>(&x[0], "its value")?;
-            let d_out = wide::<F>(&x[1], "the gradient after it", h)?;
-            let dense = match stage.kind {
-                FfnActivation => &layer()?.feed_forward.output,
-                _ => &layer()?.attention.output.dense,
-            };
-            width(value.shape(), dense.weight.shape()[1])?;
-            if value.dim().0 != d_out.dim().0 || value.dim().1 != d_out.dim().1 {
-                return Err(format!("its value {:?} and its gradient {:?}", value.shape(), d_out.shape()));
-            }
-            dense.backward(&value, &d_out, &mut scratch).into_dyn()
-        }
-        FfnIntermediate => {
-            let (value, d_out) =
-                (float_of::<F, Ix3>(&x[0], "its value")?, float_of::<F, Ix3>(&x[1], "the gradient after it")?);
-            same(&[value.shape(), d_out.shape()])?;
-            layer()?.feed_forward.activation.backward(value.view(), d_out.view()).into_dyn()
-        }
-        AttnLayerNorm => {
+        GradOp::FfnInput => {
+            let feed_forward = &model.layers.get(stage.layer.unwrap_or(0)).ok_or_else(|| absent(stage))?.feed_forward;
             let value = wide::<F>(&x[0], "attention.layernorm", h)?;
             let (d_residual, d_intermediate) =
                 (wide::<F>(&x[1], "grad.ffn.residual", h)?, float_of::<F, Ix3>(&x[2], "grad.ffn.intermediate")?);
             same(&[value.shape(), d_residual.shape()])?;
-            let feed_forward = &layer()?.feed_forward;
             width(d_intermediate.shape(), feed_forward.intermediate.out_features())?;
             feed_forward.input_backward(&value, &d_intermediate, &d_residual, &mut scratch).into_dyn()
         }
-        AttnProbs | AttnProbsDropout | AttnValue => {
+        GradOp::ContextProbs | GradOp::ContextValue => {
             let (probs, v) = (float_of::<F, Ix4>(&x[0], "probs")?, float_of::<F, Ix4>(&x[1], "value")?);
             let d_context = wide::<F>(&x[2], "grad.attention.context", h)?;
             if probs.dim().3 != v.dim().2 || d_context.dim().1 != probs.dim().2 || v.dim().1 * v.dim().3 != h {
@@ -260,18 +245,18 @@ fn recompute_grad<F: Float>(
                 ));
             }
             let (d_probs, d_v) = attention::context_backward(probs.view(), v.view(), d_context);
-            match stage.kind {
-                AttnProbs | AttnProbsDropout => d_probs.into_dyn(),
+            match stage.info().grad_op {
+                GradOp::ContextProbs => d_probs.into_dyn(),
                 _ => d_v.into_dyn(),
             }
         }
-        AttnScores => {
+        GradOp::SoftmaxInput => {
             let (probs, d_probs) =
                 (float_of::<F, Ix4>(&x[0], "probs")?, float_of::<F, Ix4>(&x[1], "grad.attention.probs")?);
             same(&[probs.shape(), d_probs.shape()])?;
             attention::probs_backward(probs.view(), d_probs.view()).into_dyn()
         }
-        AttnQuery | AttnKey => {
+        GradOp::QueryFromScores | GradOp::KeyFromScores => {
             let (q, k) = (float_of::<F, Ix4>(&x[0], "query")?, float_of::<F, Ix4>(&x[1], "key")?);
             let d_scores = float_of::<F, Ix4>(&x[2], "grad.attention.scores")?;
             same(&[q.shape(), k.shape()])?;
@@ -280,13 +265,11 @@ fn recompute_grad<F: Float>(
                 return Err(format!("grad.attention.scores is {:?}, the query {:?}", d_scores.shape(), q.shape()));
             }
             let (d_q, d_k) = attention::scores_backward(q.view(), k.view(), d_scores.view());
-            match stage.kind {
-                AttnQuery => d_q.into_dyn(),
+            match stage.info().grad_op {
+                GradOp::QueryFromScores => d_q.into_dyn(),
                 _ => d_k.into_dyn(),
             }
         }
-        // What the backward pass does not reach, every kind named (`stage::without_gradient!`).
-        crate::stage::without_gradient!() => return Err("this stage has no gradient".into()),
     };
     Ok(Tensor::of_float(out))
 }

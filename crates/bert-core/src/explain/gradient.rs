@@ -9,8 +9,8 @@ use super::element::{Operands, Parts};
 use crate::model::{attention, pooler};
 use crate::objectives::IGNORE;
 use crate::ops::{self, BackMoments, Float, Moments, SoftmaxRow};
-use crate::stage::inputs::inputs;
-use crate::stage::{ParamKind, Stage, StageKind::*};
+use crate::stage::inputs::{inputs, through_dropout};
+use crate::stage::{GradOp, ParamKind, Stage};
 
 /// The element `index` of the gradient `stage`, explained into `p`; why not, when it cannot be.
 pub fn explain<F: Float>(
@@ -27,11 +27,13 @@ pub fn explain<F: Float>(
     let layer = stage.layer;
     let name = stage.name();
     let last = index.len().saturating_sub(1);
-    let value = Stage { of: crate::stage::Of::Value, ..stage };
-    match stage.kind {
-        Param(_) => return Err(format!("{name} sums over every token: a parameter's gradient is not explained")),
-        // Before a dropout stage, in a training step that dropped out.
-        EmbLayerNorm | AttnProbs | AttnOutput | FfnOutput if wiring.handed_on(value) != value => {
+    let grad_op = stage.info().grad_op;
+    match grad_op {
+        GradOp::ParamSum => {
+            return Err(format!("{name} sums over every token: a parameter's gradient is not explained"))
+        }
+        // What a dropout stage drops, in a training step that dropped out.
+        _ if through_dropout(stage, wiring) => {
             let d = p.read(ops, reads[0], index)?;
             let mask = p.read(ops, reads[1], index)?;
             p.formula = format!(
@@ -43,15 +45,14 @@ pub fn explain<F: Float>(
                 p.n(d * mask)
             );
         }
-        Loss => p.formula = "d loss / d loss = 1".into(),
+        GradOp::One => p.formula = "d loss / d loss = 1".into(),
         // A term of a sum gets the sum's gradient.
-        MlmLoss | NspLoss | ClassifierLoss | FfnOutput | AttnOutput | FfnOutputDropout | AttnOutputDropout
-        | EmbWord | EmbPosition | EmbTokenType => {
+        GradOp::LossTerm | GradOp::SumTerm => {
             let value = p.read(ops, reads[0], index)?;
             p.formula =
                 format!("{name} = {} (a term of a sum gets the sum's gradient) = {}", reads[0].name(), p.n(value));
         }
-        MlmLosses | NspLosses | ClassifierLosses => {
+        GradOp::MeanInput => {
             let labels = labelled(p, ops, reads[0])?;
             let label = peek(ops, reads[0], index)?;
             let g = p.read(ops, reads[1], &[])?;
@@ -61,7 +62,7 @@ pub fn explain<F: Float>(
                 false => format!("d loss / d its mean · 1 / count = {} / {} = {}", p.n(g), p.n(count), p.n(g / count)),
             };
         }
-        MlmLogits | NspLogits | ClassifierLogits => {
+        GradOp::TokenCrossEntropy | GradOp::SequenceCrossEntropy => {
             let (row_at, v) = index.split_at(last);
             let v = v[0];
             let logits = p.row(ops, reads[0], row_at)?;
@@ -86,7 +87,7 @@ pub fn explain<F: Float>(
         }
         // The pooler's output: each head's share, Σ_o d logits[o] · W[o, i], from the heads the
         // loss used.
-        PoolerOutput => {
+        GradOp::HeadsOnPooler => {
             let (row_at, i) = index.split_at(last);
             let i = i[0];
             let heads = [(reads[1], ParamKind::NspWeight), (reads[2], ParamKind::ClassifierWeight)];
@@ -117,7 +118,7 @@ pub fn explain<F: Float>(
             };
         }
         // A dense layer's input: Σ_o d out[o] · W[o, i].
-        MlmLayerNorm | FfnActivation | AttnContext | ClassifierDropout => {
+        GradOp::DenseInput | GradOp::DecoderInput => {
             let (row_at, i) = index.split_at(last);
             let i = i[0];
             // The weight of the dense layer that reads this stage, from that layer's row.
@@ -132,7 +133,7 @@ pub fn explain<F: Float>(
             );
         }
         // A LayerNorm's input.
-        MlmActivation | FfnResidual | AttnResidual | EmbSum => {
+        GradOp::LayerNormInput => {
             let (row_at, i) = index.split_at(last);
             let i = i[0];
             // The scale of the LayerNorm that reads this stage, from that LayerNorm's row.
@@ -166,7 +167,7 @@ pub fn explain<F: Float>(
             );
         }
         // An activation's input: d out · act'(x), the derivative by the backward's own function.
-        MlmTransform | FfnIntermediate => {
+        GradOp::ActivationInput => {
             let x = p.read(ops, reads[0], index)?;
             let d_out = p.read(ops, reads[1], index)?;
             p.step("input", x);
@@ -180,7 +181,7 @@ pub fn explain<F: Float>(
                 p.n(d_out * derivative)
             );
         }
-        PoolerDense => {
+        GradOp::TanhInput => {
             let y = p.read(ops, reads[0], index)?;
             let d_out = p.read(ops, reads[1], index)?;
             let derivative =
@@ -192,7 +193,7 @@ pub fn explain<F: Float>(
                 p.n(d_out * derivative)
             );
         }
-        FfnLayerNorm | EmbLayerNorm | EmbDropout if reads.len() == 3 => {
+        GradOp::LayerOutput if reads.len() == 3 => {
             // The last hidden state: the MLM head's transform at every token, the pooler at [CLS].
             let (b, t, i) = (index[0], index[1], index[2]);
             let mut total = 0.0;
@@ -217,7 +218,7 @@ pub fn explain<F: Float>(
                 _ => format!("{} = {} (the heads' shares; sums in f64)", parts.join(" + "), p.n(total)),
             };
         }
-        FfnLayerNorm | EmbLayerNorm | EmbDropout => {
+        GradOp::LayerOutput => {
             // A layer's input: the next layer's residual and its three projections.
             let (b, t, i) = (index[0], index[1], index[2]);
             let next = reads[1].layer.unwrap_or(0);
@@ -249,7 +250,7 @@ pub fn explain<F: Float>(
                 p.n(total)
             );
         }
-        AttnLayerNorm => {
+        GradOp::FfnInput => {
             let (row_at, i) = index.split_at(last);
             let residual = p.read(ops, reads[1], index)?;
             p.step("residual", residual);
@@ -262,7 +263,7 @@ pub fn explain<F: Float>(
                 p.n(residual + sum)
             );
         }
-        AttnProbs | AttnProbsDropout => {
+        GradOp::ContextProbs => {
             let (b, n, i, j) = (index[0], index[1], index[2], index[3]);
             let first_d = p.inputs.len();
             let d_context: Vec<f64> =
@@ -273,7 +274,7 @@ pub fn explain<F: Float>(
             p.step("sum", sum);
             p.formula = format!("Σ_d d context[{i}, head {n}, d] · value[{j}, d] = {} (the sum in f64)", p.n(sum));
         }
-        AttnValue => {
+        GradOp::ContextValue => {
             let (b, n, j, d) = (index[0], index[1], index[2], index[3]);
             let t = ops.tensor(reads[0])?.shape()[2];
             let first_p = p.inputs.len();
@@ -285,7 +286,7 @@ pub fn explain<F: Float>(
             p.step("sum", sum);
             p.formula = format!("Σ_i probs[i, {j}] · d context[i, head {n}, {d}] = {} (the sum in f64)", p.n(sum));
         }
-        AttnScores => {
+        GradOp::SoftmaxInput => {
             let (row_at, j) = index.split_at(3);
             let j = j[0];
             let probs = p.row(ops, reads[0], row_at)?;
@@ -301,12 +302,12 @@ pub fn explain<F: Float>(
                 p.n(probs[j] * (d_probs[j] - dot))
             );
         }
-        AttnQuery | AttnKey => {
+        GradOp::QueryFromScores | GradOp::KeyFromScores => {
             let (b, n, at, d) = (index[0], index[1], index[2], index[3]);
             let t = ops.tensor(reads[2])?.shape()[3];
             // d query[i] = scale · Σ_j d scores[i, j] · key[j]; d key[j] = scale · Σ_i d scores[i, j] · query[i].
-            let (other, scores_at): (_, Box<dyn Fn(usize) -> [usize; 4]>) = match stage.kind {
-                AttnQuery => (reads[1], Box::new(move |k| [b, n, at, k])),
+            let (other, scores_at): (_, Box<dyn Fn(usize) -> [usize; 4]>) = match grad_op {
+                GradOp::QueryFromScores => (reads[1], Box::new(move |k| [b, n, at, k])),
                 _ => (reads[0], Box::new(move |k| [b, n, k, at])),
             };
             let first_s = p.inputs.len();
@@ -324,8 +325,7 @@ pub fn explain<F: Float>(
                 p.n(scale * sum)
             );
         }
-        // What the backward pass does not reach, every kind named (`stage::without_gradient!`).
-        crate::stage::without_gradient!() => return Err(format!("{name} is not a gradient the backward computes")),
+        GradOp::None => return Err(format!("{name} is not a gradient the backward computes")),
     }
     Ok(())
 }

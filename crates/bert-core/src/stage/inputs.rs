@@ -52,6 +52,15 @@ pub fn alternatives_from(stage: Stage, wiring: Wiring) -> Option<usize> {
     resolve(stage, wiring).1
 }
 
+/// Whether the gradient of `stage` (a `grad.*` stage) is, in a pass wired as `wiring`, the
+/// gradient of the dropout stage that drops it times that stage's mask: in a pass that dropped
+/// out, for a stage a dropout stage drops, unless its row says how it meets dropout
+/// (`DroppedMask`, the pooler's output, which the NSP head reads undropped).
+pub fn through_dropout(stage: Stage, wiring: Wiring) -> bool {
+    let value = Stage { of: super::Of::Value, ..stage };
+    stage.is_grad() && wiring.handed_on(value) != value && !stage.kind.info().grad_reads.contains(&Read::DroppedMask)
+}
+
 /// The row's reads made concrete, and where alternatives start among them.
 fn resolve(stage: Stage, wiring: Wiring) -> (Vec<Stage>, Option<usize>) {
     let info = stage.kind.info();
@@ -63,7 +72,7 @@ fn resolve(stage: Stage, wiring: Wiring) -> (Vec<Stage>, Option<usize>) {
     // In a pass that dropped out, the gradient of a stage before a dropout stage is the dropout
     // stage's times the mask, unless its row says how it meets dropout (`DroppedMask`).
     let dropped = wiring.handed_on(value);
-    if stage.is_grad() && dropped != value && !reads.contains(&Read::DroppedMask) {
+    if through_dropout(stage, wiring) {
         let mask = Stage { kind: crate::model::dropout::mask_of(dropped.kind), ..value };
         return (vec![dropped.grad(), mask], None);
     }

@@ -25,30 +25,6 @@
 
 pub mod inputs;
 
-/// The pattern of the kinds the backward pass does not reach (the inputs, the dropout masks,
-/// the sentence pooling and the lens), for the `match`es over every kind that recompute and
-/// explain a gradient: every kind is named, here or in an arm of its own. A table test holds it
-/// to the rows that have no backward rule.
-macro_rules! without_gradient {
-    () => {
-        $crate::stage::StageKind::InputOriginalIds
-            | $crate::stage::StageKind::InputIds
-            | $crate::stage::StageKind::InputTokenTypeIds
-            | $crate::stage::StageKind::InputAttentionMask
-            | $crate::stage::StageKind::InputLabels
-            | $crate::stage::StageKind::InputNextSentenceLabel
-            | $crate::stage::StageKind::InputClassLabels
-            | $crate::stage::StageKind::EmbDropoutMask
-            | $crate::stage::StageKind::AttnProbsDropoutMask
-            | $crate::stage::StageKind::AttnOutputDropoutMask
-            | $crate::stage::StageKind::FfnOutputDropoutMask
-            | $crate::stage::StageKind::ClassifierDropoutMask
-            | $crate::stage::StageKind::SentencePooled
-            | $crate::stage::StageKind::LensEmbeddings
-            | $crate::stage::StageKind::LensLayer
-    };
-}
-pub(crate) use without_gradient;
 mod name;
 mod plan;
 mod select;
@@ -443,6 +419,60 @@ pub enum Op {
     Lens,
 }
 
+/// How the backward pass computes a stage's gradient from what its row's `grad_reads` lists:
+/// the table's gradient column, which recomputing a gradient (`recompute.rs`) and explaining one
+/// (`explain/gradient.rs`) dispatch on. A gradient's rule follows what reads the stage, so the
+/// module it runs backward is the reader's (the last of the row's `grad_reads`). In a pass that
+/// dropped out, the gradient of a stage a dropout stage drops is that stage's times the mask,
+/// whatever its rule here (`stage::inputs::through_dropout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradOp {
+    /// What the backward pass does not reach: the inputs, the dropout masks, the sentence
+    /// pooling and the lens.
+    None,
+    /// A parameter's gradient, a sum over every token: not recomputed alone.
+    ParamSum,
+    /// `d loss / d loss = 1`.
+    One,
+    /// A loss's gradient is the total loss's, one number.
+    LossTerm,
+    /// A term of a sum gets the sum's gradient.
+    SumTerm,
+    /// A mean over the labelled positions: `1 / count` at each, times the mean's gradient.
+    MeanInput,
+    /// `(softmax(logits) - onehot(label)) / count` at each labelled token (`[B,T,V]`).
+    TokenCrossEntropy,
+    /// The same per sequence (`[B,C]`).
+    SequenceCrossEntropy,
+    /// A dense layer's input: `d out · W`, by the reader's dense layer.
+    DenseInput,
+    /// The MLM decoder's input: `d logits · word_embeddings` (the tied decoder).
+    DecoderInput,
+    /// A LayerNorm's input, by the reader's LayerNorm.
+    LayerNormInput,
+    /// An activation's input: `d out ⊙ hidden_act'(x)`.
+    ActivationInput,
+    /// The pooler's dense output: `d out ⊙ (1 - tanh²)`.
+    TanhInput,
+    /// The pooler's output: the shares of the heads on it (NSP, a classifier).
+    HeadsOnPooler,
+    /// A layer's output (or the embeddings'): the next layer's attention block's input, or after
+    /// the last layer the heads'.
+    LayerOutput,
+    /// The attention block's output: the FFN's input and its residual.
+    FfnInput,
+    /// The probabilities: `d context · valueᵀ`, per head.
+    ContextProbs,
+    /// The value: `probsᵀ · d context`, per head.
+    ContextValue,
+    /// The scores: softmax' of the probabilities' gradient.
+    SoftmaxInput,
+    /// The query: `d scores · key · hs^-0.5`.
+    QueryFromScores,
+    /// The key: `d scoresᵀ · query · hs^-0.5`.
+    KeyFromScores,
+}
+
 /// The weight and bias one stage reads, by their rows in the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParamKinds {
@@ -536,6 +566,8 @@ pub struct StageInfo {
     /// what it drops and its mask). Empty for the inputs, the masks and the parameters, which
     /// nothing computes from other stages.
     pub reads: &'static [Read],
+    /// How its gradient is computed from what `grad_reads` lists.
+    pub grad_op: GradOp,
     /// What its gradient is computed from by the backward pass, in the order its recomputation
     /// takes them: the forward values the rule reads, then the gradients after it. Empty for
     /// `grad.loss` (1), for the parameters' gradients (which sum over every token and are not
@@ -620,8 +652,17 @@ mod tests {
                 "{}: what its gradient is computed from",
                 info.pattern
             );
-            let unreached = !has_gradient && !matches!(info.kind, StageKind::Loss | StageKind::Param(_));
-            assert_eq!(matches!(info.kind, without_gradient!()), unreached, "{}: without_gradient!", info.pattern);
+            // Its gradient's rule: none exactly when the backward pass does not reach it.
+            assert_eq!(info.grad_op == GradOp::None, info.backward.is_empty(), "{}: {:?}", info.pattern, info.grad_op);
+            let module_backward = matches!(info.grad_op, GradOp::DenseInput | GradOp::LayerNormInput);
+            if module_backward {
+                // The module run backward is the reader's: the row of the last gradient it reads.
+                let reader = info.grad_reads.last().and_then(|read| match read {
+                    Read::Grad(kind) => kind.info().params,
+                    _ => None,
+                });
+                assert!(reader.is_some(), "{}: {:?} reads no module's gradient last", info.pattern, info.grad_op);
+            }
             if has_gradient {
                 for n_layers in [0, 1, 2] {
                     let read = inputs(stage.grad(), Wiring { n_layers, dropout: false });

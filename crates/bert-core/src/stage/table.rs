@@ -8,7 +8,9 @@
 
 use super::Read::{self, *};
 use super::StageKind::*;
-use super::{Agreement, DType, Dim, DropoutRate, Drops, Needs, Op, ParamKind, ParamKinds, Part, StageInfo, StageKind};
+use super::{
+    Agreement, DType, Dim, DropoutRate, Drops, GradOp, Needs, Op, ParamKind, ParamKinds, Part, StageInfo, StageKind,
+};
 
 /// The table from its rows. The stages' rows come first, each written out; the parameters'
 /// rows follow, each written as its name in `BertForPreTraining.named_parameters()`, which is
@@ -19,7 +21,7 @@ macro_rules! stage_table {
         stages {
             $( $kind:ident, $part:ident $(+ $needs:ident)?, $pattern:literal, [$($dim:ident),*], $dtype:ident $agreement:ident, op $op:ident,
                 $(($weight:ident, $bias:ident),)? $(drops($input:ident, $mask:ident, $rate:ident),)?
-                $(reads [$($read:expr),*],)? $(grad [$($grad:expr),*],)?
+                $(reads [$($read:expr),*],)? $(grad $grad_op:ident [$($grad:expr),*],)?
                 $hf:literal, $formula:literal $(, backward $backward:literal)?; )*
         }
         parameters {
@@ -33,12 +35,13 @@ macro_rules! stage_table {
                            shape: &[$(Dim::$dim),*], dtype: DType::$dtype, agreement: Agreement::$agreement,
                            op: Op::$op, params: params!($($weight, $bias)?), drops: drops!($($input, $mask, $rate)?),
                            reads: reads!($(drops $input $mask)? $(list $($read),*)?),
-                           grad_reads: &[$($($grad),*)?],
+                           grad_op: grad_op!($($grad_op)?), grad_reads: &[$($($grad),*)?],
                            hf: $hf, formula: $formula,
                            backward: backward!($($backward)?) }, )*
             $( StageInfo { kind: StageKind::Param(ParamKind::$param), part: Part::Param, needs: Needs::Backward,
                            pattern: concat!("param.", $name), shape: &[$(Dim::$param_dim),*], dtype: DType::F32,
-                           agreement: Agreement::Rounded, op: Op::Param, params: None, drops: None, reads: &[], grad_reads: &[],
+                           agreement: Agreement::Rounded, op: Op::Param, params: None, drops: None, reads: &[],
+                           grad_op: GradOp::ParamSum, grad_reads: &[],
                            hf: $name, formula: $what, backward: $param_backward }, )*
         ];
     };
@@ -84,6 +87,15 @@ macro_rules! reads {
     };
 }
 
+macro_rules! grad_op {
+    () => {
+        GradOp::None
+    };
+    ($grad_op:ident) => {
+        GradOp::$grad_op
+    };
+}
+
 macro_rules! needs {
     () => {
         Needs::Nothing
@@ -110,23 +122,23 @@ stage_table! {
         InputClassLabels, Input + ClassLabels, "input.class_labels", [B], I64 Exact, op Given,
             "labels (BertForSequenceClassification)", "each sequence's class, its index in id2label";
         EmbWord, Embeddings, "embeddings.word", [B, T, H], F32 Exact, op WordLookup,
-            reads [At(InputIds)], grad [Grad(EmbSum)],
+            reads [At(InputIds)], grad SumTerm [Grad(EmbSum)],
             "bert.embeddings.word_embeddings", "word_embeddings[input.ids]",
             backward "d sum; its rows added into word_embeddings' by input.ids (the [PAD] row excluded)";
         EmbPosition, Embeddings, "embeddings.position", [B, T, H], F32 Exact, op PositionLookup,
-            reads [At(InputIds)], grad [Grad(EmbSum)],
+            reads [At(InputIds)], grad SumTerm [Grad(EmbSum)],
             "bert.embeddings.position_embeddings", "position_embeddings[0..T]",
             backward "d sum; summed over the batch into position_embeddings' rows 0..T";
         EmbTokenType, Embeddings, "embeddings.token_type", [B, T, H], F32 Exact, op TokenTypeLookup,
-            reads [At(InputTokenTypeIds)], grad [Grad(EmbSum)],
+            reads [At(InputTokenTypeIds)], grad SumTerm [Grad(EmbSum)],
             "bert.embeddings.token_type_embeddings", "token_type_embeddings[input.token_type_ids]",
             backward "d sum; its rows added into token_type_embeddings' by input.token_type_ids";
         EmbSum, Embeddings, "embeddings.sum", [B, T, H], F32 Sum, op EmbeddingSum,
-            reads [At(EmbWord), At(EmbTokenType), At(EmbPosition)], grad [At(EmbSum), Grad(EmbLayerNorm)],
+            reads [At(EmbWord), At(EmbTokenType), At(EmbPosition)], grad LayerNormInput [At(EmbSum), Grad(EmbLayerNorm)],
             "bert.embeddings (before LayerNorm)", "(word + token_type) + position",
             backward "LayerNorm': rstd ⊙ (g - mean(g) - x̂ ⊙ mean(g ⊙ x̂)), g = d layernorm ⊙ weight";
         EmbLayerNorm, Embeddings, "embeddings.layernorm", [B, T, H], F32 Rounded, op LayerNorm, (EmbLayerNormWeight, EmbLayerNormBias),
-            reads [At(EmbSum)], grad [At(EmbLayerNorm), Readers],
+            reads [At(EmbSum)], grad LayerOutput [At(EmbLayerNorm), Readers],
             "hidden_states[0]", "LayerNorm(sum) = (x - mean) / sqrt(var + eps) * weight + bias",
             backward "d layer0's input: its Q, K and V projections' (d · W) + d layer0.attention.residual, ⊙ its dropout mask in training";
         EmbDropoutMask, Embeddings + Dropout, "embeddings.dropout_mask", [B, T, H], F32 Exact, op Drawn,
@@ -134,28 +146,28 @@ stage_table! {
             "0 with probability hidden_dropout_prob, else 1 / (1 - hidden_dropout_prob)";
         EmbDropout, Embeddings + Dropout, "embeddings.dropout", [B, T, H], F32 Rounded, op Dropout,
             drops(EmbLayerNorm, EmbDropoutMask, Hidden),
-            grad [At(EmbDropout), Readers],
+            grad LayerOutput [At(EmbDropout), Readers],
             "bert.embeddings.dropout (training only): hidden_states[0]",
             "layernorm ⊙ dropout_mask, what layer 0 reads in training",
             backward "d layer0's input: its Q, K and V projections' (d · W) + d layer0.attention.residual";
         AttnQuery, Attention, "layer{i}.attention.query", [B, Nh, T, Hs], F32 Rounded, op HeadProjection, (QueryWeight, QueryBias),
-            reads [LayerInput], grad [At(AttnQuery), At(AttnKey), Grad(AttnScores)],
+            reads [LayerInput], grad QueryFromScores [At(AttnQuery), At(AttnKey), Grad(AttnScores)],
             "bert.encoder.layer.{i}.attention.self.query", "split_heads(x @ Wq^T + bq)",
             backward "d scores · key · hs^-0.5";
         AttnKey, Attention, "layer{i}.attention.key", [B, Nh, T, Hs], F32 Rounded, op HeadProjection, (KeyWeight, KeyBias),
-            reads [LayerInput], grad [At(AttnQuery), At(AttnKey), Grad(AttnScores)],
+            reads [LayerInput], grad KeyFromScores [At(AttnQuery), At(AttnKey), Grad(AttnScores)],
             "bert.encoder.layer.{i}.attention.self.key", "split_heads(x @ Wk^T + bk)",
             backward "d scores^T · query · hs^-0.5";
         AttnValue, Attention, "layer{i}.attention.value", [B, Nh, T, Hs], F32 Rounded, op HeadProjection, (ValueWeight, ValueBias),
-            reads [LayerInput], grad [HandedOn(AttnProbs), At(AttnValue), Grad(AttnContext)],
+            reads [LayerInput], grad ContextValue [HandedOn(AttnProbs), At(AttnValue), Grad(AttnContext)],
             "bert.encoder.layer.{i}.attention.self.value", "split_heads(x @ Wv^T + bv)",
             backward "probs^T · d context, per head";
         AttnScores, Attention, "layer{i}.attention.scores", [B, Nh, T, T], F32 Rounded, op Scores,
-            reads [At(AttnQuery), At(AttnKey), At(InputAttentionMask)], grad [At(AttnProbs), Grad(AttnProbs)],
+            reads [At(AttnQuery), At(AttnKey), At(InputAttentionMask)], grad SoftmaxInput [At(AttnProbs), Grad(AttnProbs)],
             "eager_attention_forward: attn_weights before softmax", "query @ key^T * hs^-0.5 + (1 - attention_mask) * f32::MIN",
             backward "softmax': probs ⊙ (d probs - Σ_keys probs ⊙ d probs); 0 at a padding key";
         AttnProbs, Attention, "layer{i}.attention.probs", [B, Nh, T, T], F32 Probability, op Softmax,
-            reads [At(AttnScores)], grad [HandedOn(AttnProbs), At(AttnValue), Grad(AttnContext)],
+            reads [At(AttnScores)], grad ContextProbs [HandedOn(AttnProbs), At(AttnValue), Grad(AttnContext)],
             "attentions[{i}]", "softmax(scores, over keys)",
             backward "d context (split into heads) · value^T, ⊙ its dropout mask in training";
         AttnProbsDropoutMask, Attention + Dropout, "layer{i}.attention.probs_dropout_mask", [B, Nh, T, T], F32 Exact, op Drawn,
@@ -163,16 +175,16 @@ stage_table! {
             "0 with probability attention_probs_dropout_prob, else 1 / (1 - attention_probs_dropout_prob)";
         AttnProbsDropout, Attention + Dropout, "layer{i}.attention.probs_dropout", [B, Nh, T, T], F32 Probability, op Dropout,
             drops(AttnProbs, AttnProbsDropoutMask, Attention),
-            grad [HandedOn(AttnProbs), At(AttnValue), Grad(AttnContext)],
+            grad ContextProbs [HandedOn(AttnProbs), At(AttnValue), Grad(AttnContext)],
             "eager_attention_forward: attn_weights after dropout (training only)",
             "probs ⊙ probs_dropout_mask, what the context reads in training",
             backward "d context (split into heads) · value^T";
         AttnContext, Attention, "layer{i}.attention.context", [B, T, H], F32 Rounded, op Context,
-            reads [HandedOn(AttnProbs), At(AttnValue)], grad [At(AttnContext), Grad(AttnOutput)],
+            reads [HandedOn(AttnProbs), At(AttnValue)], grad DenseInput [At(AttnContext), Grad(AttnOutput)],
             "bert.encoder.layer.{i}.attention.self", "merge_heads(probs @ value)",
             backward "d output · Wo";
         AttnOutput, Attention, "layer{i}.attention.output", [B, T, H], F32 Rounded, op Dense, (AttnOutputWeight, AttnOutputBias),
-            reads [At(AttnContext)], grad [Grad(AttnResidual)],
+            reads [At(AttnContext)], grad SumTerm [Grad(AttnResidual)],
             "bert.encoder.layer.{i}.attention.output.dense", "context @ Wo^T + bo",
             backward "d residual, ⊙ its dropout mask in training";
         AttnOutputDropoutMask, Attention + Dropout, "layer{i}.attention.output_dropout_mask", [B, T, H], F32 Exact, op Drawn,
@@ -180,28 +192,28 @@ stage_table! {
             "0 with probability hidden_dropout_prob, else 1 / (1 - hidden_dropout_prob)";
         AttnOutputDropout, Attention + Dropout, "layer{i}.attention.output_dropout", [B, T, H], F32 Rounded, op Dropout,
             drops(AttnOutput, AttnOutputDropoutMask, Hidden),
-            grad [Grad(AttnResidual)],
+            grad SumTerm [Grad(AttnResidual)],
             "bert.encoder.layer.{i}.attention.output.dropout (training only)",
             "output ⊙ output_dropout_mask, what the residual adds in training",
             backward "d residual";
         AttnResidual, Attention, "layer{i}.attention.residual", [B, T, H], F32 Rounded, op Residual,
-            reads [HandedOn(AttnOutput), LayerInput], grad [At(AttnResidual), Grad(AttnLayerNorm)],
+            reads [HandedOn(AttnOutput), LayerInput], grad LayerNormInput [At(AttnResidual), Grad(AttnLayerNorm)],
             "bert.encoder.layer.{i}.attention.output (before LayerNorm)", "output + layer input",
             backward "LayerNorm' of d attention.layernorm";
         AttnLayerNorm, Attention, "layer{i}.attention.layernorm", [B, T, H], F32 Rounded, op LayerNorm, (AttnLayerNormWeight, AttnLayerNormBias),
-            reads [At(AttnResidual)], grad [At(AttnLayerNorm), Grad(FfnResidual), Grad(FfnIntermediate)],
+            reads [At(AttnResidual)], grad FfnInput [At(AttnLayerNorm), Grad(FfnResidual), Grad(FfnIntermediate)],
             "bert.encoder.layer.{i}.attention.output.LayerNorm", "LayerNorm(residual)",
             backward "d intermediate · W1 + d ffn.residual";
         FfnIntermediate, Ffn, "layer{i}.ffn.intermediate", [B, T, I], F32 Rounded, op Dense, (IntermediateWeight, IntermediateBias),
-            reads [At(AttnLayerNorm)], grad [At(FfnIntermediate), Grad(FfnActivation)],
+            reads [At(AttnLayerNorm)], grad ActivationInput [At(FfnIntermediate), Grad(FfnActivation)],
             "bert.encoder.layer.{i}.intermediate.dense", "attention.layernorm @ W1^T + b1",
             backward "d activation ⊙ hidden_act'(intermediate), gelu' = Φ(x) + x ⊙ φ(x)";
         FfnActivation, Ffn, "layer{i}.ffn.activation", [B, T, I], F32 Rounded, op Activation,
-            reads [At(FfnIntermediate)], grad [At(FfnActivation), Grad(FfnOutput)],
+            reads [At(FfnIntermediate)], grad DenseInput [At(FfnActivation), Grad(FfnOutput)],
             "bert.encoder.layer.{i}.intermediate.intermediate_act_fn", "hidden_act(intermediate), gelu = x * (1 + erf(x / sqrt 2)) / 2",
             backward "d output · W2";
         FfnOutput, Ffn, "layer{i}.ffn.output", [B, T, H], F32 Rounded, op Dense, (FfnOutputWeight, FfnOutputBias),
-            reads [At(FfnActivation)], grad [Grad(FfnResidual)],
+            reads [At(FfnActivation)], grad SumTerm [Grad(FfnResidual)],
             "bert.encoder.layer.{i}.output.dense", "activation @ W2^T + b2",
             backward "d residual, ⊙ its dropout mask in training";
         FfnOutputDropoutMask, Ffn + Dropout, "layer{i}.ffn.output_dropout_mask", [B, T, H], F32 Exact, op Drawn,
@@ -209,62 +221,62 @@ stage_table! {
             "0 with probability hidden_dropout_prob, else 1 / (1 - hidden_dropout_prob)";
         FfnOutputDropout, Ffn + Dropout, "layer{i}.ffn.output_dropout", [B, T, H], F32 Rounded, op Dropout,
             drops(FfnOutput, FfnOutputDropoutMask, Hidden),
-            grad [Grad(FfnResidual)],
+            grad SumTerm [Grad(FfnResidual)],
             "bert.encoder.layer.{i}.output.dropout (training only)",
             "output ⊙ output_dropout_mask, what the residual adds in training",
             backward "d residual";
         FfnResidual, Ffn, "layer{i}.ffn.residual", [B, T, H], F32 Rounded, op Residual,
-            reads [HandedOn(FfnOutput), At(AttnLayerNorm)], grad [At(FfnResidual), Grad(FfnLayerNorm)],
+            reads [HandedOn(FfnOutput), At(AttnLayerNorm)], grad LayerNormInput [At(FfnResidual), Grad(FfnLayerNorm)],
             "bert.encoder.layer.{i}.output (before LayerNorm)", "output + attention.layernorm",
             backward "LayerNorm' of d ffn.layernorm";
         FfnLayerNorm, Ffn, "layer{i}.ffn.layernorm", [B, T, H], F32 Rounded, op LayerNorm, (FfnLayerNormWeight, FfnLayerNormBias),
-            reads [At(FfnResidual)], grad [At(FfnLayerNorm), Readers],
+            reads [At(FfnResidual)], grad LayerOutput [At(FfnLayerNorm), Readers],
             "hidden_states[{i+1}]", "LayerNorm(residual)",
             backward "d the next layer's input (for the last layer: the heads')";
         PoolerDense, Pooler, "pooler.dense", [B, H], F32 Rounded, op ClsDense, (PoolerWeight, PoolerBias),
-            reads [LastHidden], grad [At(PoolerOutput), Grad(PoolerOutput)],
+            reads [LastHidden], grad TanhInput [At(PoolerOutput), Grad(PoolerOutput)],
             "bert.pooler.dense", "last_hidden_state[:, 0] @ Wp^T + bp",
             backward "d output ⊙ (1 - output²)";
         PoolerOutput, Pooler, "pooler.output", [B, H], F32 Rounded, op Tanh,
-            reads [At(PoolerDense)], grad [At(PoolerOutput), AnyOf, Grad(NspLogits), Grad(ClassifierLogits), DroppedMask],
+            reads [At(PoolerDense)], grad HeadsOnPooler [At(PoolerOutput), AnyOf, Grad(NspLogits), Grad(ClassifierLogits), DroppedMask],
             "pooler_output", "tanh(dense)",
             backward "d nsp.logits · Wnsp + d classifier.logits · Wc (those computed; the classifier's ⊙ its dropout mask in training)";
         MlmTransform, Mlm, "mlm.transform", [B, T, H], F32 Rounded, op Dense, (MlmTransformWeight, MlmTransformBias),
-            reads [LastHidden], grad [At(MlmTransform), Grad(MlmActivation)],
+            reads [LastHidden], grad ActivationInput [At(MlmTransform), Grad(MlmActivation)],
             "cls.predictions.transform.dense", "last_hidden_state @ Wt^T + bt",
             backward "d activation ⊙ hidden_act'(transform)";
         MlmActivation, Mlm, "mlm.activation", [B, T, H], F32 Rounded, op Activation,
-            reads [At(MlmTransform)], grad [At(MlmActivation), Grad(MlmLayerNorm)],
+            reads [At(MlmTransform)], grad LayerNormInput [At(MlmActivation), Grad(MlmLayerNorm)],
             "cls.predictions.transform.transform_act_fn", "hidden_act(transform)",
             backward "LayerNorm' of d mlm.layernorm";
         MlmLayerNorm, Mlm, "mlm.layernorm", [B, T, H], F32 Rounded, op LayerNorm, (MlmLayerNormWeight, MlmLayerNormBias),
-            reads [At(MlmActivation)], grad [At(MlmLayerNorm), Grad(MlmLogits)],
+            reads [At(MlmActivation)], grad DecoderInput [At(MlmLayerNorm), Grad(MlmLogits)],
             "cls.predictions.transform.LayerNorm", "LayerNorm(activation)",
             backward "d logits · word_embeddings (the tied decoder)";
         MlmLogits, Mlm, "mlm.logits", [B, T, V], F32 Rounded, op Dense, (WordEmbeddings, MlmBias),
-            reads [At(MlmLayerNorm)], grad [At(MlmLogits), At(InputLabels)],
+            reads [At(MlmLayerNorm)], grad TokenCrossEntropy [At(MlmLogits), At(InputLabels)],
             "prediction_logits", "layernorm @ word_embeddings^T + decoder bias (tied decoder)",
             backward "(softmax(logits) - onehot(label)) / count at each labelled position, 0 elsewhere";
         MlmLosses, Mlm + MlmLabels, "mlm.losses", [B, T], F32 Loss, op CrossEntropy,
-            reads [At(MlmLogits), At(InputLabels)], grad [At(InputLabels), Grad(MlmLoss)],
+            reads [At(MlmLogits), At(InputLabels)], grad MeanInput [At(InputLabels), Grad(MlmLoss)],
             "CrossEntropyLoss(reduction='none')(prediction_logits, labels)",
             "-log_softmax(mlm.logits)[input.labels], 0 where input.labels = -100",
             backward "1 / count at each labelled position, 0 elsewhere";
         MlmLoss, Mlm + MlmLabels, "mlm.loss", [], F32 Loss, op MeanLoss,
-            reads [At(MlmLosses), At(InputLabels)], grad [Grad(Loss)],
+            reads [At(MlmLosses), At(InputLabels)], grad LossTerm [Grad(Loss)],
             "masked_lm_loss", "sum(mlm.losses) / count(input.labels != -100)",
             backward "1, from loss = mlm.loss + nsp.loss";
         NspLogits, Nsp, "nsp.logits", [B, Two], F32 Rounded, op Dense, (NspWeight, NspBias),
-            reads [At(PoolerOutput)], grad [At(NspLogits), At(InputNextSentenceLabel)],
+            reads [At(PoolerOutput)], grad SequenceCrossEntropy [At(NspLogits), At(InputNextSentenceLabel)],
             "seq_relationship_logits", "pooler.output @ Wnsp^T + bnsp",
             backward "(softmax(logits) - onehot(label)) / B";
         NspLosses, Nsp + NspLabels, "nsp.losses", [B], F32 Loss, op CrossEntropy,
-            reads [At(NspLogits), At(InputNextSentenceLabel)], grad [At(InputNextSentenceLabel), Grad(NspLoss)],
+            reads [At(NspLogits), At(InputNextSentenceLabel)], grad MeanInput [At(InputNextSentenceLabel), Grad(NspLoss)],
             "CrossEntropyLoss(reduction='none')(seq_relationship_logits, next_sentence_label)",
             "-log_softmax(nsp.logits)[input.next_sentence_label]",
             backward "1 / B";
         NspLoss, Nsp + NspLabels, "nsp.loss", [], F32 Loss, op MeanLoss,
-            reads [At(NspLosses), At(InputNextSentenceLabel)], grad [Grad(Loss)],
+            reads [At(NspLosses), At(InputNextSentenceLabel)], grad LossTerm [Grad(Loss)],
             "next_sentence_loss", "mean(nsp.losses)",
             backward "1, from loss = mlm.loss + nsp.loss";
         ClassifierDropoutMask, Classifier + Dropout, "classifier.dropout_mask", [B, H], F32 Exact, op Drawn,
@@ -272,25 +284,25 @@ stage_table! {
             "0 with probability classifier_dropout (else hidden_dropout_prob), else 1 / (1 - that)";
         ClassifierDropout, Classifier + Dropout, "classifier.dropout", [B, H], F32 Rounded, op Dropout,
             drops(PoolerOutput, ClassifierDropoutMask, Classifier),
-            grad [At(ClassifierDropout), Grad(ClassifierLogits)],
+            grad DenseInput [At(ClassifierDropout), Grad(ClassifierLogits)],
             "BertForSequenceClassification.dropout (training only)",
             "pooler.output ⊙ dropout_mask, what the classifier reads in training",
             backward "d classifier.logits · Wc";
         ClassifierLogits, Classifier, "classifier.logits", [B, Labels], F32 Rounded, op Dense, (ClassifierWeight, ClassifierBias),
-            reads [HandedOn(PoolerOutput)], grad [At(ClassifierLogits), At(InputClassLabels)],
+            reads [HandedOn(PoolerOutput)], grad SequenceCrossEntropy [At(ClassifierLogits), At(InputClassLabels)],
             "logits", "pooler.output @ Wc^T + bc",
             backward "(softmax(logits) - onehot(label)) / B";
         ClassifierLosses, Classifier + ClassLabels, "classifier.losses", [B], F32 Loss, op CrossEntropy,
-            reads [At(ClassifierLogits), At(InputClassLabels)], grad [At(InputClassLabels), Grad(ClassifierLoss)],
+            reads [At(ClassifierLogits), At(InputClassLabels)], grad MeanInput [At(InputClassLabels), Grad(ClassifierLoss)],
             "CrossEntropyLoss(reduction='none')(logits, labels)",
             "-log_softmax(classifier.logits)[input.class_labels]",
             backward "1 / B";
         ClassifierLoss, Classifier + ClassLabels, "classifier.loss", [], F32 Loss, op MeanLoss,
-            reads [At(ClassifierLosses), At(InputClassLabels)], grad [Grad(Loss)],
+            reads [At(ClassifierLosses), At(InputClassLabels)], grad LossTerm [Grad(Loss)],
             "loss (BertForSequenceClassification, single-label)", "mean(classifier.losses)",
             backward "1, from loss = mlm.loss + nsp.loss + classifier.loss";
         Loss, Objective + AnyLabels, "loss", [], F32 Loss, op TotalLoss,
-            reads [AnyOf, At(MlmLoss), At(NspLoss), At(ClassifierLoss)],
+            reads [AnyOf, At(MlmLoss), At(NspLoss), At(ClassifierLoss)], grad One [],
             "loss", "mlm.loss + nsp.loss + classifier.loss (those computed)",
             backward "1: the backward pass starts here";
         SentencePooled, Sentence, "sentence.pooled", [B, H], F32 Rounded, op MeanPooling,
