@@ -95,18 +95,18 @@ pub struct Rollout {
 /// Rollout (and flow, when `options.flow`) of `dump`'s sequence `options.seq`.
 pub fn rollout(dump: &Dump, options: &RolloutOptions) -> Result<Rollout> {
     let read = |stage: Stage| dump.entry(&stage.name()).map(|entry| dump.read(entry)).transpose();
-    rollout_from(&read, &dump.dir, options)
+    rollout_from(&read, &dump.dir, options, options.seq)
 }
 
 /// Rollout (and flow) of the sequence `options.seq` of a pass kept in `memory`; `origin` names
 /// the pass in messages.
 pub fn rollout_of_pass(memory: &Memory, origin: &Path, options: &RolloutOptions) -> Result<Rollout> {
     let read = |stage: Stage| Ok(memory.get(&stage.name()).cloned());
-    rollout_from(&read, origin, options)
+    rollout_from(&read, origin, options, options.seq)
 }
 
-/// Rollout (never flow) of every sequence of `dump`, each layer's probabilities read once: what
-/// the page of a dump shows. `options.seq` is ignored.
+/// Rollout (never flow) of every sequence of `dump`, each layer's probabilities read and made
+/// float64 once: what the page of a dump shows. `options.seq` is ignored.
 pub fn rollout_of_every_sequence(dump: &Dump, options: &RolloutOptions) -> Result<Vec<Rollout>> {
     let mut kept = std::collections::HashMap::new();
     let mask = Stage::new(StageKind::InputAttentionMask);
@@ -119,11 +119,20 @@ pub fn rollout_of_every_sequence(dump: &Dump, options: &RolloutOptions) -> Resul
             }
         };
         batch = batch.or(entry.shape.first().copied());
-        kept.insert(stage, dump.read(entry)?);
+        kept.insert(stage, dump.read(entry)?.to_f64());
     }
-    let read = |stage: Stage| Ok(kept.get(&stage).cloned());
     (0..batch.unwrap_or(1))
-        .map(|seq| rollout_from(&read, &dump.dir, &RolloutOptions { seq, flow: false, ..*options }))
+        .map(|seq| {
+            // Each read hands over only this sequence's slice, `[1, …]`, so that a batch's
+            // rollouts cost what one sequence's does, not B copies of the batch.
+            let read = |stage: Stage| {
+                Ok(kept.get(&stage).map(|tensor| {
+                    let end = (seq + 1).min(tensor.shape().first().copied().unwrap_or(0));
+                    Tensor::F64(tensor.slice_axis(Axis(0), (seq.min(end)..end).into()).to_owned())
+                }))
+            };
+            rollout_from(&read, &dump.dir, &RolloutOptions { seq, flow: false, ..*options }, 0)
+        })
         .collect()
 }
 
@@ -147,7 +156,9 @@ impl Sink for AttentionKept {
 /// A stage's tensor, where the stages are kept; None when they lack it.
 type Read<'a> = dyn Fn(Stage) -> Result<Option<Tensor>> + 'a;
 
-fn rollout_from(read: &Read<'_>, origin: &Path, options: &RolloutOptions) -> Result<Rollout> {
+/// Rollout of the sequence `options.seq`, which is sequence `index` of the tensors `read` gives
+/// (the same, unless they are that sequence's slice alone); messages name `options.seq`.
+fn rollout_from(read: &Read<'_>, origin: &Path, options: &RolloutOptions, index: usize) -> Result<Rollout> {
     let bad = |problem: String| BertError::Dump { path: origin.into(), problem };
     if !(options.residual.is_finite() && (0.0..=1.0).contains(&options.residual)) {
         return Err(BertError::OptionValue {
@@ -156,7 +167,7 @@ fn rollout_from(read: &Read<'_>, origin: &Path, options: &RolloutOptions) -> Res
             accepted: "a number from 0 to 1".into(),
         });
     }
-    let layers = attention_of(read, origin, options.seq)?;
+    let layers = attention_of(read, origin, options.seq, index)?;
     let positions = layers.positions.clone();
     let n = positions.len();
     if options.flow && n > FLOW_TOKENS_MAX {
@@ -210,7 +221,7 @@ struct Attention {
     probs: Vec<Array3<f64>>,
 }
 
-fn attention_of(read: &Read<'_>, origin: &Path, seq: usize) -> Result<Attention> {
+fn attention_of(read: &Read<'_>, origin: &Path, seq: usize, index: usize) -> Result<Attention> {
     let bad = |problem: String| BertError::Dump { path: origin.into(), problem };
     let mut probs = Vec::new();
     loop {
@@ -225,14 +236,14 @@ fn attention_of(read: &Read<'_>, origin: &Path, seq: usize) -> Result<Attention>
         if t != t2 {
             return Err(bad(format!("{name} is {:?}: its last two axes are not both T", tensor.shape())));
         }
-        if seq >= b {
+        if index >= b {
             return Err(BertError::OptionValue {
                 option: SEQ,
                 value: seq.to_string(),
                 accepted: format!("a sequence of the dump's batch of {b}: 0 to {}", b - 1),
             });
         }
-        probs.push(tensor.index_axis_move(Axis(0), seq));
+        probs.push(tensor.index_axis_move(Axis(0), index));
     }
     let Some(first) = probs.first() else {
         let name = Stage::layer(0, StageKind::AttnProbs).name();
@@ -247,10 +258,10 @@ fn attention_of(read: &Read<'_>, origin: &Path, seq: usize) -> Result<Attention>
         None => (0..t).collect(),
         Some(mask) => {
             let mask = mask.to_f64();
-            if mask.ndim() != 2 || mask.shape()[1] != t || seq >= mask.shape()[0] {
+            if mask.ndim() != 2 || mask.shape()[1] != t || index >= mask.shape()[0] {
                 return Err(bad(format!("{mask_name} is {:?}, the attention's T is {t}", mask.shape())));
             }
-            (0..t).filter(|&j| mask[[seq, j]] != 0.0).collect()
+            (0..t).filter(|&j| mask[[index, j]] != 0.0).collect()
         }
     };
     if positions.is_empty() {
