@@ -25,7 +25,7 @@ pub(crate) fn open(py: Python<'_>, side: &Bound<'_, PyAny>) -> PyResult<Dump> {
 }
 
 /// `diff(reference, trace, atol=None, rtol=None, isolate=False, truth=None, model=None)`: the
-/// command's own comparison (`bert_commands::diff::compare`). `isolate` needs the model both
+/// command's own comparison (`bert_commands::diff::diff_report`). `isolate` needs the model both
 /// dumps were made with, as the command does: `model=`, or the model of a trace in memory.
 pub fn diff(
     py: Python<'_>,
@@ -58,8 +58,9 @@ pub fn diff(
         let single = model.map(|m| m.f32.lock().expect("not poisoned"));
         let double_guard = double.as_ref().map(|d| d.lock().expect("not poisoned"));
         let with = single.as_ref().map(|single| diff::IsolateWith::Loaded { single, double: double_guard.as_deref() });
-        let report =
-            py.detach(|| diff::compare(&reference_dump, &trace_dump, tolerance, with, truth.as_ref())).or_raise(py)?;
+        let report = py
+            .detach(|| diff::diff_report(&reference_dump, &trace_dump, tolerance, with, truth.as_ref()))
+            .or_raise(py)?;
         Ok(DiffReport::of(report))
     })
 }

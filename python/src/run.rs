@@ -269,7 +269,7 @@ fn run<F: Float>(
     if let Some(reference) = &request.reference {
         let reference = py.detach(|| bert_core::Dump::open(reference)).or_raise(py)?;
         let dump = trace.as_dump(py)?;
-        let report = bert_commands::diff::compare(&reference, &dump, request.tolerance, None, None).or_raise(py)?;
+        let report = bert_commands::diff::diff_report(&reference, &dump, request.tolerance, None, None).or_raise(py)?;
         trace.report = Some(Py::new(py, crate::report::DiffReport::of(report))?);
     }
     Ok(trace)

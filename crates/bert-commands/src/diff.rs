@@ -55,7 +55,7 @@ pub fn diff(request: &DiffRequest) -> Result<DiffReport> {
         (true, Some(dir)) => Some(IsolateWith::Dir(dir)),
         _ => None,
     };
-    compare(&reference, &trace, request.tolerance, isolate, truth.as_ref())
+    diff_report(&reference, &trace, request.tolerance, isolate, truth.as_ref())
 }
 
 /// Refuses `isolate` without the model both dumps were made with: recomputing a stage with
@@ -80,7 +80,7 @@ pub enum IsolateWith<'a> {
 
 /// Compares two dumps already open: every stage, then with `isolate` each side's own errors,
 /// and with `truth` each side against a float64 dump. The command and Python both end here.
-pub fn compare(
+pub fn diff_report(
     reference: &Dump,
     trace: &Dump,
     tolerance: ToleranceOverride,

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use bert_core::model::size::ParamCounts;
-use bert_core::stage::HeadSet;
+use bert_core::stage::OutputHeads;
 use bert_core::BertConfig;
 use serde::Serialize;
 
@@ -23,7 +23,7 @@ pub enum Inspected<'a> {
 #[derive(Clone, Debug, Serialize)]
 pub struct InspectReport {
     pub config: BertConfig,
-    pub heads: HeadSet,
+    pub heads: OutputHeads,
     pub parameters: ParamCounts,
 }
 
@@ -41,14 +41,14 @@ pub fn inspect(what: Inspected<'_>) -> Result<Reported<InspectReport>> {
             let config = BertConfig::from_file(path)?;
             // A config alone says nothing of the heads; count the encoder with a pooler, as
             // BertModel has one.
-            let heads = HeadSet { pooler: true, ..HeadSet::default() };
+            let heads = OutputHeads { pooler: true, ..OutputHeads::default() };
             (config, heads, 0)
         }
         Inspected::Model(model) => {
             let loaded = source::load(model)?;
             notes = loaded.notes;
             let n_labels = loaded.model.classifier.as_ref().map_or(0, |c| c.labels.len());
-            (loaded.model.config.clone(), loaded.model.heads(), n_labels)
+            (loaded.model.config.clone(), loaded.model.output_heads(), n_labels)
         }
     };
     let parameters = ParamCounts::new(&config, heads, n_labels);
@@ -76,7 +76,7 @@ fn config_table(config: &BertConfig) -> comfy_table::Table {
     table
 }
 
-fn params_table(counts: &ParamCounts, heads: HeadSet) -> comfy_table::Table {
+fn params_table(counts: &ParamCounts, heads: OutputHeads) -> comfy_table::Table {
     let mut table = new_table(&["part", "parameters", "millions (10^6)", "M (2^20)"], &[1, 2, 3]);
     let rows = [
         ("embeddings", counts.embeddings, true),

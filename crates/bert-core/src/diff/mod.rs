@@ -408,7 +408,7 @@ impl Notes {
             let known: Vec<Stage> = names.iter().filter_map(|n| stage::parse(n)).collect();
             if known.is_empty() {
                 let every_head =
-                    stage::HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+                    stage::OutputHeads { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
                 return stage::plan(12, every_head, stage::Objectives::ALL);
             }
             known

@@ -99,7 +99,7 @@ impl<F: Float> BertModel<F> {
     /// head under an MLM-only loss) are named to the sink, as PyTorch leaves their `.grad` None.
     fn trace_parameter_gradients(&self, grads: &mut Grads<F>, tracer: &mut Tracer) -> Result<(), Halt> {
         let mut unreached = Vec::new();
-        for stage in stage::parameters(self.layers.len(), self.heads()) {
+        for stage in stage::parameters(self.layers.len(), self.output_heads()) {
             match grads.get_mut(stage) {
                 Some(grad) => tracer.float(stage.grad(), grad)?,
                 None => unreached.push(stage.hf()),

@@ -23,7 +23,7 @@ use crate::io::tokenizer::BertTokenizer;
 use crate::io::weights::{Param, Storage, WeightStore};
 use crate::objectives::splitmix::SplitMix64;
 use crate::ops::Float;
-use crate::stage::{self, HeadSet, ParamKind, Stage, StageKind};
+use crate::stage::{self, OutputHeads, ParamKind, Stage, StageKind};
 
 /// How `_init_weights` fills a parameter.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -87,7 +87,7 @@ impl BertModel {
 /// The safetensors bytes of a new `BertForPreTraining` for `config`, every parameter filled as
 /// [`fill`] says, the draws in the order of `named_parameters()`.
 fn initial_weights(config: &BertConfig, seed: u64) -> Result<Vec<u8>> {
-    let heads = HeadSet { pooler: true, mlm: true, nsp: true, classifier: false, sentence: false };
+    let heads = OutputHeads { pooler: true, mlm: true, nsp: true, classifier: false, sentence: false };
     let dims = config.dims(1, 1, 0);
     let mut init = Init { rng: SplitMix64::new(seed), std: config.initializer_range };
     let mut tensors = Vec::new();

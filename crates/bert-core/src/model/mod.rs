@@ -64,7 +64,7 @@ use crate::io::tokenizer::{Batch, BertTokenizer};
 use crate::ops::{self, Float, Kernels};
 use crate::pass::hook::Hook;
 use crate::pass::{Halt, Sink, Tee, Tracer};
-use crate::stage::{self, Dims, HeadSet, Objectives, Stage, StageKind::*};
+use crate::stage::{self, Dims, Objectives, OutputHeads, Stage, StageKind::*};
 
 /// A loaded checkpoint: the encoder, whichever heads its weights have, and its tokenizer. `F`
 /// is the element type the whole pass runs in: f32, BERT's own, or f64 (`--precision f64`),
@@ -197,9 +197,9 @@ pub fn additive_mask<F: Float>(attention_mask: &Array2<i64>) -> Option<Array4<F>
 }
 
 impl<F: Float> BertModel<F> {
-    /// Which heads this checkpoint has.
-    pub fn heads(&self) -> HeadSet {
-        HeadSet {
+    /// Which output heads (pooler, MLM, NSP, classifier, sentence embedding) this checkpoint has.
+    pub fn output_heads(&self) -> OutputHeads {
+        OutputHeads {
             pooler: self.pooler.is_some(),
             mlm: self.mlm.is_some(),
             nsp: self.nsp.is_some(),
@@ -210,7 +210,7 @@ impl<F: Float> BertModel<F> {
 
     /// Every stage this model produces for an input with these objectives, in execution order.
     pub fn plan(&self, objectives: Objectives) -> Vec<Stage> {
-        stage::plan(self.config.num_hidden_layers, self.heads(), objectives)
+        stage::plan(self.config.num_hidden_layers, self.output_heads(), objectives)
     }
 
     /// The sizes of the symbolic dimensions for a batch of `batch` × `tokens`.

@@ -91,7 +91,7 @@ impl<F: Float> BertModel<F> {
     /// Every parameter with its stage (`param.<name>`), in the order of `named_parameters()`.
     /// The MLM decoder's weight is the word embedding table: it is listed once, as that table.
     pub fn parameters(&self) -> Vec<(Stage, &Param<F>)> {
-        stage::parameters(self.layers.len(), self.heads())
+        stage::parameters(self.layers.len(), self.output_heads())
             .into_iter()
             .map(|stage| (stage, self.parameter(stage).expect("the table lists only the model's parameters")))
             .collect()
@@ -110,7 +110,7 @@ impl<F: Float> BertModel<F> {
             mlm.decoder.weight = Param::from_vec(Vec::new(), vec![0, 0]);
         }
         let mut result = Ok(());
-        for stage in stage::parameters(self.layers.len(), self.heads()) {
+        for stage in stage::parameters(self.layers.len(), self.output_heads()) {
             let param = self.parameter_mut(stage).expect("the table lists only the model's parameters");
             result = update(stage, param.values_mut());
             if result.is_err() {

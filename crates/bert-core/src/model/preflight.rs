@@ -7,7 +7,7 @@ use crate::error::{BertError, Result};
 use crate::io::tokenizer::Batch;
 use crate::io::{files, memory};
 use crate::ops::Float;
-use crate::stage::{self, HeadSet, Objectives, Part, Stage};
+use crate::stage::{self, Objectives, OutputHeads, Part, Stage};
 
 impl<F: Float> BertModel<F> {
     /// The last stage of `name`, which is a stage or a group on a dot boundary
@@ -20,12 +20,12 @@ impl<F: Float> BertModel<F> {
         // A name that some BERT computes, but not this one, deserves to be told why. The plans
         // searched have more layers than any checkpoint (a thousand more than this one), so
         // that `layer40.attention` is recognised as a layer this model does not have.
-        let every_head = HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+        let every_head = OutputHeads { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
         let n_layers = self.config.num_hidden_layers;
         let find = |heads, objectives| {
             stage::plan(n_layers + 1000, heads, objectives).into_iter().find(|s| stage::in_group(&s.name(), name))
         };
-        let reason = match (find(self.heads(), Objectives::ALL), find(every_head, Objectives::ALL)) {
+        let reason = match (find(self.output_heads(), Objectives::ALL), find(every_head, Objectives::ALL)) {
             (Some(stage), _) if stage.info().part == Part::Lens && stage.layer.is_none_or(|l| l < n_layers) => {
                 "it is computed only for the logit lens (‹lens!›)".into()
             }
@@ -160,8 +160,10 @@ impl<F: Float> BertModel<F> {
             .map(stage_bytes)
             .fold(0u64, u64::saturating_add);
         let largest = forward.iter().map(stage_bytes).max().unwrap_or(0);
-        let parameters =
-            stage::parameters(self.layers.len(), self.heads()).iter().map(stage_bytes).fold(0u64, u64::saturating_add);
+        let parameters = stage::parameters(self.layers.len(), self.output_heads())
+            .iter()
+            .map(stage_bytes)
+            .fold(0u64, u64::saturating_add);
         let needed =
             [kept, largest.saturating_mul(4), parameters, 128 << 20].into_iter().fold(0u64, u64::saturating_add);
         memory::check(

@@ -1,7 +1,7 @@
 //! Parameter counts per part of the model, from config.json alone (no weights needed).
 
 use crate::io::config::BertConfig;
-use crate::stage::HeadSet;
+use crate::stage::OutputHeads;
 
 /// How many parameters each part holds. The MLM decoder's weight is the word embedding table
 /// (tied), so it is counted once, in the embeddings; only its bias belongs to the head.
@@ -18,7 +18,7 @@ pub struct ParamCounts {
 
 impl ParamCounts {
     /// Counts for `config` with the given heads; `n_labels` sizes the classifier.
-    pub fn new(config: &BertConfig, heads: HeadSet, n_labels: usize) -> ParamCounts {
+    pub fn new(config: &BertConfig, heads: OutputHeads, n_labels: usize) -> ParamCounts {
         let (h, i, v) = (config.hidden_size, config.intermediate_size, config.vocab_size);
         let linear = |inputs: usize, outputs: usize| inputs * outputs + outputs;
         let layer_norm = 2 * h;

@@ -31,7 +31,7 @@ mod select;
 mod table;
 
 pub use name::{execution_key, parse, Of, Stage};
-pub use plan::{backward_plan, parameters, plan, HeadSet};
+pub use plan::{backward_plan, parameters, plan, OutputHeads};
 pub use select::{in_group, suggestions};
 pub use table::STAGES;
 
@@ -710,7 +710,7 @@ mod tests {
 
     #[test]
     fn every_gradient_has_its_backward_rule_and_parses_back() {
-        let all = HeadSet { pooler: true, mlm: true, nsp: true, classifier: false, sentence: false };
+        let all = OutputHeads { pooler: true, mlm: true, nsp: true, classifier: false, sentence: false };
         let stages = plan(2, all, Objectives::ALL);
         let grads: Vec<&Stage> = stages.iter().filter(|s| s.is_grad()).collect();
         // The loss; the MLM head's 6 and the NSP head's 5 (with the pooler); 2 layers × 14 stages

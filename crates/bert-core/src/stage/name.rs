@@ -204,11 +204,11 @@ pub fn execution_key(name: &str) -> (usize, usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stage::{plan, HeadSet, Objectives, StageKind::*};
+    use crate::stage::{plan, Objectives, OutputHeads, StageKind::*};
 
     #[test]
     fn parse_inverts_name() {
-        let all = HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+        let all = OutputHeads { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
         for stage in plan(12, all, Objectives::ALL) {
             assert_eq!(parse(&stage.name()), Some(stage), "parse({})", stage.name());
         }
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn no_printed_formula_has_a_placeholder() {
-        let all = HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+        let all = OutputHeads { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
         let values = crate::stage::plan(4, all, Objectives::ALL).into_iter();
         let parameters = crate::stage::parameters(4, all).into_iter().flat_map(|p| [p, p.updated()]);
         for stage in values.chain(parameters) {

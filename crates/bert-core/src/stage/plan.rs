@@ -5,9 +5,10 @@
 
 use super::{Objectives, ParamKind, Part, Stage, StageKind, StageKind::*, STAGES};
 
-/// Which optional heads a model has; decides which stages follow the encoder.
+/// Which optional output heads a model has (not its attention heads, which `heads` ranks);
+/// decides which stages follow the encoder.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct HeadSet {
+pub struct OutputHeads {
     pub pooler: bool,
     pub mlm: bool,
     pub nsp: bool,
@@ -18,7 +19,7 @@ pub struct HeadSet {
 
 /// Every stage a model with `n_layers` layers and these heads produces for an input with these
 /// objectives, in execution order.
-pub fn plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stage> {
+pub fn plan(n_layers: usize, heads: OutputHeads, objectives: Objectives) -> Vec<Stage> {
     let forward = forward_plan(n_layers, heads, objectives);
     if objectives.backward && objectives.any_labels() {
         let grads = backward_plan(&forward, n_layers, heads, objectives);
@@ -28,7 +29,7 @@ pub fn plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stag
 }
 
 /// The forward pass's stages alone.
-fn forward_plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stage> {
+fn forward_plan(n_layers: usize, heads: OutputHeads, objectives: Objectives) -> Vec<Stage> {
     let mut stages = Vec::new();
     for info in STAGES {
         let has_part = match info.part {
@@ -69,7 +70,7 @@ fn forward_plan(n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<
 /// The parameters of a model with `n_layers` layers and these heads, in the order of
 /// transformers' `BertForPreTraining.named_parameters()`: the embeddings, each layer's, then
 /// the pooler's and the heads'.
-pub fn parameters(n_layers: usize, heads: HeadSet) -> Vec<Stage> {
+pub fn parameters(n_layers: usize, heads: OutputHeads) -> Vec<Stage> {
     let params = || {
         STAGES.iter().filter_map(|info| match info.kind {
             StageKind::Param(param) => Some(param),
@@ -100,7 +101,7 @@ pub fn parameters(n_layers: usize, heads: HeadSet) -> Vec<Stage> {
 /// The gradient stages a backward pass gives, in the order it computes them, for the forward
 /// stages `forward` (a plan): d loss / d the losses, the heads, each layer from the last, the
 /// embeddings, then every parameter the loss reaches.
-pub fn backward_plan(forward: &[Stage], n_layers: usize, heads: HeadSet, objectives: Objectives) -> Vec<Stage> {
+pub fn backward_plan(forward: &[Stage], n_layers: usize, heads: OutputHeads, objectives: Objectives) -> Vec<Stage> {
     let has = |kind: StageKind| forward.iter().any(|s| s.kind == kind);
     let mut grads: Vec<Stage> = Vec::new();
     let mut push = |kinds: &[StageKind]| grads.extend(kinds.iter().filter(|&&k| has(k)).map(|&k| Stage::new(k).grad()));
@@ -147,7 +148,7 @@ pub fn backward_plan(forward: &[Stage], n_layers: usize, heads: HeadSet, objecti
     grads.extend(embeddings.iter().filter(kept).map(|&k| Stage::new(k).grad()));
     // The pooler is reached by the NSP and the classifier's losses, each head's own parameters
     // only by its loss (the MLM decoder's weight is the word table, which every loss reaches).
-    let reached = HeadSet {
+    let reached = OutputHeads {
         pooler: heads.pooler && (objectives.nsp_labels || objectives.class_labels),
         nsp: heads.nsp && objectives.nsp_labels,
         classifier: heads.classifier && objectives.class_labels,
@@ -164,7 +165,7 @@ mod tests {
 
     #[test]
     fn plan_orders_layers_between_embeddings_and_heads() {
-        let heads = HeadSet { pooler: true, mlm: true, ..HeadSet::default() };
+        let heads = OutputHeads { pooler: true, mlm: true, ..OutputHeads::default() };
         let names: Vec<String> = plan(2, heads, Objectives::default()).iter().map(Stage::name).collect();
         assert_eq!(names[7], "embeddings.layernorm");
         assert_eq!(names[8], "layer0.attention.query");
@@ -175,10 +176,10 @@ mod tests {
 
     #[test]
     fn sentence_pooling_is_last_and_only_when_the_model_has_it() {
-        let sentence = HeadSet { sentence: true, ..HeadSet::default() };
-        let all = HeadSet { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
+        let sentence = OutputHeads { sentence: true, ..OutputHeads::default() };
+        let all = OutputHeads { pooler: true, mlm: true, nsp: true, classifier: true, sentence: true };
         // (heads, whether the plan ends with sentence.pooled)
-        let cases = [(HeadSet::default(), false), (sentence, true), (all, true)];
+        let cases = [(OutputHeads::default(), false), (sentence, true), (all, true)];
         for (heads, want) in cases {
             let names: Vec<String> = plan(1, heads, Objectives::default()).iter().map(Stage::name).collect();
             let got = names.last().map(String::as_str) == Some("sentence.pooled");
@@ -189,7 +190,7 @@ mod tests {
 
     #[test]
     fn the_pretraining_stages_need_labels_and_the_head() {
-        let heads = HeadSet { pooler: true, mlm: true, nsp: true, ..HeadSet::default() };
+        let heads = OutputHeads { pooler: true, mlm: true, nsp: true, ..OutputHeads::default() };
         let names = |heads, objectives| -> Vec<String> { plan(1, heads, objectives).iter().map(Stage::name).collect() };
         let none = names(heads, Objectives::default());
         assert!(!none.iter().any(|n| n.contains("loss") || n.contains("label") || n.contains("original")), "{none:?}");
@@ -205,7 +206,7 @@ mod tests {
         assert!(position("mlm.logits") < position("mlm.losses") && position("mlm.loss") < position("nsp.logits"));
         assert!(position("nsp.loss") < position("loss"));
         // Labels for a head the model lacks give neither its loss nor the sum.
-        let no_mlm = HeadSet { mlm: false, ..heads };
+        let no_mlm = OutputHeads { mlm: false, ..heads };
         assert!(!names(no_mlm, mlm_only).iter().any(|n| n.contains("loss")));
     }
 }

@@ -35,7 +35,7 @@ pub fn suggestions(wanted: &str, stages: &[Stage]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stage::{plan, HeadSet, Objectives};
+    use crate::stage::{plan, Objectives, OutputHeads};
 
     #[test]
     fn groups_stop_on_dot_boundaries() {
@@ -53,7 +53,7 @@ mod tests {
 
     #[test]
     fn suggestions_find_near_misses() {
-        let stages = plan(2, HeadSet::default(), Objectives::default());
+        let stages = plan(2, OutputHeads::default(), Objectives::default());
         let got = suggestions("layer0.atention", &stages);
         assert_eq!(got.first().map(String::as_str), Some("layer0.attention"), "{got:?}");
     }

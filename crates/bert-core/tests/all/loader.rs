@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use bert_core::stage::HeadSet;
+use bert_core::stage::OutputHeads;
 use bert_core::{BertError, BertModel};
 use serde_json::json;
 use support::{assert_identical, assert_mentions, first_difference, trace_all, Checkpoint, Dtype, RawTensor};
@@ -16,8 +16,8 @@ use support::{assert_identical, assert_mentions, first_difference, trace_all, Ch
 fn baseline_loads_with_all_heads_and_a_tied_decoder() {
     let ck = Checkpoint::tiny();
     let (_dir, model) = ck.load();
-    let expected = HeadSet { pooler: true, mlm: true, nsp: true, ..HeadSet::default() };
-    assert_eq!(model.heads(), expected, "heads: expected {expected:?}, got {:?}", model.heads());
+    let expected = OutputHeads { pooler: true, mlm: true, nsp: true, ..OutputHeads::default() };
+    assert_eq!(model.output_heads(), expected, "heads: expected {expected:?}, got {:?}", model.output_heads());
     assert_eq!(model.layers.len(), 1);
 
     let word = model.embeddings.word_embeddings.as_slice();
@@ -157,8 +157,12 @@ fn naming_variations_load_and_give_bit_identical_outputs() {
                 continue;
             }
         };
-        if model.heads() != model0.heads() {
-            failures.push(format!("{label}: heads expected {:?}, got {:?}", model0.heads(), model.heads()));
+        if model.output_heads() != model0.output_heads() {
+            failures.push(format!(
+                "{label}: heads expected {:?}, got {:?}",
+                model0.output_heads(),
+                model.output_heads()
+            ));
             continue;
         }
         if let Some(diff) = first_difference(&expected, &trace_all(&model)) {
@@ -196,7 +200,7 @@ fn f16_and_bf16_files_match_the_f32_model_with_rounded_weights() {
         let (_d0, reference) = rounded.load();
         let (_d1, model) = stored.load();
         assert!(!model.embeddings.word_embeddings.is_mapped(), "{dtype:?} weights are converted to f32 in memory");
-        assert_eq!(model.heads(), reference.heads());
+        assert_eq!(model.output_heads(), reference.output_heads());
         assert_identical(&format!("{dtype:?} file"), &trace_all(&reference), &trace_all(&model));
 
         // And the rounding is real: the half model differs from the unrounded baseline, a little.
@@ -349,7 +353,7 @@ fn without_pooler_and_heads_the_encoder_still_runs() {
     ck.remove_prefix("bert.pooler.").remove_prefix("cls.");
     ck.set_config("architectures", json!(["BertModel"]));
     let (_d1, model) = ck.load();
-    assert_eq!(model.heads(), HeadSet::default(), "no heads expected");
+    assert_eq!(model.output_heads(), OutputHeads::default(), "no heads expected");
 
     let full = trace_all(&model0);
     let bare = trace_all(&model);
@@ -366,8 +370,8 @@ fn mlm_only_checkpoint_has_no_pooler() {
     let mut ck = Checkpoint::tiny();
     ck.remove_prefix("bert.pooler.").remove_prefix("cls.seq_relationship.");
     let (_dir, model) = ck.load();
-    let expected = HeadSet { mlm: true, ..HeadSet::default() };
-    assert_eq!(model.heads(), expected);
+    let expected = OutputHeads { mlm: true, ..OutputHeads::default() };
+    assert_eq!(model.output_heads(), expected);
     let memory = trace_all(&model);
     assert!(memory.get("mlm.logits").is_some(), "mlm.logits traced");
 }
@@ -392,8 +396,8 @@ fn classifier_checkpoint(labels: &[&str]) -> Checkpoint {
 fn classifier_head_takes_its_labels_from_id2label() {
     let ck = classifier_checkpoint(&["negative", "neutral", "positive"]);
     let (_dir, model) = ck.load();
-    let expected = HeadSet { pooler: true, classifier: true, ..HeadSet::default() };
-    assert_eq!(model.heads(), expected);
+    let expected = OutputHeads { pooler: true, classifier: true, ..OutputHeads::default() };
+    assert_eq!(model.output_heads(), expected);
     let labels = &model.classifier.as_ref().unwrap().labels;
     assert_eq!(labels, &["negative", "neutral", "positive"]);
     let memory = trace_all(&model);

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use bert_core::model::size::ParamCounts;
-use bert_core::stage::HeadSet;
+use bert_core::stage::OutputHeads;
 use bert_core::BertConfig;
 
 const BERT_BASE: &str = r#"{"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
@@ -23,7 +23,7 @@ fn mebi(count: usize) -> String {
 #[test]
 fn bert_base_matches_the_published_split() {
     let config = BertConfig::from_json(BERT_BASE.as_bytes(), Path::new("bert-base/config.json")).unwrap();
-    let heads = HeadSet { pooler: true, ..HeadSet::default() };
+    let heads = OutputHeads { pooler: true, ..OutputHeads::default() };
     let counts = ParamCounts::new(&config, heads, 0);
     let cases = [
         ("embeddings", counts.embeddings, "22.733"),
@@ -58,7 +58,7 @@ const BERT_LARGE_TOTAL: usize = 335_141_888;
 #[test]
 fn bert_large_counts_come_out_of_the_formula() {
     let config = BertConfig::from_json(BERT_LARGE.as_bytes(), Path::new("bert-large/config.json")).unwrap();
-    let heads = HeadSet { pooler: true, ..HeadSet::default() };
+    let heads = OutputHeads { pooler: true, ..OutputHeads::default() };
     let counts = ParamCounts::new(&config, heads, 0);
     let cases = [
         ("embeddings", counts.embeddings, 31_782_912),
@@ -95,7 +95,7 @@ fn bert_large_shape(name: &str) -> Vec<usize> {
 #[test]
 fn bert_large_stage_shapes_from_config_alone() {
     let config = BertConfig::from_json(BERT_LARGE.as_bytes(), Path::new("bert-large/config.json")).unwrap();
-    let heads = HeadSet { pooler: true, mlm: true, nsp: true, ..HeadSet::default() };
+    let heads = OutputHeads { pooler: true, mlm: true, nsp: true, ..OutputHeads::default() };
     let plan = bert_core::stage::plan(config.num_hidden_layers, heads, Default::default());
     // 3 inputs, 5 embeddings, 24 layers × 14, 2 pooler, 4 MLM, 1 NSP.
     assert_eq!(plan.len(), 3 + 5 + 24 * 14 + 2 + 4 + 1, "stage count");

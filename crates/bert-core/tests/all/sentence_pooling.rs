@@ -66,7 +66,7 @@ fn the_stage_is_there_only_for_mean_pooling() {
         let model = model.unwrap_or_else(|e| panic!("{label}: {e}"));
         let names: Vec<String> = model.plan(Default::default()).iter().map(|s| s.name()).collect();
         let got = names.last().map(String::as_str) == Some("sentence.pooled");
-        if got != want || model.heads().sentence != want {
+        if got != want || model.output_heads().sentence != want {
             failures.push(format!("{label}: expected sentence.pooled {want}, got plan ending {:?}", names.last()));
         }
     }
