@@ -59,7 +59,7 @@ pub fn load(bytes: Vec<u8>) {
     };
     // A checkpoint that loads must also run: one short forward pass over whatever values the
     // file holds (NaN, inf, subnormals), every stage computed and thrown away.
-    let _ = model.heads();
+    let _ = model.output_heads();
     let texts = ["the [MASK] sat.".to_string()];
     let batch = model.encode(&texts, None, false).expect("golden/tiny tokenizer encodes");
     let _ = model.trace(&batch, &mut Discard, None);
