@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bert_core::experiments::rollout::{rollout, HeadFusion, Rollout, RolloutOptions};
+use bert_core::experiments::rollout::{rollout, rollout_of_every_sequence, HeadFusion, Rollout, RolloutOptions};
 use bert_core::Dump;
 
 fn golden(path: &str) -> PathBuf {
@@ -117,6 +117,44 @@ fn bad_options_and_dumps_are_refused_in_one_line() {
     let empty = Dump::open(tmp.path()).unwrap();
     let message = rollout(&empty, &RolloutOptions::default()).unwrap_err().to_string();
     assert!(message.contains("layer0.attention.probs"), "{message}");
+}
+
+/// The page's rollout of every sequence, which hands each sequence only its own slice of the
+/// batch, is each sequence's own rollout; a batch whose mask has a sequence the attention lacks,
+/// or a sequence with no real token, is refused in one line naming the sequence, not a panic.
+#[test]
+fn every_sequences_rollout_is_its_own_and_a_malformed_batch_is_refused() {
+    let dump = Dump::open(&golden("tiny/dumps/batch")).unwrap();
+    let every = rollout_of_every_sequence(&dump, &RolloutOptions::default()).unwrap();
+    assert_eq!(every.len(), 2, "golden/tiny's batch has two sequences");
+    for (seq, got) in every.iter().enumerate() {
+        let want = rollout(&dump, &RolloutOptions { seq, ..RolloutOptions::default() }).unwrap();
+        assert_eq!(got, &want, "sequence {seq}: expected its own rollout");
+    }
+    let mask: ndarray::Array2<i64> =
+        ndarray_npy::read_npy(golden("tiny/dumps/batch/input.attention_mask.npy")).unwrap();
+    let with_mask = |mask: ndarray::Array2<i64>| {
+        let tmp = tempfile::tempdir().unwrap();
+        for layer in 0..2 {
+            let name = format!("layer{layer}.attention.probs.npy");
+            std::fs::copy(golden("tiny/dumps/batch").join(&name), tmp.path().join(&name)).unwrap();
+        }
+        ndarray_npy::write_npy(tmp.path().join("input.attention_mask.npy"), &mask).unwrap();
+        let message = match rollout_of_every_sequence(&Dump::open(tmp.path()).unwrap(), &RolloutOptions::default()) {
+            Ok(_) => "accepted".to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(!message.contains('\n'), "one line: {message}");
+        message
+    };
+    let mut three = mask.clone();
+    three.push_row(mask.row(0)).unwrap();
+    let message = with_mask(three);
+    assert!(message.contains("‹seq=2›"), "a mask of three sequences against two: {message}");
+    let mut empty = mask.clone();
+    empty.row_mut(1).fill(0);
+    let message = with_mask(empty);
+    assert!(message.contains("sequence 1 has no real token"), "sequence 1 all padding: {message}");
 }
 
 #[test]

@@ -124,14 +124,18 @@ pub fn rollout_of_every_sequence(dump: &Dump, options: &RolloutOptions) -> Resul
     (0..batch.unwrap_or(1))
         .map(|seq| {
             // Each read hands over only this sequence's slice, `[1, …]`, so that a batch's
-            // rollouts cost what one sequence's does, not B copies of the batch.
+            // rollouts cost what one sequence's does, not B copies of the batch. A tensor
+            // without that sequence (a malformed dump) is handed over whole, so that the
+            // checks of one sequence's rollout name what is wrong with it.
+            let sliced = kept.values().all(|tensor| tensor.shape().first().is_some_and(|&b| seq < b));
             let read = |stage: Stage| {
-                Ok(kept.get(&stage).map(|tensor| {
-                    let end = (seq + 1).min(tensor.shape().first().copied().unwrap_or(0));
-                    Tensor::F64(tensor.slice_axis(Axis(0), (seq.min(end)..end).into()).to_owned())
+                Ok(kept.get(&stage).map(|tensor| match sliced {
+                    true => Tensor::F64(tensor.slice_axis(Axis(0), (seq..seq + 1).into()).to_owned()),
+                    false => Tensor::F64(tensor.clone()),
                 }))
             };
-            rollout_from(&read, &dump.dir, &RolloutOptions { seq, flow: false, ..*options }, 0)
+            let index = if sliced { 0 } else { seq };
+            rollout_from(&read, &dump.dir, &RolloutOptions { seq, flow: false, ..*options }, index)
         })
         .collect()
 }
