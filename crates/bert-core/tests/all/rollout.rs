@@ -111,6 +111,12 @@ fn bad_options_and_dumps_are_refused_in_one_line() {
         let message = refused(options);
         assert!(message.contains(says) && !message.contains('\n'), "{options:?}: {message}");
     }
+    // A user's dump of no sequence at all is refused, not an underflow.
+    let tmp = tempfile::tempdir().unwrap();
+    ndarray_npy::write_npy(tmp.path().join("layer0.attention.probs.npy"), &ndarray::Array4::<f32>::zeros((0, 2, 3, 3)))
+        .unwrap();
+    let message = rollout(&Dump::open(tmp.path()).unwrap(), &RolloutOptions::default()).unwrap_err().to_string();
+    assert!(message.contains("‹seq=0›") && message.contains("has none"), "a batch of no sequence: {message}");
     // A dump without attention probabilities says which stage it lacks.
     let tmp = tempfile::tempdir().unwrap();
     std::fs::copy(golden("tiny/dumps/batch/input.ids.npy"), tmp.path().join("input.ids.npy")).unwrap();

@@ -244,7 +244,10 @@ fn attention_of(read: &Read<'_>, origin: &Path, seq: usize, index: usize) -> Res
             return Err(BertError::OptionValue {
                 option: SEQ,
                 value: seq.to_string(),
-                accepted: format!("a sequence of the dump's batch of {b}: 0 to {}", b - 1),
+                accepted: match b.checked_sub(1) {
+                    Some(last) => format!("a sequence of the dump's batch of {b}: 0 to {last}"),
+                    None => format!("a sequence of the dump's batch, and {name} has none"),
+                },
             });
         }
         probs.push(tensor.index_axis_move(Axis(0), index));
