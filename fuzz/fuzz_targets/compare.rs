@@ -8,7 +8,7 @@
 //! trace's (missing bytes are 0).
 #![no_main]
 
-use bert_core::diff::{compare_tensors, default_tolerance, is_masked_score, Status};
+use bert_core::divergence::{compare_tensors, default_tolerance, is_masked_score, Status};
 use bert_core::pass::Tensor;
 use bert_core::stage;
 use libfuzzer_sys::fuzz_target;

@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use bert_core::diff::{compare_tensors, default_tolerance, diff_dumps, ToleranceOverride};
+use bert_core::divergence::{compare_tensors, default_tolerance, diff_dumps, ToleranceOverride};
 use bert_core::io::dump::{read_manifest, Dump};
 use bert_core::pass::Tensor;
 use bert_core::stage;

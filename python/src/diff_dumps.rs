@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use bert_commands::diff;
-use bert_core::diff::ToleranceOverride;
+use bert_core::divergence::ToleranceOverride;
 use bert_core::stage::DType;
 use bert_core::Dump;
 use pyo3::prelude::*;

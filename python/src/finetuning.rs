@@ -4,7 +4,7 @@
 //! step's report and `on_eval` every evaluation's, and Ctrl-C stops the run after its step.
 
 use bert_commands::finetune::FinetuneRequest;
-use bert_core::train::TrainSettings;
+use bert_core::training::TrainSettings;
 use pyo3::prelude::*;
 
 use crate::args::{path, settings};

@@ -6,15 +6,16 @@
 //!
 //! | Python | here | command |
 //! | --- | --- | --- |
-//! | `bert_trace.trace`, `Model.trace` | `run.rs` | `bert-trace TEXT ...` |
+//! | `bert_trace.trace`, `Model.trace` | `trace_request.rs` | `bert-trace TEXT ...` |
 //! | `Trace` (`save`, `predictions`, `stage_table`, `view`) | `result.rs` | the dump, the tables, `view` |
 //! | `bert_trace.load` | `result.rs` | reading a dump (`diff`, `view`) |
-//! | `bert_trace.diff`, `DiffReport`, `Page` | `report.rs` | `bert-trace diff`, `bert-trace view` |
+//! | `bert_trace.diff`, `DiffReport`, `Page` | `diff_dumps.rs`, `report.rs` | `bert-trace diff`, `bert-trace view` |
 //! | `trace(..., hooks={stage: fn})` | `hooks.rs` | `--ablate`, `--patch` (the same seam) |
 //! | `bert_trace.train` | `pretraining.rs` | `bert-trace train` |
 //! | `bert_trace.finetune` | `finetuning.rs` | `bert-trace finetune` |
-//! | `bert_trace.heads` | `heads.rs` | `bert-trace heads` |
+//! | `bert_trace.heads` | `head_scores.rs` | `bert-trace heads` |
 //! | `bert_trace.attribute` | `attribution.rs` | `bert-trace attribute` |
+//! | `bert_trace.explain`, `Trace.explain`, `Explanation` | `explained.rs` | `bert-trace explain` |
 //! | `bert_trace.stages`, `bert_trace.inspect` | `lib.rs` | `bert-trace stages`, `bert-trace inspect` |
 //! | `bert_trace.lens`, `bert_trace.ablate` | `lib.rs` | `bert-trace lens`, `bert-trace ablate` |
 //! | `bert_trace.compare`, `bert_trace.rollout`, `bert_trace.view` | `lib.rs` | `bert-trace compare`, `bert-trace rollout`, `bert-trace view` |
@@ -24,23 +25,23 @@ mod args;
 mod attribution;
 mod diff_dumps;
 mod errors;
-mod explanation;
+mod explained;
 mod finetuning;
-mod heads;
+mod head_scores;
 mod hooks;
 mod model;
 mod pretraining;
 mod report;
 mod result;
-mod run;
+mod trace_request;
 
 use std::path::PathBuf;
 
 use bert_commands::settings::PassSettings;
 use bert_commands::source::process_env;
-use bert_core::diff::ToleranceOverride;
-use bert_core::train::options::Warmup;
-use bert_core::train::TrainSettings;
+use bert_core::divergence::ToleranceOverride;
+use bert_core::training::options::Warmup;
+use bert_core::training::TrainSettings;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -104,7 +105,7 @@ fn trace<'py>(
     if !["auto", "always", "never"].contains(&color) {
         return Err(args::bad_choice(py, bert_core::words::Opt("color"), color, "\"auto\", \"always\" or \"never\""));
     }
-    let keywords = run::TraceKeywords {
+    let keywords = trace_request::TraceKeywords {
         file,
         pair,
         stop_at,
@@ -133,7 +134,7 @@ fn trace<'py>(
         atol,
         rtol,
     };
-    guarded(py, || run::trace(py, text, model, hooks, keywords))
+    guarded(py, || trace_request::trace(py, text, model, hooks, keywords))
 }
 
 /// Reads a dump directory (or .npz): bert-trace's, `scripts/dump_reference.py`'s, or your own
@@ -229,7 +230,7 @@ fn rollout(
     threads: Option<usize>,
     kernels: Option<String>,
 ) -> PyResult<Py<PyAny>> {
-    use bert_core::experiments::rollout::{HeadFusion, RolloutOptions, HEADS};
+    use bert_core::experiments::attention_flow::{HeadFusion, RolloutOptions, HEADS};
     guarded(py, || {
         let heads = args::choice::<HeadFusion>(py, HEADS, heads)?;
         let dump = dump.filter(|d| !d.is_none());
@@ -316,7 +317,7 @@ fn explain(
     index: &Bound<'_, PyAny>,
     model: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
-    explanation::explain_dump(py, dump, stage, index, model)
+    explained::explain_dump(py, dump, stage, index, model)
 }
 
 /// Keeps the memory that one trace frees in the process for the next, instead of handing it
@@ -695,7 +696,7 @@ fn heads_of<'py>(
 ) -> PyResult<Py<PyAny>> {
     // The report is always the command's JSON, as a dict: accepted, as the command's option.
     let _ = json;
-    let keywords = heads::HeadsKeywords {
+    let keywords = head_scores::HeadsKeywords {
         file,
         pair,
         mlm_target,
@@ -708,7 +709,7 @@ fn heads_of<'py>(
         kernels,
     };
     let none = py.None().into_bound(py);
-    guarded(py, || heads::heads(py, text.unwrap_or(&none), model, keywords))
+    guarded(py, || head_scores::heads(py, text.unwrap_or(&none), model, keywords))
 }
 
 /// Which input tokens a prediction rests on, as `bert-trace attribute --json` reports it (every
@@ -800,14 +801,14 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(finetune, m)?)?;
     m.add_function(wrap_pyfunction!(heads_of, m)?)?;
     m.add_function(wrap_pyfunction!(attribute, m)?)?;
-    m.add_function(wrap_pyfunction!(heads::_picture, m)?)?;
+    m.add_function(wrap_pyfunction!(head_scores::_picture, m)?)?;
     #[cfg(feature = "test-hooks")]
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_class::<Model>()?;
     m.add_class::<Trace>()?;
     m.add_class::<report::DiffReport>()?;
     m.add_class::<report::Page>()?;
-    m.add_class::<explanation::Explanation>()?;
+    m.add_class::<explained::Explanation>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

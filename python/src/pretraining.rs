@@ -4,8 +4,8 @@
 //! them), `on_step` gets every step's report, and Ctrl-C stops the run after the step it is in.
 
 use bert_commands::train::TrainRequest;
-use bert_core::train::run::Progress;
-use bert_core::train::TrainSettings;
+use bert_core::training::run::Progress;
+use bert_core::training::TrainSettings;
 use bert_core::words::{in_dialect, Dialect};
 use pyo3::prelude::*;
 
@@ -65,11 +65,11 @@ impl Progress for ToPython {
         ));
     }
 
-    fn step(&mut self, log: &bert_core::train::StepLog, _: usize) -> bert_core::Result<()> {
+    fn step(&mut self, log: &bert_core::training::StepLog, _: usize) -> bert_core::Result<()> {
         self.call(|p| p.on_step.as_ref(), serde_json::to_string(log).expect("a step's report serialises"))
     }
 
-    fn evaluated(&mut self, evaluation: &bert_core::train::evaluate::Evaluation) -> bert_core::Result<()> {
+    fn evaluated(&mut self, evaluation: &bert_core::training::held_out::Evaluation) -> bert_core::Result<()> {
         self.call(|p| p.on_eval.as_ref(), serde_json::to_string(evaluation).expect("an evaluation serialises"))
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use bert_commands::diff::{self, DiffJson};
 use bert_commands::owned_file::{self, Format};
-use bert_commands::render::table::{html_escape, html_table};
+use bert_commands::render::text_table::{html_escape, html_table};
 use bert_commands::view::{page_html, Names};
 use bert_core::{BertModel, Dump};
 use pyo3::prelude::*;
@@ -42,10 +42,13 @@ fn verdict(json: &DiffJson) -> String {
         .stages
         .iter()
         .filter(|s| {
-            !matches!(s.report.status, bert_core::diff::Status::OnlyInReference | bert_core::diff::Status::OnlyInTrace)
+            !matches!(
+                s.report.status,
+                bert_core::divergence::Status::OnlyInReference | bert_core::divergence::Status::OnlyInTrace
+            )
         })
         .collect();
-    let passed = common.iter().filter(|s| s.report.status == bert_core::diff::Status::Pass).count();
+    let passed = common.iter().filter(|s| s.report.status == bert_core::divergence::Status::Pass).count();
     let mut out = format!("{passed} of {} stages in common pass", common.len());
     if let Some(first) = &json.first_failure {
         out += &format!("\nfirst failing stage: {}", first.name);

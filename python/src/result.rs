@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use bert_commands::render::predictions::mask_predictions;
-use bert_commands::render::table::{html_escape, html_table, num};
+use bert_commands::render::text_table::{html_escape, html_table, num};
 use bert_core::io::dump::manifest::Manifest;
 use bert_core::io::dump::{self, DumpWriter};
 use bert_core::io::tokenizer::MASK;
@@ -293,7 +293,7 @@ impl Trace {
             }
         };
         let dump = self.as_dump(py)?;
-        crate::explanation::explain_trace(py, dump, model.get(), stage, index)
+        crate::explained::explain_trace(py, dump, model.get(), stage, index)
     }
 
     /// The `k` most likely tokens at every `[MASK]`, from `mlm.logits`: a list of

@@ -2,7 +2,7 @@
 //! runs them), reported as a layers × heads grid of the change in the target's
 //! log-probability, then the most harmful heads.
 
-use bert_core::experiments::ablate::HeadScan;
+use bert_core::experiments::ablation::HeadScan;
 use bert_core::experiments::intervention::AblateWith;
 use bert_core::experiments::AttentionHead;
 
@@ -10,7 +10,7 @@ use crate::error::Result;
 use serde::Serialize;
 
 use crate::experiment::{Experiment, ExperimentRequest};
-use crate::render::table::new_table;
+use crate::render::text_table::new_table;
 use crate::report::{Report, Reported};
 
 /// How many of the most harmful heads the report lists unless told.

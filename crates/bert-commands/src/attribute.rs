@@ -1,15 +1,16 @@
-//! `attribute`: which input tokens a prediction rests on (bert-core's `experiments/attribute/`
-//! computes it), for one target per text: an MLM word at the `[MASK]` (`target`), a
-//! classifier's class (`label`, by default the predicted one) or the NSP label (`nsp_label`).
+//! `attribute`: which input tokens a prediction rests on (bert-core's
+//! `experiments/token_importance/` computes it), for one target per text: an MLM word at the
+//! `[MASK]` (`target`), a classifier's class (`label`, by default the predicted one) or the NSP
+//! label (`nsp_label`).
 //! By occlusion, integrated gradients or gradient × input, as a table with a bar per token, or
 //! JSON that `view` draws.
 
 use std::path::PathBuf;
 
-use bert_core::experiments::attribute::integrated::{Baseline, PathSpec};
-use bert_core::experiments::attribute::{self, Attribution, Prediction, Rule, Score};
 use bert_core::experiments::readout::the_mask;
 use bert_core::experiments::segmentation::{Segmentation, WORDS};
+use bert_core::experiments::token_importance::integrated::{Baseline, PathSpec};
+use bert_core::experiments::token_importance::{self, Attribution, Prediction, Rule, Score};
 use bert_core::io::dump::manifest::Inputs;
 use bert_core::io::tokenizer::{MASK, UNK};
 use bert_core::words::{Choice, Opt};
@@ -18,7 +19,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::refuse;
-use crate::render::table::{new_table, visible};
+use crate::render::text_table::{new_table, visible};
 use crate::report::{Report, Reported};
 use crate::settings::PassSettings;
 use crate::source;
@@ -226,7 +227,7 @@ pub fn attribute(
         examples.push(Example { text: text.clone(), pair, attribution, words });
     }
     let report = AttributeReport {
-        format: attribute::FORMAT,
+        format: token_importance::FORMAT,
         model: loaded.name,
         method: request.method,
         of: request.of,

@@ -3,14 +3,14 @@
 
 use std::path::PathBuf;
 
-use bert_core::diff::compare::{compare as measure, Comparison};
+use bert_core::divergence::two_models::{compare as measure, Comparison};
 use bert_core::experiments::AttentionHead;
 use bert_core::io::dump::Dump;
 
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::render::table::{new_table, num, shape};
+use crate::render::text_table::{new_table, num, shape};
 use crate::report::{Report, Reported};
 
 /// The two dumps to compare, and how many of the most changed heads to list.

@@ -1,15 +1,15 @@
 //! `diff REFERENCE TRACE`: every stage compared, in execution order, and where the divergence
 //! starts; with `isolate`, each stage's own error on each side and the culprit; with `truth`,
 //! which side is closer to a float64 dump of the same input. The measures are
-//! `bert_core::diff`'s; this makes the report, as text and as JSON (one schema: [`DiffJson`]).
+//! `bert_core::divergence`'s; this makes the report, as text and as JSON (one schema: [`DiffJson`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use bert_core::diff::isolate::{own_errors, Isolation, Own, Side};
-use bert_core::diff::truth::{against_truth, TruthStage};
-use bert_core::diff::{diff_dumps, FirstFailure, Report, StageReport, Status, ToleranceOverride};
+use bert_core::divergence::isolate::{own_errors, Isolation, Own, Side};
+use bert_core::divergence::truth::{against_truth, TruthStage};
+use bert_core::divergence::{diff_dumps, FirstFailure, Report, StageReport, Status, ToleranceOverride};
 use bert_core::io::dump::manifest::InterventionRecord;
 use bert_core::io::dump::Dump;
 use bert_core::stage::DType;
@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::error::Result;
 
 pub const ISOLATE: bert_core::words::Opt = bert_core::words::Opt("isolate");
-use crate::render::table::{new_table, num, shape};
+use crate::render::text_table::{new_table, num, shape};
 use crate::source;
 
 /// Which dumps to compare, and how.

@@ -1,15 +1,15 @@
 //! `evaluate`: a model measured on held-out text, as `train` and `finetune` measure it as they
-//! go (`bert_core::train::evaluate`): for a model with the MLM head, the MLM loss, perplexity
+//! go (`bert_core::training::held_out`): for a model with the MLM head, the MLM loss, perplexity
 //! and top-1 and top-5 accuracy at a fixed, seeded 15% of the text's tokens, each shown as
 //! `[MASK]`, beside the best guess that ignores the text; for a classifier, on labelled
 //! examples, its loss, accuracy and confusion table.
 
 use std::path::PathBuf;
 
-use bert_core::train::corpus::{Batching, Corpus};
-use bert_core::train::evaluate::{self, Evaluation};
-use bert_core::train::labelled::Labelled;
-use bert_core::train::options::{self, BATCH_SIZE, MAX_LEN};
+use bert_core::training::corpus::{Batching, Corpus};
+use bert_core::training::held_out::{self, Evaluation};
+use bert_core::training::labelled::Labelled;
+use bert_core::training::options::{self, BATCH_SIZE, MAX_LEN};
 use bert_core::BertModel;
 use serde::Serialize;
 
@@ -92,13 +92,13 @@ pub fn evaluate(request: &EvaluateRequest) -> Result<EvaluateReport> {
     };
     let file = &request.file;
     // Documents are measured by the MLM head; lines by the classifier when the model has one.
-    let held_out = match (&model.classifier, request.documents) {
+    let examples = match (&model.classifier, request.documents) {
         (_, true) => Corpus::read_documents(file, &model.tokenizer, &batching)?,
         (_, false) if request.each_token => Corpus::read(file)?,
         (Some(classifier), false) => Labelled::read(file)?.into_corpus(&classifier.labels)?,
         (None, false) => Corpus::read(file)?,
     };
-    if held_out.classes.is_none() && model.mlm.is_none() {
+    if examples.classes.is_none() && model.mlm.is_none() {
         refuse!(
             "{} has no MLM head (cls.predictions.*) to fill masks with{}",
             loaded.name,
@@ -111,15 +111,15 @@ pub fn evaluate(request: &EvaluateRequest) -> Result<EvaluateReport> {
             }
         );
     }
-    held_out.check(&model.tokenizer, &batching)?;
+    examples.check(&model.tokenizer, &batching)?;
     let evaluation = match request.each_token {
-        true => evaluate::evaluate_each_token(&model, &held_out, &batching)?,
-        false => evaluate::evaluate(&model, &held_out, &batching, 0)?,
+        true => held_out::evaluate_each_token(&model, &examples, &batching)?,
+        false => held_out::evaluate(&model, &examples, &batching, 0)?,
     };
     Ok(EvaluateReport {
         model: loaded.name,
         file: file.clone(),
-        file_sha256: held_out.sha256.clone(),
+        file_sha256: examples.sha256.clone(),
         seed,
         max_len,
         evaluation,

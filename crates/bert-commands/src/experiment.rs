@@ -68,6 +68,6 @@ impl Experiment {
 
     /// A token's text, as printed.
     pub fn token(&self, id: u32) -> String {
-        crate::render::table::visible(&self.model.tokenizer.id_to_token(id).unwrap_or_default())
+        crate::render::text_table::visible(&self.model.tokenizer.id_to_token(id).unwrap_or_default())
     }
 }

@@ -1,10 +1,10 @@
-//! `explain`: why one element of a dump's stage is what it is (`bert_core::explain`), with the
+//! `explain`: why one element of a dump's stage is what it is (`bert_core::explanation`), with the
 //! dump's own model, as text or JSON.
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use bert_core::explain::{self, Explanation, Target};
+use bert_core::explanation::{self, Explanation, Target};
 use bert_core::io::dump::Dump;
 use bert_core::stage::DType;
 
@@ -61,11 +61,11 @@ pub fn explain(request: &ExplainRequest) -> Result<ExplainReport> {
         )),
     };
     let explanations = match dump.float_dtype() {
-        DType::F64 => explain::explain(&which.load::<f64>().map_err(named)?, &dump, &target)?,
-        _ => explain::explain(&which.load::<f32>().map_err(named)?, &dump, &target)?,
+        DType::F64 => explanation::explain(&which.load::<f64>().map_err(named)?, &dump, &target)?,
+        _ => explanation::explain(&which.load::<f32>().map_err(named)?, &dump, &target)?,
     };
     let text: String = explanations.iter().map(text).collect();
-    let notes = bert_core::diff::isolate::model_check_note(&dump).into_iter().collect();
+    let notes = bert_core::divergence::isolate::model_check_note(&dump).into_iter().collect();
     Ok(ExplainReport { notes, text, row: target.is_row(), explanations })
 }
 
@@ -168,7 +168,7 @@ fn render(out: &mut String, e: &Explanation) {
 /// The operands an explanation lists, by stage: each element when there are few, else their
 /// count and the first and last index.
 pub fn reads(e: &Explanation) -> String {
-    let mut groups: Vec<(&str, Vec<&bert_core::explain::Operand>)> = Vec::new();
+    let mut groups: Vec<(&str, Vec<&bert_core::explanation::Operand>)> = Vec::new();
     for input in &e.inputs {
         match groups.iter_mut().find(|(stage, _)| *stage == input.stage) {
             Some((_, list)) => list.push(input),

@@ -1,17 +1,17 @@
 //! `finetune`: a classifier trained on a labelled file, as `BertForSequenceClassification`
-//! computes it. The steps, the checks and the saves are `bert_core::train`'s, as for `train`;
+//! computes it. The steps, the checks and the saves are `bert_core::training`'s, as for `train`;
 //! this reads the labelled data, numbers its classes, gives the model a classifier (and a pooler)
 //! where it has none, holds examples out for evaluation, and hands the run's lines to the
 //! caller's [`Progress`].
 
 use std::path::PathBuf;
 
-use bert_core::train::evaluate::Evaluation;
-use bert_core::train::labelled::Labelled;
-use bert_core::train::options::{self, EVAL_SPLIT, SEED, STEPS};
-use bert_core::train::run::{self, Outputs, Progress};
-use bert_core::train::save::read_state;
-use bert_core::train::{StepLog, TrainSettings, Trainer};
+use bert_core::training::held_out::Evaluation;
+use bert_core::training::labelled::Labelled;
+use bert_core::training::options::{self, EVAL_SPLIT, SEED, STEPS};
+use bert_core::training::run::{self, Outputs, Progress};
+use bert_core::training::save::read_state;
+use bert_core::training::{StepLog, TrainSettings, Trainer};
 use bert_core::words::Opt;
 use bert_core::BertModel;
 
@@ -62,7 +62,7 @@ pub struct FinetuneReport {
 }
 
 /// Fine-tunes as `request` says, telling `progress` as it goes. Every check is made before
-/// anything is written (`bert_core::train::run::prepare`).
+/// anything is written (`bert_core::training::run::prepare`).
 pub fn finetune(request: &FinetuneRequest, progress: &mut dyn Progress) -> Result<FinetuneReport> {
     let args = request;
     check_start(args.model.as_deref(), args.from_config, args.resume.as_deref())?;

@@ -4,14 +4,14 @@
 
 use std::path::PathBuf;
 
-use bert_core::experiments::heads::{self, Importance, Statistics};
+use bert_core::experiments::head_importance::{self, Importance, Statistics};
 use bert_core::io::dump::manifest::Inputs;
 use bert_core::objectives::IGNORE;
 use bert_core::words::Opt;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::render::table::new_table;
+use crate::render::text_table::new_table;
 use crate::report::{Report, Reported};
 use crate::settings::PassSettings;
 use crate::source;
@@ -116,7 +116,7 @@ pub fn heads(request: &HeadsRequest, progress: &mut dyn FnMut(usize, usize)) -> 
     }
     let importance = (request.importance || both).then(|| model.head_importance(&batches, progress)).transpose()?;
     let statistics = (request.statistics || both).then(|| model.head_statistics(&batches)).transpose()?;
-    let report = HeadsReport { format: heads::FORMAT, model: loaded.name, importance, statistics };
+    let report = HeadsReport { format: head_importance::FORMAT, model: loaded.name, importance, statistics };
     Ok(Reported { notes: loaded.notes, report })
 }
 

@@ -8,7 +8,7 @@ use bert_core::BertConfig;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::render::table::new_table;
+use crate::render::text_table::new_table;
 use crate::report::{Report, Reported};
 use crate::source;
 

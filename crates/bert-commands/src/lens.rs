@@ -2,7 +2,7 @@
 //! (bert-core's `experiments/lens.rs`), one row per layer.
 
 use crate::refuse;
-use bert_core::experiments::lens::LensAt;
+use bert_core::experiments::logit_lens::LensAt;
 use bert_core::words::Opt;
 
 use crate::error::Result;
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::experiment::{Experiment, ExperimentRequest};
-use crate::render::table::new_table;
+use crate::render::text_table::new_table;
 use crate::report::{Report, Reported};
 
 pub const POS: Opt = Opt("pos");

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use std::path::Path;
 
-use bert_core::experiments::rollout::{
+use bert_core::experiments::attention_flow::{
     rollout as roll, rollout_of_pass, AttentionKept, Rollout, RolloutOptions, FORMAT,
 };
 use bert_core::experiments::segmentation::{Segmentation, WORDS};
@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::experiment::{Experiment, ExperimentRequest};
 use crate::refuse;
-use crate::render::table::new_table;
+use crate::render::text_table::new_table;
 use crate::report::{Report, Reported};
 use crate::view::names_model;
 

@@ -7,7 +7,7 @@ use bert_core::BertModel;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::render::table::new_table;
+use crate::render::text_table::new_table;
 use crate::report::{Report, Reported};
 use crate::source;
 

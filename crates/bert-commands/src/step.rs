@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use bert_core::experiments::intervention::{AblateWith, Interventions};
-use bert_core::explain::{self, Target};
+use bert_core::explanation::{self, Target};
 use bert_core::io::dump::manifest::InterventionRecord;
 use bert_core::io::dump::{self, DumpWriter};
 use bert_core::model::Pass;
@@ -19,7 +19,7 @@ use ndarray::ArrayView2;
 
 use crate::error::{Error, Result};
 use crate::render::preview::preview;
-use crate::render::table::num;
+use crate::render::text_table::num;
 use crate::trace::{self, Output, TraceRequest};
 use crate::{render, source};
 
@@ -462,7 +462,7 @@ impl StepSession {
             self.records()?,
             stages,
         )?;
-        let explanations = explain::explain(&self.model, &dump, target)?;
+        let explanations = explanation::explain(&self.model, &dump, target)?;
         Ok(explanations.iter().map(crate::explain::text).collect())
     }
 }

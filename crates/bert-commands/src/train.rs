@@ -1,15 +1,15 @@
 //! `train`: pretraining on a text file. The run, its checks and everything it computes are
-//! `bert_core::train`; this turns a request into the run (the model from where the request
+//! `bert_core::training`; this turns a request into the run (the model from where the request
 //! names it, the text, the options) and hands the run's lines to the caller's [`Progress`].
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use bert_core::train::corpus::Corpus;
-use bert_core::train::options::{self, SEED};
-use bert_core::train::run::{self, Outputs, Progress};
-use bert_core::train::save::{read_state, ModelFiles, TrainerState, Unobserved};
-use bert_core::train::{TrainSettings, Trainer};
+use bert_core::training::corpus::Corpus;
+use bert_core::training::options::{self, SEED};
+use bert_core::training::run::{self, Outputs, Progress};
+use bert_core::training::save::{read_state, ModelFiles, TrainerState, Unobserved};
+use bert_core::training::{TrainSettings, Trainer};
 use bert_core::words::Opt;
 use bert_core::BertModel;
 
@@ -47,7 +47,7 @@ pub struct TrainRequest {
 }
 
 /// Trains as `request` says, telling `progress` as it goes; returns the run as it ended. Every
-/// check is made before anything is written (`bert_core::train::run::prepare`).
+/// check is made before anything is written (`bert_core::training::run::prepare`).
 pub fn train(request: &TrainRequest, progress: &mut dyn Progress) -> Result<Trainer> {
     let args = request;
     check_start(args.model.as_deref(), args.from_config, args.resume.as_deref())?;
@@ -214,7 +214,7 @@ pub(crate) fn run_to_end(
 /// resumed run that split its file goes on splitting it, and `eval_file` is refused.
 pub(crate) fn no_file_beside_a_saved_split(
     eval_file: Option<&std::path::Path>,
-    saved: Option<(&std::path::Path, &bert_core::train::save::TrainerState)>,
+    saved: Option<(&std::path::Path, &bert_core::training::save::TrainerState)>,
 ) -> Result<()> {
     if let (Some(_), Some((dir, Some(share)))) = (eval_file, saved.map(|(dir, state)| (dir, state.options.eval_split)))
     {

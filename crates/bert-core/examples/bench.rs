@@ -56,7 +56,7 @@ use bert_core::io::dump::manifest::Inputs;
 use bert_core::io::dump::{DumpWriter, Options};
 use bert_core::pass::{Discard, Sink, TensorView};
 use bert_core::stage::Stage;
-use bert_core::train::adamw::{adamw_step, AdamWConfig, Moments};
+use bert_core::training::adamw::{adamw_step, AdamWConfig, Moments};
 use bert_core::{Batch, BertModel};
 use ndarray::Array2;
 
@@ -281,7 +281,7 @@ fn backward(args: &Args, threads: usize) {
                 let run = || match pass {
                     "forward" => drop(model.trace(&batch, &mut Discard, None).expect("trace")),
                     "forward+backward" => drop(model.gradients(&batch).expect("gradients")),
-                    // What `bert-trace train` does each step (train/mod.rs): the gradients,
+                    // What `bert-trace train` does each step (training/mod.rs): the gradients,
                     // then AdamW on every parameter they reach.
                     _ => {
                         let grads = model.gradients(&batch).expect("gradients").params;

@@ -4,7 +4,7 @@
 //! and run [`BertModel::trace`] with a [`Sink`] that receives every named stage of the stage
 //! table ([`stage::STAGES`]) in execution order: [`Discard`] to only compute, [`Memory`]
 //! to keep them, [`DumpWriter`] to write `OUT/<stage>.npy` and `OUT/manifest.json`.
-//! [`diff`] diffs two dumps stage by stage.
+//! [`divergence`] diffs two dumps stage by stage.
 //!
 //! ```
 //! use bert_core::{BertModel, Memory};
@@ -22,7 +22,10 @@
 //! # }
 //! ```
 //!
-//! The crate is laid out the way the model is read:
+//! The crate is laid out the way the model is read. Its rooms are named for the work they do
+//! (divergence, explanation, training, ablation, ...), so that they are not mistaken for the
+//! commands' requests and reports in `bert-commands`, which are named as the commands are typed
+//! (`diff`, `explain`, `train`, `ablate`, ...):
 //!
 //! - [`model`]: BERT itself, one file per Hugging Face module (`embeddings`, `attention`,
 //!   `feed_forward`, ...), each forward pass written as the formula with a shape on every line
@@ -35,19 +38,21 @@
 //! - [`objectives`]: the pretraining objectives' inputs (masking, labels);
 //! - [`io`]: config.json, the safetensors weights, the tokenizer, and dumps ([`io::dump`]),
 //!   written and read back;
-//! - [`diff`]: reading two dumps against each other: the stage-by-stage diff (`bert-trace
+//! - [`divergence`]: reading two dumps against each other: the stage-by-stage diff (`bert-trace
 //!   diff`), each stage's own error (`diff --isolate`), both sides against a float64 truth
-//!   (`diff --truth`), two models' traces of one input (`bert-trace compare`);
+//!   (`diff --truth`), two models' traces of one input (`bert-trace compare`, in `two_models.rs`);
+//! - [`explanation`]: why one element is what it is, its formula with its operands
+//!   (`bert-trace explain`);
 //! - [`experiments`]: ablated heads and patched stages (`ablate`), the logit lens (`lens`),
-//!   occlusion (`attribute`);
-//! - [`train`]: pretraining (`bert-trace train`): batches of a text, AdamW, its schedule, the
+//!   token importance (`attribute`), head importance (`heads`), attention flow (`rollout`);
+//! - [`training`]: pretraining (`bert-trace train`): batches of a text, AdamW, its schedule, the
 //!   run, and its saves;
 //! - [`words`]: how messages name the caller's options (`--max-len` or `max_len=`).
 
-pub mod diff;
+pub mod divergence;
 pub mod error;
 pub mod experiments;
-pub mod explain;
+pub mod explanation;
 pub mod io;
 pub mod model;
 pub mod objectives;
@@ -55,7 +60,7 @@ pub mod ops;
 pub mod pass;
 pub mod recompute;
 pub mod stage;
-pub mod train;
+pub mod training;
 pub mod words;
 
 pub use error::{BertError, Result};

@@ -12,7 +12,7 @@ use std::path::Path;
 use bert_core::io::weights::Storage;
 use bert_core::model::load::TokenizerFiles;
 use bert_core::ops::Float;
-use bert_core::train::save::ModelFiles;
+use bert_core::training::save::ModelFiles;
 use bert_core::BertModel;
 
 use super::MODEL;

@@ -15,7 +15,7 @@ pub mod start;
 use std::path::{Path, PathBuf};
 
 use bert_core::ops::Float;
-use bert_core::train::save::ModelFiles;
+use bert_core::training::save::ModelFiles;
 use bert_core::words::Opt;
 use bert_core::BertModel;
 

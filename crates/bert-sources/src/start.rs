@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use bert_core::train::options::SEED;
-use bert_core::train::run::Progress;
-use bert_core::train::save::ModelFiles;
+use bert_core::training::options::SEED;
+use bert_core::training::run::Progress;
+use bert_core::training::save::ModelFiles;
 use bert_core::words::Opt;
 use bert_core::BertModel;
 

@@ -1,35 +1,21 @@
-//! bert-trace: the command a learner types. This crate is only the command line: `cli.rs`
-//! parses it, each command's file turns its arguments into the library's request
+//! bert-trace: the command a learner types. This crate is only the command line: `cli/mod.rs`
+//! parses it, each command's file in `cli/` turns its arguments into the library's request
 //! (`bert_commands`), and prints the report; every error becomes one line on stderr and exit
 //! status 2. Options are named here as flags (`--max-len`); the library names them by field.
 
-mod ablate;
-mod attribute;
 mod cli;
 mod color;
-mod compare;
-mod diff;
-mod evaluate;
-mod explain;
-mod finetune;
-mod heads;
-mod inspect;
-mod lens;
 mod progress;
-mod rollout;
-mod settings;
-mod stages;
-mod step;
-mod trace;
-mod train;
-mod view;
 
 use std::process::ExitCode;
 
 use bert_core::words::{in_dialect, Dialect};
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{
+    ablate, attribute, compare, diff, evaluate, explain, finetune, heads, inspect, lens, rollout, stages, step, trace,
+    train, view, Cli, Command,
+};
 
 fn main() -> ExitCode {
     #[cfg(unix)]
@@ -54,7 +40,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return argument_error(error),
     };
-    let result = settings::prepare(&cli).and_then(|()| match &cli.command {
+    let result = cli::settings::prepare(&cli).and_then(|()| match &cli.command {
         None => trace::run(&cli.trace),
         Some(Command::Diff(args)) => diff::run(args),
         Some(Command::Stages(args)) => stages::run(args),

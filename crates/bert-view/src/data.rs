@@ -10,8 +10,8 @@ use std::io::Write;
 use crate::error::refuse;
 use crate::error::{OrRefuse, Result};
 use base64::Engine;
+use bert_core::experiments::attention_flow::{rollout_of_every_sequence, RolloutOptions};
 use bert_core::experiments::hidden_states::layer_stats;
-use bert_core::experiments::rollout::{rollout_of_every_sequence, RolloutOptions};
 use bert_core::experiments::segmentation::Segmentation;
 use bert_core::io::dump::Dump;
 use bert_core::ops;
@@ -203,9 +203,9 @@ fn probability_code(p: f32) -> u8 {
 }
 
 /// Whether a value is a masked score: the library's rule for a picture, which knows values, not
-/// keys (`bert_core::diff::is_masked_score`).
+/// keys (`bert_core::divergence::is_masked_score`).
 pub fn is_masked(v: f32) -> bool {
-    bert_core::diff::is_masked_score(f64::from(v), None)
+    bert_core::divergence::is_masked_score(f64::from(v), None)
 }
 
 /// Each sequence's words over its real tokens, as `--words` finds them (WordPiece's, and jieba's
@@ -623,7 +623,7 @@ pub fn page(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<
         "format": "bert-trace-view/1",
         "title": title,
         // The page greys a score at or below this, by the library's one rule.
-        "masked_at": bert_core::diff::MASKED,
+        "masked_at": bert_core::divergence::MASKED,
         "model": dump.manifest.model,
         "producer": format!("{producer}{version}"),
         "dims": {"batch": b, "tokens": t, "layers": layers, "heads": heads, "hidden": hidden},

@@ -10,11 +10,11 @@ use std::path::Path;
 
 use crate::error::refuse;
 use crate::error::{Error, Result};
-use bert_core::diff::compare::FORMAT as COMPARE;
-use bert_core::experiments::ablate::FORMAT as ABLATE;
-use bert_core::experiments::attribute::FORMAT as ATTRIBUTE;
-use bert_core::experiments::heads::FORMAT as HEADS;
-use bert_core::experiments::rollout::FORMAT as ROLLOUT;
+use bert_core::divergence::two_models::FORMAT as COMPARE;
+use bert_core::experiments::ablation::FORMAT as ABLATE;
+use bert_core::experiments::attention_flow::FORMAT as ROLLOUT;
+use bert_core::experiments::head_importance::FORMAT as HEADS;
+use bert_core::experiments::token_importance::FORMAT as ATTRIBUTE;
 use bert_core::io::files;
 use ndarray::Array2;
 use serde_json::Value;

@@ -5,6 +5,6 @@
 
 pub mod predictions;
 pub mod preview;
-pub mod table;
 pub mod terminal_heatmap;
+pub mod text_table;
 pub mod tokens_table;

@@ -10,7 +10,7 @@ use bert_core::ops::{softmax_rows, Float};
 use bert_core::{Batch, BertModel};
 use ndarray::{ArrayView1, ArrayView2, ArrayView3, Axis};
 
-use crate::render::table::{new_table, visible};
+use crate::render::text_table::{new_table, visible};
 
 /// The probabilities of one row of logits: the library's softmax, in f64 so that the printed
 /// probabilities keep their digits.

@@ -8,7 +8,7 @@ use bert_core::pass::Tensor;
 use ndarray::{ArrayView2, Ix4};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-use crate::render::table::visible;
+use crate::render::text_table::visible;
 use bert_view::picture::Scale;
 
 /// At most this many tokens are drawn, two columns each, so that a row fits a terminal.

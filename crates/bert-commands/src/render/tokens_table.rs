@@ -6,7 +6,7 @@ use bert_core::objectives::IGNORE;
 use bert_core::ops::Float;
 use bert_core::{Batch, BertModel};
 
-use crate::render::table::{new_table, visible};
+use crate::render::text_table::{new_table, visible};
 
 /// One table per sequence, each with its title line.
 pub fn render<F: Float>(model: &BertModel<F>, batch: &Batch) -> String {

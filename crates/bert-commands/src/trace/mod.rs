@@ -10,9 +10,9 @@ mod recorder;
 
 use std::path::{Path, PathBuf};
 
-use bert_core::diff::ToleranceOverride;
+use bert_core::divergence::ToleranceOverride;
 use bert_core::experiments::intervention::{AblateWith, Interventions};
-use bert_core::explain::Target;
+use bert_core::explanation::Target;
 use bert_core::io::dump::manifest::Inputs;
 use bert_core::io::dump::{self, Dump, DumpWriter};
 use bert_core::io::files;
@@ -31,8 +31,8 @@ use crate::error::{Error, Result, Within};
 use crate::refuse;
 use crate::render::predictions;
 use crate::render::preview::preview;
-use crate::render::table::{new_table, num, shape};
 use crate::render::terminal_heatmap;
+use crate::render::text_table::{new_table, num, shape};
 use crate::render::tokens_table;
 use crate::settings::PassSettings;
 use crate::source;
@@ -114,7 +114,7 @@ pub struct TraceRequest {
     pub output: Output,
     pub reference: Option<PathBuf>,
     pub tolerance: ToleranceOverride,
-    /// `STAGE[INDEX]` to explain after the pass (`bert_core::explain`).
+    /// `STAGE[INDEX]` to explain after the pass (`bert_core::explanation`).
     pub explain: Option<String>,
     /// Whether the report draws an attention stage it stopped at as a coloured heatmap.
     pub color: bool,
@@ -391,7 +391,7 @@ fn explain_pass<F: Float>(
     target: &Target,
 ) -> Result<String> {
     let dump = Dump::of_pass("this pass", name.to_string(), model.fingerprint(), inputs, interventions, stages)?;
-    let explanations = bert_core::explain::explain(model, &dump, target)?;
+    let explanations = bert_core::explanation::explain(model, &dump, target)?;
     Ok(explanations.iter().map(crate::explain::text).collect())
 }
 

@@ -2,15 +2,15 @@
 //!
 //! - `intervention.rs`: ablating heads and patching stages from another run, applied through
 //!   the tracer's one seam ([`crate::pass::hook::Hook`]) and recorded in the manifest;
-//! - `ablate.rs`: each head ablated alone, and the change in a masked word's log-probability
+//! - `ablation.rs`: each head ablated alone, and the change in a masked word's log-probability
 //!   (`bert-trace ablate`);
-//! - `lens.rs`: every layer's guess through the MLM head (`bert-trace lens`);
-//! - `attribute/`: which input tokens a prediction rests on: each hidden in turn (occlusion),
+//! - `logit_lens.rs`: every layer's guess through the MLM head (`bert-trace lens`);
+//! - `token_importance/`: which input tokens a prediction rests on: each hidden in turn (occlusion),
 //!   integrated gradients and gradient × input (`bert-trace attribute`);
-//! - `heads.rs`: each head's importance by the backward pass, the loss as the least important
+//! - `head_importance.rs`: each head's importance by the backward pass, the loss as the least important
 //!   are masked, and where each head looks (`bert-trace heads`);
 //! - `readout.rs`: the MLM head's prediction at one position, which all three read;
-//! - `rollout/`: what each layer's output reads from the input through every layer below it,
+//! - `attention_flow/`: what each layer's output reads from the input through every layer below it,
 //!   by attention rollout and attention flow, from a dump's attention (`bert-trace rollout`);
 //! - `segmentation.rs`: words instead of word pieces, and a token × token matrix read word by
 //!   word (`--words`).
@@ -18,15 +18,15 @@
 //! Which checkpoint a dump was made with (so that a patch from another model is refused) is
 //! `io/fingerprint.rs`.
 
-pub mod ablate;
-pub mod attribute;
-pub mod heads;
+pub mod ablation;
+pub mod attention_flow;
+pub mod head_importance;
 pub mod hidden_states;
 pub mod intervention;
-pub mod lens;
+pub mod logit_lens;
 pub mod readout;
-pub mod rollout;
 pub mod segmentation;
+pub mod token_importance;
 
 use std::fmt;
 

@@ -42,12 +42,12 @@ pub use self::kernels::memory::keep_freed_memory;
 pub(crate) use self::kernels::statistics::{sum_min_max, sum_squared_deviations};
 /// The thread pool's split by rows, for the losses (`cross_entropy.rs`).
 use self::kernels::threads::for_each_row;
-/// The thread pool's map of items in order, for tokenizing a corpus (`train/`).
+/// The thread pool's map of items in order, for tokenizing a corpus (`training/`).
 pub(crate) use self::kernels::threads::map_in_order;
 pub use self::kernels::threads::{
     check as check_threads, max_threads, set_threads, threads, ThreadsError, MATMUL_ENV_VAR, MAX_MATMUL_THREADS,
 };
-/// The thread pool's element-wise split, for the optimizer (`train/adamw.rs`).
+/// The thread pool's element-wise split, for the optimizer (`training/adamw.rs`).
 pub(crate) use self::kernels::threads::{for_each_item, part_len};
 pub use self::layer_norm::{
     back_moments, layer_norm_rows, layer_norm_rows_backward, layer_norm_rows_reference, moments, BackMoments, Moments,

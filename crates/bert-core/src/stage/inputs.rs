@@ -1,5 +1,5 @@
 //! What each stage is computed from, in one pass: the stage table's `reads` and `grad_reads`
-//! columns made concrete, which isolation (`crate::diff::isolate`) and `explain` read to
+//! columns made concrete, which isolation (`crate::divergence::isolate`) and `explain` read to
 //! recompute a stage from a dump's own values of its inputs, a gradient (`grad.<stage>`) as well
 //! as a value. The forward and backward passes do
 //! not read it (they stay the plain code of `model/`); a test holds them together by isolating

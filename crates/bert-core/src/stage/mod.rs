@@ -348,7 +348,7 @@ impl Needs {
 
 /// How closely two correct float32 implementations (PyTorch's and ours) agree on a stage: what
 /// its arithmetic lets rounding do. `diff` turns each into a tolerance
-/// (`crate::diff::Tolerance::of`), measured against PyTorch on the goldens.
+/// (`crate::divergence::Tolerance::of`), measured against PyTorch on the goldens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Agreement {
     /// Ids, labels, table lookups and dropout masks: nothing is rounded.
@@ -366,7 +366,7 @@ pub enum Agreement {
 
 /// The operation that computes a stage from what it reads: the table's `op` column. What
 /// recomputes a stage (`recompute.rs`, for isolation and step) and what explains one of its
-/// elements (`explain/element.rs`) each implement the operations, not the kinds: a new kind of
+/// elements (`explanation/element.rs`) each implement the operations, not the kinds: a new kind of
 /// an existing operation is one row of the table. The module an operation runs (which dense
 /// layer, which LayerNorm) is the one whose weight and bias the row names (`params`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -421,7 +421,7 @@ pub enum Op {
 
 /// How the backward pass computes a stage's gradient from what its row's `grad_reads` lists:
 /// the table's gradient column, which recomputing a gradient (`recompute.rs`) and explaining one
-/// (`explain/gradient.rs`) dispatch on. A gradient's rule follows what reads the stage, so the
+/// (`explanation/gradient.rs`) dispatch on. A gradient's rule follows what reads the stage, so the
 /// module it runs backward is the reader's (the last of the row's `grad_reads`). In a pass that
 /// dropped out, the gradient of a stage a dropout stage drops is that stage's times the mask,
 /// whatever its rule here (`stage::inputs::through_dropout`).

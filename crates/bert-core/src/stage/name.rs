@@ -20,7 +20,7 @@ pub enum Of {
 }
 
 /// The rule of a parameter's update, the formula of every `updated.param.*` stage: AdamW as
-/// `torch.optim.AdamW` computes it (`train/adamw.rs`).
+/// `torch.optim.AdamW` computes it (`training/adamw.rs`).
 const ADAMW_RULE: &str = "θ·(1 − lr·λ) − lr/(1 − β1^t) · m / (√v / √(1 − β2^t) + ε)";
 
 /// One concrete stage: a kind, for per-layer kinds the layer index, and whether it is the value

@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use bert_core::train::corpus::Corpus;
-use bert_core::train::save::{read_state, CheckpointDir, ModelFiles, SaveObserver, SavePoint};
-use bert_core::train::{TrainSettings, Trainer};
+use bert_core::training::corpus::Corpus;
+use bert_core::training::save::{read_state, CheckpointDir, ModelFiles, SaveObserver, SavePoint};
+use bert_core::training::{TrainSettings, Trainer};
 use bert_core::{BertModel, Discard};
 
 fn root() -> PathBuf {
@@ -29,7 +29,7 @@ fn trained(steps: usize, seed: u64) -> Trainer {
     let text = "the romans built roads\nthe people built houses in rome\nwhen in rome do as the romans do\n";
     let corpus = Corpus::parse(text, Path::new("text.txt")).unwrap();
     let settings = TrainSettings { steps: Some(steps), seed: Some(seed), batch_size: Some(2), ..Default::default() };
-    let options = settings.resolve(None, &model.config, bert_core::train::options::PRETRAINING).unwrap();
+    let options = settings.resolve(None, &model.config, bert_core::training::options::PRETRAINING).unwrap();
     let mut trainer = Trainer::new(model, corpus, options).unwrap();
     while !trainer.finished() {
         trainer.step(&mut Discard).unwrap();

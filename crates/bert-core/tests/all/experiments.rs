@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-use bert_core::experiments::attribute::{Prediction, Score};
 use bert_core::experiments::intervention::{AblateWith, Ablation, Interventions, Patch, Positions};
+use bert_core::experiments::token_importance::{Prediction, Score};
 use bert_core::model::Pass;
 use bert_core::ops;
 use bert_core::pass::hook::{Hook, TensorViewMut};

@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bert_core::diff::{compare_tensors, default_tolerance, DiffStats, Status};
+use bert_core::divergence::{compare_tensors, default_tolerance, DiffStats, Status};
 use bert_core::io::dump::Dump;
 use bert_core::pass::{Memory, Tensor};
 use bert_core::stage;

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bert_core::experiments::rollout::{rollout, rollout_of_every_sequence, HeadFusion, Rollout, RolloutOptions};
+use bert_core::experiments::attention_flow::{rollout, rollout_of_every_sequence, HeadFusion, Rollout, RolloutOptions};
 use bert_core::Dump;
 
 fn golden(path: &str) -> PathBuf {
@@ -165,7 +165,7 @@ fn every_sequences_rollout_is_its_own_and_a_malformed_batch_is_refused() {
 
 #[test]
 fn a_fresh_pass_for_rollout_keeps_only_what_rollout_reads() {
-    use bert_core::experiments::rollout::{rollout_of_pass, AttentionKept};
+    use bert_core::experiments::attention_flow::{rollout_of_pass, AttentionKept};
     use bert_core::model::{BertModel, Pass};
     use bert_core::pass::Memory;
     use bert_core::stage::{Stage, StageKind};

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use bert_core::train::corpus::{Batching, Corpus};
+use bert_core::training::corpus::{Batching, Corpus};
 use bert_core::BertModel;
 
 fn tiny() -> BertModel {
@@ -179,7 +179,7 @@ fn the_held_out_measure_is_fill_mask_top_1_and_top_5() {
     let corpus = corpus(40, false);
     // The run's own share does not change the measure's (BERT's 15%).
     let batching = Batching { mask_prob: 0.6, ..batching(8, 5) };
-    let evaluation = bert_core::train::evaluate::evaluate(&model, &corpus, &batching, 0).unwrap();
+    let evaluation = bert_core::training::held_out::evaluate(&model, &corpus, &batching, 0).unwrap();
     let mask = model.tokenizer.token_to_id("[MASK]").unwrap() as i64;
     let (mut top1, mut top5, mut count) = (0, 0, 0);
     let mut label_counts = std::collections::HashMap::<i64, usize>::new();
@@ -229,7 +229,7 @@ fn the_each_token_measure_masks_every_character_in_turn() {
         std::fs::read_to_string(dir.join("famous-lines.txt")).unwrap().lines().take(6).map(String::from).collect();
     let corpus = Corpus::parse(&lines.join("\n"), Path::new("famous-lines.txt")).unwrap();
     let batching = Batching { batch_size: 7, max_len: 64, ..batching(7, 0) };
-    let evaluation = bert_core::train::evaluate::evaluate_each_token(&model, &corpus, &batching).unwrap();
+    let evaluation = bert_core::training::held_out::evaluate_each_token(&model, &corpus, &batching).unwrap();
     let (mut count, mut sum, mut top1, mut top5) = (0usize, 0.0f64, 0usize, 0usize);
     for line in &lines {
         let chars: Vec<char> = line.chars().collect();
@@ -290,8 +290,8 @@ fn the_course_models_recipes_repeat_their_first_five_steps_bit_for_bit() {
 }
 
 fn repeat_first_five_steps(model_name: &str) {
-    use bert_core::train::options::TrainOptions;
-    use bert_core::train::Trainer;
+    use bert_core::training::options::TrainOptions;
+    use bert_core::training::Trainer;
     use bert_core::Discard;
 
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden").join(model_name);

@@ -7,10 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use bert_core::train::corpus::Corpus;
-use bert_core::train::run::{self, Outputs, Progress};
-use bert_core::train::save::{read_state, CheckpointDir, ModelFiles, Unobserved};
-use bert_core::train::{StepLog, TrainSettings, Trainer};
+use bert_core::training::corpus::Corpus;
+use bert_core::training::run::{self, Outputs, Progress};
+use bert_core::training::save::{read_state, CheckpointDir, ModelFiles, Unobserved};
+use bert_core::training::{StepLog, TrainSettings, Trainer};
 use bert_core::{BertModel, Result};
 use proptest::prelude::*;
 
@@ -40,7 +40,7 @@ impl Progress for Quiet {
 fn train(text: &str, settings: &TrainSettings, dir: &Path, save_every: Option<usize>) -> Result<()> {
     let mut model = BertModel::load(&root().join("golden/tiny"))?;
     let corpus = Corpus::parse(text, Path::new("text.txt"))?;
-    let options = settings.resolve(None, &model.config, bert_core::train::options::PRETRAINING)?;
+    let options = settings.resolve(None, &model.config, bert_core::training::options::PRETRAINING)?;
     model.add_pretraining_heads(corpus.pairs.is_some(), options.batching.seed);
     let trainer = Trainer::new(model, corpus, options)?;
     let outputs = Outputs { save: Some(dir.into()), save_every, log_every: 1, ..Outputs::default() };

@@ -206,7 +206,7 @@ fn recomputation_has_no_formula_of_its_own() {
     // (the file, a function it must still have: else this test checks nothing)
     let files = [
         ("crates/bert-core/src/recompute.rs", "fn recompute"),
-        ("crates/bert-core/src/diff/isolate.rs", "fn own_errors"),
+        ("crates/bert-core/src/divergence/isolate.rs", "fn own_errors"),
     ];
     let mut found = Vec::new();
     for (file, must_have) in files {
@@ -260,7 +260,8 @@ fn explanations_and_the_page_have_no_formula_of_their_own() {
     // and how the hidden states change, the numbers come from the library's operations and
     // experiments. (the file or directory, a function it must still have: else this test
     // checks nothing)
-    let places = [("crates/bert-core/src/explain", "fn explain"), ("crates/bert-view/src/data.rs", "fn probabilities")];
+    let places =
+        [("crates/bert-core/src/explanation", "fn explain"), ("crates/bert-view/src/data.rs", "fn probabilities")];
     let mut found = Vec::new();
     for (place, must_have) in places {
         let place = root().join(place);

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::{bert_trace_tiny, root};
-use bert_core::diff::{diff_dumps, Status, ToleranceOverride};
+use bert_core::divergence::{diff_dumps, Status, ToleranceOverride};
 use bert_core::pass::Tensor;
 use bert_core::Dump;
 

@@ -369,7 +369,7 @@ fn a_failed_save_keeps_the_checkpoint_that_was_there() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "limit {limit}: {stderr}");
         assert_eq!(visible(&save), before, "limit {limit}: the checkpoint changed: {stderr}");
-        let state = bert_core::train::save::read_state(&save);
+        let state = bert_core::training::save::read_state(&save);
         assert!(state.is_ok(), "limit {limit}: the checkpoint no longer resumes: {:?}", state.err());
     }
 }

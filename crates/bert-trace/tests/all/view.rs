@@ -372,7 +372,7 @@ fn codes(packed: &serde_json::Value) -> Vec<u8> {
 /// words) and a padded batch of Chinese pairs (jieba's).
 #[test]
 fn the_pages_rollout_and_words_are_the_librarys() {
-    use bert_core::experiments::rollout::{rollout, RolloutOptions};
+    use bert_core::experiments::attention_flow::{rollout, RolloutOptions};
     use bert_core::experiments::segmentation::Segmentation;
     use bert_core::io::dump::Dump;
     for (model, case) in [("tiny", "tiny/dumps/batch"), ("tiny-chinese", "tiny-chinese/dumps/pair_batch")] {

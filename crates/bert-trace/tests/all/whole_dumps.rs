@@ -84,7 +84,7 @@ fn the_thread_count_changes_no_bit() {
 
 /// The backward's products run on the same kernels, and its element-wise loops split by values:
 /// every gradient is the same bits whatever the thread count. (The optimizer's split is
-/// `train/adamw.rs`'s unit test.)
+/// `training/adamw.rs`'s unit test.)
 #[test]
 fn the_thread_count_changes_no_gradient_bit() {
     let model = root().join("golden/tiny").display().to_string();

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use bert_commands::explain::{self as command, ExplainRequest};
-use bert_commands::render::table::{html_escape, html_table};
-use bert_core::explain::{self, Axis, Number, Target};
+use bert_commands::render::text_table::{html_escape, html_table};
+use bert_core::explanation::{self, Axis, Number, Target};
 use bert_core::stage::DType;
 use bert_core::Dump;
 use pyo3::prelude::*;
@@ -20,7 +20,7 @@ use crate::model::Model;
 /// value its stage's own function gives from the dump's operands, and every element it reads.
 #[pyclass(module = "bert_trace", frozen)]
 pub struct Explanation {
-    inner: explain::Explanation,
+    inner: explanation::Explanation,
 }
 
 /// A number as Python holds it: a float, an int, or None when not finite.
@@ -206,7 +206,7 @@ fn target(py: Python<'_>, stage: &str, index: &Bound<'_, PyAny>) -> PyResult<Tar
 }
 
 /// One explanation, or a list of them for a row.
-fn result(py: Python<'_>, explanations: Vec<explain::Explanation>, row: bool) -> PyResult<Py<PyAny>> {
+fn result(py: Python<'_>, explanations: Vec<explanation::Explanation>, row: bool) -> PyResult<Py<PyAny>> {
     let mut objects =
         explanations.into_iter().map(|inner| Py::new(py, Explanation { inner })).collect::<PyResult<Vec<_>>>()?;
     match row {
@@ -250,11 +250,11 @@ pub fn explain_trace(
             DType::F64 => {
                 let double = model.in_f64(py)?;
                 let double = double.lock().expect("not poisoned");
-                py.detach(|| explain::explain(&double, &dump, &target)).or_raise(py)?
+                py.detach(|| explanation::explain(&double, &dump, &target)).or_raise(py)?
             }
             _ => {
                 let single = model.f32.lock().expect("not poisoned");
-                py.detach(|| explain::explain(&single, &dump, &target)).or_raise(py)?
+                py.detach(|| explanation::explain(&single, &dump, &target)).or_raise(py)?
             }
         };
         result(py, explanations, row)

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use anyhow::Result;
 use bert_commands::train::{self, TrainRequest};
-use bert_core::train::run::Progress;
-use bert_core::train::{StepLog, TrainSettings};
+use bert_core::training::run::Progress;
+use bert_core::training::{StepLog, TrainSettings};
 use bert_core::words::{in_dialect, Dialect};
 
 use crate::cli::TrainArgs;
@@ -38,7 +38,7 @@ pub fn run(args: &TrainArgs) -> Result<i32> {
         resume: args.resume.clone(),
         dump_steps: args.dump_step.clone(),
         log_every: args.log_every,
-        pass: crate::settings::of(&args.pass)?,
+        pass: crate::cli::settings::of(&args.pass)?,
     };
     train::train(&request, &mut Terminal::new("BertForPreTraining"))?;
     Ok(0)

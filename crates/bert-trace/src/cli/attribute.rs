@@ -20,7 +20,7 @@ pub fn run(args: &AttributeArgs) -> Result<i32> {
         baseline: args.baseline,
         ig_steps: args.ig_steps,
         ig_rule: args.ig_rule,
-        settings: crate::settings::of(&args.pass)?,
+        settings: crate::cli::settings::of(&args.pass)?,
         words: args.words.clone(),
     };
     // Integrated gradients of a long text take a while: a terminal sees how far they are.

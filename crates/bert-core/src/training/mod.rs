@@ -4,7 +4,7 @@
 //! the forward and the backward pass (`model/backward.rs`), and changes every parameter by AdamW
 //! (`adamw.rs`) at the rate the schedule gives (`schedule.rs`). `save.rs` saves the model and
 //! the optimizer's state, so that transformers loads the model and a resumed run continues
-//! exactly; `evaluate.rs` measures a classifier on held-out examples.
+//! exactly; `held_out.rs` measures a classifier on held-out examples.
 //!
 //! Each step drops out as transformers' `model.train()` does, at the rates of the model's
 //! config.json unless the run's `dropout` option sets them (`model/dropout.rs`), with masks
@@ -16,7 +16,7 @@
 pub mod adamw;
 pub mod corpus;
 pub mod documents;
-pub mod evaluate;
+pub mod held_out;
 pub mod labelled;
 pub mod options;
 pub mod run;
@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use self::adamw::{adamw_step, Moments};
 use self::corpus::Corpus;
-use self::evaluate::Evaluation;
+use self::held_out::Evaluation;
 pub use self::options::{TrainOptions, TrainSettings};
 use self::schedule::linear_with_warmup;
 use crate::error::{BertError, Result};

@@ -89,7 +89,7 @@ pub struct TrainerState {
     pub log_history: Vec<StepLog>,
     /// A classifier's evaluations on held-out examples, in order (none for pretraining).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub eval_history: Vec<super::evaluate::Evaluation>,
+    pub eval_history: Vec<super::held_out::Evaluation>,
     /// A classifier's held-out file (None: a split of `file`, or none), and how often it was
     /// evaluated: a resumed run goes on the same way.
     #[serde(default, skip_serializing_if = "Option::is_none")]

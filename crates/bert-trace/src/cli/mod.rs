@@ -1,22 +1,45 @@
 //! The command line: `bert-trace [OPTIONS] [TEXT]...` traces; `diff`, `stages` and `inspect`
 //! compare and look around; `ablate`, `lens` and `attribute` experiment on the model.
+//!
+//! This file declares every command's arguments (the `--help` text); each command's file here
+//! (`cli/diff.rs`, ...) turns them into the library's request and prints the report. The work
+//! is `bert_core`'s (named for what it computes: `divergence`, `training`, ...), the requests
+//! and reports `bert_commands`' (named as the commands are typed).
 
 // The doc comments below are the `--help` text, which names BERT's tokens as users type them
 // (`[MASK]`), not as rustdoc links or code.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+pub mod ablate;
+pub mod attribute;
+pub mod compare;
+pub mod diff;
+pub mod evaluate;
+pub mod explain;
+pub mod finetune;
+pub mod heads;
+pub mod inspect;
+pub mod lens;
+pub mod rollout;
+pub mod settings;
+pub mod stages;
+pub mod step;
+pub mod trace;
+pub mod train;
+pub mod view;
+
 use std::path::PathBuf;
 
 use bert_commands::attribute::{Method, OccludeWith};
 use bert_commands::trace::Precision;
-use bert_core::experiments::attribute::integrated::Baseline;
-use bert_core::experiments::attribute::Rule;
-use bert_core::experiments::attribute::Score;
+use bert_core::experiments::attention_flow::HeadFusion;
 use bert_core::experiments::intervention::AblateWith;
-use bert_core::experiments::rollout::HeadFusion;
+use bert_core::experiments::token_importance::integrated::Baseline;
+use bert_core::experiments::token_importance::Rule;
+use bert_core::experiments::token_importance::Score;
 use bert_core::ops::Kernels;
-use bert_core::train::options::Warmup;
-use bert_core::train::TrainSettings;
+use bert_core::training::options::Warmup;
+use bert_core::training::TrainSettings;
 use bert_core::words::Choice;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
@@ -363,7 +386,7 @@ pub struct RolloutArgs {
     #[arg(allow_hyphen_values = true, long, value_name = "N", default_value_t = 0)]
     pub seq: usize,
     /// The residual connection's weight r in (1 - r) · attention + r · identity, from 0 to 1
-    #[arg(allow_hyphen_values = true, long, value_name = "R", default_value_t = bert_core::experiments::rollout::RESIDUAL_DEFAULT)]
+    #[arg(allow_hyphen_values = true, long, value_name = "R", default_value_t = bert_core::experiments::attention_flow::RESIDUAL_DEFAULT)]
     pub residual: f64,
     /// How each layer's heads become one matrix
     #[arg(long, value_name = "HOW", value_parser = choice::<HeadFusion>(), default_value = "mean")]

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use bert_commands::diff::{self, DiffRequest};
-use bert_core::diff::ToleranceOverride;
+use bert_core::divergence::ToleranceOverride;
 
 use crate::cli::DiffArgs;
 

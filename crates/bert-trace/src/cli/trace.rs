@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use bert_commands::trace::{self, Output, TraceRequest};
-use bert_core::diff::ToleranceOverride;
+use bert_core::divergence::ToleranceOverride;
 
 use crate::cli::TraceArgs;
 
@@ -43,7 +43,7 @@ pub fn request(args: &TraceArgs) -> Result<TraceRequest> {
         lens: args.lens,
         backward: args.backward,
         precision: args.precision,
-        settings: crate::settings::of(&args.pass)?,
+        settings: crate::cli::settings::of(&args.pass)?,
         output: match args.no_dump {
             true => Output::Nowhere,
             false => Output::Dump { out: args.out.clone(), force: args.force, npz: args.npz },

@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use crate::diff::{compare_tensors, default_tolerance, stage_tolerance, StageReport, Tolerance};
+use crate::divergence::{compare_tensors, default_tolerance, stage_tolerance, StageReport, Tolerance};
 use crate::error::{BertError, Result};
 use crate::io::dump::manifest::InterventionRecord;
 use crate::io::dump::Dump;
@@ -179,7 +179,9 @@ pub(crate) fn changed_by_intervention(stage: Stage, intervened: &[(Stage, String
 
 fn own_of(report: &StageReport) -> Own {
     match &report.stats {
-        Some(stats) => Own::Isolated { max_abs: stats.max_abs, passed: report.status == crate::diff::Status::Pass },
+        Some(stats) => {
+            Own::Isolated { max_abs: stats.max_abs, passed: report.status == crate::divergence::Status::Pass }
+        }
         None => Own::NotIsolated {
             reason: format!(
                 "recomputed as {:?}, the dump holds {:?}",
@@ -250,7 +252,7 @@ pub fn check_model<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<()> {
         Ok(recomputed) => {
             let report =
                 compare_tensors(&entry.name, &dump.read(entry)?, &recomputed, default_tolerance(EmbWord), None);
-            match (&report.stats, report.status == crate::diff::Status::Pass) {
+            match (&report.stats, report.status == crate::divergence::Status::Pass) {
                 (_, true) => Ok(()),
                 (Some(stats), false) => Err(mismatch(format!(
                     "its word embeddings of the dump's input.ids differ from the dump's embeddings.word by up to {:.3e}",

@@ -7,7 +7,7 @@ use crate::cli::LensArgs;
 
 pub fn run(args: &LensArgs) -> Result<i32> {
     let request = LensRequest {
-        input: crate::ablate::input(&args.input)?,
+        input: crate::cli::ablate::input(&args.input)?,
         target: args.target.clone(),
         pos: args.pos,
         top_k: args.top_k,

@@ -14,7 +14,7 @@ pub fn run(args: &EvaluateArgs) -> Result<i32> {
         batch_size: args.batch_size,
         seed: args.seed,
         each_token: args.each_token,
-        pass: crate::settings::of(&args.pass)?,
+        pass: crate::cli::settings::of(&args.pass)?,
     };
     let report = evaluate::evaluate(&request)?;
     let text = match args.json {

@@ -17,7 +17,7 @@ pub fn run(args: &HeadsArgs) -> Result<i32> {
         importance: args.importance,
         statistics: args.statistics,
         batch_size: args.batch_size,
-        settings: crate::settings::of(&args.pass)?,
+        settings: crate::cli::settings::of(&args.pass)?,
     };
     let reported = heads::heads(&request, &mut crate::progress::bar("passes"))?;
     crate::show(&reported, args.json);

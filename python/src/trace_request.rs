@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use bert_commands::trace::{self, Output, Precision, Selection, TraceRequest};
-use bert_core::diff::ToleranceOverride;
+use bert_core::divergence::ToleranceOverride;
 use bert_core::experiments::intervention::AblateWith;
 use bert_core::io::dump::manifest::{Manifest, ManifestStage};
 use bert_core::io::memory;

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::diff::{compare_tensors, Tolerance};
+use crate::divergence::{compare_tensors, Tolerance};
 use crate::error::{BertError, Result};
 use crate::io::dump::Dump;
 
@@ -70,7 +70,7 @@ pub fn against_truth(reference: &Dump, trace: &Dump, truth: &Dump) -> Result<Vec
         let distance = |side: &Dump| -> Result<Option<f64>> {
             let Some(theirs) = side.entry(&entry.name) else { return Ok(None) };
             let value = side.read(theirs)?;
-            crate::diff::check_f64_copies(&entry.name, &[&exact, &value])?;
+            crate::divergence::check_f64_copies(&entry.name, &[&exact, &value])?;
             // The tolerance plays no part: only the distances are kept.
             let report = compare_tensors(&entry.name, &exact, &value, Tolerance::EXACT, mask.as_ref());
             Ok(report.stats.map(|s| if s.non_finite > 0 { f64::NAN } else { s.max_abs }))

@@ -12,9 +12,9 @@
 //! on their own and their finite differences do not fail a stage, because no real token ever
 //! reads them; a non-finite value there fails it like anywhere else.
 
-pub mod compare;
 pub mod isolate;
 pub mod truth;
+pub mod two_models;
 
 use ndarray::{ArrayD, Axis, Dimension};
 use serde::Serialize;

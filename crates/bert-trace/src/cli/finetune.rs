@@ -3,10 +3,10 @@
 
 use anyhow::Result;
 use bert_commands::finetune::{self, FinetuneRequest};
-use bert_core::train::TrainSettings;
+use bert_core::training::TrainSettings;
 
+use crate::cli::train::Terminal;
 use crate::cli::FinetuneArgs;
-use crate::train::Terminal;
 
 pub fn run(args: &FinetuneArgs) -> Result<i32> {
     let request = FinetuneRequest {
@@ -31,7 +31,7 @@ pub fn run(args: &FinetuneArgs) -> Result<i32> {
         dump_steps: args.dump_step.clone(),
         log_every: args.log_every,
         eval_every: args.eval_every,
-        pass: crate::settings::of(&args.pass)?,
+        pass: crate::cli::settings::of(&args.pass)?,
     };
     finetune::finetune(&request, &mut Terminal::new("BertForSequenceClassification"))?;
     Ok(0)

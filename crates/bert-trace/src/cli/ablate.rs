@@ -18,6 +18,6 @@ pub fn input(input: &ExperimentInput) -> Result<ExperimentRequest> {
     Ok(ExperimentRequest {
         text: input.text.clone(),
         model: input.model.model.clone(),
-        settings: crate::settings::of(&input.pass)?,
+        settings: crate::cli::settings::of(&input.pass)?,
     })
 }

@@ -89,7 +89,7 @@ pub fn compare(a: &Dump, b: &Dump) -> Result<Comparison> {
             continue;
         }
         let (x, y) = (a.read(entry)?, b.read(other)?);
-        crate::diff::check_f64_copies(&entry.name, &[&x, &y])?;
+        crate::divergence::check_f64_copies(&entry.name, &[&x, &y])?;
         let skip = |reason: &str| Skipped {
             name: entry.name.clone(),
             shape_a: x.shape().to_vec(),

@@ -8,7 +8,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::corpus::Corpus;
-use super::evaluate::{evaluate, Evaluation};
+use super::held_out::{evaluate, Evaluation};
 use super::save::{self, CheckpointDir, ModelFiles, SaveObserver};
 use super::{StepLog, Trainer};
 use crate::error::{BertError, Result};

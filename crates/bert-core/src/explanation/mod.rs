@@ -13,7 +13,7 @@ mod target;
 use serde::{Serialize, Serializer};
 
 pub use self::target::{Axis, Target};
-use crate::diff::isolate::{changed_by_intervention, check_model, intervened};
+use crate::divergence::isolate::{changed_by_intervention, check_model, intervened};
 use crate::error::{BertError, Result};
 use crate::io::dump::Dump;
 use crate::model::BertModel;

@@ -4,7 +4,7 @@
 use anyhow::Result;
 use bert_commands::experiment::ExperimentRequest;
 use bert_commands::rollout::{self, RolloutRequest};
-use bert_core::experiments::rollout::RolloutOptions;
+use bert_core::experiments::attention_flow::RolloutOptions;
 
 use crate::cli::RolloutArgs;
 
@@ -13,7 +13,7 @@ pub fn run(args: &RolloutArgs) -> Result<i32> {
     let input = ExperimentRequest {
         text: args.text.clone().unwrap_or_default(),
         model: args.model.model.clone(),
-        settings: crate::settings::of(&args.pass)?,
+        settings: crate::cli::settings::of(&args.pass)?,
     };
     let request = RolloutRequest { dump: args.dump.clone(), input, options, top: args.top, words: args.words.clone() };
     crate::show(&rollout::rollout(&request)?, args.json);
