@@ -1,8 +1,8 @@
 //! Keeps docs and layout in step with code: every source file opens with a `//!` comment saying
 //! what it is, every stage name appears in the walkthrough's index, every chapter is linked from
 //! it, every ```rust excerpt of the walkthrough is in the file it cites, every relative link of
-//! the documentation leads to a file (and heading) that exists, and the model files hold BERT's
-//! math and none of the machinery below it.
+//! the documentation leads to a file (and heading) that exists, the model files hold BERT's
+//! math and none of the machinery below it, and no two crates name a room alike.
 
 use std::path::{Path, PathBuf};
 
@@ -668,4 +668,68 @@ fn the_view_names_stages_only_through_the_table() {
         }
     }
     assert!(found.is_empty(), "a stage named by a literal of the view's own:\n{}", found.join("\n"));
+}
+
+/// The rooms of the crate whose sources are `src`: every folder and every file (without `.rs`;
+/// `mod.rs`, `lib.rs` and `main.rs` are their folder), as name -> the paths that have it.
+fn rooms(src: &Path) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut found: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for file in files {
+        let relative = file.strip_prefix(src).unwrap();
+        let mut parts: Vec<String> = relative.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        let stem = parts.pop().unwrap().trim_end_matches(".rs").to_string();
+        if !["mod", "lib", "main"].contains(&stem.as_str()) {
+            parts.push(stem);
+        }
+        for depth in 0..parts.len() {
+            let path = parts[..=depth].join("/");
+            let paths = found.entry(parts[depth].clone()).or_default();
+            if !paths.contains(&path) {
+                paths.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// A name says which layer a room is in: bert-core names its rooms for the work (`divergence`,
+/// `training`, `token_importance`), bert-commands as the commands are typed (`diff`, `train`,
+/// `attribute`), and the binary keeps its file per command under `cli/` (the command line of
+/// the command of that name). So no two crates have a room of the same name, apart from each
+/// crate's `error` (its own error type), and Python's `model` (bert-core's model, loaded once)
+/// and `report` (bert-commands' reports as Python objects), which are those rooms' own
+/// concepts seen from Python.
+#[test]
+fn no_two_crates_share_a_room_name() {
+    let crates = [
+        "crates/bert-core/src",
+        "crates/bert-sources/src",
+        "crates/bert-view/src",
+        "crates/bert-commands/src",
+        "crates/bert-trace/src",
+        "python/src",
+    ];
+    let shared_by_design = ["error", "model", "report"];
+    let all: Vec<_> = crates.iter().map(|c| (*c, rooms(&root().join(c)))).collect();
+    assert!(all[0].1.contains_key("divergence") && all[4].1.contains_key("cli"), "expected the crates' rooms");
+    let mut failures = Vec::new();
+    for (i, (left, left_rooms)) in all.iter().enumerate() {
+        for (right, right_rooms) in &all[i + 1..] {
+            for (name, left_paths) in left_rooms {
+                let Some(right_paths) = right_rooms.get(name) else { continue };
+                let command_line = |paths: &[String]| paths.iter().all(|p| p.starts_with("cli/"));
+                if shared_by_design.contains(&name.as_str())
+                    || (*left == "crates/bert-commands/src"
+                        && *right == "crates/bert-trace/src"
+                        && command_line(right_paths))
+                {
+                    continue;
+                }
+                failures.push(format!("`{name}`: {left} {left_paths:?} and {right} {right_paths:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "rooms of one name in two crates:\n{}", failures.join("\n"));
 }
