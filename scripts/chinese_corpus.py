@@ -12,9 +12,12 @@ chinese-poetry 2.0.1 with `npm pack` (checked against its pinned sha256, cached 
   ``create_pretraining_data.py``: one poem or passage a line, a blank line between documents
   (a document is one author's poems in one collection, at most 20 of them, or one chapter of
   a classic), in Simplified characters (OpenCC's ``t2s``);
+- ``recited.txt``, the text of the recipe's third phase, in the same format: the anthologies
+  (twice over) and the classics a reader learns by heart (诗经, 楚辞, 论语, 大学, 中庸, 三字经,
+  千字文, 弟子规), the training poems of ``train.txt`` that a reader recites;
 - ``heldout-sample.txt``: the first poem of each of the first held-out documents, small
   enough to commit beside the model, so that the tests check its tokenizer without the corpus;
-- ``SHA256SUMS`` for those three files.
+- ``SHA256SUMS`` for those four files.
 
 What is taken, in this order (the first copy of a poem is the one kept):
 
@@ -27,9 +30,10 @@ What is taken, in this order (the first copy of a poem is the one kept):
 
 The training text is the anthologies (four times over: they are what a reader reads again and
 again, and what the course asks the model to complete), the classics and 全宋词: about 2.3M
-characters, which golden/chinese-small's run (2,000 steps of 64 sequences of at most 64
-characters, then 300 of 32 of at most 128) reads about three times. Left out of training, for the
-budget: 全唐诗 (3.1M characters after cleaning), 全宋诗 (15M) and 元曲.
+characters, which golden/chinese-small's first two phases (2,000 steps of 64 sequences of at
+most 64 characters, then 300 of 32 of at most 128) read about three times; its third phase
+reads ``recited.txt`` (0.3M characters) about 34 times. Left out of training, for the budget:
+全唐诗 (3.1M characters after cleaning), 全宋诗 (15M) and 元曲.
 
 Cleaning: editors' notes in brackets ((一作…), [注]) are removed, as is whitespace inside a line;
 a poem with a missing character (□) or a Latin letter is dropped. Duplicates and near
@@ -72,6 +76,15 @@ CLASSICS = [
     "mengxue/guwenguanzhi.json", "mengxue/sanzijing-new.json", "mengxue/qianziwen.json",
     "mengxue/dizigui.json", "mengxue/zengguangxianwen.json", "mengxue/youxueqionglin.json",
     "mengxue/shenglvqimeng.json", "mengxue/zhuzijiaxun.json",
+]
+# The classics a reader learns by heart: the two roots of Chinese poetry and the short texts
+# schoolchildren recite. With the anthologies (twice over, as train.txt has them four times)
+# they are phase 3's text (recited.txt).
+RECITED_ANTHOLOGY_REPEATS = 2
+RECITED_CLASSICS = [
+    "shijing/shijing.json", "chuci/chuci.json", "lunyu/lunyu.json", "sishuwujing/daxue.json",
+    "sishuwujing/zhongyong.json", "mengxue/sanzijing-new.json", "mengxue/qianziwen.json",
+    "mengxue/dizigui.json",
 ]
 CI = "songci/ci.song.*.json"
 TANG = "quantangshi/poet.tang.*.json"
@@ -226,13 +239,20 @@ def main():
     anthologies = documents([p for p in train if p.kind == "anthology"])
     train_docs = anthologies * (ANTHOLOGY_REPEATS - 1) + documents(train)
 
+    recited = anthologies * (RECITED_ANTHOLOGY_REPEATS - 1) + documents(
+        [p for p in train if p.kind == "anthology"
+         or (p.kind == "classic" and p.source.removeprefix(DIST) in RECITED_CLASSICS)])
+
     held_docs = documents(held)
     sums = {
         "train.txt": write(OUT / "train.txt", train_docs),
+        "recited.txt": write(OUT / "recited.txt", recited),
         "heldout.txt": write(OUT / "heldout.txt", held_docs),
         "heldout-sample.txt": write(OUT / "heldout-sample.txt", [d[:1] for d in held_docs[:SAMPLE_DOCUMENTS]]),
     }
     (OUT / "SHA256SUMS").write_text("".join(f"{s}  {n}\n" for n, s in sums.items()))
+    print(f"recited: {sum(len(d) for d in recited):,} poems and passages, "
+          f"{sum(len(t) for d in recited for t in d):,} characters", file=sys.stderr)
     for name, part in (("train", train), ("heldout", held)):
         kinds = {}
         for p in part:

@@ -41,21 +41,27 @@ keep_first_steps() {
   done
 }
 
-# Copies phase 2's model and both phases' logs into out, and writes the facts for RECIPE.md.
+# Copies the last phase's model, the logs of every phase before it (PHASE/trainer_state.json)
+# and the last one's (trainer_state.json) into out, and writes the facts for RECIPE.md.
+#     keep_model phase-1 phase-2 [phase-3 ...]
 keep_model() {
-  local file
+  local last="${!#}" file phase
   for file in config.json model.safetensors tokenizer.json tokenizer_config.json vocab.txt trainer_state.json; do
-    cp "$work/phase-2/$file" "$out/$file"
+    cp "$work/$last/$file" "$out/$file"
   done
-  cp "$work/phase-1/trainer_state.json" "$out/phase-1/trainer_state.json"
+  for phase in "${@:1:$#-1}"; do
+    mkdir -p "$out/$phase"
+    cp "$work/$phase/trainer_state.json" "$out/$phase/trainer_state.json"
+  done
   cp "$corpus/heldout-sample.txt" "$out/heldout-sample.txt"
   # The wall time of each phase: the sum of its runs (a resumed phase has several).
   wall() { awk '/^wall/ { s += $2 } END { print s " s" }' "$1"; }
   {
     echo "corpus: $(tr '\n' ' ' < "$corpus/SHA256SUMS")"
     echo "commit: $(git rev-parse HEAD)"
-    echo "phase 1: $(wall "$work/phase-1.log")"
-    echo "phase 2: $(wall "$work/phase-2.log")"
+    for phase in "$@"; do
+      echo "$phase: $(wall "$work/$phase.log")"
+    done
   } > "$work/provenance.txt"
   echo "$out written; the facts for RECIPE.md are in $work/provenance.txt" >&2
 }

@@ -73,4 +73,4 @@ run_phase "$work/phase-2" "$work/phase-2.log" "${phase2[@]}"
 # The inputs of phase 1's first five steps (without dropout, as the run had none), the model,
 # and the facts for RECIPE.md.
 keep_first_steps --dropout 0
-keep_model
+keep_model phase-1 phase-2

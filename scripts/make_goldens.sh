@@ -168,7 +168,7 @@ english_small mlm_target --mlm-target romans "When in Rome, do as the [MASK] do.
     golden/english-small/tokens.json
 
 # ---- The course's pretrained Chinese model --------------------------------------------------
-# scripts/make_chinese_small.sh trains it (about 80 minutes); here only its dumps are made, and
+# scripts/make_chinese_small.sh trains it (about 85 minutes); here only its dumps are made, and
 # the ids BertTokenizerFast gives its held-out sample.
 rm -rf golden/chinese-small/dumps
 chinese_small() {

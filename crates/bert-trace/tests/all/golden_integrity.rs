@@ -132,7 +132,9 @@ fn every_golden_file_is_the_one_make_goldens_wrote() {
 struct Recipe {
     dir: PathBuf,
     text: String,
-    phases: [serde_json::Value; 2],
+    /// Each phase's log, in order: `phase-1/trainer_state.json`, `phase-2/...` while they exist,
+    /// then the last phase's, `trainer_state.json`, beside the model.
+    phases: Vec<serde_json::Value>,
     missing: Vec<String>,
 }
 
@@ -143,7 +145,13 @@ impl Recipe {
         let state = |path: &str| -> serde_json::Value {
             serde_json::from_slice(&std::fs::read(dir.join(path)).unwrap()).unwrap()
         };
-        let phases = [state("phase-1/trainer_state.json"), state("trainer_state.json")];
+        let mut phases: Vec<serde_json::Value> = (1..)
+            .map(|n| format!("phase-{n}/trainer_state.json"))
+            .take_while(|path| dir.join(path).is_file())
+            .map(|path| state(&path))
+            .collect();
+        phases.push(state("trainer_state.json"));
+        assert!(phases.len() >= 2, "expected the logs of two phases or more in {}", dir.display());
         Recipe { dir, text, phases, missing: Vec::new() }
     }
 
@@ -157,9 +165,10 @@ impl Recipe {
     }
 
     /// What every recipe says: the sha256 of the committed held-out sample and vocabulary, each
-    /// phase's steps, rate and seed (its `trainer_state.json`), its dropout, clipping and decay,
-    /// and the five guesses of each sentence of its fill-mask table (the model, run now).
-    fn says_common(&mut self, dropout: Option<f64>) {
+    /// phase's steps, rate and seed (its `trainer_state.json`), its dropout (`dropout[phase]`,
+    /// `None` for none), clipping and decay, and the five guesses of each sentence of its
+    /// fill-mask table (the model, run now).
+    fn says_common(&mut self, dropout: &[Option<f64>]) {
         for file in ["heldout-sample.txt", "vocab.txt"] {
             let hash = sha256(&std::fs::read(self.dir.join(file)).unwrap());
             self.says(format!("`{hash}`"));
@@ -168,7 +177,7 @@ impl Recipe {
             n if n >= 1000 => format!("{},{:03}", n / 1000, n % 1000),
             n => n.to_string(),
         };
-        let cell = |phases: &[serde_json::Value; 2], f: &dyn Fn(&serde_json::Value) -> String| -> String {
+        let cell = |phases: &[serde_json::Value], f: &dyn Fn(&serde_json::Value) -> String| -> String {
             phases.iter().map(|p| format!(" {} |", f(&p["options"]))).collect()
         };
         let rows = [
@@ -194,9 +203,10 @@ impl Recipe {
         for row in rows {
             self.says(row);
         }
-        for phase in &self.phases {
+        assert_eq!(dropout.len(), self.phases.len(), "the dropout of each phase");
+        for (phase, dropout) in self.phases.iter().zip(dropout) {
             let options = &phase["options"];
-            match dropout {
+            match *dropout {
                 None => assert!(options["dropout"].is_null(), "the recipe ran without dropout: {}", options["dropout"]),
                 Some(p) => {
                     assert_eq!(options["dropout"]["hidden"].as_f64(), Some(p), "{}", options["dropout"]);
@@ -233,7 +243,7 @@ impl Recipe {
         }
     }
 
-    /// The held-out top-1 of phase `phase` (0 or 1) at `step`, as the text quotes it.
+    /// The held-out top-1 of phase `phase` (0 for the first) at `step`, as the text quotes it.
     fn top1(&self, phase: usize, step: u64, digits: usize) -> String {
         let evals = self.phases[phase]["eval_history"].as_array().unwrap();
         let eval = evals.iter().find(|e| e["step"].as_u64() == Some(step)).unwrap_or_else(|| panic!("step {step}"));
@@ -252,7 +262,7 @@ impl Recipe {
 #[test]
 fn the_english_recipe_says_what_its_files_say() {
     let mut recipe = Recipe::of("english-small");
-    recipe.says_common(None);
+    recipe.says_common(&[None, None]);
     let quotes = [
         format!("phase 1 reached {} at 64 tokens by its last step", recipe.top1(0, 8000, 2)),
         format!("({} at step 400, {} at step 600)", recipe.top1(0, 400, 1), recipe.top1(0, 600, 1)),
@@ -267,15 +277,17 @@ fn the_english_recipe_says_what_its_files_say() {
 }
 
 /// golden/chinese-small/RECIPE.md says what its files say: the common facts, with BERT's dropout
-/// of 0.1, and the held-out top-1 at the end of each phase.
+/// of 0.1 in the first two phases and none in the third, and the held-out top-1 at the end of
+/// each phase.
 #[test]
 fn the_chinese_recipe_says_what_its_files_say() {
     let mut recipe = Recipe::of("chinese-small");
-    recipe.says_common(Some(0.1));
-    let ends = [recipe.phases[0]["step"].as_u64().unwrap(), recipe.phases[1]["step"].as_u64().unwrap()];
+    recipe.says_common(&[Some(0.1), Some(0.1), None]);
+    let ends: Vec<u64> = recipe.phases.iter().map(|p| p["step"].as_u64().unwrap()).collect();
     let quotes = [
         format!("phase 1 ended at {} at 64 tokens", recipe.top1(0, ends[0], 2)),
         format!("phase 2 at {} at 128 tokens", recipe.top1(1, ends[1], 2)),
+        format!("phase 3 at {} at 64 tokens", recipe.top1(2, ends[2], 2)),
     ];
     for quote in quotes {
         recipe.says(quote);
