@@ -1,5 +1,5 @@
 //! Reports as the terminal shows them, and as Python's tables and `str()` give them: tables and
-//! numbers ([`table`]), the tokens a model sees ([`tokens_table`]), a stage's first values
+//! numbers ([`text_table`]), the tokens a model sees ([`tokens_table`]), a stage's first values
 //! ([`preview`]), the heads' predictions and the losses
 //! ([`predictions`]), and an attention head as a coloured heatmap ([`terminal_heatmap`]).
 
