@@ -552,8 +552,20 @@ fn unknown_notes<F: Float>(model: &BertModel<F>, inputs: &Inputs, batch: &bert_c
                 (true, _) => format!(" (in sequence {index})"),
                 (false, _) => format!(" (in sequence {}'s sentence B)", index - count),
             };
+            // A Traditional character given to a model of Simplified ones: name the form it has.
+            let forms: Vec<String> = words
+                .iter()
+                .filter_map(|word| {
+                    let form = bert_core::io::simplified::simplified(word)?;
+                    model.tokenizer.unknown_words(&form, usize::MAX).is_empty().then(|| format!("{word} → {form}"))
+                })
+                .collect();
+            let known = match forms.is_empty() {
+                true => String::new(),
+                false => format!("; it has the Simplified forms {}", forms.join(", ")),
+            };
             (!words.is_empty()).then(|| {
-                format!("note: the model's vocabulary lacks {}{which}, which it reads as [UNK]", words.join(" "))
+                format!("note: the model's vocabulary lacks {}{which}, which it reads as [UNK]{known}", words.join(" "))
             })
         })
         .collect();

@@ -241,17 +241,30 @@ fn the_built_in_models_are_english_small_by_default_and_tiny_by_name() {
 
 /// A text with words the vocabulary lacks says which, once, before the trace that shows them
 /// only as `[UNK]`: Traditional characters given to chinese-small, whose vocabulary is of
-/// Simplified ones, and in a batch, which sequence holds them.
+/// Simplified ones, with the Simplified forms it has; in a batch, which sequence holds them;
+/// and a word with no Simplified form, alone.
 #[test]
 fn words_the_vocabulary_lacks_are_named() {
     let out =
         bert_trace(&["--model", "chinese-small", "--no-dump", "--stop-at", "input.ids", "舉頭望明月，低頭思故鄉。"]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     ok(out, "Traditional characters");
-    assert_eq!(stderr, "note: the model's vocabulary lacks 舉 頭 鄉, which it reads as [UNK]\n");
+    assert_eq!(
+        stderr,
+        "note: the model's vocabulary lacks 舉 頭 鄉, which it reads as [UNK]; it has the Simplified forms 舉 → 举, \
+         頭 → 头, 鄉 → 乡\n"
+    );
     let out =
         bert_trace(&["--model", "chinese-small", "--no-dump", "--stop-at", "input.ids", "床前明月光", "低頭思故鄉"]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     ok(out, "a batch");
-    assert_eq!(stderr, "note: the model's vocabulary lacks 頭 鄉 (in sequence 1), which it reads as [UNK]\n");
+    assert_eq!(
+        stderr,
+        "note: the model's vocabulary lacks 頭 鄉 (in sequence 1), which it reads as [UNK]; it has the Simplified \
+         forms 頭 → 头, 鄉 → 乡\n"
+    );
+    let out = bert_trace(&["--model", "chinese-small", "--no-dump", "--stop-at", "input.ids", "床前明月光😀"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    ok(out, "an emoji");
+    assert_eq!(stderr, "note: the model's vocabulary lacks 😀, which it reads as [UNK]\n");
 }
