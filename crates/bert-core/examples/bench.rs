@@ -195,13 +195,16 @@ fn main() {
 
 /// The token ids `bench_pytorch.py` also uses: [CLS], a fixed pseudo-random walk through the
 /// ordinary vocabulary, [SEP]; every sequence of the batch differs, none is padded.
-fn synthetic_batch(batch: usize, tokens: usize) -> Batch {
+/// A batch of `batch` sequences of `tokens` ids spread over the vocabulary of `model` (ids 1000
+/// to 29999 for bert-base's, the ids above 1000 of a smaller one).
+fn synthetic_batch(model: &BertModel, batch: usize, tokens: usize) -> Batch {
     const CLS: i64 = 101;
     const SEP: i64 = 102;
+    let span = (model.config.vocab_size as i64 - 1000).clamp(1, 29000);
     let ids = Array2::from_shape_fn((batch, tokens), |(b, t)| match t {
         0 => CLS,
         t if t == tokens - 1 => SEP,
-        t => 1000 + ((b * tokens + t) as i64 * 7919) % 29000,
+        t => 1000 + ((b * tokens + t) as i64 * 7919) % span,
     });
     Batch {
         ids,
@@ -255,8 +258,8 @@ fn cpu_secs() -> Option<f64> {
 }
 
 /// A synthetic batch with MLM labels: every 7th position (not [CLS] or [SEP]) predicts its own id.
-fn labelled_batch(batch: usize, tokens: usize) -> Batch {
-    let mut labelled = synthetic_batch(batch, tokens);
+fn labelled_batch(model: &BertModel, batch: usize, tokens: usize) -> Batch {
+    let mut labelled = synthetic_batch(model, batch, tokens);
     let labels = Array2::from_shape_fn((batch, tokens), |(b, t)| {
         if t % 7 == 3 && t + 1 < tokens {
             labelled.ids[[b, t]]
@@ -272,7 +275,7 @@ fn backward(args: &Args, threads: usize) {
     let mut model = load(&args.model);
     for &batch_size in &args.batch {
         for &tokens in &args.tokens {
-            let batch = labelled_batch(batch_size, tokens);
+            let batch = labelled_batch(&model, batch_size, tokens);
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
             for pass in ["forward", "forward+backward", "train step"] {
                 let mut moments: Vec<Moments<f32>> =
@@ -326,7 +329,7 @@ fn forward(args: &Args, threads: usize) {
     let model = load(&args.model);
     for &batch_size in &args.batch {
         for &tokens in &args.tokens {
-            let batch = synthetic_batch(batch_size, tokens);
+            let batch = synthetic_batch(&model, batch_size, tokens);
             for &trace in &args.trace {
                 let dir = args.out.join(format!("b{batch_size}_t{tokens}"));
                 let inputs =
@@ -416,7 +419,7 @@ impl Sink for StageClock {
 fn profile(args: &Args) {
     let model = load(&args.model);
     let (batch_size, tokens) = (args.batch[0], args.tokens[0]);
-    let batch = synthetic_batch(batch_size, tokens);
+    let batch = synthetic_batch(&model, batch_size, tokens);
     let dir = args.out.join(format!("profile_b{batch_size}_t{tokens}"));
     let modes = if args.trace_given { args.trace.clone() } else { vec![Trace::Off] };
     let runs = 9;
