@@ -1,7 +1,7 @@
 # The steps scripts/make_english_small.sh and scripts/make_chinese_small.sh share, sourced by
 # both after they set root, work (target/NAME), corpus (its train.txt, heldout-sample.txt and
-# SHA256SUMS), out (golden/NAME), bert_trace (the release binary) and common (the options both
-# phases share).
+# SHA256SUMS), out (golden/NAME), bert_trace (the release binary) and common (the options every
+# phase shares).
 
 # Runs one phase into DIR, or resumes it from its newest checkpoint; a finished phase is kept.
 run_phase() {
@@ -45,6 +45,7 @@ keep_first_steps() {
 # and the last one's (trainer_state.json) into out, and writes the facts for RECIPE.md.
 #     keep_model phase-1 phase-2 [phase-3 ...]
 keep_model() {
+  (( $# )) || { echo "keep_model: name the phases, the last one's model is kept" >&2; return 1; }
   local last="${!#}" file phase
   for file in config.json model.safetensors tokenizer.json tokenizer_config.json vocab.txt trainer_state.json; do
     cp "$work/$last/$file" "$out/$file"

@@ -1,4 +1,4 @@
-//! `ablate --target WORD TEXT`: each head ablated alone (bert-core's `experiments/ablate.rs`
+//! `ablate --target WORD TEXT`: each head ablated alone (bert-core's `experiments/ablation.rs`
 //! runs them), reported as a layers × heads grid of the change in the target's
 //! log-probability, then the most harmful heads.
 

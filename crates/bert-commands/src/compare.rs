@@ -1,5 +1,5 @@
 //! `compare A B`: two models' traces of the same input, side by side (bert-core's
-//! `diff/compare.rs` measures; this writes the report). Nothing is pass or fail.
+//! `divergence/two_models.rs` measures; this writes the report). Nothing is pass or fail.
 
 use std::path::PathBuf;
 

@@ -1,7 +1,8 @@
 //! `diff REFERENCE TRACE`: every stage compared, in execution order, and where the divergence
 //! starts; with `isolate`, each stage's own error on each side and the culprit; with `truth`,
 //! which side is closer to a float64 dump of the same input. The measures are
-//! `bert_core::divergence`'s; this makes the report, as text and as JSON (one schema: [`DiffJson`]).
+//! `bert_core::divergence`'s; this makes the report, as text and as JSON (one schema:
+//! [`DiffJson`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;

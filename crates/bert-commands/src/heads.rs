@@ -1,5 +1,5 @@
-//! `heads`: which heads matter (bert-core's `experiments/heads.rs` computes it): each head's
-//! importance by the backward pass and the pruning curve, and where each head looks, as
+//! `heads`: which heads matter (bert-core's `experiments/head_importance.rs` computes it): each
+//! head's importance by the backward pass and the pruning curve, and where each head looks, as
 //! layers × heads tables or JSON.
 
 use std::path::PathBuf;

@@ -1,5 +1,5 @@
 //! `lens TEXT`: every layer's guess at the `[MASK]` (or at `pos`), read through the MLM head
-//! (bert-core's `experiments/lens.rs`), one row per layer.
+//! (bert-core's `experiments/logit_lens.rs`), one row per layer.
 
 use crate::refuse;
 use bert_core::experiments::logit_lens::LensAt;

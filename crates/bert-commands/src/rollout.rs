@@ -1,7 +1,7 @@
 //! `rollout TEXT` (a fresh pass) or `rollout --dump DUMP`: what each layer's output reads from
-//! the input tokens through every layer below it, by attention rollout and, with `--flow`, attention flow (bert-core's
-//! `experiments/rollout`), and which tokens the `[MASK]` (else `[CLS]`) reads most after each
-//! layer.
+//! the input tokens through every layer below it, by attention rollout and, with `--flow`,
+//! attention flow (bert-core's `experiments/attention_flow`), and which tokens the `[MASK]` (else
+//! `[CLS]`) reads most after each layer.
 
 use std::fmt::Write;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! One stage recomputed from a dump's values of its inputs (`stage/inputs.rs` names them), by
 //! the model's own function for that stage, the one the forward pass calls: what isolation
-//! (`divergence/isolate.rs`) and `explain` share. This file only reads the operands and checks their
-//! shapes and ranges; every formula is in `model/`.
+//! (`divergence/isolate.rs`) and `explain` share. This file only reads the operands and checks
+//! their shapes and ranges; every formula is in `model/`.
 
 use ndarray::{Array, Array2, Array3, ArrayD, Axis, Ix1, Ix2, Ix3, Ix4, IxDyn};
 

@@ -562,7 +562,11 @@ fn unknown_notes<F: Float>(model: &BertModel<F>, inputs: &Inputs, batch: &bert_c
                 .collect();
             let known = match forms.is_empty() {
                 true => String::new(),
-                false => format!("; it has the Simplified forms {}", forms.join(", ")),
+                false => format!(
+                    "; it has the Simplified form{} {}",
+                    if forms.len() == 1 { "" } else { "s" },
+                    forms.join(", ")
+                ),
             };
             (!words.is_empty()).then(|| {
                 format!("note: the model's vocabulary lacks {}{which}, which it reads as [UNK]{known}", words.join(" "))

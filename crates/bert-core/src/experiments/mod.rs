@@ -5,10 +5,10 @@
 //! - `ablation.rs`: each head ablated alone, and the change in a masked word's log-probability
 //!   (`bert-trace ablate`);
 //! - `logit_lens.rs`: every layer's guess through the MLM head (`bert-trace lens`);
-//! - `token_importance/`: which input tokens a prediction rests on: each hidden in turn (occlusion),
-//!   integrated gradients and gradient × input (`bert-trace attribute`);
-//! - `head_importance.rs`: each head's importance by the backward pass, the loss as the least important
-//!   are masked, and where each head looks (`bert-trace heads`);
+//! - `token_importance/`: which input tokens a prediction rests on: each hidden in turn
+//!   (occlusion), integrated gradients and gradient × input (`bert-trace attribute`);
+//! - `head_importance.rs`: each head's importance by the backward pass, the loss as the least
+//!   important are masked, and where each head looks (`bert-trace heads`);
 //! - `readout.rs`: the MLM head's prediction at one position, which all three read;
 //! - `attention_flow/`: what each layer's output reads from the input through every layer below it,
 //!   by attention rollout and attention flow, from a dump's attention (`bert-trace rollout`);
