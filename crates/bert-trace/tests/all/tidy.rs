@@ -447,20 +447,23 @@ fn imports(text: &str, module: &[String], is_mod_file: bool) -> Vec<Vec<String>>
     found
 }
 
+/// The sources of every crate of the workspace, the Python module's included.
+const CRATE_SOURCES: [&str; 6] = [
+    "crates/bert-core/src",
+    "crates/bert-sources/src",
+    "crates/bert-view/src",
+    "crates/bert-commands/src",
+    "crates/bert-trace/src",
+    "python/src",
+];
+
 /// Every crate imports in one direction: no two source files import each other, directly or
 /// through others, and no two of its folders (`model`, `ops`, `io`, ...) do either. A cycle
 /// means neither can be read without the other; plain data types go in a file of their own.
 #[test]
 fn no_crate_has_import_cycles() {
     let mut failures = Vec::new();
-    for crate_src in [
-        "crates/bert-core/src",
-        "crates/bert-sources/src",
-        "crates/bert-view/src",
-        "crates/bert-commands/src",
-        "crates/bert-trace/src",
-        "python/src",
-    ] {
+    for crate_src in CRATE_SOURCES {
         failures.extend(import_cycles(&root().join(crate_src)).into_iter().map(|f| format!("{crate_src}: {f}")));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -703,16 +706,8 @@ fn rooms(src: &Path) -> std::collections::BTreeMap<String, Vec<String>> {
 /// concepts seen from Python.
 #[test]
 fn no_two_crates_share_a_room_name() {
-    let crates = [
-        "crates/bert-core/src",
-        "crates/bert-sources/src",
-        "crates/bert-view/src",
-        "crates/bert-commands/src",
-        "crates/bert-trace/src",
-        "python/src",
-    ];
     let shared_by_design = ["error", "model", "report"];
-    let all: Vec<_> = crates.iter().map(|c| (*c, rooms(&root().join(c)))).collect();
+    let all: Vec<_> = CRATE_SOURCES.iter().map(|c| (*c, rooms(&root().join(c)))).collect();
     assert!(all[0].1.contains_key("divergence") && all[4].1.contains_key("cli"), "expected the crates' rooms");
     let mut failures = Vec::new();
     for (i, (left, left_rooms)) in all.iter().enumerate() {
