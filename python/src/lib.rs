@@ -33,6 +33,7 @@ mod model;
 mod pretraining;
 mod report;
 mod result;
+mod serving;
 mod trace_request;
 
 use std::path::PathBuf;
@@ -302,6 +303,25 @@ fn view(
         crate::errors::notes(py, &report.notes);
         Ok(bert_core::words::in_dialect(&report.text, bert_core::words::Dialect::Keywords))
     })
+}
+
+/// Serves a dump's page from this machine, as `bert-trace view DUMP --serve` does, with the
+/// dump's model behind it (`model=`, by default the one its manifest names): a click on any
+/// cell explains it, and the pass can be stepped through and changed. Returns a `Server` at
+/// once: its `url` opens the page, `stop()` (or the end of a `with` block) ends it. `host=` is
+/// 127.0.0.1 unless given; `port=0` takes a free one; `heatmap=` is `view`'s.
+#[pyfunction]
+#[pyo3(signature = (dump, *, model = None, host = "127.0.0.1", port = 0, heatmap = None))]
+fn serve(
+    py: Python<'_>,
+    dump: &Bound<'_, PyAny>,
+    model: Option<&Bound<'_, PyAny>>,
+    host: &str,
+    port: u16,
+    heatmap: Option<&Bound<'_, PyAny>>,
+) -> PyResult<serving::Server> {
+    let request = serving::request(args::path(py, model)?, host, port, heatmap)?;
+    serving::serve_path(py, PathBuf::from(args::path_text(py, dump)?), request)
 }
 
 /// Why one element of a dump's stage is what it is (`bert-trace explain`): `index` is a tuple
@@ -791,6 +811,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rollout, m)?)?;
     m.add_function(wrap_pyfunction!(view, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
+    m.add_function(wrap_pyfunction!(serve, m)?)?;
     m.add_function(wrap_pyfunction!(stages, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
     m.add_function(wrap_pyfunction!(lens, m)?)?;
@@ -805,6 +826,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(feature = "test-hooks")]
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_class::<Model>()?;
+    m.add_class::<serving::Server>()?;
     m.add_class::<Trace>()?;
     m.add_class::<report::DiffReport>()?;
     m.add_class::<report::Page>()?;

@@ -403,6 +403,29 @@ impl Trace {
         })
     }
 
+    /// Serves this trace's page from this machine, as `bert_trace.serve` serves a dump: a click
+    /// on any cell explains it, and the pass can be stepped through and changed, with the model
+    /// that made the trace (or `model=`). Returns a `Server`: `url` opens the page, `stop()`
+    /// ends it. Nothing is written.
+    #[pyo3(signature = (*, model = None, host = "127.0.0.1", port = 0, heatmap = None))]
+    fn serve(
+        &self,
+        py: Python<'_>,
+        model: Option<&Bound<'_, PyAny>>,
+        host: &str,
+        port: u16,
+        heatmap: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<crate::serving::Server> {
+        let model = match model.filter(|m| !m.is_none()) {
+            Some(m) if m.is_instance_of::<Model>() => m.cast::<Model>()?.get().spec.clone(),
+            Some(m) => Some(PathBuf::from(crate::args::path_text(py, m)?)),
+            None => self.made_with(py).and_then(|m| m.get().spec.clone()),
+        };
+        let request = crate::serving::request(model, host, port, heatmap)?;
+        let dump = self.as_dump(py)?;
+        crate::serving::serve_open(py, dump, request)
+    }
+
     /// The diff against the dump the trace was given as `reference=`, or None.
     #[getter]
     fn report(&self, py: Python<'_>) -> Option<Py<crate::report::DiffReport>> {

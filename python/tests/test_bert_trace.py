@@ -771,6 +771,55 @@ def test_view_writes_what_the_command_writes(tmp_path):
     assert "words=" in str(refused.value) and "svg=" in str(refused.value)
 
 
+def _served(server, path, body=None):
+    """What `server` answers at `path` (a POST of `body` when given), with its token."""
+    import urllib.request
+
+    base, token = server.url.split("?token=")
+    request = urllib.request.Request(
+        base.rstrip("/") + path,
+        data=None if body is None else body.encode(),
+        headers={"X-Bert-Trace-Token": token},
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return json.loads(answer.read())
+
+
+def test_serve_answers_as_the_commands_do_and_stops(tmp_path):
+    """`bert_trace.serve(dump)` and `Trace.serve()`: the server explains as `bert-trace explain
+    --json` does and steps as `bert-trace step` does; `stop()` (and a `with` block) ends it; a
+    bad keyword is refused in Python's words before anything listens."""
+    import urllib.error
+
+    text = "When in Rome, do as the [MASK] do."
+    dump = tmp_path / "d"
+    run = cli(text, "--model", "golden/tiny", "--out", dump)
+    assert run.returncode == 0, run.stderr
+    server = bert_trace.serve(dump, model=ROOT / "golden/tiny")
+    assert server.running and server.url.startswith("http://127.0.0.1:")
+    answer = _served(server, "/api/explain?target=layer0.attention.probs%5B0,0,3,5%5D")
+    printed = cli("explain", dump, "layer0.attention.probs[0,0,3,5]", "--model", "golden/tiny", "--json")
+    assert printed.returncode == 0, printed.stderr
+    assert answer["explanation"] == json.loads(printed.stdout)
+    server.stop()
+    assert not server.running
+    with pytest.raises(urllib.error.URLError):
+        _served(server, "/api/state")
+    server.stop()
+
+    # A trace in memory is served with the model that made it, and steps as the command does.
+    t = bert_trace.trace(text, model=ROOT / "golden/tiny")
+    with t.serve() as served:
+        stepped = _served(served, "/api/step", "goto layer0.attention.probs")
+    assert not served.running
+    step = cli("step", "--model", "golden/tiny", text, "-c", "goto layer0.attention.probs")
+    assert step.returncode == 0, step.stderr
+    assert stepped["reply"] == step.stdout
+    with pytest.raises(bert_trace.InputError) as refused:
+        bert_trace.serve(dump, host="localhost")
+    assert "host=" in str(refused.value)
+
+
 def test_evaluate_is_the_command(tmp_path):
     """bert_trace.evaluate returns the report `bert-trace evaluate --json` prints, and refuses as
     the command refuses, in Python's words."""

@@ -48,10 +48,30 @@ impl ExplainReport {
 pub fn explain(request: &ExplainRequest) -> Result<ExplainReport> {
     let target = Target::parse(&request.target)?;
     let dump = Dump::open(&request.dump)?;
-    let which = model_of(&dump, request.model.as_deref())?;
+    let explanations = match dump.float_dtype() {
+        DType::F64 => explanation::explain(&model_for::<f64>(&dump, request.model.as_deref())?, &dump, &target)?,
+        _ => explanation::explain(&model_for::<f32>(&dump, request.model.as_deref())?, &dump, &target)?,
+    };
+    Ok(report(&dump, &target, explanations))
+}
+
+/// The report of `explanations` of `target` in `dump`.
+pub(crate) fn report(dump: &Dump, target: &Target, explanations: Vec<Explanation>) -> ExplainReport {
+    let text: String = explanations.iter().map(text).collect();
+    let notes = bert_core::divergence::isolate::model_check_note(dump).into_iter().collect();
+    ExplainReport { notes, text, row: target.is_row(), explanations }
+}
+
+/// The model that explains `dump`, loaded in precision `F`: `model` when given, else the one its
+/// manifest names (see [`model_of`]).
+pub(crate) fn model_for<F: bert_core::ops::Float>(
+    dump: &Dump,
+    model: Option<&Path>,
+) -> Result<bert_core::BertModel<F>> {
+    let which = model_of(dump, model)?;
     // A model the manifest names (not one the caller gave) that cannot be loaded is the
     // manifest's to answer for: the message names it, and the option that overrides it.
-    let named = |error: crate::Error| match request.model {
+    which.load::<F>().map_err(|error| match model {
         Some(_) => error,
         None => crate::Error::Request(format!(
             "{}: its manifest names the model {}, which is not a directory next to the dump or here, nor one that \
@@ -59,14 +79,7 @@ pub fn explain(request: &ExplainRequest) -> Result<ExplainReport> {
             dump.dir.join("manifest.json").display(),
             which
         )),
-    };
-    let explanations = match dump.float_dtype() {
-        DType::F64 => explanation::explain(&which.load::<f64>().map_err(named)?, &dump, &target)?,
-        _ => explanation::explain(&which.load::<f32>().map_err(named)?, &dump, &target)?,
-    };
-    let text: String = explanations.iter().map(text).collect();
-    let notes = bert_core::divergence::isolate::model_check_note(&dump).into_iter().collect();
-    Ok(ExplainReport { notes, text, row: target.is_row(), explanations })
+    })
 }
 
 /// Which model explains a dump: one a path or hub id names (the caller's, or the manifest's), or

@@ -80,6 +80,47 @@ impl Hook for Sets<'_> {
     }
 }
 
+/// Where a session is: its cursor (a position in `stages`, None before the first), the stage
+/// under it, the head shown of an attention stage, and the changes made, as the commands read.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StepState {
+    pub cursor: Option<usize>,
+    pub stages: Vec<String>,
+    pub current: Option<CurrentStage>,
+    pub head: usize,
+    pub changes: Vec<String>,
+}
+
+/// The stage under the cursor: what `next` prints above its values.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CurrentStage {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub min: f64,
+    pub mean: f64,
+    pub std: f64,
+    pub max: f64,
+    pub formula: String,
+}
+
+/// What a session's changes do to the whole pass ([`StepSession::effect`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Effect {
+    /// The stages whose values differ from the unchanged pass, in execution order.
+    pub stages: Vec<ChangedStage>,
+    /// The predictions and losses without the changes, then with them, as `continue` prints
+    /// them.
+    pub before: String,
+    pub after: String,
+}
+
+/// One stage a change reached, and by how much at most (NaN where a side is not finite).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ChangedStage {
+    pub stage: String,
+    pub max_abs: f64,
+}
+
 /// An answer: the text to print, and whether the session is over.
 pub struct Reply {
     pub text: String,
@@ -150,6 +191,74 @@ impl StepSession {
             wrote: false,
             notes,
         })
+    }
+
+    /// A session on a dump's pass, with `model` (which must be the dump's: `explain`'s check):
+    /// its inputs encoded again from the manifest, which must give the ids, token types and mask
+    /// the dump holds. Nothing is written. Refused, with the reason, for a dump that records
+    /// interventions (the session reruns the plain pass) or whose inputs do not encode again;
+    /// the model is then handed back with the reason.
+    pub fn of_dump(
+        dump: &bert_core::Dump,
+        model: BertModel,
+        name: String,
+    ) -> std::result::Result<StepSession, (Error, BertModel)> {
+        match Self::batch_of(dump, &model) {
+            Ok(batch) => Ok(Self::on_batch(dump, model, name, batch)),
+            Err(error) => Err((error, model)),
+        }
+    }
+
+    /// The batch of `dump`'s manifest's inputs, when it is the one the dump holds.
+    fn batch_of(dump: &bert_core::Dump, model: &BertModel) -> Result<Batch> {
+        let why = |problem: String| Error::Request(format!("{}: {problem}", dump.dir.display()));
+        bert_core::divergence::isolate::check_model(model, dump)?;
+        if !dump.manifest.interventions.is_empty() {
+            return Err(why("it records interventions, and stepping reruns the pass without them".into()));
+        }
+        let inputs = dump.manifest.inputs.clone();
+        let batch = model
+            .encode_inputs(&inputs, false)
+            .map_err(|e| why(format!("its manifest's inputs do not encode again ({e})")))?;
+        let (b, t) = batch.dims();
+        let held: [(&str, &ndarray::Array2<i64>); 3] = [
+            ("input.ids", &batch.ids),
+            ("input.token_type_ids", &batch.token_type_ids),
+            ("input.attention_mask", &batch.attention_mask),
+        ];
+        for (name, encoded) in held {
+            let Some(entry) = dump.entry(name) else {
+                return Err(why(format!("it holds no {name}, which stepping checks its inputs against")));
+            };
+            let values = dump.read(entry)?.to_f64();
+            let same = values.shape() == [b, t] && values.iter().zip(encoded.iter()).all(|(&x, &y)| x == y as f64);
+            if !same {
+                return Err(why(format!(
+                    "its manifest's inputs encode to other {name} than it holds, so its pass cannot be rerun"
+                )));
+            }
+        }
+        Ok(batch)
+    }
+
+    fn on_batch(dump: &bert_core::Dump, model: BertModel, name: String, batch: Batch) -> StepSession {
+        let objectives = bert_core::stage::Objectives { lens: dump.manifest.lens, ..batch.objectives() };
+        let plan = model.plan(objectives);
+        StepSession {
+            model,
+            name,
+            batch,
+            inputs: dump.manifest.inputs.clone(),
+            plan,
+            cursor: None,
+            head: 0,
+            changes: Vec::new(),
+            top_k: TraceRequest::default().top_k,
+            stages: Vec::new(),
+            out: None,
+            wrote: false,
+            notes: Vec::new(),
+        }
     }
 
     /// Why nothing was written, when the session was asked for a dump and ended without the
@@ -286,11 +395,7 @@ impl StepSession {
             }
             "continue" | "c" => {
                 let traced = self.run_pass(None)?;
-                // The inputs as the changes left them: a set of an id or a label changes what
-                // the predictions and losses are of.
-                let used = traced.batch.as_ref().unwrap_or(&self.batch);
-                let mut text = render::predictions::report(&self.model, used, &traced.outputs, self.top_k);
-                text += &render::predictions::losses(&self.model, used, &traced.outputs);
+                let mut text = self.finished(&traced);
                 if let Some((out, options)) = self.out.clone() {
                     // A later `continue` rewrites the dump this session wrote, and only that.
                     let options = dump::Options { force: options.force || self.wrote, ..options };
@@ -387,10 +492,22 @@ impl StepSession {
 
     /// Runs the pass with the changes, up to `stop` (to the end without), keeping every stage.
     fn run_pass(&mut self, stop: Option<Stage>) -> Result<bert_core::model::Traced> {
-        let mut interventions = self.interventions()?;
+        let (traced, stages) = self.pass(true, stop)?;
+        self.stages = stages;
+        Ok(traced)
+    }
+
+    /// The pass with the session's changes (or without any), up to `stop` (to the end without),
+    /// and every stage it computed; the session is left as it was.
+    fn pass(&self, changed: bool, stop: Option<Stage>) -> Result<(bert_core::model::Traced, Vec<(Stage, Tensor)>)> {
+        let mut interventions = match changed {
+            true => self.interventions()?,
+            false => Interventions::load(&self.model, &[], AblateWith::Zero, &[])?,
+        };
         let sets: Vec<(Stage, Vec<usize>, f64)> = self
             .changes
             .iter()
+            .filter(|_| changed)
             .filter_map(|(_, c)| match c {
                 Change::Set { stage, index, value } => Some((*stage, index.clone(), *value)),
                 _ => None,
@@ -401,8 +518,99 @@ impl StepSession {
         let mut memory = Memory::default();
         let pass = Pass { stop_after: stop, hook: Some(&mut chain), ..Pass::default() };
         let traced = self.model.trace_with(&self.batch, &mut memory, pass)?;
-        self.stages = memory.stages;
-        Ok(traced)
+        Ok((traced, memory.stages))
+    }
+
+    /// The predictions and losses of a finished pass, as `continue` prints them.
+    fn finished(&self, traced: &bert_core::model::Traced) -> String {
+        // The inputs as the changes left them: a set of an id or a label changes what the
+        // predictions and losses are of.
+        let used = traced.batch.as_ref().unwrap_or(&self.batch);
+        let mut text = render::predictions::report(&self.model, used, &traced.outputs, self.top_k);
+        text += &render::predictions::losses(&self.model, used, &traced.outputs);
+        text
+    }
+
+    /// What the session's changes do to the whole pass: each stage they change (its largest
+    /// |changed − unchanged|, over every element), and the predictions and losses with and
+    /// without them, as `continue` prints them. None while there is no change.
+    pub fn effect(&self) -> Result<Option<Effect>> {
+        if self.changes.is_empty() {
+            return Ok(None);
+        }
+        let (plain, plain_stages) = self.pass(false, None)?;
+        let (changed, changed_stages) = self.pass(true, None)?;
+        let mut stages = Vec::new();
+        for (stage, tensor) in &changed_stages {
+            let Some((_, before)) = plain_stages.iter().find(|(s, _)| s == stage) else { continue };
+            let (a, b) = (tensor.to_f64(), before.to_f64());
+            if a.shape() != b.shape() {
+                continue;
+            }
+            // A NaN on one side and not the other is a change; the distance is then NaN.
+            let mut largest = 0.0f64;
+            let mut differs = false;
+            for (x, y) in a.iter().zip(b.iter()) {
+                let same = x == y || (x.is_nan() && y.is_nan());
+                if !same {
+                    differs = true;
+                    let d = (x - y).abs();
+                    largest = if d.is_nan() || largest.is_nan() { f64::NAN } else { largest.max(d) };
+                }
+            }
+            if differs {
+                stages.push(ChangedStage { stage: stage.name(), max_abs: largest });
+            }
+        }
+        Ok(Some(Effect { stages, before: self.finished(&plain), after: self.finished(&changed) }))
+    }
+
+    /// Where the session is, for a caller that draws it (the page of `view --serve`).
+    pub fn state(&self) -> StepState {
+        let current = self.current().ok().map(|(stage, tensor)| {
+            let values = tensor.to_f64();
+            let summary = Summary::of_f64(values.as_slice().unwrap_or(&[]));
+            CurrentStage {
+                name: stage.name(),
+                shape: tensor.shape().to_vec(),
+                min: summary.min,
+                mean: summary.mean,
+                std: summary.std,
+                max: summary.max,
+                formula: stage.formula().to_string(),
+            }
+        });
+        let changes = self
+            .changes
+            .iter()
+            .map(|(at, change)| match change {
+                Change::Set { stage, index, value } => {
+                    let index: Vec<String> = index.iter().map(usize::to_string).collect();
+                    format!("set {stage}[{}] {value} (at {})", index.join(","), self.plan[*at])
+                }
+                Change::Ablate(spec) => format!("ablate {spec}"),
+                Change::Patch(spec) => format!("patch {spec}"),
+            })
+            .collect();
+        StepState { cursor: self.cursor, stages: self.stage_names(), current, head: self.head, changes }
+    }
+
+    /// The stages computed so far, with the changes, as a dump in memory: what the page draws
+    /// the stage under the cursor from.
+    pub fn computed(&self) -> Result<bert_core::Dump> {
+        Ok(bert_core::Dump::of_pass(
+            "this pass",
+            self.name.clone(),
+            self.model.fingerprint(),
+            self.inputs.clone(),
+            self.records()?,
+            self.stages.clone(),
+        )?)
+    }
+
+    /// The session's model.
+    pub fn model(&self) -> &BertModel {
+        &self.model
     }
 
     /// Puts the cursor on stage `at` of the plan, dropping the changes made after it.

@@ -60,9 +60,38 @@ pub fn svg_of_report(report: &serde_json::Value) -> Result<String> {
 /// the heatmap stages left out to keep it under its size budget. `names` names the tokens;
 /// `chosen` limits the heatmaps.
 pub fn page_html(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Result<(String, Vec<String>)> {
+    page_of(dump, names, chosen, None)
+}
+
+/// The page of `dump` as `bert-trace view --serve` serves it: the same page, which may also
+/// ask its own server (and no other address) for explanations and steps, with `served` (the
+/// session's token and what the server can do) in an element `bert-trace-serve`.
+pub fn served_page_html(
+    dump: &Dump,
+    names: &Names<'_>,
+    chosen: Option<&GlobSet>,
+    served: &serde_json::Value,
+) -> Result<(String, Vec<String>)> {
+    page_of(dump, names, chosen, Some(served))
+}
+
+fn page_of(
+    dump: &Dump,
+    names: &Names<'_>,
+    chosen: Option<&GlobSet>,
+    served: Option<&serde_json::Value>,
+) -> Result<(String, Vec<String>)> {
     let (data, left_out) = data::page(dump, names, chosen)?;
-    let json = serde_json::to_string(&data).expect("the page's data serialises").replace('<', "\\u003c");
-    let page = PAGE
+    let script_json = |value: &serde_json::Value| {
+        serde_json::to_string(value).expect("the page's data serialises").replace('<', "\\u003c")
+    };
+    let json = script_json(&data);
+    let serve = served.map(|served| {
+        format!("<script type=\"application/json\" id=\"bert-trace-serve\">{}</script>", script_json(served))
+    });
+    // Each marker is replaced before anything is inserted that could hold the next one's text.
+    let mut page = PAGE
+        .replacen("<!--BERT_TRACE_SERVE-->\n", serve.as_deref().unwrap_or(""), 1)
         .replacen("<!--BERT_TRACE_STYLE-->", &format!("<style>\n{STYLE}</style>"), 1)
         .replacen(
             "<!--BERT_TRACE_DATA-->",
@@ -70,6 +99,14 @@ pub fn page_html(dump: &Dump, names: &Names<'_>, chosen: Option<&GlobSet>) -> Re
             1,
         )
         .replacen("<!--BERT_TRACE_SCRIPT-->", &format!("<script>\n{SCRIPT}</script>"), 1);
+    if served.is_some() {
+        // The served page may reach its own origin, the server, and nothing else.
+        page = page.replacen("connect-src 'none'", "connect-src 'self'", 1).replacen(
+            "img-src data: blob:",
+            "img-src data: blob: 'self'",
+            1,
+        );
+    }
     Ok((page, left_out))
 }
 

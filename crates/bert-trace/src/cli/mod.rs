@@ -445,14 +445,26 @@ pub struct ViewArgs {
     /// scores and activations as keep the page under about 55 MB]
     #[arg(long = "heatmap", value_name = "GLOB")]
     pub heatmaps: Vec<String>,
-    /// The model whose tokenizer names the tokens [default: the one the dump's manifest names,
-    /// when it can be found]
     /// Draw an attention.probs picture by words, not word pieces, its padding left out: alone,
     /// WordPiece's words and Chinese words as jieba cuts them; with words separated by spaces,
     /// those (a Chinese text's own). A word reads the mean of its pieces' rows and is read by the
     /// sum of their columns
     #[arg(long, value_name = "WORDS", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub words: Option<String>,
+    /// Serve the page from this machine, with the dump's model behind it: click any cell to see
+    /// why it is what it is, step through the pass, set a value and watch the prediction move.
+    /// Prints the URL (with the session's token) and serves until Ctrl-C
+    #[arg(long, conflicts_with_all = ["out", "svg", "png", "stage", "head", "lines", "words"])]
+    pub serve: bool,
+    /// The port to serve on, with --serve [default: a free one]
+    #[arg(long, value_name = "N", requires = "serve")]
+    pub port: Option<u16>,
+    /// The address to serve on, with --serve: another than 127.0.0.1 lets other machines ask
+    #[arg(long, value_name = "IP", requires = "serve", default_value = "127.0.0.1")]
+    pub host: String,
+    /// Open the served page in the browser $BROWSER names (or the desktop's), with --serve
+    #[arg(long, requires = "serve")]
+    pub open: bool,
     #[command(flatten)]
     pub model: ModelArgs,
 }

@@ -37,4 +37,5 @@ mod trust;
 mod truth;
 mod view;
 mod view_robustness;
+mod view_serve;
 mod whole_dumps;

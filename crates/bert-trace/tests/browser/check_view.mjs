@@ -96,6 +96,19 @@ function distinctColours(png) {
 // ---------------------------------------------------------------- functions run inside the page
 // (each takes one JSON argument; both drivers run them)
 const IN_PAGE = {
+  // Whether the model view's last head is inside the part of the grid the window shows, and
+  // whether the page says that the grid scrolls.
+  modelViewFits: function () {
+    const wrap = document.querySelector('#mv-wrap');
+    const cells = document.querySelectorAll('#model-view canvas.mv-cell[data-layer="0"]');
+    if (!wrap || !cells.length) return null;
+    const last = cells[cells.length - 1].getBoundingClientRect();
+    const shown = wrap.getBoundingClientRect();
+    return {
+      inside: last.right <= shown.right + 1 && last.right <= window.innerWidth,
+      says: !document.querySelector('#mv-scrolls').hidden,
+    };
+  },
   // colours, non-white pixels and a hash of a canvas, optionally of a region in CSS pixels; reads a
   // copy so that the page's own canvas is never read back (Chromium warns about repeated readbacks)
   canvasStats: function ([sel, reg]) {
@@ -421,6 +434,12 @@ async function check(drv, summary, times) {
     const all = await drv.run('waitFor', ['#model-view canvas.mv-cell[data-drawn="1"]', L * nh, null, 30000]);
     if (!all) fail('the model view never finished drawing its rows');
     summary.push(`model view: ${L}x${nh} cells drawn`);
+    // Every view fits the window or says it scrolls: a model of 12 heads or fewer fits.
+    const fits = await drv.run('modelViewFits');
+    if (!fits) fail('the model view has no grid to measure');
+    if (!fits.inside && !fits.says) fail(`the model view's last head (${nh - 1}) is cut off and the page does not say the grid scrolls`);
+    if (nh <= 12 && !fits.inside) fail(`the model view of ${nh} heads does not fit the window`);
+    summary.push(fits.inside ? 'model view fits the window' : 'model view says it scrolls');
     // clicking a thumbnail opens it in the head view and the heatmap
     const opened = drv.run('nextEvent', 'heatmap-drawn');
     await drv.click(`#model-view canvas.mv-cell[data-layer="${L - 1}"][data-head="${nh - 1}"]`);

@@ -26,6 +26,9 @@
   ];
   const SEG_COLORS = ['#1f77b4', '#ff7f0e']; // sentence A, sentence B
   const MARK_COLOR = '#d62728'; // masked positions
+  // In a served page: the cells an explanation reads, and the element it explains.
+  const LIT_COLOR = '#ff7f0e';
+  const TARGET_COLOR = '#000000';
   const TEXT_COLOR = '#222222';
   const PAD_TEXT_COLOR = '#9e9e9e';
   const HOVER_BG = '#e6e6e6';
@@ -43,6 +46,8 @@
   };
   // Model view thumbnails: S x S pixels scaled by max(1, round(64 / S)).
   const THUMB_TARGET = 64;
+  // The smallest a model view picture is drawn to fit every head in the window.
+  const MV_MIN_PX = 24;
   // Layer plots (SVG).
   const LP = { w: 360, h: 230, ml: 50, mr: 12, mt: 12, mb: 36, font: 11 };
 
@@ -321,6 +326,8 @@
       this.modelView = guard('model-view', 'the model view', () => new ModelView(this, body('model-view')));
       this.plots = guard('layer-plots', 'the layer plots', () => new LayerPlots(this, body('layer-plots')));
       guard('predictions', 'the predictions', () => new Predictions(this, body('predictions')));
+      const config = servedConfig();
+      if (config) this.served = guard('step', 'the served page', () => new Served(this, config));
 
       const waits = [];
       if (this.headView) waits.push(this.headView.firstDraw);
@@ -885,9 +892,16 @@
       const S = this.S;
       const scale = Math.max(1, Math.round(THUMB_TARGET / S));
       const px = S * scale;
+      this.maxPx = px;
       const grid = h('div', { class: 'mv-grid', id: 'mv-grid', style: `grid-template-columns: auto repeat(${v.nh}, ${px + 2}px)` });
+      this.grid = grid;
       grid.append(h('span'));
-      for (let hd = 0; hd < v.nh; hd++) grid.append(h('span', { class: 'mv-head', text: 'head ' + hd, style: `color:${headColor(hd)}` }));
+      this.headEls = [];
+      for (let hd = 0; hd < v.nh; hd++) {
+        const label = h('span', { class: 'mv-head', text: 'head ' + hd, title: 'head ' + hd, style: `color:${headColor(hd)}` });
+        this.headEls.push(label);
+        grid.append(label);
+      }
       this.cells = [];
       this.rowEls = [];
       for (let l = 0; l < v.L; l++) {
@@ -914,13 +928,35 @@
         (S < T ? `, averaged over blocks down to ${S} × ${S}` : '') +
         '. Each picture is coloured from white (0) to dark blue (its own largest value). Click one to open it in the head view and the heatmap.' });
       this.status = h('div', { class: 'hv-status', id: 'mv-status' });
-      this.el.replaceChildren(note, this.status, h('div', { class: 'mv-wrap' }, grid));
+      this.scrollNote = h('p', { class: 'note', id: 'mv-scrolls', hidden: true, text: 'The grid is wider than the window: scroll it sideways for the other heads.' });
+      this.wrap = h('div', { class: 'mv-wrap', id: 'mv-wrap' }, grid);
+      this.el.replaceChildren(note, this.status, this.scrollNote, this.wrap);
+      this.fit();
+      window.addEventListener('resize', () => this.fit());
       if (typeof IntersectionObserver === 'function') {
         this.io = new IntersectionObserver((entries) => {
           for (const e of entries) if (e.isIntersecting) this.request(Number(e.target.dataset.layer));
         }, { rootMargin: '300px 0px' });
         for (const lab of this.rowEls) this.io.observe(lab);
       }
+    }
+
+    // Every head beside the layer labels in the width the section has: the pictures as large as
+    // that allows, down to MV_MIN_PX; narrower than that, the grid scrolls sideways and the note
+    // above it says so.
+    fit() {
+      const v = this.view;
+      const avail = this.wrap.clientWidth;
+      const labels = this.rowEls.length ? this.rowEls[0].offsetWidth : 0;
+      let px = this.maxPx;
+      // The grid's gaps are 6 px, and each picture has a 1 px border on either side.
+      if (avail > 0) px = clamp(Math.floor((avail - labels - 6) / v.nh) - 8, Math.min(MV_MIN_PX, this.maxPx), this.maxPx);
+      this.grid.style.gridTemplateColumns = `auto repeat(${v.nh}, ${px + 2}px)`;
+      for (const row of this.cells) for (const cv of row) { cv.style.width = px + 'px'; cv.style.height = px + 'px'; }
+      this.headEls.forEach((label, hd) => { label.textContent = px >= 44 ? 'head ' + hd : String(hd); });
+      const scrolls = this.wrap.scrollWidth > this.wrap.clientWidth + 1;
+      this.scrollNote.hidden = !scrolls;
+      this.wrap.dataset.scrolls = String(scrolls);
     }
 
     // Draw the rows in view now, then the rest one row at a time while the page is idle.
@@ -1077,6 +1113,7 @@
       this.el.replaceChildren(...kids);
       this.canvas.addEventListener('mousemove', (ev) => this.onMove(ev));
       this.canvas.addEventListener('mouseleave', () => { this.tip.hidden = true; });
+      this.canvas.addEventListener('click', (ev) => this.onClick(ev));
       this.syncHeadSel();
     }
 
@@ -1282,11 +1319,67 @@
       this.noteEl.textContent = `${e.stage}${e.heads ? ', head ' + head : ''}: ${e.rows} token rows × ${e.cols} ${e.tokenCols ? 'token' : 'feature'} columns; ` +
         `min ${fmt(e.min)}, max ${fmt(e.max)}${hasMasked ? ' (unmasked values); masked cells in grey' : ''}. ${scaleText}. Values: ${e.note}` +
         (L.z !== this.zoom ? ` (zoom limited to ${L.z}×)` : '');
+      this.drawLit(ctx, e, L, seq, head);
       this.canvas.dataset.stage = e.stage;
       this.canvas.dataset.head = String(head);
       this.canvas.dataset.drawn = String((Number(this.canvas.dataset.drawn) || 0) + 1);
       const ms = performance.now() - t0;
       emit('heatmap-drawn', { stage: e.stage, ms });
+    }
+
+    // The cells an explanation reads, outlined, and the one it explains, outlined twice; their
+    // [row, column]s in data-lit and data-lit-target, for whoever checks the page.
+    drawLit(ctx, e, L, seq, head) {
+      const served = this.view.served;
+      const lit = served && e.group !== 'rollout' ? served.litCells(e.stage, seq, e.heads ? head : null) : null;
+      if (!lit) { delete this.canvas.dataset.lit; delete this.canvas.dataset.litTarget; return; }
+      ctx.save();
+      ctx.lineWidth = 2;
+      ctx.strokeStyle = LIT_COLOR;
+      for (const [r, c] of lit.reads) ctx.strokeRect(L.left + c * L.cw + 1, L.top + r * L.ch + 1, Math.max(L.cw - 2, 1), Math.max(L.ch - 2, 1));
+      if (lit.target) {
+        const [r, c] = lit.target;
+        ctx.strokeStyle = TARGET_COLOR;
+        ctx.lineWidth = 3;
+        ctx.strokeRect(L.left + c * L.cw - 1, L.top + r * L.ch - 1, L.cw + 2, L.ch + 2);
+      }
+      ctx.restore();
+      this.canvas.dataset.lit = JSON.stringify(lit.reads);
+      this.canvas.dataset.litTarget = lit.target ? JSON.stringify(lit.target) : '';
+    }
+
+    // The cell under the pointer: [row, column], or null outside the cells.
+    cellAt(ev) {
+      const L = this.geo;
+      const e = this.entry;
+      if (!L || !e) return null;
+      const rect = this.canvas.getBoundingClientRect();
+      const c = Math.floor((ev.clientX - rect.left - L.left) / L.cw);
+      const r = Math.floor((ev.clientY - rect.top - L.top) / L.ch);
+      if (c < 0 || r < 0 || c >= e.cols || r >= e.rows) return null;
+      return [r, c];
+    }
+
+    // The centre of cell [row, column] in the page's coordinates: where a click lands on it.
+    cellCentre(r, c) {
+      const rect = this.canvas.getBoundingClientRect();
+      return { x: rect.left + this.geo.left + (c + 0.5) * this.geo.cw, y: rect.top + this.geo.top + (r + 0.5) * this.geo.ch };
+    }
+
+    onClick(ev) {
+      const served = this.view.served;
+      const at = this.cellAt(ev);
+      if (!served || !at) return;
+      const e = this.entry;
+      if (e.group === 'rollout') {
+        served.panel.hidden = false;
+        served.panelTitle.textContent = e.stage;
+        served.panelBody.replaceChildren(h('p', { class: 'note', text: 'Attention rollout is computed from the probabilities by the page\'s data, not a stage of the pass: there is no formula of the model to explain. Click a cell of a layer\'s attention.probs instead.' }));
+        return;
+      }
+      const seq = Math.min(this.view.seq, this.view.B - 1);
+      const index = e.heads ? [seq, this.head, at[0], at[1]] : [seq, at[0], at[1]];
+      served.explain(e.stage, index);
     }
 
     onMove(ev) {
@@ -1575,6 +1668,303 @@
       }
       if (!out.length) { empty(this.el, 'No predictions in this dump (no MLM, NSP or classifier head, or no labels).'); return; }
       this.el.replaceChildren(...out);
+    }
+  }
+
+
+  // ================================================================ served: explain and step
+  // With `bert-trace view --serve` the page has its server behind it (the element
+  // bert-trace-serve holds the session's token and what the server can do). A click on a
+  // heatmap's cell asks the server why the element is what it is, and the step section walks
+  // the pass as `bert-trace step` does. What is shown is the server's answer: the page
+  // computes no value of its own.
+  function servedConfig() {
+    const el = document.getElementById('bert-trace-serve');
+    if (!el) return null;
+    try { return JSON.parse(el.textContent); } catch (err) { return null; }
+  }
+
+  class Served {
+    constructor(view, config) {
+      this.view = view;
+      this.token = String(config.token || '');
+      this.can = config.abilities || {};
+      // The element explained and the elements its explanation reads, by stage.
+      this.lit = null;
+      const footer = document.querySelector('footer');
+      if (footer) footer.textContent = 'Served by bert-trace view --serve from this machine: the page asks its own server, and nothing else.';
+      this.panel = document.getElementById('explain-panel');
+      this.buildPanel();
+      this.buildStep();
+    }
+
+    async ask(path, options) {
+      const opts = Object.assign({ cache: 'no-store' }, options || {});
+      opts.headers = Object.assign({ 'X-Bert-Trace-Token': this.token }, opts.headers || {});
+      const r = await fetch(path, opts);
+      if (!r.ok) throw new Error((await r.text()).trim() || `the server answered ${r.status}`);
+      return r;
+    }
+
+    // ---------------------------------------------------------------- explain
+    buildPanel() {
+      this.panelTitle = h('h2', { id: 'explain-title' });
+      this.panelBody = h('div', { id: 'explain-body' });
+      const close = h('button', { id: 'explain-close', text: 'close', onclick: () => this.closePanel() });
+      this.panel.replaceChildren(h('div', { class: 'panel-head' }, this.panelTitle, close), this.panelBody);
+      const how = h('p', { class: 'note', id: 'explain-how' });
+      how.textContent = this.can.explain
+        ? 'Click any cell of the heatmap to see why it is what it is: its formula, its operands and its value recomputed by the stage\'s own function. The cells it reads light up.'
+        : 'This page cannot explain: ' + (this.can.why_not_explain || 'the server has no model');
+      const hm = document.querySelector('#heatmap h2');
+      if (hm) hm.after(how);
+    }
+
+    closePanel() {
+      this.panel.hidden = true;
+      this.panel.dataset.target = '';
+      this.lit = null;
+      if (this.view.heatmapView && this.view.heatmapView.entries.length) this.view.heatmapView.update();
+    }
+
+    async explain(stage, index) {
+      const target = `${stage}[${index.join(',')}]`;
+      this.panel.hidden = false;
+      this.panel.dataset.target = target;
+      this.panel.dataset.state = 'asking';
+      this.panelTitle.textContent = target;
+      this.panelBody.replaceChildren(h('p', { class: 'note', text: 'asking the server…' }));
+      if (!this.can.explain) {
+        this.panelBody.replaceChildren(h('p', { class: 'error', text: 'This page cannot explain: ' + (this.can.why_not_explain || '') }));
+        this.panel.dataset.state = 'refused';
+        return;
+      }
+      try {
+        const r = await this.ask('/api/explain?target=' + encodeURIComponent(target));
+        const answer = await r.json();
+        if (this.panel.dataset.target !== target) return;
+        this.show(answer);
+        this.panel.dataset.state = 'explained';
+      } catch (err) {
+        if (this.panel.dataset.target !== target) return;
+        this.panelBody.replaceChildren(h('p', { class: 'error', text: String(err.message || err) }));
+        this.panel.dataset.state = 'refused';
+      }
+      emit('explained', { target, state: this.panel.dataset.state });
+    }
+
+    // A link to an operand's stage: it opens the stage in the heatmap, its cells lit.
+    link(stage, index) {
+      const where = `${stage}[${index.join(',')}]`;
+      const a = h('a', { href: '#heatmap', class: 'operand', text: where });
+      a.dataset.stage = stage;
+      a.addEventListener('click', (ev) => {
+        ev.preventDefault();
+        if (!this.goTo(stage, index)) a.title = `${stage} is not among this page's heatmaps (choose it with --heatmap)`;
+      });
+      return a;
+    }
+
+    show(answer) {
+      const e = answer.explanation;
+      const own = Array.isArray(answer.own_error) ? answer.own_error[0] : null;
+      const kids = [];
+      this.panelTitle.textContent = `${e.stage}[${e.index.join(',')}] = ${e.value} (${e.dtype})`;
+      kids.push(h('div', { class: 'formula', id: 'explain-formula', text: e.formula }));
+      if (e.steps && e.steps.length) {
+        kids.push(h('p', { id: 'explain-steps' }, h('b', { text: 'steps ' }), e.steps.map((st) => `${st.name} ${st.value}`).join(', ')));
+      }
+      if (e.terms && e.terms.length) {
+        const rows = e.terms.map((t) => {
+          const a = e.inputs[t.inputs[0]];
+          const b = e.inputs[t.inputs[1]];
+          return h('tr', null, h('td', null, this.link(a.stage, a.index), ' · ', this.link(b.stage, b.index)),
+            h('td', { class: 'num', text: `${a.value} · ${b.value} = ${t.value}` }));
+        });
+        kids.push(h('h3', { text: 'largest terms' }), h('table', { class: 'terms', id: 'explain-terms' }, rows));
+      }
+      kids.push(h('p', { id: 'explain-recomputed' }, h('b', { text: 'recomputed ' }),
+        `${e.recomputed} by the stage's own function from the dump's operands (own error ${own === null ? 'not a number' : own})`));
+      const groups = new Map();
+      for (const input of e.inputs) {
+        if (!groups.has(input.stage)) groups.set(input.stage, []);
+        groups.get(input.stage).push(input);
+      }
+      const reads = [...groups.entries()].map(([stage, list]) => h('li', null, this.link(stage, list[0].index),
+        list.length > 1 ? ` and ${list.length - 1} more, to [${list[list.length - 1].index.join(',')}]` : ` = ${list[0].value}`));
+      kids.push(h('h3', { text: 'reads' }), h('ul', { id: 'explain-reads' }, reads));
+      this.panelBody.replaceChildren(...kids);
+      const byStage = new Map();
+      for (const [stage, list] of groups) byStage.set(stage, list.map((x) => x.index));
+      this.lit = { target: { stage: e.stage, index: e.index }, reads: byStage };
+      const hv = this.view.heatmapView;
+      if (hv && hv.entries.length) hv.update();
+    }
+
+    // The cells of `stage` to light in the picture of sequence `seq` (and head `head` of a
+    // [B,nh,...] stage): the elements read, as [row, column], and the one explained.
+    litCells(stage, seq, head) {
+      if (!this.lit) return null;
+      const cell = (index) => {
+        if (index.length === 4) return index[0] === seq && index[1] === head ? [index[2], index[3]] : null;
+        if (index.length === 3) return index[0] === seq ? [index[1], index[2]] : null;
+        return null;
+      };
+      const reads = (this.lit.reads.get(stage) || []).map(cell).filter((c) => c);
+      const target = this.lit.target.stage === stage ? cell(this.lit.target.index) : null;
+      if (!reads.length && !target) return null;
+      return { reads, target };
+    }
+
+    // Opens `stage` in the heatmap at `index`'s sequence and head; false when the page has no
+    // heatmap of it.
+    goTo(stage, index) {
+      const hv = this.view.heatmapView;
+      if (!hv || !hv.entries || !hv.entries.length) return false;
+      let i = hv.entries.findIndex((en) => en.stage === stage && !en.virtual && en.group !== 'rollout');
+      if (i < 0) i = hv.entries.findIndex((en) => en.stage === stage && en.group !== 'rollout');
+      if (i < 0) return false;
+      const en = hv.entries[i];
+      hv.idx = i;
+      hv.sel.value = String(i);
+      if (en.heads && index.length === 4) hv.head = index[1];
+      hv.syncHeadSel();
+      if (index.length >= 3 && index[0] !== this.view.seq && index[0] < this.view.B) {
+        const sel = document.getElementById('seq-select');
+        if (sel) sel.value = String(index[0]);
+        this.view.setSeq(index[0]);
+      } else hv.update();
+      const section = document.getElementById('heatmap');
+      if (section && section.scrollIntoView) section.scrollIntoView({ block: 'start' });
+      return true;
+    }
+
+    // ---------------------------------------------------------------- step
+    buildStep() {
+      const section = document.getElementById('step');
+      const tocLink = document.getElementById('toc-step');
+      if (!section) return;
+      section.hidden = false;
+      if (tocLink) tocLink.hidden = false;
+      const el = section.querySelector('.section-body');
+      this.stepEl = section;
+      if (!this.can.step) {
+        empty(el, 'Stepping is not available: ' + (this.can.why_not_step || 'the server cannot run this dump\'s pass'));
+        section.dataset.state = 'unavailable';
+        return;
+      }
+      const button = (id, text, fn) => h('button', { id, text, onclick: fn });
+      this.gotoSel = h('select', { id: 'step-goto', 'aria-label': 'stage' });
+      this.indexIn = h('input', { id: 'step-index', size: 14, placeholder: '[0,3,5]', 'aria-label': 'index' });
+      this.valueIn = h('input', { id: 'step-value', size: 10, placeholder: 'value', 'aria-label': 'value' });
+      this.commandIn = h('input', { id: 'step-command', size: 32, placeholder: 'any step command: help, show [0,1,:], head 2…', 'aria-label': 'command' });
+      this.commandIn.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') this.command(this.commandIn.value); });
+      const controls = h('div', { class: 'controls' },
+        button('step-back', '◀ back', () => this.command('back')),
+        button('step-next', 'next ▶', () => this.command('next')),
+        h('label', null, 'go to ', this.gotoSel), button('step-go', 'go', () => this.command('goto ' + this.gotoSel.value)),
+        button('step-continue', 'continue to the end', () => this.command('continue')));
+      const setting = h('div', { class: 'controls' },
+        h('label', null, 'set ', this.indexIn), h('label', null, 'to ', this.valueIn),
+        button('step-set', 'set', () => this.command(`set ${this.indexIn.value.trim()} ${this.valueIn.value.trim()}`)),
+        h('span', { class: 'note', text: 'changes one element of the stage under the cursor; every stage after it is recomputed. back drops it.' }));
+      const typed = h('div', { class: 'controls' }, h('label', null, 'command ', this.commandIn), button('step-run', 'run', () => this.command(this.commandIn.value)));
+      this.stateEl = h('p', { id: 'step-state', class: 'mono' });
+      this.formulaEl = h('p', { id: 'step-formula', class: 'formula' });
+      this.errorEl = h('p', { id: 'step-error', class: 'error', hidden: true });
+      this.picture = h('img', { id: 'step-picture', alt: 'the stage under the cursor', hidden: true });
+      this.pictureNote = h('p', { id: 'step-picture-note', class: 'note' });
+      this.replyEl = h('pre', { id: 'step-reply', class: 'step-text' });
+      this.changesEl = h('ul', { id: 'step-changes' });
+      this.effectEl = h('div', { id: 'step-effect' });
+      el.replaceChildren(
+        h('p', { class: 'note', text: 'The pass of this dump, stage by stage, as bert-trace step walks it, run by the server with the dump\'s model.' }),
+        controls, setting, typed, this.errorEl, this.stateEl, this.formulaEl, this.picture, this.pictureNote, this.replyEl,
+        h('h3', { text: 'Changes' }), this.changesEl, this.effectEl);
+      section.dataset.state = 'ready';
+      section.dataset.answers = '0';
+      this.queue = Promise.resolve();
+      this.command('');
+    }
+
+    // Runs one step command on the server, in turn with the others.
+    command(line) {
+      this.queue = this.queue.then(() => this.run(line));
+      return this.queue;
+    }
+
+    async run(line) {
+      const section = this.stepEl;
+      section.dataset.state = 'asking';
+      try {
+        const r = line === ''
+          ? await this.ask('/api/state')
+          : await this.ask('/api/step', { method: 'POST', headers: { 'Content-Type': 'text/plain; charset=utf-8' }, body: line });
+        const answer = await r.json();
+        this.errorEl.hidden = true;
+        await this.render(answer);
+        section.dataset.state = 'ready';
+      } catch (err) {
+        this.errorEl.textContent = String(err.message || err);
+        this.errorEl.hidden = false;
+        section.dataset.state = 'refused';
+      }
+      section.dataset.answers = String(Number(section.dataset.answers) + 1);
+      emit('stepped', { line, state: section.dataset.state });
+    }
+
+    async render(answer) {
+      const st = answer.state;
+      if (this.gotoSel.options.length !== st.stages.length) {
+        this.gotoSel.replaceChildren(...st.stages.map((name) => h('option', { value: name, text: name })));
+      }
+      if (answer.reply) this.replyEl.textContent = answer.reply;
+      const cur = st.current;
+      this.stepEl.dataset.cursor = cur ? cur.name : '';
+      if (cur) {
+        this.gotoSel.value = cur.name;
+        this.stateEl.textContent = `[${st.cursor + 1}/${st.stages.length}] ${cur.name} [${cur.shape.join(', ')}]  min ${fmt(cur.min)}  mean ${fmt(cur.mean)}  std ${fmt(cur.std)}  max ${fmt(cur.max)}`;
+        this.formulaEl.textContent = 'formula: ' + cur.formula;
+      } else {
+        this.stateEl.textContent = `before the first of ${st.stages.length} stages: next runs to it`;
+        this.formulaEl.textContent = '';
+      }
+      this.changesEl.replaceChildren(...(st.changes.length ? st.changes.map((c) => h('li', { text: c })) : [h('li', { class: 'empty', text: 'none' })]));
+      const ef = answer.effect;
+      if (ef) {
+        const shown = ef.stages.slice(0, 16);
+        const table = h('table', { class: 'preds', id: 'step-changed' },
+          h('tr', null, h('th', { text: 'stage changed' }), h('th', { text: 'largest |change|' })),
+          shown.map((c) => h('tr', null, h('td', { text: c.stage }), h('td', { class: 'num', text: c.max_abs === null ? 'not a number' : fmt(c.max_abs) }))));
+        const more = ef.stages.length > shown.length ? h('p', { class: 'note', text: `and ${ef.stages.length - shown.length} stages more` }) : null;
+        this.effectEl.replaceChildren(
+          h('h3', { text: `What the changes do: ${ef.stages.length} stage(s) changed` }), table, more,
+          h('div', { class: 'step-compare' },
+            h('div', null, h('h3', { text: 'without the changes' }), h('pre', { id: 'step-before', class: 'step-text', text: ef.before })),
+            h('div', null, h('h3', { text: 'with them' }), h('pre', { id: 'step-after', class: 'step-text', text: ef.after }))));
+      } else this.effectEl.replaceChildren();
+      await this.drawPicture(cur, st.head);
+    }
+
+    async drawPicture(cur, head) {
+      if (this.pictureUrl) { URL.revokeObjectURL(this.pictureUrl); this.pictureUrl = null; }
+      this.picture.hidden = true;
+      this.pictureNote.textContent = '';
+      if (!cur) return;
+      const query = `?seq=${this.view.seq}` + (cur.shape.length === 4 ? `&head=${head}` : '');
+      try {
+        const r = await this.ask('/api/picture' + query);
+        const answer = await r.json();
+        if (answer.svg === null) {
+          this.pictureNote.textContent = 'No picture of this stage (' + answer.why + '); its values are below.';
+          return;
+        }
+        this.pictureUrl = URL.createObjectURL(new Blob([answer.svg], { type: 'image/svg+xml' }));
+        this.picture.src = this.pictureUrl;
+        this.picture.hidden = false;
+      } catch (err) {
+        this.pictureNote.textContent = 'No picture of this stage (' + String(err.message || err) + '); its values are below.';
+      }
     }
   }
 

@@ -9,7 +9,10 @@ use bert_core::experiments::segmentation::WORDS;
 use bert_core::io::dump::Dump;
 use bert_core::BertModel;
 use bert_view::{budget, grid, png, PictureOptions};
-use globset::{Glob, GlobSetBuilder};
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
+mod page_session;
+pub mod serve;
 
 pub use bert_view::{draw, page_html, svg_of_report, Names, HEAD, HEATMAP, LINES, PNG, SEQ, STAGE, SVG};
 
@@ -82,38 +85,9 @@ pub fn view(request: &ViewRequest) -> Result<ViewReport> {
             PNG.with("FILE")
         );
     }
-    let chosen = match args.heatmaps.as_slice() {
-        [] => None,
-        globs => {
-            let mut set = GlobSetBuilder::new();
-            for glob in globs {
-                let glob = Glob::new(glob).map_err(|e| {
-                    Error::Request(format!("{} is not a valid glob: {e}", HEATMAP.with(format!("`{glob}`"))))
-                })?;
-                let matcher = glob.compile_matcher();
-                if !dump.manifest.stages.iter().any(|s| matcher.is_match(&s.name)) {
-                    refuse!(
-                        "{} matches no stage of {}",
-                        HEATMAP.with(format!("`{}`", glob.glob())),
-                        args.dump.display()
-                    );
-                }
-                set.add(glob);
-            }
-            Some(set.build().map_err(|e| Error::Request(format!("not a valid glob: {e}")))?)
-        }
-    };
+    let chosen = chosen_heatmaps(&dump, &args.dump, &args.heatmaps)?;
     let (page, left_out) = page_html(&dump, &names, chosen.as_ref()).map_err(drawn)?;
-    let mut notes = Vec::new();
-    if !left_out.is_empty() {
-        notes.push(format!(
-            "note: {} heatmap stage(s) left out to keep the page under about 55 MB ({}); choose heatmaps with {}",
-            left_out.len(),
-            left_out.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
-                + if left_out.len() > 3 { ", ..." } else { "" },
-            HEATMAP.with("GLOB")
-        ));
-    }
+    let notes: Vec<String> = left_out_note(&left_out).into_iter().collect();
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("view.html"));
     owned_file::write(&out, page.as_bytes(), Format::Text, "page")?;
     let text = format!(
@@ -122,6 +96,38 @@ pub fn view(request: &ViewRequest) -> Result<ViewReport> {
         page.len() as f64 / 1e6
     );
     Ok(ViewReport { notes, text })
+}
+
+/// The heatmaps `globs` choose (None: the page's own choice), each of which must match a stage
+/// of `dump` (read from `path`).
+fn chosen_heatmaps(dump: &Dump, path: &Path, globs: &[String]) -> Result<Option<GlobSet>> {
+    if globs.is_empty() {
+        return Ok(None);
+    }
+    let mut set = GlobSetBuilder::new();
+    for glob in globs {
+        let glob = Glob::new(glob)
+            .map_err(|e| Error::Request(format!("{} is not a valid glob: {e}", HEATMAP.with(format!("`{glob}`")))))?;
+        let matcher = glob.compile_matcher();
+        if !dump.manifest.stages.iter().any(|s| matcher.is_match(&s.name)) {
+            refuse!("{} matches no stage of {}", HEATMAP.with(format!("`{}`", glob.glob())), path.display());
+        }
+        set.add(glob);
+    }
+    Ok(Some(set.build().map_err(|e| Error::Request(format!("not a valid glob: {e}")))?))
+}
+
+/// What the page left out to keep to its size, when it left something out.
+fn left_out_note(left_out: &[String]) -> Option<String> {
+    (!left_out.is_empty()).then(|| {
+        format!(
+            "note: {} heatmap stage(s) left out to keep the page under about 55 MB ({}); choose heatmaps with {}",
+            left_out.len(),
+            left_out.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+                + if left_out.len() > 3 { ", ..." } else { "" },
+            HEATMAP.with("GLOB")
+        )
+    })
 }
 
 /// `view RESULT.json`: the grid of `bert-trace compare --json`, `ablate --json` or

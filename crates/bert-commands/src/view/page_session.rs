@@ -1,0 +1,162 @@
+//! What the page of `view --serve` can ask its server: why an element of the dump is what it
+//! is (`explain`'s JSON), and a `step` session on the dump's pass (its commands, its state,
+//! what its changes did, and the picture of the stage under its cursor). Each answer is the
+//! library's; nothing is recomputed in the page.
+
+use std::path::Path;
+
+use bert_core::explanation::{self, Target};
+use bert_core::io::dump::Dump;
+use bert_core::stage::DType;
+use bert_core::BertModel;
+use bert_view::{Names, PictureOptions};
+
+use crate::error::{drawn, Error, Result};
+use crate::explain::{self as explain_command, model_for};
+use crate::step::{Effect, StepSession, StepState};
+
+/// The model that explains the dump's elements, in the dump's precision.
+enum Explainer {
+    /// A float32 dump's model, which the step session holds when there is one.
+    F32(Option<BertModel>),
+    F64(BertModel<f64>),
+}
+
+/// A dump, its model, and a step session on its pass; what cannot be done is kept with why.
+pub struct PageSession {
+    dump: Dump,
+    explainer: std::result::Result<Explainer, String>,
+    step: std::result::Result<StepSession, String>,
+    pub notes: Vec<String>,
+}
+
+/// The answer to one step command: its text, as `step` prints it, where the session is then,
+/// and what its changes do to the whole pass.
+#[derive(serde::Serialize)]
+pub struct StepAnswer {
+    pub reply: String,
+    pub done: bool,
+    pub state: StepState,
+    pub effect: Option<Effect>,
+}
+
+impl PageSession {
+    /// Opens `dump` with its model (`model`, or the one its manifest names): a model that
+    /// cannot be found or is not the dump's leaves the page read-only, and says why.
+    pub fn open(dump: Dump, model: Option<&Path>) -> PageSession {
+        let mut notes: Vec<String> = bert_core::divergence::isolate::model_check_note(&dump).into_iter().collect();
+        let (explainer, step) = match dump.float_dtype() {
+            DType::F64 => {
+                let explainer = model_for::<f64>(&dump, model)
+                    .and_then(|m| checked(m, &dump))
+                    .map(Explainer::F64)
+                    .map_err(|e| e.to_string());
+                let why = explainer.as_ref().err().cloned().unwrap_or_else(|| {
+                    "stepping runs the pass in float32, and this dump is float64: explain its elements, or trace it \
+                     again in float32 to step through it"
+                        .to_string()
+                });
+                (explainer, Err(why))
+            }
+            _ => match model_for::<f32>(&dump, model).and_then(|m| checked(m, &dump)) {
+                Err(error) => (Err(error.to_string()), Err(error.to_string())),
+                Ok(loaded) => {
+                    let name = dump.manifest.model.clone();
+                    // The session takes the model, and explains with it; when there can be no
+                    // session, the model comes back to explain on its own.
+                    match StepSession::of_dump(&dump, loaded, name) {
+                        Ok(session) => (Ok(Explainer::F32(None)), Ok(session)),
+                        Err((error, loaded)) => (Ok(Explainer::F32(Some(loaded))), Err(error.to_string())),
+                    }
+                }
+            },
+        };
+        if let Err(why) = &explainer {
+            notes.push(format!("note: the page is read-only: {why}"));
+        } else if let Err(why) = &step {
+            notes.push(format!("note: the page explains, but cannot step: {why}"));
+        }
+        PageSession { dump, explainer, step, notes }
+    }
+
+    /// The dump's model, for the tokens' names.
+    pub fn model(&self) -> Option<&BertModel> {
+        match (&self.explainer, &self.step) {
+            (_, Ok(session)) => Some(session.model()),
+            (Ok(Explainer::F32(Some(model))), _) => Some(model),
+            _ => None,
+        }
+    }
+
+    pub fn dump(&self) -> &Dump {
+        &self.dump
+    }
+
+    /// What the page can do, and why not: what the page reads at its start.
+    pub fn abilities(&self) -> serde_json::Value {
+        serde_json::json!({
+            "explain": self.explainer.is_ok(),
+            "why_not_explain": self.explainer.as_ref().err(),
+            "step": self.step.is_ok(),
+            "why_not_step": self.step.as_ref().err(),
+            "model": self.dump.manifest.model,
+        })
+    }
+
+    /// The explanation of `target` (`STAGE[INDEX]`) in the dump, as JSON: `explanation`, the
+    /// object (or, for a row, the array) `explain --json` prints, with `own_error` (each
+    /// element's value less its recomputation) and `text`, what `explain` prints.
+    pub fn explain(&self, target: &str) -> Result<String> {
+        let explainer = self.explainer.as_ref().map_err(|why| Error::Request(format!("cannot explain: {why}")))?;
+        let target = Target::parse(target)?;
+        let explanations = match explainer {
+            Explainer::F32(Some(model)) => explanation::explain(model, &self.dump, &target)?,
+            Explainer::F32(None) => {
+                let session = self.step.as_ref().map_err(|why| Error::Request(why.clone()))?;
+                explanation::explain(session.model(), &self.dump, &target)?
+            }
+            Explainer::F64(model) => explanation::explain(model, &self.dump, &target)?,
+        };
+        let own_errors: Vec<f64> = explanations.iter().map(|e| e.own_error()).collect();
+        let report = explain_command::report(&self.dump, &target, explanations);
+        // The object is `explain --json`'s own text, not a value parsed back, so that its
+        // float32 numbers keep their shortest digits.
+        Ok(format!(
+            "{{\"explanation\": {}, \"own_error\": {}, \"text\": {}}}",
+            report.to_json(),
+            serde_json::to_string(&own_errors).expect("numbers are JSON"),
+            serde_json::to_string(&report.text).expect("text is JSON")
+        ))
+    }
+
+    /// Runs one step command; a bad one is an error, and the session goes on.
+    pub fn step(&mut self, line: &str) -> Result<StepAnswer> {
+        let session = self.step.as_mut().map_err(|why| Error::Request(format!("cannot step: {why}")))?;
+        let reply = session.run(line)?;
+        Ok(StepAnswer { reply: reply.text, done: reply.done, state: session.state(), effect: session.effect()? })
+    }
+
+    /// Where the session is, without a command.
+    pub fn state(&self) -> Result<StepAnswer> {
+        let session = self.step.as_ref().map_err(|why| Error::Request(format!("cannot step: {why}")))?;
+        Ok(StepAnswer { reply: String::new(), done: false, state: session.state(), effect: session.effect()? })
+    }
+
+    /// The picture `view --svg` draws of the stage under the cursor, from the session's pass
+    /// (with its changes): sequence `seq`, head `head` of an attention stage.
+    pub fn picture(&self, seq: usize, head: Option<usize>) -> Result<String> {
+        let session = self.step.as_ref().map_err(|why| Error::Request(format!("cannot step: {why}")))?;
+        let state = session.state();
+        let current = state.current.ok_or_else(|| Error::Request("before the first stage: type next".into()))?;
+        let computed = session.computed()?;
+        let names = Names { model: Some(session.model()) };
+        let options = PictureOptions { seq, head, lines: false, words: None };
+        Ok(bert_view::picture(&computed, &names, &current.name, options).map_err(drawn)?.svg)
+    }
+}
+
+/// `model` when it is the dump's (`explain`'s check, made once here, not at every click).
+fn checked<F: bert_core::ops::Float>(model: BertModel<F>, dump: &Dump) -> Result<BertModel<F>> {
+    bert_core::divergence::isolate::check_model(&model, dump)?;
+    Ok(model)
+}
