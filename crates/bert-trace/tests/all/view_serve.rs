@@ -110,43 +110,70 @@ fn dump_in(dir: &Path) -> PathBuf {
     dump
 }
 
-#[test]
-fn the_served_page_explains_steps_and_sets_as_the_commands_do() {
+/// Opens `dump`'s served page in Chromium and does what `plan` says (`check_serve.mjs`); what
+/// the page then showed, and the screenshot it took.
+fn in_browser(dump: &Path, plan: &Value, shots: &Path) -> Value {
     let browser = root().join("crates/bert-trace/tests/browser");
     assert!(
         browser.join("node_modules/playwright-core").is_dir(),
         "playwright-core is not installed in {}: run the README's test command (it runs `npm ci` there)",
         browser.display()
     );
-    let tmp = tempfile::tempdir().unwrap();
-    let dump = dump_in(tmp.path());
-    let server = serve(&dump);
-    let (target_stage, index) = ("layer0.attention.probs", [0usize, 0, 3, 5]);
-    let (goto, set_index, set_value) = ("layer1.attention.probs", "[0,0,8,3]", "0.9");
-    let plan = serde_json::json!({
-        "click": {"stage": target_stage, "index": index},
-        "steps": 5,
-        "goto": goto,
-        "set": {"index": set_index, "value": set_value},
-    });
-    let plan_file = tmp.path().join("plan.json");
+    let server = serve(dump);
+    let plan_file = shots.join("plan.json");
+    std::fs::create_dir_all(shots).unwrap();
     std::fs::write(&plan_file, plan.to_string()).unwrap();
-    let shots = tmp.path().join("shots");
     let output = Command::new("node")
         .arg(browser.join("check_serve.mjs"))
         .arg(&server.url)
-        .arg(&shots)
+        .arg(shots)
         .arg(&plan_file)
         .output()
         .expect("node runs (Node 20 or later)");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "the browser check failed:\n{stderr}");
-    let page: Value = serde_json::from_slice(&output.stdout).expect("check_serve prints JSON");
-    let panel = &page["panel"];
+    assert!(output.status.success(), "{}: the browser check failed:\n{stderr}", dump.display());
+    serde_json::from_slice(&output.stdout).expect("check_serve prints JSON")
+}
 
-    // The panel shows what `explain --json` says, number for number.
-    let target = format!("{target_stage}[0,0,3,5]");
-    let expected = explain_json(&dump, &target);
+/// What `bert-trace step ARGS -c COMMANDS` prints (ARGS: the model, the options and the texts
+/// that made the dump).
+fn step(made_by: &[&str], commands: &str) -> String {
+    let mut args: Vec<&str> = vec!["step"];
+    args.extend(made_by);
+    args.extend(["-c", commands]);
+    let out = crate::common::bert_trace(&args);
+    assert!(out.status.success(), "step -c '{commands}': {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The panel's text as chapter 19 quotes it: the title, the formula, the steps, the largest
+/// terms, the recomputation and the reads, a line each.
+fn panel_text(panel: &Value) -> String {
+    let mut lines: Vec<String> =
+        ["title", "formula", "steps"].iter().filter_map(|field| panel[field].as_str().map(str::to_string)).collect();
+    lines.extend(panel["terms"].as_array().into_iter().flatten().filter_map(|t| t.as_str().map(str::to_string)));
+    lines.extend(panel["recomputed"].as_str().map(str::to_string));
+    lines.push("reads".to_string());
+    lines.extend(panel["reads"].as_array().into_iter().flatten().filter_map(|r| r.as_str().map(str::to_string)));
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// Checks what the page showed against what `explain --json` and `step` print for the same
+/// dump (`made_by` names its model, options and texts) and plan.
+fn same_as_the_commands(page: &Value, dump: &Path, made_by: &[&str], plan: &Value) {
+    let panel = &page["panel"];
+    let click = &plan["click"];
+    let index: Vec<String> = click["index"].as_array().unwrap().iter().map(|i| i.to_string()).collect();
+    let target = format!("{}[{}]", click["stage"].as_str().unwrap(), index.join(","));
+    let expected = explain_json(dump, &target);
+    let steps = expected["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| format!("{} {}", s["name"].as_str().unwrap(), s["value"]))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let recomputed = format!("recomputed {} by", expected["recomputed"]);
     let checks: Vec<(&str, String, String)> = vec![
         (
             "title",
@@ -154,29 +181,11 @@ fn the_served_page_explains_steps_and_sets_as_the_commands_do() {
             panel["title"].as_str().unwrap_or_default().to_string(),
         ),
         ("formula", expected["formula"].as_str().unwrap().to_string(), panel["formula"].as_str().unwrap_or("").into()),
-        (
-            "steps",
-            format!(
-                "steps {}",
-                expected["steps"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|s| format!("{} {}", s["name"].as_str().unwrap(), s["value"]))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            panel["steps"].as_str().unwrap_or("").into(),
-        ),
+        ("steps", format!("steps {steps}"), panel["steps"].as_str().unwrap_or("").into()),
         (
             "recomputed",
-            format!("recomputed {} by", expected["recomputed"]),
-            panel["recomputed"]
-                .as_str()
-                .unwrap_or("")
-                .chars()
-                .take(format!("recomputed {} by", expected["recomputed"]).chars().count())
-                .collect(),
+            recomputed.clone(),
+            panel["recomputed"].as_str().unwrap_or("").chars().take(recomputed.chars().count()).collect(),
         ),
     ];
     for (what, want, got) in &checks {
@@ -184,7 +193,9 @@ fn the_served_page_explains_steps_and_sets_as_the_commands_do() {
     }
     // The element explained is outlined in its picture, and its operands' link opens their stage
     // with exactly the elements read lit.
-    assert_eq!(panel["litTarget"], serde_json::json!([3, 5]), "{target}: the outlined cell");
+    let last_two: Vec<u64> =
+        click["index"].as_array().unwrap().iter().rev().take(2).rev().map(|i| i.as_u64().unwrap()).collect();
+    assert_eq!(panel["litTarget"], serde_json::json!(last_two), "{target}: the outlined cell");
     let inputs = expected["inputs"].as_array().unwrap();
     let operand_stage = inputs[0]["stage"].as_str().unwrap();
     let mut want_lit: Vec<[u64; 2]> = inputs
@@ -199,15 +210,8 @@ fn the_served_page_explains_steps_and_sets_as_the_commands_do() {
     assert_eq!(want_lit, got_lit, "{operand_stage}: the cells lit against those {target} reads");
 
     // Step mode walks the stages in `step`'s order.
-    let step = |commands: &str| -> String {
-        let mut args: Vec<&str> = vec!["step"];
-        args.extend(TEXTS);
-        args.extend(["-c", commands]);
-        let out = crate::common::bert_trace(&args);
-        assert!(out.status.success(), "step -c '{commands}': {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let walked = step("next; next; next; next; next");
+    let n = plan["steps"].as_u64().unwrap() as usize;
+    let walked = step(made_by, &vec!["next"; n].join("; "));
     let names: Vec<&str> = walked
         .lines()
         .filter(|l| l.starts_with('['))
@@ -215,14 +219,16 @@ fn the_served_page_explains_steps_and_sets_as_the_commands_do() {
         .filter(|n| n.contains('.'))
         .collect();
     let got: Vec<&str> = page["walked"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    assert_eq!(names, got, "next × 5 in the page against `step`");
-    assert_eq!(page["back"], names[3], "back from {}", names[4]);
+    assert_eq!(names, got, "next × {n} in the page against `step`");
+    assert_eq!(page["back"], names[n - 2], "back from {}", names[n - 1]);
+    let goto = plan["goto"].as_str().unwrap();
     assert_eq!(page["went"]["cursor"], goto, "go to {goto}");
     assert_eq!(page["set"]["error"], Value::Null, "the set was refused");
 
     // A set moves the predictions exactly as `step` moves them, and back drops it.
-    let set = step(&format!("goto {goto}; set {set_index} {set_value}; continue"));
-    let plain = step("continue");
+    let (set_index, set_value) = (plan["set"]["index"].as_str().unwrap(), plan["set"]["value"].as_str().unwrap());
+    let set = step(made_by, &format!("goto {goto}; set {set_index} {set_value}; continue"));
+    let plain = step(made_by, "continue");
     let (after, before) = (page["effect"]["after"].as_str().unwrap(), page["effect"]["before"].as_str().unwrap());
     assert!(set.ends_with(after), "the page's predictions after the set are not `step`'s:\n{after}\n---\n{set}");
     assert!(plain.ends_with(before), "the page's predictions before the set are not `step`'s:\n{before}\n---\n{plain}");
@@ -230,7 +236,65 @@ fn the_served_page_explains_steps_and_sets_as_the_commands_do() {
     assert_eq!(page["effect"]["changed"][0], goto, "the first stage the set changed");
     assert_eq!(page["effect"]["picture"], true, "the stage under the cursor is drawn");
     assert_eq!(page["afterBack"]["changes"], serde_json::json!(["none"]), "back drops the set");
-    assert!(std::fs::metadata(shots.join("served.png")).unwrap().len() > 10_000, "the screenshot");
+}
+
+#[test]
+fn the_served_page_explains_steps_and_sets_as_the_commands_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = dump_in(tmp.path());
+    let plan = serde_json::json!({
+        "click": {"stage": "layer0.attention.probs", "index": [1, 0, 3, 5]},
+        "steps": 5,
+        "goto": "layer1.attention.probs",
+        "set": {"index": "[0,0,8,3]", "value": "0.9"},
+    });
+    let page = in_browser(&dump, &plan, &tmp.path().join("shots"));
+    same_as_the_commands(&page, &dump, &["--model", "english-small", TEXTS[0], TEXTS[1]], &plan);
+}
+
+/// Chapter 19's section on the page: its command, the panel's text it quotes (in English and in
+/// Chinese), and its screenshot, made here (`DOCS=overwrite` writes it).
+#[test]
+fn chapter_19s_page_is_what_the_server_shows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = tmp.path().join("19-why");
+    let text = "When in Rome, do as the [MASK] do.";
+    let out = crate::common::bert_trace(&[
+        "--model".as_ref(),
+        "golden/tiny".as_ref(),
+        "--mlm-target".as_ref(),
+        "romans".as_ref(),
+        "--out".as_ref(),
+        dump.as_os_str(),
+        text.as_ref(),
+    ]);
+    assert!(out.status.success(), "the chapter's trace: {}", String::from_utf8_lossy(&out.stderr));
+    let plan = serde_json::json!({
+        "click": {"stage": "layer0.attention.probs", "index": [0, 0, 9, 9]},
+        "steps": 3,
+        "goto": "layer0.attention.probs",
+        "set": {"index": "[0,0,9,9]", "value": "1"},
+    });
+    let shots = tmp.path().join("shots");
+    let page = in_browser(&dump, &plan, &shots);
+    same_as_the_commands(&page, &dump, &["--model", "golden/tiny", "--mlm-target", "romans", text], &plan);
+    let shown = panel_text(&page["panel"]);
+    for chapter in ["walkthrough/19-explain.md", "walkthrough/zh/19-explain.md"] {
+        let markdown = std::fs::read_to_string(root().join(chapter)).unwrap();
+        assert!(markdown.contains("`bert-trace view dumps/19-why --serve`"), "{chapter}: the command");
+        let section = markdown.split("<!-- served-panel -->").nth(1).unwrap_or_else(|| panic!("{chapter}: no panel"));
+        let quoted = crate::common::console::blocks(section).into_iter().next().expect("a block after the marker");
+        assert_eq!(quoted.text, shown, "{chapter}: the panel's text it quotes, against the page's");
+    }
+    let picture = root().join("walkthrough/pictures/19-served.png");
+    let made = std::fs::read(shots.join("served.png")).unwrap();
+    if std::env::var("DOCS").is_ok_and(|v| v == "overwrite") {
+        std::fs::write(&picture, &made).unwrap();
+    }
+    // Pixels are not compared (a font's rendering may differ between machines); the picture's
+    // size and the text it shows are.
+    let committed = std::fs::read(&picture).expect("walkthrough/pictures/19-served.png: DOCS=overwrite writes it");
+    assert_eq!(&committed[16..24], &made[16..24], "19-served.png: its width and height against the page's");
 }
 
 #[test]

@@ -10,7 +10,8 @@
 // the heatmap's stage and head selectors, a mouse click on the cell's centre, the operand
 // links, and the step section's buttons and inputs. It fails (exit 1, with the reason) on any
 // console error or warning, any uncaught error, and any request to another origin than the
-// server's. OUTDIR/served.png is a screenshot of the page with the panel open.
+// server's. OUTDIR/served.png is a screenshot of the page with the panel open, OUTDIR/stepped.png
+// one of the step section after the set.
 import { mkdtempSync, rmSync, mkdirSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -92,11 +93,14 @@ try {
     steps: (document.querySelector('#explain-steps') || {}).textContent,
     recomputed: (document.querySelector('#explain-recomputed') || {}).textContent,
     reads: [...document.querySelectorAll('#explain-reads li')].map((li) => li.textContent),
-    terms: [...document.querySelectorAll('#explain-terms tr')].map((tr) => tr.textContent),
+    terms: [...document.querySelectorAll('#explain-terms tr')].map((tr) => [...tr.children].map((td) => td.textContent).join('  ')),
     lit: JSON.parse(document.querySelector('#hm-canvas').dataset.lit || 'null'),
     litTarget: JSON.parse(document.querySelector('#hm-canvas').dataset.litTarget || 'null'),
   }));
   if (panel.state !== 'explained') fail(`the panel says: ${await page.textContent('#explain-body')}`);
+  // The picture: the heatmap from its top, the panel beside it, no tooltip.
+  await page.mouse.move(1, 1);
+  await page.evaluate(() => document.querySelector('#heatmap').scrollIntoView({ block: 'start' }));
   await page.screenshot({ path: join(outDir, 'served.png') });
 
   // The first operand's link opens its stage, with the cells read lit.
@@ -135,6 +139,8 @@ try {
     after: (document.querySelector('#step-after') || {}).textContent,
     picture: !document.querySelector('#step-picture').hidden,
   }));
+  await page.evaluate(() => document.querySelector('#step').scrollIntoView({ block: 'start' }));
+  await page.screenshot({ path: join(outDir, 'stepped.png'), fullPage: false });
   const undone = await press('#step-back');
   const afterBack = await page.evaluate(() => ({
     changes: [...document.querySelectorAll('#step-changes li')].map((li) => li.textContent),

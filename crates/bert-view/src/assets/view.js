@@ -1919,6 +1919,7 @@
         this.gotoSel.replaceChildren(...st.stages.map((name) => h('option', { value: name, text: name })));
       }
       if (answer.reply) this.replyEl.textContent = answer.reply;
+      this.replyEl.hidden = !this.replyEl.textContent;
       const cur = st.current;
       this.stepEl.dataset.cursor = cur ? cur.name : '';
       if (cur) {
@@ -1929,6 +1930,7 @@
         this.stateEl.textContent = `before the first of ${st.stages.length} stages: next runs to it`;
         this.formulaEl.textContent = '';
       }
+      this.formulaEl.hidden = !this.formulaEl.textContent;
       this.changesEl.replaceChildren(...(st.changes.length ? st.changes.map((c) => h('li', { text: c })) : [h('li', { class: 'empty', text: 'none' })]));
       const ef = answer.effect;
       if (ef) {
