@@ -188,7 +188,7 @@ impl Sequences {
 
 /// base64 of the zlib (RFC 1950) stream of `bytes`, as `DecompressionStream('deflate')` reads it.
 fn pack(bytes: &[u8]) -> String {
-    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(1));
     encoder.write_all(bytes).expect("writing to memory");
     base64::engine::general_purpose::STANDARD.encode(encoder.finish().expect("writing to memory"))
 }

@@ -27,6 +27,9 @@ pub struct PageSession {
     dump: Dump,
     explainer: std::result::Result<Explainer, String>,
     step: std::result::Result<StepSession, String>,
+    /// What the session's changes did, and the changes it is of: two whole passes, made again
+    /// only when the changes change (not at every `next`).
+    effect: Option<(Vec<String>, Option<Effect>)>,
     pub notes: Vec<String>,
 }
 
@@ -76,7 +79,7 @@ impl PageSession {
         } else if let Err(why) = &step {
             notes.push(format!("note: the page explains, but cannot step: {why}"));
         }
-        PageSession { dump, explainer, step, notes }
+        PageSession { dump, explainer, step, effect: None, notes }
     }
 
     /// The dump's model, for the tokens' names.
@@ -110,12 +113,12 @@ impl PageSession {
         let explainer = self.explainer.as_ref().map_err(|why| Error::Request(format!("cannot explain: {why}")))?;
         let target = Target::parse(target)?;
         let explanations = match explainer {
-            Explainer::F32(Some(model)) => explanation::explain(model, &self.dump, &target)?,
+            Explainer::F32(Some(model)) => explanation::explain_checked(model, &self.dump, &target)?,
             Explainer::F32(None) => {
                 let session = self.step.as_ref().map_err(|why| Error::Request(why.clone()))?;
-                explanation::explain(session.model(), &self.dump, &target)?
+                explanation::explain_checked(session.model(), &self.dump, &target)?
             }
-            Explainer::F64(model) => explanation::explain(model, &self.dump, &target)?,
+            Explainer::F64(model) => explanation::explain_checked(model, &self.dump, &target)?,
         };
         let own_errors: Vec<f64> = explanations.iter().map(|e| e.own_error()).collect();
         let report = explain_command::report(&self.dump, &target, explanations);
@@ -133,13 +136,26 @@ impl PageSession {
     pub fn step(&mut self, line: &str) -> Result<StepAnswer> {
         let session = self.step.as_mut().map_err(|why| Error::Request(format!("cannot step: {why}")))?;
         let reply = session.run(line)?;
-        Ok(StepAnswer { reply: reply.text, done: reply.done, state: session.state(), effect: session.effect()? })
+        self.answer(reply.text, reply.done)
     }
 
     /// Where the session is, without a command.
-    pub fn state(&self) -> Result<StepAnswer> {
+    pub fn state(&mut self) -> Result<StepAnswer> {
+        self.answer(String::new(), false)
+    }
+
+    fn answer(&mut self, reply: String, done: bool) -> Result<StepAnswer> {
         let session = self.step.as_ref().map_err(|why| Error::Request(format!("cannot step: {why}")))?;
-        Ok(StepAnswer { reply: String::new(), done: false, state: session.state(), effect: session.effect()? })
+        let state = session.state();
+        let effect = match &self.effect {
+            Some((changes, effect)) if *changes == state.changes => effect.clone(),
+            _ => {
+                let effect = session.effect()?;
+                self.effect = Some((state.changes.clone(), effect.clone()));
+                effect
+            }
+        };
+        Ok(StepAnswer { reply, done, state, effect })
     }
 
     /// The picture `view --svg` draws of the stage under the cursor, from the session's pass

@@ -128,8 +128,16 @@ impl Explanation {
 /// dump's (its fingerprint, or its word embeddings of the dump's ids, must match) and in the
 /// dump's precision.
 pub fn explain<F: Float>(model: &BertModel<F>, dump: &Dump, target: &Target) -> Result<Vec<Explanation>> {
-    let bad = |problem: String| BertError::Explain { target: target.text.clone(), problem };
     check_model(model, dump)?;
+    explain_checked(model, dump, target)
+}
+
+/// [`explain`] for a caller that has checked `model` against `dump` once
+/// (`divergence::isolate::check_model`) and explains many of its elements, as the page of
+/// `view --serve` does: the check digests every weight, which for bert-base takes longer than
+/// the explanation.
+pub fn explain_checked<F: Float>(model: &BertModel<F>, dump: &Dump, target: &Target) -> Result<Vec<Explanation>> {
+    let bad = |problem: String| BertError::Explain { target: target.text.clone(), problem };
     let Some(entry) = dump.entry(&target.stage) else {
         let stages: Vec<stage::Stage> = dump.manifest.stages.iter().filter_map(|s| stage::parse(&s.name)).collect();
         let suggestions = stage::suggestions(&target.stage, &stages);

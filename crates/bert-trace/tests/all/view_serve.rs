@@ -2,7 +2,8 @@
 //!
 //! - in headless Chromium (`tests/browser/check_serve.mjs`), a click on a cell of the heatmap
 //!   shows what `bert-trace explain --json` says of that element (its formula, steps,
-//!   recomputation and reads), the cells it reads light up in their own stage's picture, step
+//!   recomputation and reads), the cells it reads light up in their own stage's picture, a line
+//!   of the head view (a query kept, a key clicked) is explained the same way, step
 //!   mode's next and back walk the stages as `bert-trace step` does, and a set changes the
 //!   predictions exactly as `step -c 'goto …; set …; continue'` does;
 //! - over raw HTTP, every request without the session's token or with another `Host`, every path
@@ -244,12 +245,22 @@ fn the_served_page_explains_steps_and_sets_as_the_commands_do() {
     let dump = dump_in(tmp.path());
     let plan = serde_json::json!({
         "click": {"stage": "layer0.attention.probs", "index": [1, 0, 3, 5]},
+        "line": {"layer": 2, "head": 1, "query": 8, "key": 2},
         "steps": 5,
         "goto": "layer1.attention.probs",
         "set": {"index": "[0,0,8,3]", "value": "0.9"},
     });
     let page = in_browser(&dump, &plan, &tmp.path().join("shots"));
     same_as_the_commands(&page, &dump, &["--model", "english-small", TEXTS[0], TEXTS[1]], &plan);
+    // The head view's line from query 8 to key 2 of head 1 in layer 2 is that probability.
+    let target = "layer2.attention.probs[1,1,8,2]";
+    let expected = explain_json(&dump, target);
+    assert_eq!(page["line"]["target"], target, "the head view's line asked for another element");
+    assert_eq!(
+        page["line"]["title"],
+        format!("{target} = {} ({})", expected["value"], expected["dtype"].as_str().unwrap()),
+        "the head view's line: the panel's title"
+    );
 }
 
 /// Chapter 19's section on the page: its command, the panel's text it quotes (in English and in

@@ -5,8 +5,9 @@
 //
 //   node check_serve.mjs URL OUTDIR PLAN.json
 //
-// PLAN.json: {"click": {"stage": S, "index": [b, h, q, k]}, "steps": N, "goto": STAGE,
-// "set": {"index": "[i,j,k]", "value": "V"}}. The page is asked only through its own controls:
+// PLAN.json: {"click": {"stage": S, "index": [b, h, q, k]}, "line": {"layer": L, "head": H,
+// "query": Q, "key": K} (optional: the head view's line, in the clicked sequence), "steps": N,
+// "goto": STAGE, "set": {"index": "[i,j,k]", "value": "V"}}. The page is asked only through its own controls:
 // the heatmap's stage and head selectors, a mouse click on the cell's centre, the operand
 // links, and the step section's buttons and inputs. It fails (exit 1, with the reason) on any
 // console error or warning, any uncaught error, and any request to another origin than the
@@ -113,6 +114,30 @@ try {
     lit: JSON.parse(document.querySelector('#hm-canvas').dataset.lit || 'null'),
   }));
 
+  // ---------------------------------------------------------------- a line of the head view
+  // One head shown (a shift-click on its swatch), the query kept, then a click on the key: the
+  // panel explains that probability.
+  let line = null;
+  if (plan.line) {
+    const { layer, head, query, key } = plan.line;
+    await page.evaluate(() => document.querySelector('#head-view').scrollIntoView({ block: 'start' }));
+    await page.selectOption('#hv-layer', String(layer));
+    const swatches = page.locator('#head-view .head-swatch');
+    await swatches.nth(head).click({ modifiers: ['Shift'] });
+    const at = (side, tok) => page.evaluate(([side, tok]) => window.bertTraceView.view.headView.tokenCentre(side, tok), [side, tok]);
+    const q = await at('left', query);
+    await page.mouse.click(q.x, q.y);
+    const k = await at('right', key);
+    await page.mouse.click(k.x, k.y);
+    await page.waitForFunction((t) => document.querySelector('#explain-panel').dataset.target === t
+      && document.querySelector('#explain-panel').dataset.state === 'explained',
+    `layer${layer}.attention.probs[${plan.click.index[0]},${head},${query},${key}]`, { timeout: 30000 });
+    line = await page.evaluate(() => ({
+      target: document.querySelector('#explain-panel').dataset.target,
+      title: document.querySelector('#explain-title').textContent,
+    }));
+  }
+
   // ---------------------------------------------------------------- step mode
   const answers = () => page.evaluate(() => Number(document.querySelector('#step').dataset.answers));
   const press = async (selector) => {
@@ -146,7 +171,7 @@ try {
     changes: [...document.querySelectorAll('#step-changes li')].map((li) => li.textContent),
     effect: document.querySelector('#step-effect').children.length,
   }));
-  result = { panel, litOperand, walked, back, went, set, effect, undone, afterBack, problems };
+  result = { panel, litOperand, line, walked, back, went, set, effect, undone, afterBack, problems };
 } catch (err) {
   await context.close();
   rmSync(userDataDir, { recursive: true, force: true });

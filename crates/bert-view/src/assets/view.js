@@ -520,16 +520,31 @@
         this.redraw();
       }, { passive: true });
       window.addEventListener('resize', () => { if (this.geo) { this.layoutWindow(); this.redraw(); } });
-      const help = h('p', { class: 'note', text: 'Each line goes from a token on the left (the query) to a token on the right (the key it attends to); its opacity is the attention probability. Hover a token to see only its lines (and, on the other side, how much each head gives each token); click to keep it.' });
+      const help = h('p', { class: 'note', text: 'Each line goes from a token on the left (the query) to a token on the right (the key it attends to); its opacity is the attention probability. Hover a token to see only its lines (and, on the other side, how much each head gives each token); click to keep it.' +
+        (servedConfig() ? ' With one head shown, keep a token on one side and click one on the other: the panel explains the line between them.' : '') });
       this.el.replaceChildren(controls, help, this.status, this.scroll);
       this.canvas.addEventListener('mousemove', (ev) => this.onMove(ev));
       this.canvas.addEventListener('mouseleave', () => { this.lastMouse = null; if (!this.pinned) this.setHover(null); });
       this.canvas.addEventListener('click', (ev) => {
         const hit = this.hitTest(ev);
+        const before = this.pinned;
         if (!hit || (this.pinned && this.pinned.side === hit.side && this.pinned.tok === hit.tok)) this.pinned = null;
         else this.pinned = hit;
         this.setHover(hit);
+        this.explainLine(before, hit);
       });
+    }
+
+    // In a served page, a token kept on one side and a click on a token of the other side, with
+    // one head shown, ask why the line between them is as strong as it is: the probability of
+    // that query and key, explained as a click on the heatmap's cell explains it.
+    explainLine(kept, hit) {
+      const served = this.view.served;
+      if (!served || !kept || !hit || kept.side === hit.side || this.byWords) return;
+      const shown = this.heads.map((on, i) => (on ? i : -1)).filter((i) => i >= 0);
+      if (shown.length !== 1) return;
+      const [query, key] = kept.side === 'left' ? [kept.tok, hit.tok] : [hit.tok, kept.tok];
+      served.explain(this.view.D.attention.stages[this.layer], [this.view.seq, shown[0], query, key]);
     }
 
     resetThreshold() {
@@ -846,6 +861,16 @@
       if (x > HV.labelW + HV.gap) return { side: 'right', row: r, tok: this.vis[r] };
       return null;
     }
+    // The centre of token `tok`'s label on `side` ('left', 'right') in the page's coordinates,
+    // where a click lands on it: hitTest's inverse, for whoever checks the page.
+    tokenCentre(side, tok) {
+      const rect = this.canvas.getBoundingClientRect();
+      const r = this.vis.indexOf(tok);
+      const top = Math.min(this.scroll.scrollTop, this.geo.height - this.viewH);
+      const x = side === 'left' ? HV.labelW / 2 : HV.labelW + HV.gap + HV.labelW / 2;
+      return { x: rect.left + x, y: rect.top + HV.top + (r + 0.5) * this.geo.rowH - top };
+    }
+
     onMove(ev) {
       this.lastMouse = { clientX: ev.clientX, clientY: ev.clientY };
       if (this.pinned) return;

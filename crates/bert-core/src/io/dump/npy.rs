@@ -172,6 +172,24 @@ pub fn read_header(mut reader: impl Read, len: u64) -> Result<NpyHeader, String>
 /// The values of `bytes` (`npy_type`, in C or Fortran order) as a tensor in C order.
 pub fn decode(bytes: &[u8], npy_type: NpyType, shape: &[usize], fortran: bool) -> Tensor {
     let NpyType { kind, size, big_endian } = npy_type;
+    // The types numpy and bert-trace write, little-endian, read a whole word at a time: the
+    // general path below copies each element into an 8-byte word first, and reading a large
+    // stage (a [B,T,V] mlm.logits) took several times longer by it.
+    match (kind, size, big_endian) {
+        (NpyKind::Float, 4, false) => {
+            let values = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            return Tensor::F32(arrange(values, shape, fortran));
+        }
+        (NpyKind::Float, 8, false) => {
+            let values = bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+            return Tensor::F64(arrange(values, shape, fortran));
+        }
+        (NpyKind::Int, 8, false) => {
+            let values = bytes.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+            return Tensor::I64(arrange(values, shape, fortran));
+        }
+        _ => {}
+    }
     let word = |chunk: &[u8]| -> [u8; 8] {
         let mut w = [0u8; 8];
         if big_endian {
