@@ -202,10 +202,10 @@ impl StepSession {
         dump: &bert_core::Dump,
         model: BertModel,
         name: String,
-    ) -> std::result::Result<StepSession, (Error, BertModel)> {
+    ) -> std::result::Result<StepSession, Box<(Error, BertModel)>> {
         match Self::batch_of(dump, &model) {
             Ok(batch) => Ok(Self::on_batch(dump, model, name, batch)),
-            Err(error) => Err((error, model)),
+            Err(error) => Err(Box::new((error, model))),
         }
     }
 

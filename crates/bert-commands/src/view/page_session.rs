@@ -44,9 +44,10 @@ pub struct StepAnswer {
 }
 
 impl PageSession {
-    /// Opens `dump` with its model (`model`, or the one its manifest names): a model that
-    /// cannot be found or is not the dump's leaves the page read-only, and says why.
-    pub fn open(dump: Dump, model: Option<&Path>) -> PageSession {
+    /// Opens `dump` with its model (`model`, or the one its manifest names). The model the
+    /// manifest names, when it cannot be found or is not the dump's, leaves the page read-only,
+    /// and the page says why; a `model` the caller named must load and be the dump's.
+    pub fn open(dump: Dump, model: Option<&Path>) -> Result<PageSession> {
         let mut notes: Vec<String> = bert_core::divergence::isolate::model_check_note(&dump).into_iter().collect();
         let (explainer, step) = match dump.float_dtype() {
             DType::F64 => {
@@ -69,17 +70,23 @@ impl PageSession {
                     // session, the model comes back to explain on its own.
                     match StepSession::of_dump(&dump, loaded, name) {
                         Ok(session) => (Ok(Explainer::F32(None)), Ok(session)),
-                        Err((error, loaded)) => (Ok(Explainer::F32(Some(loaded))), Err(error.to_string())),
+                        Err(refused) => {
+                            let (error, loaded) = *refused;
+                            (Ok(Explainer::F32(Some(loaded))), Err(error.to_string()))
+                        }
                     }
                 }
             },
         };
+        if let (Err(why), Some(_)) = (&explainer, model) {
+            return Err(Error::Request(why.clone()));
+        }
         if let Err(why) = &explainer {
             notes.push(format!("note: the page is read-only: {why}"));
         } else if let Err(why) = &step {
             notes.push(format!("note: the page explains, but cannot step: {why}"));
         }
-        PageSession { dump, explainer, step, effect: None, notes }
+        Ok(PageSession { dump, explainer, step, effect: None, notes })
     }
 
     /// The dump's model, for the tokens' names.
@@ -112,6 +119,14 @@ impl PageSession {
     pub fn explain(&self, target: &str) -> Result<String> {
         let explainer = self.explainer.as_ref().map_err(|why| Error::Request(format!("cannot explain: {why}")))?;
         let target = Target::parse(target)?;
+        // A row of mlm.logits is 30,522 explanations of 768 operands each: the page asks for one
+        // element, and a row is `explain`'s.
+        if target.is_row() {
+            return Err(Error::Request(format!(
+                "{}: the page explains one element; `explain` explains a row",
+                target.text
+            )));
+        }
         let explanations = match explainer {
             Explainer::F32(Some(model)) => explanation::explain_checked(model, &self.dump, &target)?,
             Explainer::F32(None) => {
@@ -135,6 +150,13 @@ impl PageSession {
     /// Runs one step command; a bad one is an error, and the session goes on.
     pub fn step(&mut self, line: &str) -> Result<StepAnswer> {
         let session = self.step.as_mut().map_err(|why| Error::Request(format!("cannot step: {why}")))?;
+        // The server reads no file but the dump: `patch` would read any dump a request names.
+        if line.split_whitespace().next() == Some("patch") {
+            return Err(Error::Request(
+                "patch reads another dump from disk, which the page's server does not: use `bert-trace step` for it"
+                    .into(),
+            ));
+        }
         let reply = session.run(line)?;
         self.answer(reply.text, reply.done)
     }

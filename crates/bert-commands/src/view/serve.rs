@@ -120,7 +120,7 @@ pub fn serve_dump(dump: Dump, request: &ServeRequest) -> Result<Serving> {
     let view = &request.view;
     let ip = address(request)?;
     let chosen = chosen_heatmaps(&dump, &dump.dir, &view.heatmaps)?;
-    let session = PageSession::open(dump, view.model.as_deref());
+    let session = PageSession::open(dump, view.model.as_deref())?;
     let token = token()?;
     let server = Server::http(SocketAddr::new(ip, request.port)).map_err(|e| {
         Error::Request(format!("{} {}: cannot listen there ({e})", HOST.with(ip), PORT.with(request.port)))

@@ -368,6 +368,19 @@ fn the_server_refuses_what_it_must_and_goes_on() {
         ),
         ("not HTTP", raw(&host, b"\x00\x01\x02 garbage\r\n\r\n"), 400),
         ("a GET of the step", get(&server, "/api/step", &host, token), 405),
+        ("a row (30,522 explanations)", get(&server, "/api/explain?target=mlm.logits%5B0,3,:%5D", &host, token), 400),
+        (
+            "a patch, which would read another file",
+            {
+                let request = format!(
+                    "POST /api/step HTTP/1.1\r\nHost: {host}\r\nX-Bert-Trace-Token: {}\r\nContent-Length: 33\r\n\
+                 Connection: close\r\n\r\npatch /etc:layer0.attention.probs",
+                    server.token
+                );
+                raw(&host, request.as_bytes())
+            },
+            400,
+        ),
     ];
     for (what, (status, body), want) in refusals {
         assert_eq!(status, want, "{what}: expected {want}, got {status}: {body}");
@@ -375,6 +388,8 @@ fn the_server_refuses_what_it_must_and_goes_on() {
         assert!(lines.len() <= 1, "{what}: more than one line: {body}");
         assert_eq!(get(&server, explain, &host, token).0, 200, "{what}: the server no longer answers");
     }
+    let (_, row) = get(&server, "/api/explain?target=mlm.logits%5B0,3,:%5D", &host, token);
+    assert!(row.contains("the page explains one element"), "a row is refused for another reason: {row}");
     unchanged(&before, &dump).unwrap_or_else(|e| panic!("the requests changed the dump: {e}"));
 
     // SIGINT (Ctrl-C) ends the server at once.
@@ -387,4 +402,27 @@ fn the_server_refuses_what_it_must_and_goes_on() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(TcpStream::connect(&host).is_err(), "the port still accepts after SIGINT");
+}
+
+#[test]
+fn a_dump_whose_model_is_not_found_is_served_read_only_and_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = dump_in(tmp.path());
+    let manifest = dump.join("manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let moved = text.replace("\"model\": \"golden/english-small\"", "\"model\": \"no/such-model-dir\"");
+    assert_ne!(text, moved, "the manifest names golden/english-small");
+    std::fs::write(&manifest, moved).unwrap();
+    let server = serve(&dump);
+    let token = Some(server.token.as_str());
+    let (status, page) = get(&server, &format!("/?token={}", server.token), &server.authority, None);
+    assert_eq!(status, 200, "the page: {page}");
+    assert!(page.contains("\"explain\":false") && page.contains("no/such-model-dir"), "the page does not say why");
+    let (status, body) =
+        get(&server, "/api/explain?target=layer0.attention.probs%5B0,0,3,5%5D", &server.authority, token);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.starts_with("cannot explain: ") && body.contains("no/such-model-dir"), "{body}");
+    let (status, body) = get(&server, "/api/state", &server.authority, token);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.starts_with("cannot step: "), "{body}");
 }
