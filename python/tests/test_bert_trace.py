@@ -457,6 +457,15 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
         if function is bert_trace.ablate:
             # `with` is Python's: the command's --with is ablate_with=, as in trace.
             defaults["ablate_with"] = defaults.pop("with")
+        if function is bert_trace.view:
+            # `--serve` is its own function in Python, which returns the server: its options are
+            # serve()'s keywords (`--open` has no keyword: the server's `url` is the notebook's to open).
+            assert defaults.pop("serve") is None and defaults.pop("open") is None
+            serving = inspect.signature(bert_trace.serve).parameters
+            for option in ("host", "port"):
+                assert option in serving, f"--{option} is serve({option}=) in Python"
+            assert serving["host"].default == defaults.pop("host")
+            defaults.pop("port")
         if function is bert_trace.trace:
             for option, method in AS_METHODS.items():
                 assert callable(getattr(bert_trace.Trace, method)), f"--{option} is Trace.{method} in Python"

@@ -98,6 +98,16 @@ function distinctColours(png) {
 const IN_PAGE = {
   // Whether the model view's last head is inside the part of the grid the window shows, and
   // whether the page says that the grid scrolls.
+  // Whether the heatmap's picture is whole inside its frame, and whether the page says that it
+  // scrolls.
+  heatmapFits: function () {
+    const wrap = document.querySelector('#heatmap .hm-wrap');
+    if (!wrap) return null;
+    return {
+      inside: wrap.scrollWidth <= wrap.clientWidth + 1 && wrap.scrollHeight <= wrap.clientHeight + 1,
+      says: !document.querySelector('#hm-scrolls').hidden,
+    };
+  },
   modelViewFits: function () {
     const wrap = document.querySelector('#mv-wrap');
     const cells = document.querySelectorAll('#model-view canvas.mv-cell[data-layer="0"]');
@@ -478,6 +488,8 @@ async function check(drv, summary, times) {
       if (k === 0) { times.heatmap = tm.total; times.heatmapDraw = tm.draw; times.heatmapStage = tm.detail.stage; }
       const st = await drv.run('canvasStats', ['#hm-canvas', { x: 110, y: 0, w: 100000, h: 100000 }]);
       if (!st || st.distinct < 3 || st.ink < 50) fail(`the heatmap of ${opt.text.trim()} is blank (${st && st.distinct} colours)`);
+      const fits = await drv.run('heatmapFits');
+      if (!fits.inside && !fits.says) fail(`the heatmap of ${opt.text.trim()} is larger than its frame and the page does not say it scrolls`);
       k++;
     }
     // hover a cell: the readout names the row, the column and the value

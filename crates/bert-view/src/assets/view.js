@@ -1130,9 +1130,10 @@
       this.tip = h('div', { class: 'tooltip', hidden: true });
       this.wrap = h('div', { class: 'hm-wrap' }, this.canvas, this.tip);
       this.readout = h('div', { class: 'hm-readout', id: 'hm-readout', text: ' ' });
+      this.scrollNote = h('p', { class: 'note', id: 'hm-scrolls', hidden: true, text: 'The picture is larger than its frame: scroll it for the rest.' });
       this.noteEl = h('p', { class: 'note', id: 'hm-note' });
       const controls = h('div', { class: 'controls' }, h('label', null, 'Stage ', this.sel), this.headLabel, h('label', null, 'Zoom ', this.zoomSel));
-      const kids = [controls, this.noteEl, this.wrap, this.readout];
+      const kids = [controls, this.noteEl, this.scrollNote, this.wrap, this.readout];
       if (this.skipped.length) kids.push(h('p', { class: 'note', text: 'Not shown (not token-by-token): ' + this.skipped.join(', ') }));
       if (this.view.D.rollout_note) kids.push(h('p', { class: 'note', id: 'hm-rollout-note', text: String(this.view.D.rollout_note) }));
       this.el.replaceChildren(...kids);
@@ -1345,6 +1346,7 @@
         `min ${fmt(e.min)}, max ${fmt(e.max)}${hasMasked ? ' (unmasked values); masked cells in grey' : ''}. ${scaleText}. Values: ${e.note}` +
         (L.z !== this.zoom ? ` (zoom limited to ${L.z}×)` : '');
       this.drawLit(ctx, e, L, seq, head);
+      this.scrollNote.hidden = !(this.wrap.scrollWidth > this.wrap.clientWidth + 1 || this.wrap.scrollHeight > this.wrap.clientHeight + 1);
       this.canvas.dataset.stage = e.stage;
       this.canvas.dataset.head = String(head);
       this.canvas.dataset.drawn = String((Number(this.canvas.dataset.drawn) || 0) + 1);
