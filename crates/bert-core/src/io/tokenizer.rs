@@ -368,6 +368,21 @@ impl BertTokenizer {
         words
     }
 
+    /// The ids of the first `first` tokens of `text` alone, without `[CLS]` and `[SEP]`: the
+    /// tokens [`BertTokenizer::encode`] gives the text when it cuts it to `first + 2` (a single
+    /// text is cut from its end), without building a batch. An empty text is refused as
+    /// `encode` refuses it.
+    pub fn content_ids(&self, text: &str, first: usize) -> Result<Vec<u32>> {
+        if text.trim().is_empty() {
+            return Err(BertError::Input { index: 0, problem: "the text is empty".into() });
+        }
+        let encoding = self
+            .inner
+            .encode(first_words(text, first), false)
+            .map_err(|e| BertError::Input { index: 0, problem: format!("cannot tokenize: {e}") })?;
+        Ok(encoding.get_ids().iter().take(first).copied().collect())
+    }
+
     /// How many tokens the vocabulary has (`len(tokenizer)` in transformers).
     pub fn vocab_len(&self) -> usize {
         self.inner.get_vocab_size(true)

@@ -186,6 +186,37 @@ impl Corpus {
             let texts = &self.texts[start..end];
             let pairs = self.pairs.as_ref().map(|pairs| &pairs[start..end]);
             let failed = |e: BertError| bad(0, e.to_string());
+            if pairs.is_none() {
+                // A single text is cut from its end, so its tokens at `max_len` are the first
+                // `max_len - 2` of its tokens alone: one tokenizing answers both questions below.
+                let ids: Vec<Vec<u32>> = texts
+                    .iter()
+                    .map(|text| tokenizer.content_ids(text, LOOK - 2))
+                    .collect::<Result<_>>()
+                    .map_err(failed)?;
+                let maskable = |ids: &[u32], first: usize| {
+                    ids.iter().take(first).filter(|&&id| !specials.contains(&i64::from(id))).count()
+                };
+                if let Some(index) = ids.iter().position(|ids| maskable(ids, LOOK - 2) == 0) {
+                    return Err(bad(
+                        index,
+                        format!(
+                            "the line holds only special tokens ({}), so it has no token to mask",
+                            texts[index].trim()
+                        ),
+                    ));
+                }
+                if let Some(index) = ids.iter().position(|ids| maskable(ids, batching.max_len - 2) == 0) {
+                    return Err(bad(
+                        index,
+                        format!(
+                            "with {} it keeps only special tokens, so it has no token to mask",
+                            MAX_LEN.with(batching.max_len)
+                        ),
+                    ));
+                }
+                return Ok(());
+            }
             // Each sentence alone: one made of special tokens only is no sentence.
             let halves = [Some(texts), pairs].into_iter().flatten();
             for (half, sentences) in halves.enumerate() {

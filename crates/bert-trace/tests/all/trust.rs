@@ -163,6 +163,8 @@ fn every_check_comes_before_anything_is_claimed() {
     std::fs::write(&one_special, "the romans built roads\nin rome\n\n[SEP] [PAD]\nwhen in rome\n").unwrap();
     let specials_b = t("specials-b.txt");
     std::fs::write(&specials_b, "the romans\tbuilt roads\nin rome\t[SEP]\n").unwrap();
+    let specials_first = t("specials-first.txt");
+    std::fs::write(&specials_first, "the romans built roads\n[MASK] [SEP] [MASK] rome\n").unwrap();
     // (what, options, the one line)
     let table: Vec<(&str, Vec<String>, String)> = vec![
         (
@@ -179,6 +181,11 @@ fn every_check_comes_before_anything_is_claimed() {
             "a sentence B of special tokens",
             strings(&["--file", &path(&specials_b)]),
             format!("{}: line 2: sentence B holds only special tokens", path(&specials_b)),
+        ),
+        (
+            "a line whose first tokens, all that --max-len 5 keeps, are special",
+            strings(&["--file", &path(&specials_first), "--max-len", "5"]),
+            format!("{}: line 2: with --max-len 5 it keeps only special tokens", path(&specials_first)),
         ),
         (
             "a pair file with --max-len 4",
