@@ -8,14 +8,23 @@ pub struct SplitMix64 {
     state: u64,
 }
 
+/// What the state moves by at every number: 2^64 over the golden ratio.
+const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
 impl SplitMix64 {
     pub fn new(seed: u64) -> SplitMix64 {
         SplitMix64 { state: seed }
     }
 
+    /// The stream of `seed` after its first `taken` numbers: the state moves by the same
+    /// constant at every number, so any place in the stream is reached at once.
+    pub fn after(seed: u64, taken: u64) -> SplitMix64 {
+        SplitMix64 { state: seed.wrapping_add(taken.wrapping_mul(GAMMA)) }
+    }
+
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.state = self.state.wrapping_add(GAMMA);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -31,6 +40,15 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_place_in_the_stream_is_the_place_reached_by_drawing() {
+        let mut rng = SplitMix64::new(42);
+        let drawn: Vec<u64> = (0..1000).map(|_| rng.next_u64()).collect();
+        for taken in [0usize, 1, 2, 3, 500, 999] {
+            assert_eq!(SplitMix64::after(42, taken as u64).next_u64(), drawn[taken], "after {taken} numbers");
+        }
+    }
 
     #[test]
     fn the_published_sequence() {
