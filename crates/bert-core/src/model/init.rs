@@ -123,7 +123,7 @@ fn initial_weights(config: &BertConfig, seed: u64) -> Result<Vec<u8>> {
 /// first `taken`: the draws one `Init` would make in turn, made on every thread. Each number of
 /// SplitMix64's stream is known from its place in it, so every part starts where its first draw
 /// is, and the values are the same whatever the thread count (bert-base's 110 million draws took
-/// 3.7 s on one thread).
+/// about 3.7 s on one thread).
 fn normals(seed: u64, taken: u64, n: usize, std: f64) -> Vec<f32> {
     const AT_ONCE: usize = 1 << 16;
     let starts: Vec<usize> = (0..n).step_by(AT_ONCE).collect();
