@@ -79,6 +79,7 @@ pub fn request(
         view: ViewRequest { model, heatmaps: args::strings(heatmap)?, ..ViewRequest::default() },
         host: host.to_string(),
         port,
+        dialect: bert_core::words::Dialect::Keywords,
     })
 }
 

@@ -798,8 +798,6 @@ def test_serve_answers_as_the_commands_do_and_stops(tmp_path):
     """`bert_trace.serve(dump)` and `Trace.serve()`: the server explains as `bert-trace explain
     --json` does and steps as `bert-trace step` does; `stop()` (and a `with` block) ends it; a
     bad keyword is refused in Python's words before anything listens."""
-    import urllib.error
-
     text = "When in Rome, do as the [MASK] do."
     dump = tmp_path / "d"
     run = cli(text, "--model", "golden/tiny", "--out", dump)
@@ -812,7 +810,8 @@ def test_serve_answers_as_the_commands_do_and_stops(tmp_path):
     assert answer["explanation"] == json.loads(printed.stdout)
     server.stop()
     assert not server.running
-    with pytest.raises(urllib.error.URLError):
+    # The port is closed, or closing: refused, or reset.
+    with pytest.raises(OSError):
         _served(server, "/api/state")
     server.stop()
 

@@ -13,7 +13,7 @@ use bert_core::model::Pass;
 use bert_core::pass::hook::{Chain, Hook, TensorViewMut};
 use bert_core::pass::summary::Summary;
 use bert_core::pass::{Memory, Sink, Tensor};
-use bert_core::stage::{self, Stage, StageKind};
+use bert_core::stage::{self, Part, Stage, StageKind};
 use bert_core::{Batch, BertModel};
 use ndarray::ArrayView2;
 
@@ -297,7 +297,7 @@ impl StepSession {
                         .filter(|&n| n > 0)
                         .ok_or_else(|| bad(&format!("next {n}: expected a count of stages, 1 or more")))?,
                 };
-                let at = self.cursor.map_or(steps - 1, |c| c + steps);
+                let at = self.cursor.map_or(Some(steps - 1), |c| c.checked_add(steps)).unwrap_or(usize::MAX);
                 if at >= self.plan.len() {
                     return Err(bad(&format!(
                         "next {steps}: the pass has {} stages; `continue` runs to the end",
@@ -595,16 +595,29 @@ impl StepSession {
         StepState { cursor: self.cursor, stages: self.stage_names(), current, head: self.head, changes }
     }
 
-    /// The stages computed so far, with the changes, as a dump in memory: what the page draws
-    /// the stage under the cursor from.
-    pub fn computed(&self) -> Result<bert_core::Dump> {
+    /// The stage under the cursor, by name, and its shape; None before the first.
+    pub fn current_stage(&self) -> Option<(String, Vec<usize>)> {
+        self.current().ok().map(|(stage, tensor)| (stage.name(), tensor.shape().to_vec()))
+    }
+
+    /// The stage under the cursor and the inputs, with the changes, as a dump in memory: what
+    /// the page draws the stage's picture from (not every stage: at 512 tokens of bert-base,
+    /// the whole pass is hundreds of megabytes).
+    pub fn computed_for_picture(&self) -> Result<bert_core::Dump> {
+        let (current, _) = self.current()?;
+        let stages = self
+            .stages
+            .iter()
+            .filter(|(stage, _)| stage == current || (!stage.is_grad() && stage.info().part == Part::Input))
+            .cloned()
+            .collect();
         Ok(bert_core::Dump::of_pass(
             "this pass",
             self.name.clone(),
             self.model.fingerprint(),
             self.inputs.clone(),
             self.records()?,
-            self.stages.clone(),
+            stages,
         )?)
     }
 

@@ -8,6 +8,7 @@ use std::path::Path;
 use bert_core::explanation::{self, Target};
 use bert_core::io::dump::Dump;
 use bert_core::stage::DType;
+use bert_core::words::{in_dialect, Dialect};
 use bert_core::BertModel;
 use bert_view::{Names, PictureOptions};
 
@@ -102,15 +103,27 @@ impl PageSession {
         &self.dump
     }
 
-    /// What the page can do, and why not: what the page reads at its start.
-    pub fn abilities(&self) -> serde_json::Value {
+    /// What the page can do, and why not, its options spelled in `dialect`: what the page reads
+    /// at its start.
+    pub fn abilities(&self, dialect: Dialect) -> serde_json::Value {
+        let why = |reason: Option<&String>| reason.map(|r| in_dialect(r, dialect));
         serde_json::json!({
             "explain": self.explainer.is_ok(),
-            "why_not_explain": self.explainer.as_ref().err(),
+            "why_not_explain": why(self.explainer.as_ref().err()),
             "step": self.step.is_ok(),
-            "why_not_step": self.step.as_ref().err(),
+            "why_not_step": why(self.step.as_ref().err()),
             "model": self.dump.manifest.model,
         })
+    }
+
+    /// Gives up the step session after a request failed inside it, which may have left it half
+    /// changed: the page goes on explaining, and says that stepping ended.
+    pub fn give_up_stepping(&mut self) {
+        if self.step.is_ok() {
+            self.step =
+                Err("a request failed inside bert-trace and the step session ended; start the server again".into());
+            self.effect = None;
+        }
     }
 
     /// The explanation of `target` (`STAGE[INDEX]`) in the dump, as JSON: `explanation`, the
@@ -123,7 +136,7 @@ impl PageSession {
         // element, and a row is `explain`'s.
         if target.is_row() {
             return Err(Error::Request(format!(
-                "{}: the page explains one element; `explain` explains a row",
+                "{}: the page explains one element; ‹@explain› explains a row",
                 target.text
             )));
         }
@@ -150,12 +163,14 @@ impl PageSession {
     /// Runs one step command; a bad one is an error, and the session goes on.
     pub fn step(&mut self, line: &str) -> Result<StepAnswer> {
         let session = self.step.as_mut().map_err(|why| Error::Request(format!("cannot step: {why}")))?;
+        let word = line.split_whitespace().next().unwrap_or_default();
         // The server reads no file but the dump: `patch` would read any dump a request names.
-        if line.split_whitespace().next() == Some("patch") {
-            return Err(Error::Request(
-                "patch reads another dump from disk, which the page's server does not: use `bert-trace step` for it"
-                    .into(),
-            ));
+        if word == "patch" {
+            return Err(Error::Request("patch reads another dump from disk, which the page's server does not".into()));
+        }
+        // A row of mlm.logits is 30,522 explanations, and one request must not hold the server.
+        if matches!(word, "explain" | "e") && line.contains(':') {
+            return Err(Error::Request(format!("{line}: the page explains one element; ‹@explain› explains a row")));
         }
         let reply = session.run(line)?;
         self.answer(reply.text, reply.done)
@@ -181,15 +196,22 @@ impl PageSession {
     }
 
     /// The picture `view --svg` draws of the stage under the cursor, from the session's pass
-    /// (with its changes): sequence `seq`, head `head` of an attention stage.
-    pub fn picture(&self, seq: usize, head: Option<usize>) -> Result<String> {
+    /// (with its changes): sequence `seq`, head `head` of an attention stage. The inner error
+    /// is why the stage has no picture (an answer); the outer one a bad request.
+    pub fn picture(&self, seq: usize, head: Option<usize>) -> Result<std::result::Result<String, String>> {
         let session = self.step.as_ref().map_err(|why| Error::Request(format!("cannot step: {why}")))?;
-        let state = session.state();
-        let current = state.current.ok_or_else(|| Error::Request("before the first stage: type next".into()))?;
-        let computed = session.computed()?;
+        let (stage, shape) =
+            session.current_stage().ok_or_else(|| Error::Request("before the first stage: type next".into()))?;
+        if shape.first().is_some_and(|&sequences| seq >= sequences) {
+            return Err(Error::Request(format!("picture: seq={seq}: {stage} has {} sequence(s)", shape[0])));
+        }
+        if let Some(head) = head.filter(|&h| shape.len() != 4 || h >= shape[1]) {
+            return Err(Error::Request(format!("picture: head={head}: {stage} {shape:?} has no such head")));
+        }
+        let computed = session.computed_for_picture()?;
         let names = Names { model: Some(session.model()) };
         let options = PictureOptions { seq, head, lines: false, words: None };
-        Ok(bert_view::picture(&computed, &names, &current.name, options).map_err(drawn)?.svg)
+        Ok(bert_view::picture(&computed, &names, &stage, options).map(|p| p.svg).map_err(|e| drawn(e).to_string()))
     }
 }
 

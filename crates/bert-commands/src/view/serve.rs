@@ -12,11 +12,12 @@
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use bert_core::io::dump::Dump;
-use bert_core::words::Opt;
+use bert_core::words::{in_dialect, Dialect, Opt};
 use bert_view::Names;
 use tiny_http::{Header, Method, Request, Response, Server};
 
@@ -40,11 +41,14 @@ pub struct ServeRequest {
     pub host: String,
     /// The port; 0 for a free one.
     pub port: u16,
+    /// How the page's messages spell options: the caller's (the command line's flags, or
+    /// Python's keywords).
+    pub dialect: Dialect,
 }
 
 impl Default for ServeRequest {
     fn default() -> ServeRequest {
-        ServeRequest { view: ViewRequest::default(), host: "127.0.0.1".into(), port: 0 }
+        ServeRequest { view: ViewRequest::default(), host: "127.0.0.1".into(), port: 0, dialect: Dialect::Flags }
     }
 }
 
@@ -54,14 +58,19 @@ pub struct Serving {
     pub url: String,
     pub notes: Vec<String>,
     server: Arc<Server>,
-    thread: Option<JoinHandle<()>>,
+    /// Set by [`Serving::stop`], so that the end it causes is told from a failure.
+    stopping: Arc<AtomicBool>,
+    /// The thread that answers; it returns why it ended, when that was not [`Serving::stop`].
+    thread: Option<JoinHandle<Option<String>>>,
 }
 
 impl Serving {
-    /// Waits until the server ends (it ends only by [`Serving::stop`] or with the process).
-    pub fn wait(mut self) {
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+    /// Waits until the server ends: it ends by [`Serving::stop`] or with the process, or when it
+    /// can no longer accept a connection, which is returned as the reason.
+    pub fn wait(mut self) -> std::result::Result<(), String> {
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(Some(failure))) => Err(failure),
+            _ => Ok(()),
         }
     }
 
@@ -71,6 +80,7 @@ impl Serving {
     }
 
     fn end(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
         self.server.unblock();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -106,12 +116,21 @@ pub fn serve(request: &ServeRequest) -> Result<Serving> {
     serve_dump(Dump::open(&view.dump)?, request)
 }
 
-/// The address `request` names.
+/// The address `request` names. Every address at once (0.0.0.0, ::) is refused: the server
+/// answers only requests sent to the address it was started as (its check of `Host`), and a
+/// browser elsewhere sends this machine's own address.
 fn address(request: &ServeRequest) -> Result<IpAddr> {
-    request
-        .host
-        .parse()
-        .map_err(|_| Error::Request(format!("{}: expected an IP address such as 127.0.0.1", HOST.with(&request.host))))
+    let ip: IpAddr = request.host.parse().map_err(|_| {
+        Error::Request(format!("{}: expected an IP address such as 127.0.0.1", HOST.with(&request.host)))
+    })?;
+    if ip.is_unspecified() {
+        refuse!(
+            "{}: the page answers only requests sent to the address it serves on; give this machine's own address \
+             as the other machines reach it",
+            HOST.with(&request.host)
+        );
+    }
+    Ok(ip)
 }
 
 /// Serves `dump`, already open (a trace in memory, from Python), as [`serve`] serves the one
@@ -134,21 +153,22 @@ pub fn serve_dump(dump: Dump, request: &ServeRequest) -> Result<Serving> {
     if ip.is_loopback() {
         hosts.push(format!("localhost:{port}"));
     }
-    let served = serde_json::json!({ "token": token, "abilities": session.abilities() });
+    let served = serde_json::json!({ "token": token, "abilities": session.abilities(request.dialect) });
     let names = Names { model: session.model() };
     let (page, left_out) =
         bert_view::served_page_html(session.dump(), &names, chosen.as_ref(), &served).map_err(drawn)?;
     let mut notes = session.notes.clone();
     notes.extend(super::left_out_note(&left_out));
     let server = Arc::new(server);
-    let state = State { session, page, token: token.clone(), hosts };
-    let listener = Arc::clone(&server);
+    let state = State { session, page, token: token.clone(), hosts, dialect: request.dialect };
+    let (listener, stopping) = (Arc::clone(&server), Arc::new(AtomicBool::new(false)));
+    let stopped = Arc::clone(&stopping);
     let thread = std::thread::Builder::new()
         .name("bert-trace server".into())
-        .spawn(move || answer_all(&listener, state))
+        .spawn(move || answer_all(&listener, state, &stopped))
         .map_err(|e| Error::Request(format!("{SERVE}: cannot start the server's thread ({e})")))?;
     let url = format!("http://{authority}/?token={token}");
-    Ok(Serving { url, notes, server, thread: Some(thread) })
+    Ok(Serving { url, notes, server, stopping, thread: Some(thread) })
 }
 
 /// What the server answers from.
@@ -157,15 +177,26 @@ struct State {
     page: String,
     token: String,
     hosts: Vec<String>,
+    dialect: Dialect,
 }
 
-fn answer_all(server: &Server, mut state: State) {
-    while let Ok(request) = server.recv() {
+/// Answers every request until the server is stopped; returns why it ended otherwise (it can no
+/// longer accept a connection).
+fn answer_all(server: &Server, mut state: State, stopping: &AtomicBool) -> Option<String> {
+    loop {
+        let request = match server.recv() {
+            Ok(request) => request,
+            Err(_) if stopping.load(Ordering::SeqCst) => return None,
+            Err(e) => return Some(format!("the server can no longer accept connections ({e})")),
+        };
         // One request's failure, even a panic in the library, is that request's 500, never the
-        // server's end.
+        // server's end. The step session it was changing may be half changed: it is given up.
         let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer(&mut state, request)));
         if answered.is_err() {
-            eprintln!("bert-trace: a request to the server failed inside bert-trace; the server goes on");
+            state.session.give_up_stepping();
+            eprintln!(
+                "bert-trace: a request to the server failed inside bert-trace; the server goes on, without stepping"
+            );
         }
     }
 }
@@ -187,7 +218,12 @@ impl Reply {
 }
 
 fn answer(state: &mut State, mut request: Request) {
-    let reply = reply_to(state, &mut request);
+    let mut reply = reply_to(state, &mut request);
+    // Messages name options in the library's words: the caller's spelling here.
+    if reply.kind.starts_with("text/plain") || reply.kind == "application/json" {
+        let text = String::from_utf8_lossy(&reply.body).into_owned();
+        reply.body = in_dialect(&text, state.dialect).into_bytes();
+    }
     let header =
         |name: &str, value: &str| Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("an ASCII header");
     let response = Response::from_data(reply.body)
@@ -215,12 +251,15 @@ fn reply_to(state: &mut State, request: &mut Request) -> Reply {
         Some(host) => return Reply::text(403, &format!("Host {host} is not this server's")),
         None => return Reply::text(400, "the request names no Host"),
     }
+    // The page is opened by its URL, with the token in it; the page's own requests carry it in
+    // a header, where no log or history of URLs keeps it.
+    let in_url = || query.iter().find(|(k, _)| k == "token").map(|(_, v)| v.clone());
     let given = request
         .headers()
         .iter()
         .find(|h| h.field.equiv("X-Bert-Trace-Token"))
         .map(|h| h.value.as_str().to_string())
-        .or_else(|| query.iter().find(|(k, _)| k == "token").map(|(_, v)| v.clone()));
+        .or_else(|| if path == "/" { in_url() } else { None });
     if !given.is_some_and(|given| same_secret(&given, &state.token)) {
         return Reply::text(403, "a missing or wrong token: open the page by the URL its server gave");
     }
@@ -265,10 +304,12 @@ fn reply_to(state: &mut State, request: &mut Request) -> Reply {
             match (number("seq"), number("head")) {
                 // A stage with no picture (the ids, the pooler's [B,H]) is an answer, not a bad
                 // request: the SVG, or why there is none.
-                (Ok(seq), Ok(head)) => Ok(Reply::json(match state.session.picture(seq.unwrap_or(0), head) {
-                    Ok(svg) => json(&serde_json::json!({ "svg": svg })),
-                    Err(why) => json(&serde_json::json!({ "svg": null, "why": why.to_string() })),
-                })),
+                (Ok(seq), Ok(head)) => state.session.picture(seq.unwrap_or(0), head).map(|picture| {
+                    Reply::json(match picture {
+                        Ok(svg) => json(&serde_json::json!({ "svg": svg })),
+                        Err(why) => json(&serde_json::json!({ "svg": null, "why": why })),
+                    })
+                }),
                 (Err(reply), _) | (_, Err(reply)) => Ok(reply),
             }
         }

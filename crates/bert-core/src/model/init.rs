@@ -126,12 +126,14 @@ fn initial_weights(config: &BertConfig, seed: u64) -> Result<Vec<u8>> {
 /// about 3.7 s on one thread).
 fn normals(seed: u64, taken: u64, n: usize, std: f64) -> Vec<f32> {
     const AT_ONCE: usize = 1 << 16;
-    let starts: Vec<usize> = (0..n).step_by(AT_ONCE).collect();
-    let parts = crate::ops::map_in_order(&starts, 1, |&start| {
+    let mut values = vec![0.0f32; n];
+    let parts: Vec<(usize, &mut [f32])> =
+        values.chunks_mut(AT_ONCE).enumerate().map(|(i, part)| (i * AT_ONCE, part)).collect();
+    crate::ops::for_each_item(parts, |(start, part)| {
         let mut init = Init { rng: SplitMix64::after(seed, taken + 2 * start as u64), std };
-        (start..(start + AT_ONCE).min(n)).map(|_| (init.std * init.normal()) as f32).collect::<Vec<f32>>()
+        part.iter_mut().for_each(|value| *value = (init.std * init.normal()) as f32);
     });
-    parts.concat()
+    values
 }
 
 impl<F: Float> BertModel<F> {

@@ -459,10 +459,12 @@ pub struct ViewArgs {
     /// The port to serve on, with --serve [default: a free one]
     #[arg(long, value_name = "N", requires = "serve")]
     pub port: Option<u16>,
-    /// The address to serve on, with --serve: another than 127.0.0.1 lets other machines ask
+    /// The address to serve on, with --serve: this machine's address as other machines reach it
+    /// lets them ask too (the page answers only requests sent to the address it serves on)
     #[arg(long, value_name = "IP", requires = "serve", default_value = "127.0.0.1")]
     pub host: String,
-    /// Open the served page in the browser $BROWSER names (or the desktop's), with --serve
+    /// Open the served page in the browser $BROWSER names (or the desktop's), with --serve; the
+    /// URL, with its token, is on that command's line, where other users of this machine can read it
     #[arg(long, requires = "serve")]
     pub open: bool,
     #[command(flatten)]

@@ -24,8 +24,12 @@ pub fn run(args: &ViewArgs) -> Result<i32> {
         words: args.words.clone(),
     };
     if args.serve {
-        let serving =
-            serve::serve(&ServeRequest { view: request, host: args.host.clone(), port: args.port.unwrap_or(0) })?;
+        let serving = serve::serve(&ServeRequest {
+            view: request,
+            host: args.host.clone(),
+            port: args.port.unwrap_or(0),
+            dialect: bert_core::words::Dialect::Flags,
+        })?;
         crate::print(&serving.notes, "");
         println!("serving {} at {}", args.dump.display(), serving.url);
         println!("open it in a browser; Ctrl-C ends the server");
@@ -33,7 +37,10 @@ pub fn run(args: &ViewArgs) -> Result<i32> {
         if args.open {
             open_in_browser(&serving.url);
         }
-        serving.wait();
+        if let Err(failure) = serving.wait() {
+            eprintln!("error: {failure}");
+            return Ok(1);
+        }
         return Ok(0);
     }
     let report = view::view(&request)?;

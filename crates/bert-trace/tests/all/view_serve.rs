@@ -95,6 +95,18 @@ fn get(server: &Server, path: &str, host: &str, token: Option<&str>) -> (u16, St
     )
 }
 
+/// A POST of one step command, with the token.
+fn step_request(server: &Server, command: &str) -> (u16, String) {
+    let request = format!(
+        "POST /api/step HTTP/1.1\r\nHost: {}\r\nX-Bert-Trace-Token: {}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{command}",
+        server.authority,
+        server.token,
+        command.len()
+    );
+    raw(&server.authority, request.as_bytes())
+}
+
 fn explain_json(dump: &Path, target: &str) -> Value {
     let out = crate::common::bert_trace(&["explain".as_ref(), dump.as_os_str(), target.as_ref(), "--json".as_ref()]);
     assert!(out.status.success(), "explain {target}: {}", String::from_utf8_lossy(&out.stderr));
@@ -354,33 +366,18 @@ fn the_server_refuses_what_it_must_and_goes_on() {
         ("a bad escape", get(&server, "/api/explain?target=%zz", &host, token), 400),
         ("a bad picture head", get(&server, "/api/picture?head=-1", &host, token), 400),
         ("a body too large", raw(&host, long_body.as_bytes()), 413),
-        (
-            "a step command the session refuses",
-            {
-                let request = format!(
-                    "POST /api/step HTTP/1.1\r\nHost: {host}\r\nX-Bert-Trace-Token: {}\r\nContent-Length: 9\r\n\
-                 Connection: close\r\n\r\ngoto nope",
-                    server.token
-                );
-                raw(&host, request.as_bytes())
-            },
-            400,
-        ),
+        ("a step command the session refuses", step_request(&server, "goto nope"), 400),
         ("not HTTP", raw(&host, b"\x00\x01\x02 garbage\r\n\r\n"), 400),
         ("a GET of the step", get(&server, "/api/step", &host, token), 405),
         ("a row (30,522 explanations)", get(&server, "/api/explain?target=mlm.logits%5B0,3,:%5D", &host, token), 400),
+        ("a patch, which would read another file", step_request(&server, "patch /etc:layer0.attention.probs"), 400),
         (
-            "a patch, which would read another file",
-            {
-                let request = format!(
-                    "POST /api/step HTTP/1.1\r\nHost: {host}\r\nX-Bert-Trace-Token: {}\r\nContent-Length: 33\r\n\
-                 Connection: close\r\n\r\npatch /etc:layer0.attention.probs",
-                    server.token
-                );
-                raw(&host, request.as_bytes())
-            },
-            400,
+            "the token in an API request's URL (the page sends it in a header)",
+            get(&server, &format!("{explain}&token={}", server.token), &host, None),
+            403,
         ),
+        ("a step past any pass's end", step_request(&server, "next 18446744073709551615"), 400),
+        ("a step's explanation of a row", step_request(&server, "explain [0,3,:]"), 400),
     ];
     for (what, (status, body), want) in refusals {
         assert_eq!(status, want, "{what}: expected {want}, got {status}: {body}");
@@ -389,7 +386,28 @@ fn the_server_refuses_what_it_must_and_goes_on() {
         assert_eq!(get(&server, explain, &host, token).0, 200, "{what}: the server no longer answers");
     }
     let (_, row) = get(&server, "/api/explain?target=mlm.logits%5B0,3,:%5D", &host, token);
-    assert!(row.contains("the page explains one element"), "a row is refused for another reason: {row}");
+    assert!(
+        row.contains("the page explains one element; `bert-trace explain` explains a row"),
+        "a row is refused for another reason, or not in the command line's words: {row}"
+    );
+    let refused = Command::new(env!("CARGO_BIN_EXE_bert-trace"))
+        .args(["view", dump.to_str().unwrap(), "--serve", "--host", "0.0.0.0"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "--host 0.0.0.0: {said}");
+    assert!(said.starts_with("error: --host 0.0.0.0: the page answers only requests sent to"), "{said}");
+    // At a stage: a picture of it, and the bad ones refused as requests, not as "no picture".
+    assert_eq!(step_request(&server, "goto layer0.attention.probs").0, 200, "goto");
+    let (status, picture) = get(&server, "/api/picture?seq=1&head=2", &host, token);
+    assert!(status == 200 && picture.contains("\"svg\":\"<svg"), "the stage's picture: {status} {picture}");
+    for (query, needle) in [("head=99", "has no such head"), ("seq=2", "has 2 sequence(s)")] {
+        let (status, body) = get(&server, &format!("/api/picture?{query}"), &host, token);
+        assert!(status == 400 && body.contains(needle), "picture?{query}: {status} {body}");
+    }
+    assert_eq!(step_request(&server, "goto input.ids").0, 200, "goto input.ids");
+    let (status, body) = get(&server, "/api/picture", &host, token);
+    assert!(status == 200 && body.contains("\"svg\":null"), "input.ids has no picture, as an answer: {status} {body}");
     unchanged(&before, &dump).unwrap_or_else(|e| panic!("the requests changed the dump: {e}"));
 
     // SIGINT (Ctrl-C) ends the server at once.

@@ -1787,7 +1787,7 @@
       a.dataset.stage = stage;
       a.addEventListener('click', (ev) => {
         ev.preventDefault();
-        if (!this.goTo(stage, index)) a.title = `${stage} is not among this page's heatmaps (choose it with --heatmap)`;
+        if (!this.goTo(stage, index)) a.title = `${stage} is not among this page's heatmaps (they are chosen when the page is made)`;
       });
       return a;
     }
