@@ -336,15 +336,25 @@ impl BertTokenizer {
         [PAD, UNK, CLS, SEP, MASK].iter().filter_map(|t| self.inner.token_to_id(t)).map(i64::from).collect()
     }
 
-    /// Where each token of `text` is in it: the byte range of every token, special tokens left
-    /// out, in order. A text is cut into pieces of at most so many tokens at these ranges
-    /// (`train --documents`).
-    pub fn token_spans(&self, text: &str) -> Result<Vec<(usize, usize)>> {
+    /// The tokens of `text` without `[CLS]` and `[SEP]`: each one's id and where it is in the
+    /// text (its byte range), in order. A text is cut into pieces of at most so many tokens at
+    /// these ranges (`train --documents`).
+    pub fn token_spans(&self, text: &str) -> Result<Vec<(u32, (usize, usize))>> {
         let encoding = self
             .inner
             .encode(text, false)
             .map_err(|e| BertError::Input { index: 0, problem: format!("cannot tokenize: {e}") })?;
-        Ok(encoding.get_offsets().to_vec())
+        Ok(encoding.get_ids().iter().copied().zip(encoding.get_offsets().iter().copied()).collect())
+    }
+
+    /// Whether the tokens of texts joined by a space are the tokens of each text in turn, when
+    /// each is cut at the start of a word: true of BERT's pre-tokenizer, which splits at every
+    /// space before anything else looks at the text (and of its special tokens, matched whole).
+    pub fn splits_at_spaces(&self) -> bool {
+        matches!(
+            self.inner.get_pre_tokenizer(),
+            Some(tokenizers::pre_tokenizers::PreTokenizerWrapper::BertPreTokenizer(_))
+        )
     }
 
     /// The words among the first `max_len` tokens of `text` that the vocabulary lacks, which the

@@ -38,6 +38,10 @@ pub struct Corpus {
     pub sha256: String,
     /// For fine-tuning: the classes and each example's; None for pretraining.
     pub classes: Option<Classes>,
+    /// Of each example, when packing learnt it (`documents.rs`): how many of its tokens can be
+    /// masked, sentence A's and sentence B's, all of which a sequence holds. The check reads
+    /// these instead of tokenizing the examples again; None for an example it must tokenize.
+    pub maskable: Option<Vec<Option<(usize, Option<usize>)>>>,
 }
 
 /// A classifier's classes (a class id is its index in `names`) and the class of each example.
@@ -135,7 +139,15 @@ impl Corpus {
         }
         let is_pairs = first_kind.is_some_and(|(_, pair)| pair);
         let sha256 = sha256_hex(text);
-        Ok(Corpus { path: path.into(), texts, pairs: is_pairs.then_some(pairs), lines, sha256, classes: None })
+        Ok(Corpus {
+            path: path.into(),
+            texts,
+            pairs: is_pairs.then_some(pairs),
+            lines,
+            sha256,
+            classes: None,
+            maskable: None,
+        })
     }
 
     /// Refuses, before a run starts, a text that a step would fail on: `max_len` too short for
@@ -186,6 +198,32 @@ impl Corpus {
             let texts = &self.texts[start..end];
             let pairs = self.pairs.as_ref().map(|pairs| &pairs[start..end]);
             let failed = |e: BertError| bad(0, e.to_string());
+            // What packing learnt, when it learnt it of every example here: each fits a
+            // sequence whole, so a count at `max_len` is its count alone.
+            let known: Option<Vec<(usize, Option<usize>)>> =
+                self.maskable.as_ref().and_then(|m| m[start..end].iter().copied().collect());
+            if let Some(known) = known {
+                let halves: [Vec<Option<usize>>; 2] =
+                    [known.iter().map(|&(a, _)| Some(a)).collect(), known.iter().map(|&(_, b)| b).collect()];
+                for (half, counts) in halves.iter().enumerate() {
+                    if let Some(index) = counts.iter().position(|&n| n == Some(0)) {
+                        let which = match (self.pairs.is_some(), half) {
+                            (false, _) => "the line",
+                            (true, 0) => "sentence A",
+                            (true, _) => "sentence B",
+                        };
+                        let sentence = if half == 0 { &texts[index] } else { &pairs.expect("a sentence B")[index] };
+                        return Err(bad(
+                            index,
+                            format!(
+                                "{which} holds only special tokens ({}), so it has no token to mask",
+                                sentence.trim()
+                            ),
+                        ));
+                    }
+                }
+                return Ok(());
+            }
             if pairs.is_none() {
                 // A single text is cut from its end, so its tokens at `max_len` are the first
                 // `max_len - 2` of its tokens alone: one tokenizing answers both questions below.
@@ -425,6 +463,7 @@ impl Corpus {
                     names: c.names.clone(),
                     of_example: chosen.iter().map(|&i| c.of_example[i]).collect(),
                 }),
+                maskable: self.maskable.as_ref().map(|m| chosen.iter().map(|&i| m[i]).collect()),
             }
         };
         Ok((pick(true), pick(false)))

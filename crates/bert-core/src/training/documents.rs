@@ -33,6 +33,11 @@ const LINES_AT_ONCE: usize = 256;
 struct Piece {
     text: String,
     tokens: usize,
+    /// How many of its tokens can be masked (are not special).
+    maskable: usize,
+    /// Whether it begins and ends where a word does, so that its tokens alone are the tokens it
+    /// had in its line (a word longer than a sequence is cut between its pieces).
+    whole: bool,
     /// The line of the file it comes from, counted from 1.
     line: usize,
 }
@@ -69,11 +74,18 @@ fn documents<'a>(text: &'a str, path: &Path) -> Result<Vec<Vec<(usize, &'a str)>
 /// `line` cut at word starts into pieces of at most `budget` tokens (a single word longer than
 /// that is cut between its tokens).
 fn pieces(line: &str, number: usize, tokenizer: &BertTokenizer, budget: usize) -> Result<Vec<Piece>> {
-    let spans = tokenizer.token_spans(line)?;
+    let tokens = tokenizer.token_spans(line)?;
+    let specials = tokenizer.special_ids();
+    let spans: Vec<(usize, usize)> = tokens.iter().map(|&(_, span)| span).collect();
     let starts_word = |i: usize| {
         let start = spans[i].0;
         start == 0 || line[..start].ends_with(char::is_whitespace)
     };
+    // A token that is not a word piece's continuation (`##…`) begins one of the words BERT's
+    // pre-tokenizer splits the text into (at spaces, at punctuation, around each Chinese
+    // character): a cut before it leaves every word whole.
+    let at_word =
+        |i: usize| i == tokens.len() || !tokenizer.id_to_token(tokens[i].0).is_some_and(|t| t.starts_with("##"));
     let mut out = Vec::new();
     let mut first = 0;
     while first < spans.len() {
@@ -88,7 +100,9 @@ fn pieces(line: &str, number: usize, tokenizer: &BertTokenizer, budget: usize) -
         let to = if end < spans.len() { spans[end].0 } else { line.len() };
         let text = line[from..to].trim();
         if !text.is_empty() {
-            out.push(Piece { text: text.to_string(), tokens: end - first, line: number });
+            let maskable = tokens[first..end].iter().filter(|(id, _)| !specials.contains(&i64::from(*id))).count();
+            let whole = at_word(first) && at_word(end);
+            out.push(Piece { text: text.to_string(), tokens: end - first, maskable, whole, line: number });
         }
         first = end;
     }
@@ -138,6 +152,13 @@ pub fn pack(
         crate::ops::map_in_order(&every_line, LINES_AT_ONCE, |&(number, line)| pieces(line, number, tokenizer, budget));
     let mut cut = cut.into_iter();
     let (mut texts, mut pairs, mut lines) = (Vec::new(), Vec::new(), Vec::new());
+    // What the check would tokenize each example again to learn, known from its pieces when
+    // they are whole and the tokenizer splits at spaces.
+    let mut maskable = Vec::new();
+    let known = |pieces: &[Piece]| -> Option<usize> {
+        (tokenizer.splits_at_spaces() && pieces.iter().all(|p| p.whole))
+            .then(|| pieces.iter().map(|p| p.maskable).sum())
+    };
     for document in documents {
         let mut all = Vec::new();
         for _ in &document {
@@ -161,14 +182,17 @@ pub fn pack(
             if !nsp {
                 texts.push(join(&chunk));
                 lines.push(line);
+                maskable.push(known(&chunk).map(|a| (a, None)));
                 continue;
             }
-            let (a, b) = if chunk.len() >= 2 {
+            let (a, b, counts) = if chunk.len() >= 2 {
                 let a_end = 1 + (rng.next_u64() % (chunk.len() as u64 - 1)) as usize;
-                (join(&chunk[..a_end]), join(&chunk[a_end..]))
+                let counts = known(&chunk[..a_end]).zip(known(&chunk[a_end..]));
+                (join(&chunk[..a_end]), join(&chunk[a_end..]), counts)
             } else {
                 match split_in_two(&chunk[0].text) {
-                    Some(halves) => halves,
+                    // Where a piece's tokens fall on either side of the cut is not known here.
+                    Some((a, b)) => (a, b, None),
                     // A piece of one word has no sentence B: it is left out of the pairs.
                     None => continue,
                 }
@@ -176,6 +200,7 @@ pub fn pack(
             texts.push(a);
             pairs.push(b);
             lines.push(line);
+            maskable.push(counts.map(|(a, b)| (a, Some(b))));
         }
     }
     if texts.is_empty() {
@@ -185,7 +210,15 @@ pub fn pack(
             problem: "no text to train on (the file is empty or blank)".into(),
         });
     }
-    Ok(Corpus { path: path.into(), texts, pairs: nsp.then_some(pairs), lines, sha256: sha256_hex(text), classes: None })
+    Ok(Corpus {
+        path: path.into(),
+        texts,
+        pairs: nsp.then_some(pairs),
+        lines,
+        sha256: sha256_hex(text),
+        classes: None,
+        maskable: Some(maskable),
+    })
 }
 
 /// A text cut at the word start nearest its middle, when it has two words.
@@ -251,6 +284,94 @@ mod tests {
                     assert!(got.iter().all(|w| rest.any(|e| e == w)), "max_len {max_len}: out of order");
                     assert!(expected.len() - got.len() <= corpus.len(), "max_len {max_len}: too many left out");
                 }
+            }
+        }
+    }
+
+    /// What packing learns of each example's maskable tokens is what tokenizing the example
+    /// again gives, and the check reaches the same verdict from it as by tokenizing: on lines
+    /// of words, words with punctuation, Chinese characters, accents, special tokens (lines of
+    /// nothing else too), runs of Chinese characters with no space, which are cut between
+    /// characters, and words of more pieces than a sequence holds, which are cut inside.
+    #[test]
+    fn what_packing_learns_of_the_tokens_is_what_tokenizing_gives() {
+        let tokenizer = tiny();
+        let specials = tokenizer.special_ids();
+        let pool = [
+            "the",
+            "rome,",
+            "romans.",
+            "when",
+            "in",
+            "do",
+            "as",
+            "[MASK]",
+            "[SEP]",
+            "Éte",
+            "naïve",
+            "中",
+            "国人",
+            "東京",
+            "roads!?",
+            "x",
+            "unbelievablyunbelievablyunbelievably",
+            "(cat)",
+            "dog's",
+            "中国人中国人中国人中国人中国人中国人",
+            "romememememememe",
+        ];
+        let mut rng = crate::objectives::splitmix::SplitMix64::new(5);
+        let mut text = String::new();
+        for _ in 0..60 {
+            for _ in 0..1 + rng.next_u64() % 4 {
+                let n = rng.next_u64() % 30;
+                let line: Vec<&str> =
+                    (0..n.max(1)).map(|_| pool[(rng.next_u64() % pool.len() as u64) as usize]).collect();
+                text += &line.join(" ");
+                text.push('\n');
+            }
+            if rng.next_u64() % 5 == 0 {
+                text += "[SEP] [MASK]\n";
+            }
+            text.push('\n');
+        }
+        for nsp in [false, true] {
+            for max_len in [6, 9, 16, 40] {
+                let corpus = pack(&text, Path::new("t.txt"), &tokenizer, max_len, nsp, 3).unwrap();
+                let known = corpus.maskable.as_ref().expect("packing learns the counts");
+                let count = |t: &str| {
+                    tokenizer
+                        .content_ids(t, 510)
+                        .unwrap()
+                        .iter()
+                        .filter(|&&id| !specials.contains(&i64::from(id)))
+                        .count()
+                };
+                let mut learnt = 0;
+                for (index, counts) in known.iter().enumerate() {
+                    let Some((a, b)) = counts else { continue };
+                    learnt += 1;
+                    assert_eq!(*a, count(&corpus.texts[index]), "max_len {max_len}: {:?}", corpus.texts[index]);
+                    if let (Some(b), Some(pairs)) = (b, &corpus.pairs) {
+                        assert_eq!(*b, count(&pairs[index]), "max_len {max_len}: B {:?}", pairs[index]);
+                    }
+                }
+                // An example is learnt when none of its pieces is cut inside a word: here the
+                // long word, and with little room the tiny vocabulary's many-piece words, cut
+                // most of them; the lines the course trains on are cut between words.
+                assert!(learnt >= 1, "max_len {max_len}: none of {} learnt", known.len());
+                let batching = crate::training::options::Batching {
+                    batch_size: 4,
+                    max_len,
+                    mask_prob: 0.15,
+                    nsp_negatives: 0.5,
+                    seed: 3,
+                    documents: true,
+                    nsp,
+                };
+                let tokenized = Corpus { maskable: None, ..corpus.clone() };
+                let verdict = |c: &Corpus| c.check(&tokenizer, &batching).map_err(|e| e.to_string());
+                assert_eq!(verdict(&corpus), verdict(&tokenized), "max_len {max_len}, nsp {nsp}");
             }
         }
     }

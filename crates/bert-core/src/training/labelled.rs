@@ -340,6 +340,7 @@ impl Labelled {
             lines: self.lines,
             sha256: self.sha256,
             classes: Some(Classes { names: names.to_vec(), of_example }),
+            maskable: None,
         })
     }
 }
