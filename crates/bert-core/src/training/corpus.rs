@@ -39,10 +39,14 @@ pub struct Corpus {
     /// For fine-tuning: the classes and each example's; None for pretraining.
     pub classes: Option<Classes>,
     /// Of each example, when packing learnt it (`documents.rs`): how many of its tokens can be
-    /// masked, sentence A's and sentence B's, all of which a sequence holds. The check reads
-    /// these instead of tokenizing the examples again; None for an example it must tokenize.
-    pub maskable: Option<Vec<Option<(usize, Option<usize>)>>>,
+    /// masked. The check reads these instead of tokenizing the examples again; None for an
+    /// example it must tokenize.
+    pub maskable: Option<Vec<Option<Maskable>>>,
 }
+
+/// How many tokens of an example can be masked: sentence A's, and sentence B's for a pair; a
+/// sequence holds all of them.
+pub type Maskable = (usize, Option<usize>);
 
 /// A classifier's classes (a class id is its index in `names`) and the class of each example.
 #[derive(Clone, Debug, PartialEq)]
@@ -200,7 +204,7 @@ impl Corpus {
             let failed = |e: BertError| bad(0, e.to_string());
             // What packing learnt, when it learnt it of every example here: each fits a
             // sequence whole, so a count at `max_len` is its count alone.
-            let known: Option<Vec<(usize, Option<usize>)>> =
+            let known: Option<Vec<Maskable>> =
                 self.maskable.as_ref().and_then(|m| m[start..end].iter().copied().collect());
             if let Some(known) = known {
                 let halves: [Vec<Option<usize>>; 2] =

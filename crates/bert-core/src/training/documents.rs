@@ -330,7 +330,7 @@ mod tests {
                 text += &line.join(" ");
                 text.push('\n');
             }
-            if rng.next_u64() % 5 == 0 {
+            if rng.next_u64().is_multiple_of(5) {
                 text += "[SEP] [MASK]\n";
             }
             text.push('\n');
