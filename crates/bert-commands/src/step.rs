@@ -567,19 +567,7 @@ impl StepSession {
 
     /// Where the session is, for a caller that draws it (the page of `view --serve`).
     pub fn state(&self) -> StepState {
-        let current = self.current().ok().map(|(stage, tensor)| {
-            let values = tensor.to_f64();
-            let summary = Summary::of_f64(values.as_slice().unwrap_or(&[]));
-            CurrentStage {
-                name: stage.name(),
-                shape: tensor.shape().to_vec(),
-                min: summary.min,
-                mean: summary.mean,
-                std: summary.std,
-                max: summary.max,
-                formula: stage.formula().to_string(),
-            }
-        });
+        let current = self.current_summary();
         let changes = self
             .changes
             .iter()
@@ -611,14 +599,7 @@ impl StepSession {
             .filter(|(stage, _)| stage == current || (!stage.is_grad() && stage.info().part == Part::Input))
             .cloned()
             .collect();
-        Ok(bert_core::Dump::of_pass(
-            "this pass",
-            self.name.clone(),
-            self.model.fingerprint(),
-            self.inputs.clone(),
-            self.records()?,
-            stages,
-        )?)
+        self.as_dump(stages)
     }
 
     /// The session's model.
@@ -649,19 +630,20 @@ impl StepSession {
 
     /// The stage under the cursor: its name, shape, statistics, formula and values.
     fn describe(&self) -> String {
-        let Ok((stage, tensor)) = self.current() else { return String::new() };
-        let values = tensor.to_f64();
-        let summary = Summary::of_f64(values.as_slice().unwrap_or(&[]));
+        let (Ok((stage, tensor)), Some(summary)) = (self.current(), self.current_summary()) else {
+            return String::new();
+        };
         let mut text = format!(
-            "[{}/{}] {stage} {:?}  min {}  mean {}  std {}  max {}\n  formula: {}\n",
+            "[{}/{}] {} {:?}  min {}  mean {}  std {}  max {}\n  formula: {}\n",
             self.cursor.unwrap_or(0) + 1,
             self.plan.len(),
-            tensor.shape(),
+            summary.name,
+            summary.shape,
             num(summary.min),
             num(summary.mean),
             num(summary.std),
             num(summary.max),
-            stage.formula()
+            summary.formula
         );
         let attention = tensor.shape().len() == 4 && tensor.shape()[1] == self.model.config.num_attention_heads;
         let shown = match attention {
@@ -672,17 +654,38 @@ impl StepSession {
         text
     }
 
-    /// `explain` on the stages computed so far, in memory.
-    fn explain(&self, target: &Target) -> Result<String> {
-        let stages = self.stages.clone();
-        let dump = bert_core::Dump::of_pass(
+    /// The stage under the cursor, its name, shape, statistics and formula: what `next` prints
+    /// above its values, and what the page shows.
+    fn current_summary(&self) -> Option<CurrentStage> {
+        let (stage, tensor) = self.current().ok()?;
+        let values = tensor.to_f64();
+        let summary = Summary::of_f64(values.as_slice().unwrap_or(&[]));
+        Some(CurrentStage {
+            name: stage.name(),
+            shape: tensor.shape().to_vec(),
+            min: summary.min,
+            mean: summary.mean,
+            std: summary.std,
+            max: summary.max,
+            formula: stage.formula().to_string(),
+        })
+    }
+
+    /// `stages` of this pass, with its changes recorded, as a dump in memory.
+    fn as_dump(&self, stages: Vec<(Stage, Tensor)>) -> Result<bert_core::Dump> {
+        Ok(bert_core::Dump::of_pass(
             "this pass",
             self.name.clone(),
             self.model.fingerprint(),
             self.inputs.clone(),
             self.records()?,
             stages,
-        )?;
+        )?)
+    }
+
+    /// `explain` on the stages computed so far, in memory.
+    fn explain(&self, target: &Target) -> Result<String> {
+        let dump = self.as_dump(self.stages.clone())?;
         let explanations = explanation::explain(&self.model, &dump, target)?;
         Ok(explanations.iter().map(crate::explain::text).collect())
     }

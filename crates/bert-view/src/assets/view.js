@@ -1719,7 +1719,7 @@
       // The element explained and the elements its explanation reads, by stage.
       this.lit = null;
       const footer = document.querySelector('footer');
-      if (footer) footer.textContent = 'Served by bert-trace view --serve from this machine: the page asks its own server, and nothing else.';
+      if (footer) footer.textContent = 'Served from this machine by bert-trace: the page asks its own server, and nothing else.';
       this.panel = document.getElementById('explain-panel');
       this.buildPanel();
       this.buildStep();
