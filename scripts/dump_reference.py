@@ -211,8 +211,12 @@ READABLE_FORMATS = ("bert-trace-dump/1", "bert-trace-dump/2", "bert-trace-dump/3
 ATOL = 1e-5
 RTOL = 1e-5
 # The tolerances of every check against transformers, per --dtype.
-TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-10)}
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+# bfloat16 and float16: two units in the last place at 1 (the recomputation runs the same
+# operations as transformers' forward, so it is equal but for the order of some sums).
+TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-10), torch.bfloat16: (2 ** -6, 2 ** -6),
+              torch.float16: (2 ** -9, 2 ** -9)}
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
+          "float16": torch.float16}
 
 
 # --------------------------------------------------------------------------------------
@@ -249,7 +253,33 @@ def pick_model_class(names: list[str]) -> tuple[type, dict]:
     return transformers.BertModel, {"add_pooling_layer": has("pooler.")}
 
 
-def load_model(model_dir: str, dtype: torch.dtype = torch.float32) -> nn.Module:
+def quantize_int8(weight: np.ndarray) -> np.ndarray:
+    """bert-trace's --weights int8, in NumPy: a [out, in] float32 weight quantized symmetrically
+    per output channel (row) and back, float32 throughout: scale = max|w| / 127, q =
+    clip(rint(w / scale), -127, 127) (rint rounds ties to even), w' = q * scale; a row of
+    zeros stays zeros."""
+    assert weight.dtype == np.float32 and weight.ndim == 2, (weight.dtype, weight.shape)
+    scale = np.abs(weight).max(axis=1, keepdims=True) / np.float32(127)
+    safe = np.where(scale == 0, np.float32(1), scale)
+    q = np.clip(np.rint(weight / safe), np.float32(-127), np.float32(127))
+    return np.where(scale == 0, np.float32(0), q * safe).astype(np.float32)
+
+
+def hold_weights_int8(model: nn.Module) -> None:
+    """Every nn.Linear's weight replaced by its int8 rule (quantize_int8), in float32; the MLM
+    decoder, tied to the word embeddings, is untied first and given its own quantized copy (the
+    embedding lookup keeps the float table)."""
+    predictions = getattr(getattr(model, "cls", None), "predictions", None)
+    if predictions is not None:
+        predictions.decoder.weight = nn.Parameter(predictions.decoder.weight.detach().clone())
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear):
+                held = quantize_int8(module.weight.detach().cpu().numpy())
+                module.weight.copy_(torch.from_numpy(held))
+
+
+def load_model(model_dir: str, dtype: torch.dtype = torch.float32, int8: bool = False) -> nn.Module:
     names = stored_tensor_names(model_dir)
     cls, extra = pick_model_class(names)
     model, info = cls.from_pretrained(
@@ -268,8 +298,12 @@ def load_model(model_dir: str, dtype: torch.dtype = torch.float32) -> nn.Module:
     if unexpected:
         print(f"note: stored but unused by {cls.__name__}: {unexpected}", file=sys.stderr)
     model.eval()
-    if dtype == torch.float64:
-        model.double()  # loaded in float32 as always, then every parameter and buffer made float64
+    if int8:
+        hold_weights_int8(model)  # in float32, before any conversion
+    if dtype != torch.float32:
+        # Loaded in float32 as always, then every parameter and buffer converted (model.double()
+        # for float64); transformers then builds its mask in this dtype (finfo(dtype).min).
+        model.to(dtype)
     cfg = model.config
     assert cfg._attn_implementation == "eager", cfg._attn_implementation
     assert not cfg.is_decoder and not cfg.add_cross_attention, "only encoder BERT is supported"
@@ -277,7 +311,8 @@ def load_model(model_dir: str, dtype: torch.dtype = torch.float32) -> nn.Module:
     assert cfg.chunk_size_feed_forward == 0, "chunked feed-forward is not mirrored"
     for p in model.parameters():
         assert p.dtype == dtype, p.dtype
-    dtype_note = ", float64 (model.double())" if dtype == torch.float64 else ""
+    dtype_note = f", {str(dtype).removeprefix('torch.')} (model.to(dtype))" if dtype != torch.float32 else ""
+    dtype_note += ", every nn.Linear's weight held in int8 (per output channel)" if int8 else ""
     print(f"model: {cls.__name__} from {model_dir} ({len(names)} stored tensors){dtype_note}", file=sys.stderr)
     return model
 
@@ -769,7 +804,7 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], sentence_pooling: b
         tr = predictions.transform
         dec = predictions.decoder
         tied = dec.weight is bert.embeddings.word_embeddings.weight
-        assert tied, "MLM decoder weight is not tied to the word embeddings"
+        assert tied or model.int8_weights, "MLM decoder weight is not tied to the word embeddings"
         assert dec.bias is predictions.bias, "MLM decoder bias is not cls.predictions.bias"
         m_dense = tr.dense(x)  # (B, T, H)
         m_act = tr.transform_act_fn(m_dense)  # (B, T, H)
@@ -919,7 +954,7 @@ def check_against_hf(model: nn.Module, inputs: dict[str, torch.Tensor], stages: 
     print(f"check: {len(refs)} stages match HF's forward (assert_close atol={atol} rtol={rtol})", file=sys.stderr)
 
 
-def load_head_model(cls: type, model_dir: str, dtype: torch.dtype = torch.float32) -> nn.Module:
+def load_head_model(cls: type, model_dir: str, dtype: torch.dtype = torch.float32, int8: bool = False) -> nn.Module:
     """A single-head class (BertForMaskedLM, ...) loaded from model_dir, to check a loss with."""
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()  # the other head's weights are "unused": expected
@@ -931,8 +966,10 @@ def load_head_model(cls: type, model_dir: str, dtype: torch.dtype = torch.float3
     if info.get("missing_keys"):
         sys.exit(f"error: {cls.__name__} from {model_dir}: weights missing: {sorted(info['missing_keys'])}")
     model.eval()
-    if dtype == torch.float64:
-        model.double()  # as load_model does for --dtype float64
+    if int8:
+        hold_weights_int8(model)  # as load_model does for --weights int8
+    if dtype != torch.float32:
+        model.to(dtype)  # as load_model does for --dtype
     return model
 
 
@@ -949,13 +986,13 @@ def check_losses(model: nn.Module, model_dir: str, inputs: dict[str, torch.Tenso
     mlm, nsl = labels.labels, labels.next_sentence_label
     if mlm is not None:
         head = model if type(model) is transformers.BertForMaskedLM else \
-            load_head_model(transformers.BertForMaskedLM, model_dir, dtype)
+            load_head_model(transformers.BertForMaskedLM, model_dir, dtype, model.int8_weights)
         with iv.hooked(head.bert):
             checks.append(("mlm.loss", head(**inputs, labels=mlm, return_dict=True).loss,
                            "BertForMaskedLM(labels=).loss"))
     if nsl is not None:
         head = model if type(model) is transformers.BertForNextSentencePrediction else \
-            load_head_model(transformers.BertForNextSentencePrediction, model_dir, dtype)
+            load_head_model(transformers.BertForNextSentencePrediction, model_dir, dtype, model.int8_weights)
         with iv.hooked(head.bert):
             checks.append(("nsp.loss", head(**inputs, labels=nsl, return_dict=True).loss,
                            "BertForNextSentencePrediction(labels=).loss"))
@@ -1275,6 +1312,10 @@ def read_our_manifest(out_dir: str) -> dict | None:
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
+    # A bfloat16 or float16 stage is written as float32, every value exactly the format's (NumPy
+    # has no bfloat16, and bert-trace reads float32 and float64).
+    if t.dtype in (torch.bfloat16, torch.float16):
+        t = t.to(torch.float32)
     arr = t.detach().cpu().contiguous().numpy()
     dtype = {np.dtype(np.float32): np.dtype("<f4"), np.dtype(np.float64): np.dtype("<f8"),
              np.dtype(np.int64): np.dtype("<i8")}[arr.dtype]
@@ -1282,6 +1323,11 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     out = np.ascontiguousarray(arr.astype(dtype, copy=False)).reshape(tuple(t.shape))
     assert out.shape == tuple(t.shape) and out.flags["C_CONTIGUOUS"], (out.shape, t.shape)
     return out
+
+
+def to_numpy_dtype(dtype: str) -> str:
+    """The dtype of a float stage's file: float32 for a bfloat16 or float16 pass (to_numpy)."""
+    return "float32" if dtype in ("bfloat16", "float16") else dtype
 
 
 def manifest_json(manifest: dict) -> str:
@@ -1365,6 +1411,9 @@ def main() -> int:
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
                     help="float32 (the default: the reference dumps) or float64 (a truth dump: the model is "
                     "converted with model.double() after loading, and every float stage is float64)")
+    ap.add_argument("--weights", choices=["int8"],
+                    help="hold every nn.Linear's weight in int8, per output channel, as bert-trace's --weights "
+                    "int8 does (see quantize_int8); the activations stay in --dtype")
     ap.add_argument("--ablate", action="append", metavar="layerL.headH",
                     help="zero (or --ablate-with mean) a head's slice of layerL.attention.context; layerL.heads for all")
     ap.add_argument("--ablate-with", choices=["zero", "mean"], default="zero",
@@ -1405,7 +1454,8 @@ def main() -> int:
     torch.manual_seed(0)
 
     dtype = DTYPES[args.dtype]
-    model = load_model(args.model, dtype)
+    model = load_model(args.model, dtype, int8=args.weights == "int8")
+    model.int8_weights = args.weights == "int8"
     tok = load_tokenizer(args.model)
     inputs = tokenize(tok, args.model, args.texts, args.pair)
     B, T = inputs["input_ids"].shape
@@ -1460,6 +1510,7 @@ def main() -> int:
             "transformers": transformers.__version__,
             # Only for a float64 truth dump, so that a float32 dump is byte for byte what it was.
             **({"dtype": args.dtype} if dtype != torch.float32 else {}),
+            **({"weights": args.weights} if args.weights else {}),
         },
         "model": args.model_name or os.path.basename(os.path.normpath(args.model)),
         "inputs": {
@@ -1485,7 +1536,7 @@ def main() -> int:
             {
                 "name": s.name,
                 "shape": list(s.tensor.shape),
-                "dtype": "int64" if s.tensor.dtype == torch.int64 else args.dtype,
+                "dtype": "int64" if s.tensor.dtype == torch.int64 else to_numpy_dtype(args.dtype),
                 "file": f"{s.name}.npy",
                 "hf": s.hf,
                 "formula": s.formula,

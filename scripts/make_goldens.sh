@@ -167,6 +167,21 @@ english_small mlm_target --mlm-target romans "When in Rome, do as the [MASK] do.
 "$PYTHON" scripts/tokens_reference.py golden/english-small golden/english-small/heldout-sample.txt \
     golden/english-small/tokens.json
 
+# ---- Numbers in other precisions (issue 55) -------------------------------------------------
+# PyTorch's own bfloat16 and float16 forward (model.to(dtype), eager attention), the int8
+# weight rule in NumPy (float32 activations), and the float64 truth, all of one padded batch of
+# two: bert-trace's simulations are held to them (crates/bert-trace/tests/all/precision.rs).
+rm -rf golden/english-small/precision
+precision() {
+    local case=$1; shift
+    "$PYTHON" scripts/dump_reference.py --model golden/english-small --model-name golden/english-small \
+        --out "golden/english-small/precision/$case" "$@" "When in Rome, do as the [MASK] do." "The cat sat on the mat."
+}
+precision bfloat16 --dtype bfloat16
+precision float16 --dtype float16
+precision int8 --weights int8
+precision truth --dtype float64
+
 # ---- The course's pretrained Chinese model --------------------------------------------------
 # scripts/make_chinese_small.sh trains it (about 85 minutes); here only its dumps are made, and
 # the ids BertTokenizerFast gives its held-out sample.

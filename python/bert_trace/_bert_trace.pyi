@@ -30,6 +30,7 @@ class TraceOptions(TypedDict, total=False):
     label: Union[None, str, Sequence[str]]
     kernels: Optional[str]
     precision: str
+    weights: Optional[str]
     no_dump: bool
     npz: bool
     force: bool

@@ -55,9 +55,22 @@ pub fn diff(
             (Some(model), true) => Some(model.in_f64(py)?),
             _ => None,
         };
+        // A dump of a pass in a narrower format: the model in f64 with the same weights.
+        let mut made = Vec::new();
+        if let Some(model) = model {
+            for simulation in [&reference_dump, &trace_dump].iter().map(|d| d.simulation()) {
+                if !simulation.is_none() && !made.iter().any(|(s, _)| *s == simulation) {
+                    made.push((simulation, model.simulated_f64(py, simulation)?));
+                }
+            }
+        }
         let single = model.map(|m| m.f32.lock().expect("not poisoned"));
         let double_guard = double.as_ref().map(|d| d.lock().expect("not poisoned"));
-        let with = single.as_ref().map(|single| diff::IsolateWith::Loaded { single, double: double_guard.as_deref() });
+        let with = single.as_ref().map(|single| diff::IsolateWith::Loaded {
+            single,
+            double: double_guard.as_deref(),
+            simulated: made.iter().map(|(s, model)| (*s, model)).collect(),
+        });
         let report = py
             .detach(|| diff::diff_report(&reference_dump, &trace_dump, tolerance, with, truth.as_ref()))
             .or_raise(py)?;

@@ -62,7 +62,7 @@ use crate::result::Trace;
 #[pyo3(signature = (
     text, model = None, *, hooks = None, file = None, pair = None, stop_at = None, only = None, out = None,
     mask_prob = None, seed = None, mlm_target = None, nsp_label = None, label = None, kernels = None, precision = "f32",
-    no_dump = false, npz = false, force = false, truncate = false, color = "auto", head = None, top_k = 5,
+    weights = None, no_dump = false, npz = false, force = false, truncate = false, color = "auto", head = None, top_k = 5,
     threads = None, reference = None, ablate = None, ablate_with = "zero", patch = None, lens = false,
     backward = false, atol = None, rtol = None,
 ))]
@@ -84,6 +84,7 @@ fn trace<'py>(
     label: Option<Bound<'py, PyAny>>,
     kernels: Option<String>,
     precision: &str,
+    weights: Option<String>,
     no_dump: bool,
     npz: bool,
     force: bool,
@@ -119,6 +120,7 @@ fn trace<'py>(
         label,
         kernels,
         precision: precision.into(),
+        weights,
         no_dump,
         npz,
         force,

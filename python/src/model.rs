@@ -1,5 +1,6 @@
 //! `bert_trace.Model`: a checkpoint loaded once, for many traces (a notebook's loop).
 
+use bert_core::precision::{Simulation, WeightFormat};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -24,6 +25,9 @@ pub struct Model {
     pub f32: Arc<Mutex<BertModel>>,
     /// The same checkpoint loaded in f64, for `precision="f64"`, loaded when first asked for.
     pub f64: Mutex<Option<Arc<Mutex<BertModel<f64>>>>>,
+    /// The checkpoint as simulated deployments hold it (`precision="bf16"`, `weights="int8"`),
+    /// each made when first asked for.
+    simulated: Mutex<Vec<(Simulation, Arc<Mutex<BertModel>>)>>,
     /// The checkpoint's fingerprint (the SHA-256 of its position table), computed once.
     fingerprint: std::sync::OnceLock<String>,
     /// Its tensors' digests, computed once.
@@ -50,20 +54,66 @@ impl Model {
             embedded: loaded.embedded,
             f32: Arc::new(Mutex::new(loaded.model)),
             f64: Mutex::new(None),
+            simulated: Mutex::new(Vec::new()),
             fingerprint,
             tensor_digests: std::sync::OnceLock::new(),
         })
     }
 
     /// The checkpoint's fingerprint, which every manifest records: the same for its f32 and its
-    /// f64 model (it hashes the table as f32).
-    pub fn fingerprint<F: bert_core::ops::Float>(&self, model: &BertModel<F>) -> String {
-        self.fingerprint.get_or_init(|| model.fingerprint()).clone()
+    /// f64 model (it hashes the table as f32); a simulated model's own (its weights differ).
+    pub fn fingerprint<F: bert_core::ops::Float>(&self, model: &BertModel<F>, simulation: Simulation) -> String {
+        match simulation.is_none() {
+            true => self.fingerprint.get_or_init(|| model.fingerprint()).clone(),
+            false => model.fingerprint(),
+        }
     }
 
-    /// Its tensors' digests (`bert_core::io::fingerprint`), computed once.
-    pub fn tensor_digests<F: bert_core::ops::Float>(&self, model: &BertModel<F>) -> BTreeMap<String, String> {
-        self.tensor_digests.get_or_init(|| model.tensor_digests()).clone()
+    /// Its tensors' digests (`bert_core::io::fingerprint`), computed once; a simulated model's
+    /// own.
+    pub fn tensor_digests<F: bert_core::ops::Float>(
+        &self,
+        model: &BertModel<F>,
+        simulation: Simulation,
+    ) -> BTreeMap<String, String> {
+        match simulation.is_none() {
+            true => self.tensor_digests.get_or_init(|| model.tensor_digests()).clone(),
+            false => model.tensor_digests(),
+        }
+    }
+
+    /// The model as `simulation` holds it, made from the same files the first time.
+    pub fn simulated(&self, py: Python<'_>, simulation: Simulation) -> PyResult<Arc<Mutex<BertModel>>> {
+        let mut made = self.simulated.lock().expect("not poisoned");
+        if let Some((_, model)) = made.iter().find(|(s, _)| *s == simulation) {
+            return Ok(Arc::clone(model));
+        }
+        let mut loaded = py.detach(|| source::load(self.spec.as_deref())).or_raise(py)?;
+        simulation.apply_to_weights(&mut loaded.model);
+        let model = Arc::new(Mutex::new(loaded.model));
+        made.push((simulation, Arc::clone(&model)));
+        Ok(model)
+    }
+
+    /// The model in f64, loaded from the same files the first time; with `weights`, a copy with
+    /// its dense layers' weights held so (not kept).
+    pub fn in_f64_holding(
+        &self,
+        py: Python<'_>,
+        weights: Option<WeightFormat>,
+    ) -> PyResult<Arc<Mutex<BertModel<f64>>>> {
+        match weights {
+            None => self.in_f64(py),
+            Some(_) => Ok(Arc::new(Mutex::new(self.simulated_f64(py, Simulation { format: None, weights })?))),
+        }
+    }
+
+    /// A copy in f64 with the weights `simulation` holds (not kept): the exact result of a
+    /// simulated pass's weights, for `diff(isolate=True)`.
+    pub fn simulated_f64(&self, py: Python<'_>, simulation: Simulation) -> PyResult<BertModel<f64>> {
+        let mut loaded = py.detach(|| source::load_as::<f64>(self.spec.as_deref())).or_raise(py)?;
+        simulation.apply_to_weights(&mut loaded.model);
+        Ok(loaded.model)
     }
 
     /// The model in f64, loaded from the same files the first time.

@@ -15,6 +15,7 @@ use bert_core::io::memory;
 use bert_core::ops::{Float, Kernels};
 use bert_core::pass::hook::Hook;
 use bert_core::pass::{Sink, Tensor, TensorView};
+use bert_core::precision::{Rounding, SimulationRecord, WeightFormat};
 use bert_core::stage::Stage;
 use bert_core::words::Opt;
 use bert_core::{BertError, BertModel};
@@ -41,6 +42,7 @@ pub struct TraceKeywords<'py> {
     pub label: Option<Bound<'py, PyAny>>,
     pub kernels: Option<String>,
     pub precision: String,
+    pub weights: Option<String>,
     pub no_dump: bool,
     pub npz: bool,
     pub force: bool,
@@ -62,6 +64,7 @@ impl TraceKeywords<'_> {
     /// The library's request of these keywords and `texts`.
     fn request(&self, py: Python<'_>, texts: Vec<String>, model: Option<PathBuf>) -> PyResult<TraceRequest> {
         let precision = choice::<Precision>(py, trace::PRECISION, &self.precision)?;
+        let weights = self.weights.as_deref().map(|w| choice::<WeightFormat>(py, trace::WEIGHTS, w)).transpose()?;
         let ablate_with = choice::<AblateWith>(py, trace::ABLATE_WITH, &self.ablate_with)?;
         for (option, value) in [(Opt("atol"), self.atol), (Opt("rtol"), self.rtol)] {
             if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {
@@ -101,6 +104,7 @@ impl TraceKeywords<'_> {
             lens: self.lens,
             backward: self.backward,
             precision,
+            weights,
             settings: settings(py, self.threads, self.kernels.as_deref())?,
             output,
             reference: path(py, self.reference.as_ref())?,
@@ -138,13 +142,18 @@ pub fn trace(
     let (threads, kernels) = request.settings.apply().or_raise(py)?;
     let texts = request.all_texts().or_raise(py)?;
     let handle = model.get();
+    let simulation = request.simulation();
     match request.precision {
-        Precision::F32 => {
+        _ if !simulation.is_none() && request.precision != Precision::F64 => {
+            let model_lock = handle.simulated(py, simulation)?;
+            run(py, &request, texts, &model_lock, &model, hooks, (threads, kernels))
+        }
+        Precision::F32 | Precision::Bf16 | Precision::F16 => {
             let model_lock = std::sync::Arc::clone(&handle.f32);
             run(py, &request, texts, &model_lock, &model, hooks, (threads, kernels))
         }
         Precision::F64 => {
-            let model_lock = handle.in_f64(py)?;
+            let model_lock = handle.in_f64_holding(py, request.weights)?;
             run(py, &request, texts, &model_lock, &model, hooks, (threads, kernels))
         }
     }
@@ -194,6 +203,7 @@ fn run<F: Float>(
     hooks: Option<&Bound<'_, PyDict>>,
     (threads, kernels): (usize, Kernels),
 ) -> PyResult<Trace> {
+    let simulation = request.simulation();
     let mut model = model_lock.lock().expect("not poisoned");
     model.kernels = kernels;
     let prepared = trace::prepare(request, texts, &model).or_raise(py)?;
@@ -249,8 +259,12 @@ fn run<F: Float>(
         stages: collect.stages.iter().map(|(stage, t)| ManifestStage::of(stage, &t.view())).collect(),
         only_stages: (!request.only.is_empty()).then(|| request.only.clone()),
         stopped_at: stopped_at.map(|s| s.name()),
-        model_fingerprint: Some(handle.get().fingerprint(&model)),
-        model_tensors: handle.get().tensor_digests(&model),
+        model_fingerprint: Some(handle.get().fingerprint(&model, simulation)),
+        model_tensors: handle.get().tensor_digests(&model, simulation),
+        simulated: (!simulation.is_none()).then(|| SimulationRecord {
+            simulation,
+            first_non_finite: prepared.rounding.as_ref().and_then(Rounding::first_non_finite),
+        }),
         interventions: prepared.interventions.records(),
         lens: request.lens,
         no_gradient: collect.no_gradient.clone(),

@@ -854,3 +854,33 @@ def test_evaluate_is_the_command(tmp_path):
     assert each == printed and each["evaluation"]["each_token"] is True
     with pytest.raises(bert_trace.Error, match=r"seed=3 chooses masks, and each_token=True chooses none"):
         bert_trace.evaluate(held_out, tiny, each_token=True, seed=3)
+
+
+def test_a_simulated_trace_is_the_commands_and_isolates_to_its_rounding(tmp_path):
+    """precision="bf16" with weights="int8": the same stages, bit for bit, and the same record of
+    the simulation as the command's dump; isolated against the float64 truth, every stage's own
+    error is within bfloat16's rounding, as the command finds."""
+    texts = ["When in Rome, do as the [MASK] do.", "The cat sat on the mat."]
+    model = ROOT / "golden/english-small"
+    t = bert_trace.trace(texts, model=model, precision="bf16", weights="int8")
+    out = tmp_path / "cli"
+    ran = cli("--model", model, "--precision", "bf16", "--weights", "int8", "--out", out, *texts)
+    assert ran.returncode == 0, ran.stderr
+    manifest, arrays = read_dump(out)
+    assert t.manifest["simulated"] == manifest["simulated"] == {"format": "bfloat16", "weights": "int8"}
+    assert t.manifest["model_tensors"] == manifest["model_tensors"]
+    assert sorted(t.keys()) == sorted(arrays)
+    for name, array in arrays.items():
+        assert np.array_equal(t[name], array), name
+    report = bert_trace.diff(ROOT / "golden/english-small/precision/truth", t, isolate=True, model=model)
+    owns = [s["own_max_abs"]["trace"] for s in report.json["stages"]]
+    assert len([own for own in owns if own is not None]) >= 60
+    assert report.json["culprit"] is None
+
+
+def test_a_simulated_pass_refuses_the_backward_pass_in_pythons_words():
+    with pytest.raises(bert_trace.InputError, match=r"^backward=: a simulated pass \(precision= or weights=\)"):
+        bert_trace.trace("When in Rome, do as the [MASK] do.", model="tiny", precision="f16", backward=True,
+                         mlm_target="romans")
+    with pytest.raises(bert_trace.InputError, match=r"weights="):
+        bert_trace.trace("When in Rome.", model="tiny", weights="int4")

@@ -4,6 +4,7 @@
 //! `bert_core::divergence`'s; this makes the report, as text and as JSON (one schema:
 //! [`DiffJson`]).
 
+use bert_core::precision::Simulation;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -76,7 +77,13 @@ pub fn check_isolate(isolate: bool, model_given: bool) -> Result<()> {
 /// needs, or a model already loaded (a notebook's), with its f64 copy when one is needed.
 pub enum IsolateWith<'a> {
     Dir(&'a std::path::Path),
-    Loaded { single: &'a BertModel<f32>, double: Option<&'a BertModel<f64>> },
+    /// The models already loaded: in f32, in f64 (for an f64 dump), and in f64 with each
+    /// simulation's weights (for a dump of a pass in a narrower format).
+    Loaded {
+        single: &'a BertModel<f32>,
+        double: Option<&'a BertModel<f64>>,
+        simulated: Vec<(Simulation, &'a BertModel<f64>)>,
+    },
 }
 
 /// Compares two dumps already open: every stage, then with `isolate` each side's own errors,
@@ -97,7 +104,30 @@ pub fn diff_report(
 /// once): an f64 trace is then held to f64 rounding.
 fn isolation(with: IsolateWith<'_>, reference: &Dump, trace: &Dump) -> Result<Isolation> {
     let (mut single, mut double) = (None, None);
+    let mut simulated: Vec<(Simulation, BertModel<f64>)> = Vec::new();
     Isolation::of(reference, trace, |dump| match (&with, dump.float_dtype()) {
+        // A pass in a narrower format: its stages against the exact result of the same weights.
+        _ if !dump.simulation().is_none() && dump.float_dtype() == DType::F32 => {
+            let simulation = dump.simulation();
+            if let IsolateWith::Loaded { simulated: loaded, .. } = &with {
+                return match loaded.iter().find(|(s, _)| *s == simulation) {
+                    Some((_, model)) => Ok(own_errors(*model, dump)?),
+                    None => Err(crate::error::Error::Request(format!(
+                        "{} is a pass {}: isolating it needs the model with those weights, which was not loaded",
+                        dump.dir.display(),
+                        simulation.describe()
+                    ))),
+                };
+            }
+            let IsolateWith::Dir(dir) = &with else { unreachable!("Loaded returned above") };
+            if !simulated.iter().any(|(s, _)| *s == simulation) {
+                let mut model = source::load_as::<f64>(Some(dir))?.model;
+                simulation.apply_to_weights(&mut model);
+                simulated.push((simulation, model));
+            }
+            let model = &simulated.iter().find(|(s, _)| *s == simulation).expect("just made").1;
+            Ok(own_errors(model, dump)?)
+        }
         (IsolateWith::Loaded { double: Some(model), .. }, DType::F64) => Ok(own_errors(*model, dump)?),
         (IsolateWith::Loaded { single: model, .. }, _) => Ok(own_errors(*model, dump)?),
         (IsolateWith::Dir(dir), DType::F64) => {

@@ -48,9 +48,12 @@ impl ExplainReport {
 pub fn explain(request: &ExplainRequest) -> Result<ExplainReport> {
     let target = Target::parse(&request.target)?;
     let dump = Dump::open(&request.dump)?;
-    let explanations = match dump.float_dtype() {
-        DType::F64 => explanation::explain(&model_for::<f64>(&dump, request.model.as_deref())?, &dump, &target)?,
-        _ => explanation::explain(&model_for::<f32>(&dump, request.model.as_deref())?, &dump, &target)?,
+    // A pass in a narrower format is explained by the exact arithmetic of its weights: each
+    // element's own error is then its rounding.
+    let exact = dump.float_dtype() == DType::F64 || !dump.simulation().is_none();
+    let explanations = match exact {
+        true => explanation::explain(&model_for::<f64>(&dump, request.model.as_deref())?, &dump, &target)?,
+        false => explanation::explain(&model_for::<f32>(&dump, request.model.as_deref())?, &dump, &target)?,
     };
     Ok(report(&dump, &target, explanations))
 }
@@ -58,12 +61,22 @@ pub fn explain(request: &ExplainRequest) -> Result<ExplainReport> {
 /// The report of `explanations` of `target` in `dump`.
 pub(crate) fn report(dump: &Dump, target: &Target, explanations: Vec<Explanation>) -> ExplainReport {
     let text: String = explanations.iter().map(text).collect();
-    let notes = bert_core::divergence::isolate::model_check_note(dump).into_iter().collect();
+    let mut notes: Vec<String> = bert_core::divergence::isolate::model_check_note(dump).into_iter().collect();
+    let simulation = dump.simulation();
+    if !simulation.is_none() {
+        notes.push(format!(
+            "note: {} is a pass {}: each element is recomputed exactly (in float64) from the dump's operands, so its \
+             own error is its rounding",
+            dump.dir.display(),
+            simulation.describe()
+        ));
+    }
     ExplainReport { notes, text, row: target.is_row(), explanations }
 }
 
 /// The model that explains `dump`, loaded in precision `F`: `model` when given, else the one its
-/// manifest names (see [`model_of`]).
+/// manifest names (see [`model_of`]), with the weights of the dump's pass when it held them in a
+/// narrower format ([`Dump::simulation`]).
 pub(crate) fn model_for<F: bert_core::ops::Float>(
     dump: &Dump,
     model: Option<&Path>,
@@ -71,7 +84,7 @@ pub(crate) fn model_for<F: bert_core::ops::Float>(
     let which = model_of(dump, model)?;
     // A model the manifest names (not one the caller gave) that cannot be loaded is the
     // manifest's to answer for: the message names it, and the option that overrides it.
-    which.load::<F>().map_err(|error| match model {
+    let mut loaded = which.load::<F>().map_err(|error| match model {
         Some(_) => error,
         None => crate::Error::Request(format!(
             "{}: its manifest names the model {}, which is not a directory next to the dump or here, nor one that \
@@ -79,7 +92,9 @@ pub(crate) fn model_for<F: bert_core::ops::Float>(
             dump.dir.join("manifest.json").display(),
             which
         )),
-    })
+    })?;
+    dump.simulation().apply_to_weights(&mut loaded);
+    Ok(loaded)
 }
 
 /// Which model explains a dump: one a path or hub id names (the caller's, or the manifest's), or

@@ -212,6 +212,13 @@ impl StepSession {
     /// The batch of `dump`'s manifest's inputs, when it is the one the dump holds.
     fn batch_of(dump: &bert_core::Dump, model: &BertModel) -> Result<Batch> {
         let why = |problem: String| Error::Request(format!("{}: {problem}", dump.dir.display()));
+        let simulation = dump.simulation();
+        if !simulation.is_none() {
+            return Err(why(format!(
+                "it is a pass {}, and stepping reruns the pass in float32",
+                simulation.describe()
+            )));
+        }
         bert_core::divergence::isolate::check_model(model, dump)?;
         if !dump.manifest.interventions.is_empty() {
             return Err(why("it records interventions, and stepping reruns the pass without them".into()));

@@ -41,6 +41,8 @@
 //! - [`divergence`]: reading two dumps against each other: the stage-by-stage diff (`bert-trace
 //!   diff`), each stage's own error (`diff --isolate`), both sides against a float64 truth
 //!   (`diff --truth`), two models' traces of one input (`bert-trace compare`, in `two_models.rs`);
+//! - [`precision`]: a pass simulated in bfloat16 or float16, or with int8 weights
+//!   (`--precision bf16`, `--weights int8`);
 //! - [`explanation`]: why one element is what it is, its formula with its operands
 //!   (`bert-trace explain`);
 //! - [`experiments`]: ablated heads and patched stages (`ablate`), the logit lens (`lens`),
@@ -58,6 +60,7 @@ pub mod model;
 pub mod objectives;
 pub mod ops;
 pub mod pass;
+pub mod precision;
 pub mod recompute;
 pub mod stage;
 pub mod training;

@@ -20,6 +20,7 @@ use bert_core::model::{Pass, Traced};
 use bert_core::ops::{Float, Kernels};
 use bert_core::pass::hook::{Chain, Hook};
 use bert_core::pass::{Discard, Sink, Tensor};
+use bert_core::precision::{Format, Rounding, Simulation, WeightFormat};
 use bert_core::stage::{DType, Objectives, Part, Stage, StageKind};
 use bert_core::words::{Choice, Opt};
 use bert_core::{Batch, BertError, BertModel};
@@ -59,6 +60,8 @@ pub const PRECISION: Opt = Opt("precision");
 pub const REFERENCE: Opt = Opt("reference");
 pub const NPZ: Opt = Opt("npz");
 
+pub const WEIGHTS: Opt = Opt("weights");
+
 /// The element type a whole pass runs in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Precision {
@@ -67,9 +70,24 @@ pub enum Precision {
     F32,
     /// To see how far f32's rounding takes each stage (the dump is then float64).
     F64,
+    /// bfloat16, simulated: f32 arithmetic, every weight and stage rounded to bfloat16.
+    Bf16,
+    /// float16, simulated the same way.
+    F16,
 }
 
-bert_core::choice!(Precision { F32 => "f32", F64 => "f64" });
+bert_core::choice!(Precision { F32 => "f32", F64 => "f64", Bf16 => "bf16", F16 => "f16" });
+
+impl Precision {
+    /// The narrower format a simulated pass rounds to; None for f32 and f64, which are run.
+    pub fn format(self) -> Option<Format> {
+        match self {
+            Precision::F32 | Precision::F64 => None,
+            Precision::Bf16 => Some(Format::Bfloat16),
+            Precision::F16 => Some(Format::Float16),
+        }
+    }
+}
 
 /// Where a trace's stages go.
 #[derive(Clone, Debug, PartialEq)]
@@ -110,6 +128,8 @@ pub struct TraceRequest {
     pub lens: bool,
     pub backward: bool,
     pub precision: Precision,
+    /// How the dense layers' weights are held: None for the pass's own float format.
+    pub weights: Option<WeightFormat>,
     pub settings: PassSettings,
     pub output: Output,
     pub reference: Option<PathBuf>,
@@ -143,6 +163,7 @@ impl Default for TraceRequest {
             lens: false,
             backward: false,
             precision: Precision::F32,
+            weights: None,
             settings: PassSettings::default(),
             output: Output::Dump { out: PathBuf::from("trace"), force: false, npz: false },
             reference: None,
@@ -193,6 +214,18 @@ impl TraceRequest {
         if let Some(target) = &self.explain {
             Target::parse(target)?;
         }
+        let simulated = self.precision.format().is_some() || self.weights.is_some();
+        if simulated && self.backward {
+            return Err(Error::Request(format!(
+                "{BACKWARD}: a simulated pass ({PRECISION} or {WEIGHTS}) is forward only; its gradients are not simulated"
+            )));
+        }
+        if simulated && self.lens {
+            return Err(Error::Request(format!(
+                "{LENS}: the lens runs the MLM head inside one stage, where a simulated pass ({PRECISION} or \
+                 {WEIGHTS}) would not round as the format does"
+            )));
+        }
         if let (Output::Nowhere, Some(_)) = (&self.output, &self.reference) {
             return Err(Error::Request(format!(
                 "{} diffs the dump the trace writes: it cannot be used without one",
@@ -200,6 +233,11 @@ impl TraceRequest {
             )));
         }
         Ok(())
+    }
+
+    /// What the pass simulates: the precision's format and the weights' storage.
+    pub fn simulation(&self) -> Simulation {
+        Simulation { format: self.precision.format(), weights: self.weights }
     }
 
     /// The texts: the request's, then the lines of its file.
@@ -224,7 +262,7 @@ pub fn trace(request: &TraceRequest) -> Result<TraceReport> {
     let (threads, kernels) = request.settings.apply()?;
     let texts = request.all_texts()?;
     match request.precision {
-        Precision::F32 => run_in::<f32>(request, texts, threads, kernels),
+        Precision::F32 | Precision::Bf16 | Precision::F16 => run_in::<f32>(request, texts, threads, kernels),
         Precision::F64 => run_in::<f64>(request, texts, threads, kernels),
     }
 }
@@ -246,6 +284,11 @@ fn run_in<F: Float>(
         report.notes.push("note: kernels: reference (the plain formulas)".into());
     }
     model.kernels = kernels;
+    let simulation = request.simulation();
+    if !simulation.is_none() {
+        simulation.apply_to_weights(&mut model);
+        report.notes.push(format!("note: {}", simulation.describe()));
+    }
     let mut prepared = prepare(request, texts, &model)?;
     let (inputs, notes) = (std::mem::take(&mut prepared.inputs), std::mem::take(&mut prepared.notes));
     let stop = prepared.stop;
@@ -274,6 +317,10 @@ fn run_in<F: Float>(
             writer.set_model(&model);
             writer.set_interventions(prepared.interventions.records());
             writer.set_lens(request.lens);
+            if !simulation.is_none() {
+                let first = prepared.rounding.as_ref().map(Rounding::first_non_finite_cell).unwrap_or_default();
+                writer.set_simulation(simulation, first);
+            }
             if !request.only.is_empty() {
                 let only = prepared.only.clone();
                 writer.set_only_stages(request.only.clone());
@@ -287,6 +334,9 @@ fn run_in<F: Float>(
         recorder = recorder.keeping_all();
     }
     let traced = prepared.run(&model, request, None, &mut recorder)?;
+    if let Some(first) = prepared.rounding.as_ref().and_then(Rounding::first_non_finite) {
+        report.notes.push(format!("note: in {}, {first}", simulation.format.map_or("float32", Format::torch_name)));
+    }
     let Prepared { batch, only, interventions, .. } = &prepared;
 
     let text = &mut report.text;
@@ -409,6 +459,8 @@ pub struct Prepared {
     /// What the input did that a reader would not expect: the masking's surprises, and the
     /// words the vocabulary lacks.
     pub notes: Vec<String>,
+    /// In a pass simulated in a narrower format, the hook that rounds every stage to it.
+    pub rounding: Option<Rounding>,
 }
 
 impl Prepared {
@@ -427,10 +479,15 @@ impl Prepared {
             chain.0.push(&mut self.interventions as &mut dyn Hook);
         }
         chain.0.extend(extra);
+        // Last, so that whatever the hooks before set is a value of the format too.
+        let format = self.rounding.as_ref().map(|rounding| rounding.format);
+        if let Some(rounding) = &mut self.rounding {
+            chain.0.push(rounding as &mut dyn Hook);
+        }
         let hook = (!chain.0.is_empty()).then_some(&mut chain as &mut dyn Hook);
         let pass =
             Pass { stop_after: self.stop, hook, lens: request.lens, backward: request.backward, ..Pass::default() };
-        model.trace_with(&self.batch, sink, pass)
+        bert_core::precision::with_format(format, || model.trace_with(&self.batch, sink, pass))
     }
 }
 
@@ -509,7 +566,8 @@ pub fn prepare<F: Float>(request: &TraceRequest, texts: Vec<String>, model: &Ber
     }
     let only = only_filter(&request.only, &model.plan(objectives))?;
     model.check(&batch)?;
-    Ok(Prepared { inputs, batch, objectives, stop, only, interventions, notes })
+    let rounding = request.precision.format().map(Rounding::new);
+    Ok(Prepared { inputs, batch, objectives, stop, only, interventions, notes, rounding })
 }
 
 /// The terminal heatmap of head `head` of sequence 0 of a `[B,nh,T,T]` stage. The heatmap draws

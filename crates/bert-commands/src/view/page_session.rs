@@ -50,20 +50,27 @@ impl PageSession {
     /// and the page says why; a `model` the caller named must load and be the dump's.
     pub fn open(dump: Dump, model: Option<&Path>) -> Result<PageSession> {
         let mut notes: Vec<String> = bert_core::divergence::isolate::model_check_note(&dump).into_iter().collect();
-        let (explainer, step) = match dump.float_dtype() {
-            DType::F64 => {
+        let simulation = dump.simulation();
+        let exact = dump.float_dtype() == DType::F64 || !simulation.is_none();
+        let (explainer, step) = match exact {
+            true => {
                 let explainer = model_for::<f64>(&dump, model)
                     .and_then(|m| checked(m, &dump))
                     .map(Explainer::F64)
                     .map_err(|e| e.to_string());
-                let why = explainer.as_ref().err().cloned().unwrap_or_else(|| {
-                    "stepping runs the pass in float32, and this dump is float64: explain its elements, or trace it \
-                     again in float32 to step through it"
-                        .to_string()
+                let why = explainer.as_ref().err().cloned().unwrap_or_else(|| match simulation.is_none() {
+                    true => "stepping runs the pass in float32, and this dump is float64: explain its elements, or \
+                             trace it again in float32 to step through it"
+                        .to_string(),
+                    false => format!(
+                        "stepping runs the pass in float32, and this dump is a pass {}: explain its elements, or \
+                         trace it again in float32 to step through it",
+                        simulation.describe()
+                    ),
                 });
                 (explainer, Err(why))
             }
-            _ => match model_for::<f32>(&dump, model).and_then(|m| checked(m, &dump)) {
+            false => match model_for::<f32>(&dump, model).and_then(|m| checked(m, &dump)) {
                 Err(error) => (Err(error.to_string()), Err(error.to_string())),
                 Ok(loaded) => {
                     let name = dump.manifest.model.clone();

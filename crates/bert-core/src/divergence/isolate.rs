@@ -99,13 +99,17 @@ impl Isolation {
 /// own error, in the dump's order. First checks that `model` is the dump's model: it must give
 /// the dump's word embeddings from the dump's ids. `model` should be in the dump's precision
 /// ([`Dump::float_dtype`]): an f64 dump is then held to f64 rounding
-/// ([`isolation_tolerance`]).
+/// ([`isolation_tolerance`]). A dump of a pass in a narrower format ([`Dump::simulation`]:
+/// bert-trace's `--precision bf16`, PyTorch's `model.to(torch.bfloat16)`) is recomputed by the
+/// model in f64 with the same weights (`Simulation::apply_to_weights`): each stage's own error is
+/// then its rounding in the format, held to the format's.
 pub fn own_errors<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<Vec<(String, Own)>> {
     check_model(model, dump)?;
     let n_layers = model.config.num_hidden_layers;
     let wiring = crate::recompute::wiring_of(dump, n_layers);
     let mask = dump.attention_mask()?;
     let intervened = intervened(dump);
+    let format = dump.simulation().format;
     let mut owns = Vec::new();
     for entry in &dump.manifest.stages {
         let Some(stage) = stage::parse(&entry.name) else { continue };
@@ -123,7 +127,10 @@ pub fn own_errors<F: Float>(model: &BertModel<F>, dump: &Dump) -> Result<Vec<(St
         let own = match recompute_from(model, dump, stage, n_layers)? {
             Ok(recomputed) => {
                 let value = dump.read(entry)?;
-                let tolerance = isolation_tolerance(stage, value.dtype());
+                let tolerance = match format {
+                    Some(format) => format_tolerance(format),
+                    None => isolation_tolerance(stage, value.dtype()),
+                };
                 let report = compare_tensors(&entry.name, &value, &recomputed, tolerance, mask.as_ref());
                 own_of(&report)
             }
@@ -142,6 +149,15 @@ pub fn isolation_tolerance(stage: Stage, dtype: DType) -> Tolerance {
         DType::F64 => Tolerance { atol: 1e-10, rtol: 1e-10 },
         _ => stage_tolerance(stage),
     }
+}
+
+/// The tolerance of a stage's own error in a pass in `format`, against the exact result of its
+/// inputs: the unit roundoff u absolute and 2u relative. One rounding of a value x is off by at
+/// most u·|x|, and the stages that round inside (the scores, the embeddings' sum) twice or three
+/// times; the absolute u covers a sum whose first rounding was of larger terms than the result.
+pub fn format_tolerance(format: crate::precision::Format) -> Tolerance {
+    let u = format.unit_roundoff();
+    Tolerance { atol: u, rtol: 2.0 * u }
 }
 
 /// The stages the dump's interventions changed, each with the intervention: an ablation changes

@@ -120,8 +120,10 @@ impl<F: Float> BertEmbeddings<F> {
 
 /// `embeddings.sum`: `[B,T,H]` three times -> `[B,T,H]`. HF adds in this order,
 /// (word + token_type) + position; f32 addition is not associative, so the order is kept.
+/// PyTorch makes a tensor of the first sum, which a pass in a narrower format rounds
+/// (`ops::narrow`, the identity in f32 and f64).
 pub fn sum<F: Float>(word: Array3<F>, token_type: &Array3<F>, position: &Array3<F>) -> Array3<F> {
-    word + token_type + position
+    ops::narrow(word + token_type) + position
 }
 
 /// `[B,T]`: the position of every token, 0, 1, ... in each sequence.

@@ -189,15 +189,29 @@ impl<F: Float> BertModel<F> {
     /// The digest of every parameter, by its transformers name (`io/fingerprint.rs`), as a
     /// format-3 manifest records them.
     pub fn tensor_digests(&self) -> std::collections::BTreeMap<String, String> {
-        self.parameters()
+        let digest = |name: &str, param: &crate::io::weights::Param<F>| {
+            let values: Vec<f32> = param.as_slice().iter().map(|v| v.to_f32().unwrap_or(f32::NAN)).collect();
+            crate::io::fingerprint::tensor_digest(name, param.shape(), &values)
+        };
+        let mut digests: std::collections::BTreeMap<String, String> = self
+            .parameters()
             .into_iter()
             .map(|(stage, param)| {
-                let values: Vec<f32> = param.as_slice().iter().map(|v| v.to_f32().unwrap_or(f32::NAN)).collect();
                 let name = stage.hf();
-                let digest = crate::io::fingerprint::tensor_digest(&name, param.shape(), &values);
+                let digest = digest(&name, param);
                 (name, digest)
             })
-            .collect()
+            .collect();
+        // A decoder no longer tied to the word embeddings (a simulated int8 model's, whose
+        // lookup keeps the float table) has a weight of its own, as PyTorch then lists it.
+        if let Some(mlm) = &self.mlm {
+            let table = self.embeddings.word_embeddings.as_slice();
+            if !std::ptr::eq(mlm.decoder.weight.as_slice(), table) {
+                let name = "cls.predictions.decoder.weight";
+                digests.insert(name.to_string(), digest(name, &mlm.decoder.weight));
+            }
+        }
+        digests
     }
 }
 

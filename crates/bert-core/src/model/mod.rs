@@ -186,12 +186,13 @@ pub struct Traced<F: Float = f32> {
 }
 
 /// `[B,1,1,T]`: HF's extended attention mask, 0 for a real key and the most negative float
-/// for padding, added to every head's scores for every query. None without padding: HF then
-/// adds nothing.
+/// for padding (`torch.finfo(dtype).min`, the simulated format's in a simulated pass), added to
+/// every head's scores for every query. None without padding: HF then adds nothing.
 pub fn additive_mask<F: Float>(attention_mask: &Array2<i64>) -> Option<Array4<F>> {
     attention_mask.iter().any(|&m| m == 0).then(|| {
+        let lowest = ops::lowest::<F>();
         let (b, t) = attention_mask.dim();
-        let additive = attention_mask.mapv(|m| if m == 0 { F::min_value() } else { F::zero() });
+        let additive = attention_mask.mapv(|m| if m == 0 { lowest } else { F::zero() });
         additive.into_shape_with_order((b, 1, 1, t)).expect("B·T values")
     })
 }

@@ -29,6 +29,12 @@ impl<F: Float> BertModel<F> {
         layers.chain(mlm).chain(heads).chain(self.classifier.iter().map(|c| &c.dense))
     }
 
+    /// The weight of every dense layer, as its stage (`param.*`): the MLM decoder's is the word
+    /// embedding table's, to which it is tied.
+    pub(crate) fn dense_weights(&self) -> Vec<Stage> {
+        self.linears().map(|linear| linear.params.weight).collect()
+    }
+
     /// Every LayerNorm of the model.
     fn layer_norms(&self) -> impl Iterator<Item = &LayerNorm<F>> {
         let layers =

@@ -116,7 +116,9 @@ pub fn mean_pool<F: Float>(hidden: &Array3<F>, mask: &Array2<i64>) -> Array2<F> 
     // [B,T,H] -> [B,H]: the real tokens' hidden states summed over T, in f64 whatever F is. In
     // f32 the running sum over up to 512 tokens rounds at every token, and came out farther
     // from the exact mean than PyTorch's at every 512-token text of scripts/accuracy.py.
-    let sums = (hidden.mapv(|v| v.to_f64().expect("an f32 or f64 is an f64")) * &mask).sum_axis(Axis(1));
+    // In a simulated narrower format the sums are a tensor of that format (`ops::narrow`).
+    let sums =
+        crate::ops::narrow((hidden.mapv(|v| v.to_f64().expect("an f32 or f64 is an f64")) * &mask).sum_axis(Axis(1)));
     // ... over [B,1]: how many real tokens each sequence has.
     let counts = mask.sum_axis(Axis(1)).mapv(|n| n.max(1e-9));
     (sums / &counts).mapv(|mean| F::from_f64(mean).expect("an f64 converts to f32 or f64"))

@@ -69,9 +69,15 @@ pub fn matmul<F: Float>(a: ArrayView4<'_, F>, b: ArrayView4<'_, F>) -> Array4<F>
 }
 
 /// [`matmul`], each result times `scale`: `torch.matmul(a, b) * scale`. The scaling happens as
-/// each product is stored, not in a second pass over the result.
+/// each product is stored, not in a second pass over the result. In a pass simulated in a
+/// narrower format (`crate::precision`) the product and the scaled product are each a tensor of
+/// that format, as PyTorch makes them.
 pub fn scaled_matmul<F: Float>(a: ArrayView4<'_, F>, b: ArrayView4<'_, F>, scale: F) -> Array4<F> {
-    F::scaled_matmul(a, b, scale)
+    if super::format::active().is_some() && scale != F::one() {
+        let product = super::format::narrow(F::scaled_matmul(a, b, F::one()));
+        return super::format::narrow(product * scale);
+    }
+    super::format::narrow(F::scaled_matmul(a, b, scale))
 }
 
 /// [`scaled_matmul`] on f32, by the fast kernel where it applies.

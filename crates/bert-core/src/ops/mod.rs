@@ -20,6 +20,7 @@
 mod activation;
 mod cross_entropy;
 mod embedding;
+pub mod format;
 #[cfg(test)]
 mod gradcheck;
 pub(crate) mod kernels;
@@ -36,6 +37,7 @@ pub use self::activation::{
 };
 pub use self::cross_entropy::{cross_entropy, cross_entropy_backward, log_softmax_rows};
 pub use self::embedding::{embedding, embedding_backward};
+pub use self::format::{lowest, narrow};
 pub use self::kernels::available as available_kernels;
 pub use self::kernels::memory::keep_freed_memory;
 /// The sums of a stage table's statistics, which `pass/summary.rs` reaches through here.

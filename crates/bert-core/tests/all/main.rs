@@ -15,6 +15,7 @@ mod gradients;
 mod loader;
 mod masking;
 mod params;
+mod precision;
 mod rollout;
 mod segmentation;
 mod sentence_pooling;

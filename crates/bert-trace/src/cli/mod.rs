@@ -38,6 +38,7 @@ use bert_core::experiments::token_importance::integrated::Baseline;
 use bert_core::experiments::token_importance::Rule;
 use bert_core::experiments::token_importance::Score;
 use bert_core::ops::Kernels;
+use bert_core::precision::WeightFormat;
 use bert_core::training::options::Warmup;
 use bert_core::training::TrainSettings;
 use bert_core::words::Choice;
@@ -181,10 +182,17 @@ pub struct TraceArgs {
     #[command(flatten)]
     pub pass: PassArgs,
 
-    /// The element type of the whole pass: f32, BERT's own, or f64, to see how far f32
-    /// rounding takes each stage (the dump is then float64; `diff --truth` reads it)
+    /// The element type of the whole pass: f32, BERT's own; f64, to see how far f32 rounding
+    /// takes each stage (the dump is then float64; `diff --truth` reads it); bf16 or f16,
+    /// simulated: f32 arithmetic, every weight and stage rounded to bfloat16 or float16 where
+    /// PyTorch's forward in that format rounds
     #[arg(long, value_name = "TYPE", value_parser = choice::<Precision>(), default_value = "f32")]
     pub precision: Precision,
+
+    /// Hold every dense layer's weight as int8, simulated: symmetric, one scale per output
+    /// channel (max |w| / 127), used dequantized; the activations stay in float
+    #[arg(long, value_name = "FORMAT", value_parser = choice::<WeightFormat>())]
+    pub weights: Option<WeightFormat>,
 
     /// Only print; write nothing
     #[arg(long, conflicts_with_all = ["npz", "reference"])]

@@ -43,6 +43,7 @@ pub fn request(args: &TraceArgs) -> Result<TraceRequest> {
         lens: args.lens,
         backward: args.backward,
         precision: args.precision,
+        weights: args.weights,
         settings: crate::cli::settings::of(&args.pass)?,
         output: match args.no_dump {
             true => Output::Nowhere,

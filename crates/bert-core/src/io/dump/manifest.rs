@@ -60,6 +60,11 @@ pub struct Manifest {
     /// `grad.param.*` stage (PyTorch leaves their `.grad` None).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub no_gradient: Vec<String>,
+    /// A pass simulated in a narrower format or with int8 weights (`crate::precision`): what was
+    /// simulated, and where a value first stopped being finite. Its stages are float32 files
+    /// whose values are the format's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<crate::precision::SimulationRecord>,
 }
 
 impl Manifest {
@@ -81,6 +86,7 @@ impl Manifest {
             interventions: Vec::new(),
             lens: false,
             no_gradient: Vec::new(),
+            simulated: None,
         }
     }
 }

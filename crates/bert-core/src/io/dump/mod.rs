@@ -136,6 +136,8 @@ pub struct DumpWriter {
     previous: BTreeSet<String>,
     /// Whether the previous run's manifest has been removed yet.
     invalidated: bool,
+    /// A simulated pass's simulation, and where its hook notes the first value not finite.
+    simulation: Option<(crate::precision::Simulation, crate::precision::FirstNonFiniteCell)>,
     _lock: Option<DirLock>,
 }
 
@@ -182,6 +184,7 @@ impl DumpWriter {
             output,
             previous: ours,
             invalidated: false,
+            simulation: None,
             _lock: lock,
         })
     }
@@ -212,6 +215,16 @@ impl DumpWriter {
     /// Records what the pass changed, in the order applied.
     pub fn set_interventions(&mut self, records: Vec<InterventionRecord>) {
         self.manifest.interventions = records;
+    }
+
+    /// Records that the pass is simulated as `simulation` says; the first value that was not
+    /// finite is read from `first_non_finite` when the dump is finished.
+    pub fn set_simulation(
+        &mut self,
+        simulation: crate::precision::Simulation,
+        first_non_finite: crate::precision::FirstNonFiniteCell,
+    ) {
+        self.simulation = Some((simulation, first_non_finite));
     }
 
     /// Records that the dump holds the logit lens.
@@ -281,6 +294,11 @@ impl Sink for DumpWriter {
         }
         for name in std::mem::take(&mut self.previous) {
             remove_if_present(&self.dir.join(name))?;
+        }
+        if let Some((simulation, first)) = &self.simulation {
+            let first_non_finite = first.lock().expect("not poisoned").clone();
+            self.manifest.simulated =
+                Some(crate::precision::SimulationRecord { simulation: *simulation, first_non_finite });
         }
         let text = serde_json::to_string_pretty(&self.manifest).expect("a manifest always serialises");
         write_whole(&self.dir.join("manifest.json"), false, &[text.as_bytes(), b"\n"])

@@ -141,6 +141,25 @@ impl Dump {
         }
     }
 
+    /// What the pass that made the dump held in a narrower format: a bert-trace dump's
+    /// `simulated` record, or the `dtype` (`bfloat16`, `float16`) and `weights` (`int8`) a
+    /// `scripts/dump_reference.py` dump's producer records for PyTorch's own pass in them.
+    pub fn simulation(&self) -> crate::precision::Simulation {
+        use crate::precision::{Format, Simulation, WeightFormat};
+        if let Some(record) = &self.manifest.simulated {
+            return record.simulation;
+        }
+        let producer = |key: &str| self.manifest.producer.get(key).and_then(|v| v.as_str());
+        Simulation {
+            format: match producer("dtype") {
+                Some("bfloat16") => Some(Format::Bfloat16),
+                Some("float16") => Some(Format::Float16),
+                _ => None,
+            },
+            weights: (producer("weights") == Some("int8")).then_some(WeightFormat::Int8),
+        }
+    }
+
     /// The stages of a pass kept in memory, as a dump of `model` (what its manifest names it)
     /// with `inputs` and what changed it (`interventions`): for `explain` on a pass nothing was
     /// written for.
