@@ -203,6 +203,21 @@ pub struct TruthSummary {
     pub as_close: usize,
     pub non_finite: usize,
     pub largest_gap: Option<Gap>,
+    /// With `isolate`, on each side the stage whose own error is the largest share of the
+    /// spread of the truth's values: the stage whose own rounding matters most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub largest_own_share: Option<BTreeMap<&'static str, Option<OwnShare>>>,
+}
+
+/// A stage's own error against the spread of its values.
+#[derive(Clone, Debug, Serialize)]
+pub struct OwnShare {
+    pub stage: String,
+    pub own_max_abs: f64,
+    /// The standard deviation of the truth's values of the stage.
+    pub spread: f64,
+    /// own_max_abs / spread.
+    pub share: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -268,6 +283,10 @@ fn report_both_ways(
                 as_close: count("same"),
                 non_finite: truth.iter().filter(|t| t.non_finite()).count(),
                 largest_gap: largest_gap(truth).map(|(stage, gap)| Gap { stage: stage.into(), gap }),
+                largest_own_share: isolation.map(|isolation| {
+                    let sides = [("reference", Side::Reference), ("trace", Side::Trace)];
+                    sides.iter().map(|&(name, side)| (name, largest_own_share(truth, isolation, side))).collect()
+                }),
             }
         }),
         interventions: BTreeMap::from([
@@ -279,6 +298,9 @@ fn report_both_ways(
     print_report(&mut text, reference, trace, &report, isolation);
     if let Some(truth) = truth {
         print_truth(&mut text, truth);
+        if let Some(isolation) = isolation {
+            print_own_shares(&mut text, truth, isolation);
+        }
     }
     Ok(DiffReport { passed: report.passed(), text, json })
 }
@@ -290,6 +312,37 @@ fn largest_gap(truth: &[TruthStage]) -> Option<(&str, f64)> {
         .filter_map(|t| Some((t.name.as_str(), (t.reference_max_abs? - t.trace_max_abs?).abs())))
         .filter(|(_, gap)| gap.is_finite())
         .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The stage of `side` whose own error is the largest share of the spread of the truth's values
+/// (a stage whose values are all one constant has no spread, and is left out).
+fn largest_own_share(truth: &[TruthStage], isolation: &Isolation, side: Side) -> Option<OwnShare> {
+    truth
+        .iter()
+        .filter(|t| t.spread > 0.0 && t.spread.is_finite())
+        .filter_map(|t| {
+            let own = isolation.own(&t.name, side)?.max_abs()?;
+            let share = own / t.spread;
+            share.is_finite().then(|| OwnShare { stage: t.name.clone(), own_max_abs: own, spread: t.spread, share })
+        })
+        .max_by(|a, b| a.share.total_cmp(&b.share))
+}
+
+/// Where each side's own rounding matters most.
+fn print_own_shares(out: &mut String, truth: &[TruthStage], isolation: &Isolation) {
+    for (name, side) in [("reference", Side::Reference), ("trace", Side::Trace)] {
+        if let Some(share) = largest_own_share(truth, isolation, side) {
+            say!(
+                out,
+                "the {name}'s own error against the spread of the truth's values is largest in {}: {} = {:.2}% of \
+                 its standard deviation {}",
+                share.stage,
+                num(share.own_max_abs),
+                100.0 * share.share,
+                num(share.spread)
+            );
+        }
+    }
 }
 
 /// Each stage's distance from the truth on both sides, and who is closer.

@@ -18,6 +18,9 @@ pub struct TruthStage {
     pub reference_max_abs: Option<f64>,
     /// max |trace − truth|, when the trace has the stage; NaN as above.
     pub trace_max_abs: Option<f64>,
+    /// The standard deviation of the truth's values of the stage (every element), the scale an
+    /// error of the stage is set against.
+    pub spread: f64,
 }
 
 impl TruthStage {
@@ -77,7 +80,8 @@ pub fn against_truth(reference: &Dump, trace: &Dump, truth: &Dump) -> Result<Vec
         };
         let (reference_max_abs, trace_max_abs) = (distance(reference)?, distance(trace)?);
         if reference_max_abs.is_some() || trace_max_abs.is_some() {
-            stages.push(TruthStage { name: entry.name.clone(), reference_max_abs, trace_max_abs });
+            let spread = spread(&exact.to_f64());
+            stages.push(TruthStage { name: entry.name.clone(), reference_max_abs, trace_max_abs, spread });
         }
     }
     if stages.is_empty() {
@@ -87,6 +91,14 @@ pub fn against_truth(reference: &Dump, trace: &Dump, truth: &Dump) -> Result<Vec
         });
     }
     Ok(stages)
+}
+
+/// The standard deviation of the finite `values`.
+fn spread(values: &ndarray::ArrayD<f64>) -> f64 {
+    let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    let n = finite.len().max(1) as f64;
+    let mean = finite.iter().sum::<f64>() / n;
+    (finite.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt()
 }
 
 /// Refuses a truth of another input than `dump`'s.

@@ -24,8 +24,20 @@ fn trace(out: &Path, options: &[&str]) -> crate::common::Ran {
     run(&all)
 }
 
+/// `diff REFERENCE TRACE --isolate --truth TRUTH --json`, against english-small.
 fn diff_json(reference: &str, trace: &str) -> serde_json::Value {
-    let ran = run(&args(&["diff", reference, trace, "--isolate", "--model", "golden/english-small", "--json"]));
+    let truth = "golden/english-small/precision/truth";
+    let ran = run(&args(&[
+        "diff",
+        reference,
+        trace,
+        "--isolate",
+        "--model",
+        "golden/english-small",
+        "--truth",
+        truth,
+        "--json",
+    ]));
     serde_json::from_str(&ran.stdout).unwrap_or_else(|e| panic!("diff {reference} {trace}: {e}\n{}", ran.stderr))
 }
 
@@ -60,8 +72,20 @@ fn a_simulated_trace_says_what_it_simulated_and_each_stage_isolates_to_its_round
     assert_eq!(trace(&plain, &["--precision", "bf16"]).code, Some(0));
     let truth = "golden/english-small/precision/truth";
     let mut failures = Vec::new();
+    let mut mattering = Vec::new();
     for side in ["golden/english-small/precision/bfloat16".to_string(), plain.display().to_string()] {
         let report = diff_json(truth, &side);
+        // The stage whose own rounding matters most, against the spread of its values.
+        let largest = &report["truth_summary"]["largest_own_share"]["trace"];
+        let own = report["stages"].as_array().unwrap().iter().find(|s| s["name"] == largest["stage"]);
+        let own = own.map(|s| s["own_max_abs"]["trace"].as_f64().unwrap_or(f64::NAN));
+        let share = largest["share"].as_f64().unwrap_or(f64::NAN);
+        let spread = largest["spread"].as_f64().unwrap_or(f64::NAN);
+        println!("{side}: own rounding matters most in {}", largest);
+        if own.is_none_or(|own| (own / spread - share).abs() > 1e-12 * share) {
+            failures.push(format!("{side}: the largest own share {largest} is not its stage's own error / spread"));
+        }
+        mattering.push(largest["stage"].clone());
         let owns = own_errors(&report, "trace");
         println!("{side}: {} stages isolated", owns.len());
         if owns.len() < 60 {
@@ -75,6 +99,11 @@ fn a_simulated_trace_says_what_it_simulated_and_each_stage_isolates_to_its_round
         if !report["culprit"].is_null() {
             failures.push(format!("{side}: expected no culprit, got {}", report["culprit"]));
         }
+    }
+
+    if mattering[0] != mattering[1] {
+        failures
+            .push(format!("PyTorch's and bert-trace's own rounding matter most in different stages: {mattering:?}"));
     }
 
     // One stage made wrong by 3% in bert-trace's bfloat16 dump: isolation names it.
