@@ -143,6 +143,16 @@ def trace(
     **options: Unpack[TraceOptions],
 ) -> Trace: ...
 def load(dir: PathLike, model: Union[None, PathLike, Model] = None) -> Trace: ...
+def padding(
+    text: Union[None, str, Sequence[str]] = None,
+    model: Union[None, PathLike, Model] = None,
+    *,
+    file: Optional[PathLike] = None,
+    batched: Union[None, Trace, PathLike] = None,
+    alone: Optional[Sequence[Union[Trace, PathLike]]] = None,
+    threads: Optional[int] = None,
+    kernels: Optional[str] = None,
+) -> dict[str, Any]: ...
 def diff(
     reference: Union[Trace, PathLike],
     trace: Union[Trace, PathLike],

@@ -204,6 +204,70 @@ fn compare(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, top: usiz
     })
 }
 
+/// Does padding change a real token's numbers? As `bert-trace padding --json` reports it: each
+/// of `text` (a list of texts of different lengths) traced alone and all of them as one padded
+/// batch with `model`, in float64 and float32, every stage's real positions compared; or
+/// `batched=` (a `Trace` or a dump of a padded batch) against `alone=` (one `Trace` or dump a
+/// row, in its order). `first_leak` names the first stage the padding reaches, `passed` is
+/// whether none.
+#[pyfunction]
+#[pyo3(signature = (text = None, model = None, *, file = None, batched = None, alone = None, threads = None, kernels = None))]
+#[allow(clippy::too_many_arguments)]
+fn padding<'py>(
+    py: Python<'py>,
+    text: Option<&Bound<'py, PyAny>>,
+    model: Option<&Bound<'py, PyAny>>,
+    file: Option<&Bound<'py, PyAny>>,
+    batched: Option<&Bound<'py, PyAny>>,
+    alone: Option<&Bound<'py, PyAny>>,
+    threads: Option<usize>,
+    kernels: Option<String>,
+) -> PyResult<Py<PyAny>> {
+    guarded(py, || {
+        let reported = match batched {
+            Some(batched) => {
+                if text.is_some() || file.is_some() || model.is_some() {
+                    return Err(raise(
+                        py,
+                        "InputError",
+                        "batched= sets dumps against each other: it takes no text, no file= and no model=".into(),
+                    ));
+                }
+                let batched = diff_dumps::open(py, batched)?;
+                let alone: Vec<_> = match alone {
+                    Some(alone) => {
+                        alone.try_iter()?.map(|side| diff_dumps::open(py, &side?)).collect::<PyResult<_>>()?
+                    }
+                    None => Vec::new(),
+                };
+                py.detach(|| bert_commands::padding::padding_of_dumps(&batched, &alone)).or_raise(py)?
+            }
+            None => {
+                if alone.is_some() {
+                    return Err(raise(py, "InputError", "alone= goes with batched=, the batch its texts make".into()));
+                }
+                let texts = match text {
+                    Some(text) if text.is_instance_of::<pyo3::types::PyString>() => vec![text.extract::<String>()?],
+                    Some(text) => text.try_iter()?.map(|t| t?.extract::<String>()).collect::<PyResult<_>>()?,
+                    None => Vec::new(),
+                };
+                let request = bert_commands::padding::PaddingRequest {
+                    texts,
+                    file: args::path(py, file)?,
+                    model: args::path(py, model)?,
+                    batched: None,
+                    alone: Vec::new(),
+                    settings: args::settings(py, threads, kernels.as_deref())?,
+                };
+                py.detach(|| bert_commands::padding::padding(&request)).or_raise(py)?
+            }
+        };
+        errors::notes(py, &reported.notes);
+        let dict = serde_json::to_value(&reported.report).expect("the report serialises");
+        Ok(report::python_of(py, &dict)?.unbind())
+    })
+}
+
 /// Attention rollout and, with `flow=True`, attention flow, as `bert-trace rollout --json`
 /// reports them: of a fresh pass of `text` with `model`, or of `dump=` (a `Trace` or a dump,
 /// whose tokens `model` names). Per layer, what each position of its output reads from the input
@@ -811,6 +875,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(rollout, m)?)?;
+    m.add_function(wrap_pyfunction!(padding, m)?)?;
     m.add_function(wrap_pyfunction!(view, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;

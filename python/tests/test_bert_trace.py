@@ -423,10 +423,11 @@ def test_the_stubs_name_every_option_of_the_command():
         if command == "ablate":
             want = want - {"--with"} | {"--ablate-with"}
         assert keywords(function) == want, sorted(keywords(function) ^ want)
-    # evaluate returns its report as a dict, which is what --json prints.
-    (function,) = [n for n in functions if n.name == "evaluate"]
-    want = options("evaluate") - {"--json"}
-    assert keywords(function) == want, sorted(keywords(function) ^ want)
+    # evaluate and padding return their reports as a dict, which is what --json prints.
+    for command in ["evaluate", "padding"]:
+        (function,) = [n for n in functions if n.name == command]
+        want = options(command) - {"--json"}
+        assert keywords(function) == want, sorted(keywords(function) ^ want)
 
 
 def test_the_functions_take_every_option_of_the_command_with_its_default():
@@ -440,7 +441,7 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                               (bert_trace.attribute, ("attribute",)), (bert_trace.evaluate, ("evaluate",)),
                               (bert_trace.lens, ("lens",)), (bert_trace.ablate, ("ablate",)),
                               (bert_trace.compare, ("compare",)), (bert_trace.rollout, ("rollout",)),
-                              (bert_trace.view, ("view",))]:
+                              (bert_trace.view, ("view",)), (bert_trace.padding, ("padding",))]:
         help_text = cli(*command, "--help").stdout
         defaults = {}
         # An option's block starts at its flag, alone or before its value's name (a wrapped
@@ -452,7 +453,7 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                 defaults[flag.group(1).replace("-", "_")] = default.group(1) if default else None
         defaults.pop("help", None)
         defaults.pop("version", None)
-        if function in (bert_trace.evaluate, bert_trace.compare, bert_trace.rollout):
+        if function in (bert_trace.evaluate, bert_trace.compare, bert_trace.rollout, bert_trace.padding):
             defaults.pop("json")
         if function is bert_trace.ablate:
             # `with` is Python's: the command's --with is ablate_with=, as in trace.
@@ -884,3 +885,23 @@ def test_a_simulated_pass_refuses_the_backward_pass_in_pythons_words():
                          mlm_target="romans")
     with pytest.raises(bert_trace.InputError, match=r"weights="):
         bert_trace.trace("When in Rome.", model="tiny", weights="int4")
+
+
+def test_padding_is_the_commands_from_texts_and_from_traces(tmp_path):
+    """padding() of texts gives the command's --json; of traces in memory (a batch and each text
+    alone), the same verdict as of their dumps."""
+    texts = ["When in Rome, do as the [MASK] do.", "The cat sat on the mat."]
+    model = ROOT / "golden/english-small"
+    report = bert_trace.padding(texts, model=model)
+    ran = cli("padding", "--model", model, "--json", *texts)
+    assert ran.returncode == 0, ran.stderr
+    assert report == json.loads(ran.stdout)
+    assert report["passed"] and report["first_leak"] is None
+    batch = bert_trace.trace(texts, model=model)
+    alone = [bert_trace.trace(text, model=model) for text in texts]
+    of_traces = bert_trace.padding(batched=batch, alone=alone)
+    assert of_traces["passed"] and len(of_traces["stages"]) >= 60
+    with pytest.raises(bert_trace.InputError, match=r"alone= goes with batched="):
+        bert_trace.padding(texts, alone=alone)
+    with pytest.raises(bert_trace.FileError, match=r"one for each row"):
+        bert_trace.padding(batched=batch, alone=alone[:1])

@@ -32,6 +32,7 @@ pub mod heads;
 pub mod inspect;
 pub mod lens;
 pub mod owned_file;
+pub mod padding;
 pub mod render;
 pub mod report;
 pub mod rollout;

@@ -13,8 +13,8 @@ use bert_core::words::{in_dialect, Dialect};
 use clap::Parser;
 
 use crate::cli::{
-    ablate, attribute, compare, diff, evaluate, explain, finetune, heads, inspect, lens, rollout, stages, step, trace,
-    train, view, Cli, Command,
+    ablate, attribute, compare, diff, evaluate, explain, finetune, heads, inspect, lens, padding, rollout, stages,
+    step, trace, train, view, Cli, Command,
 };
 
 fn main() -> ExitCode {
@@ -46,6 +46,7 @@ fn main() -> ExitCode {
         Some(Command::Stages(args)) => stages::run(args),
         Some(Command::Inspect(args)) => inspect::run(args),
         Some(Command::Compare(args)) => compare::run(args),
+        Some(Command::Padding(args)) => padding::run(args),
         Some(Command::Rollout(args)) => rollout::run(args),
         Some(Command::View(args)) => view::run(args),
         Some(Command::Ablate(args)) => ablate::run(args),

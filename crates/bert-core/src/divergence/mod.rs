@@ -13,6 +13,7 @@
 //! reads them; a non-finite value there fails it like anywhere else.
 
 pub mod isolate;
+pub mod padded_rows;
 pub mod truth;
 pub mod two_models;
 

@@ -20,6 +20,7 @@ pub mod finetune;
 pub mod heads;
 pub mod inspect;
 pub mod lens;
+pub mod padding;
 pub mod rollout;
 pub mod settings;
 pub mod stages;
@@ -69,6 +70,11 @@ pub enum Command {
     Stages(StagesArgs),
     /// Show the model's config and its parameter counts per part
     Inspect(InspectArgs),
+    /// Does padding change a real token's numbers? Each text traced alone and all of them as
+    /// one padded batch, in float64 and float32, every stage's real positions compared; or a
+    /// batch's dump against its texts' own (--batched, --alone). The first stage the padding
+    /// reaches is named (exit 0: none, 1: padding leaks, 2: bad input)
+    Padding(PaddingArgs),
     /// Compare the traces of two models on the same input (a base model and its fine-tuned
     /// version): per stage the cosine similarity and relative difference, per attention head the
     /// Jensen-Shannon divergence of where it looks, the most changed heads first
@@ -507,6 +513,29 @@ pub struct EvaluateArgs {
     #[arg(long)]
     pub each_token: bool,
     /// Print the measure as JSON
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub pass: PassArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PaddingArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The texts, of different lengths: each is traced alone and in the padded batch of all
+    #[arg(value_name = "TEXT")]
+    pub texts: Vec<String>,
+    /// Read more texts from FILE, one per line (UTF-8; empty lines are skipped)
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// A padded batch's dump (a port's, PyTorch's), set against --alone instead of tracing
+    #[arg(long, value_name = "DUMP", conflicts_with_all = ["texts", "file", "model"])]
+    pub batched: Option<PathBuf>,
+    /// The dump of one row's text alone, once for each row of --batched, in its order
+    #[arg(long, value_name = "DUMP", requires = "batched")]
+    pub alone: Vec<PathBuf>,
+    /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]

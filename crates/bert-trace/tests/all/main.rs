@@ -27,6 +27,7 @@ mod heads;
 mod hub;
 mod isolate;
 mod models;
+mod padding;
 mod precision;
 mod robustness;
 mod rollout;
