@@ -153,6 +153,18 @@ def padding(
     threads: Optional[int] = None,
     kernels: Optional[str] = None,
 ) -> dict[str, Any]: ...
+def tolerances(
+    text: Union[None, str, Sequence[str]] = None,
+    model: Union[None, PathLike, Model] = None,
+    *,
+    file: Optional[PathLike] = None,
+    out: PathLike,
+    headroom: Optional[float] = None,
+    reference: Union[None, PathLike, Sequence[PathLike]] = None,
+    truth: Union[None, PathLike, Sequence[PathLike]] = None,
+    threads: Optional[int] = None,
+    kernels: Optional[str] = None,
+) -> dict[str, Any]: ...
 def diff(
     reference: Union[Trace, PathLike],
     trace: Union[Trace, PathLike],
@@ -162,6 +174,7 @@ def diff(
     isolate: bool = False,
     truth: Union[None, Trace, PathLike] = None,
     model: Union[None, PathLike, Model] = None,
+    tolerances: Optional[PathLike] = None,
 ) -> DiffReport: ...
 def compare(a: Union[Trace, PathLike], b: Union[Trace, PathLike], *, top: int = 10) -> dict[str, Any]: ...
 def rollout(

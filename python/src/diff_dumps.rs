@@ -1,6 +1,7 @@
 //! `bert_trace.diff`: the command's diff of two dumps, either of which may be a trace in memory
 //! (read as it is, with nothing written).
 
+use bert_core::divergence::measured_tolerance::ToleranceFile;
 use std::path::PathBuf;
 
 use bert_commands::diff;
@@ -27,6 +28,7 @@ pub(crate) fn open(py: Python<'_>, side: &Bound<'_, PyAny>) -> PyResult<Dump> {
 /// `diff(reference, trace, atol=None, rtol=None, isolate=False, truth=None, model=None)`: the
 /// command's own comparison (`bert_commands::diff::diff_report`). `isolate` needs the model both
 /// dumps were made with, as the command does: `model=`, or the model of a trace in memory.
+#[allow(clippy::too_many_arguments)]
 pub fn diff(
     py: Python<'_>,
     reference: &Bound<'_, PyAny>,
@@ -35,6 +37,7 @@ pub fn diff(
     isolate: bool,
     truth: Option<&Bound<'_, PyAny>>,
     model: Option<&Bound<'_, PyAny>>,
+    tolerances: Option<PathBuf>,
 ) -> PyResult<DiffReport> {
     guarded(py, || {
         let (reference_dump, trace_dump) = (open(py, reference)?, open(py, trace)?);
@@ -72,7 +75,11 @@ pub fn diff(
             simulated: made.iter().map(|(s, model)| (*s, model)).collect(),
         });
         let report = py
-            .detach(|| diff::diff_report(&reference_dump, &trace_dump, tolerance, with, truth.as_ref()))
+            .detach(|| {
+                let measured = tolerances.as_deref().map(ToleranceFile::read).transpose()?;
+                let tolerances = diff::Tolerances { overrides: tolerance, measured: measured.as_ref() };
+                diff::diff_report(&reference_dump, &trace_dump, tolerances, with, truth.as_ref())
+            })
             .or_raise(py)?;
         Ok(DiffReport::of(report))
     })

@@ -161,9 +161,10 @@ fn load(py: Python<'_>, dir: &Bound<'_, PyAny>, model: Option<&Bound<'_, PyAny>>
 /// each side's own inputs with the model both were made with (whose error is it): `model=`, or
 /// the model of a `Trace` given as a side; without one it is refused, as the command refuses
 /// `--isolate` without `--model`. `truth` is a float64 dump of the same input (which side is
-/// closer to the exact result).
+/// closer to the exact result). `tolerances` is a file `bert_trace.tolerances()` wrote, whose
+/// stages' tolerances replace the fixed table's.
 #[pyfunction]
-#[pyo3(signature = (reference, trace, *, atol = None, rtol = None, isolate = false, truth = None, model = None))]
+#[pyo3(signature = (reference, trace, *, atol = None, rtol = None, isolate = false, truth = None, model = None, tolerances = None))]
 #[allow(clippy::too_many_arguments)]
 fn diff(
     py: Python<'_>,
@@ -174,6 +175,7 @@ fn diff(
     isolate: bool,
     truth: Option<&Bound<'_, PyAny>>,
     model: Option<&Bound<'_, PyAny>>,
+    tolerances: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<report::DiffReport> {
     for (name, value) in [("atol", atol), ("rtol", rtol)] {
         if value.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
@@ -184,7 +186,8 @@ fn diff(
             ));
         }
     }
-    diff_dumps::diff(py, reference, trace, ToleranceOverride { atol, rtol }, isolate, truth, model)
+    let tolerances = args::path(py, tolerances)?;
+    diff_dumps::diff(py, reference, trace, ToleranceOverride { atol, rtol }, isolate, truth, model, tolerances)
 }
 
 /// The traces of two models on the same input, side by side, as `bert-trace compare --json`
@@ -264,6 +267,62 @@ fn padding<'py>(
         };
         errors::notes(py, &reported.notes);
         let dict = serde_json::to_value(&reported.report).expect("the report serialises");
+        Ok(report::python_of(py, &dict)?.unbind())
+    })
+}
+
+/// Measures each stage's honest float32 error against float64 on `text` (texts, each traced
+/// alone and all as one padded batch) with `model`, and on `reference=` dumps against their
+/// `truth=` dumps (lists, in pairs), and writes the tolerance file `out` (which must not exist)
+/// that `diff(..., tolerances=out)` holds each stage to, as `bert-trace tolerances` does.
+/// Returns the file's contents as a dict (`stages`: each stage's `atol`, `rtol`, `max_abs`,
+/// `max_rel`, `elements`).
+#[pyfunction]
+#[pyo3(signature = (
+    text = None, model = None, *, file = None, out, headroom = None, reference = None, truth = None, threads = None,
+    kernels = None,
+))]
+#[allow(clippy::too_many_arguments)]
+fn tolerances<'py>(
+    py: Python<'py>,
+    text: Option<&Bound<'py, PyAny>>,
+    model: Option<&Bound<'py, PyAny>>,
+    file: Option<&Bound<'py, PyAny>>,
+    out: &Bound<'py, PyAny>,
+    headroom: Option<f64>,
+    reference: Option<&Bound<'py, PyAny>>,
+    truth: Option<&Bound<'py, PyAny>>,
+    threads: Option<usize>,
+    kernels: Option<String>,
+) -> PyResult<Py<PyAny>> {
+    guarded(py, || {
+        let texts = match text {
+            Some(text) if text.is_instance_of::<pyo3::types::PyString>() => vec![text.extract::<String>()?],
+            Some(text) => text.try_iter()?.map(|t| t?.extract::<String>()).collect::<PyResult<_>>()?,
+            None => Vec::new(),
+        };
+        let paths = |list: Option<&Bound<'py, PyAny>>| -> PyResult<Vec<PathBuf>> {
+            match list {
+                Some(list) if list.is_instance_of::<pyo3::types::PyString>() => {
+                    Ok(vec![PathBuf::from(args::path_text(py, list)?)])
+                }
+                Some(list) => list.try_iter()?.map(|p| Ok(PathBuf::from(args::path_text(py, &p?)?))).collect(),
+                None => Ok(Vec::new()),
+            }
+        };
+        let request = bert_commands::tolerances::TolerancesRequest {
+            texts,
+            file: args::path(py, file)?,
+            model: args::path(py, model)?,
+            references: paths(reference)?,
+            truths: paths(truth)?,
+            headroom,
+            out: PathBuf::from(args::path_text(py, out)?),
+            settings: args::settings(py, threads, kernels.as_deref())?,
+        };
+        let reported = py.detach(|| bert_commands::tolerances::tolerances(&request)).or_raise(py)?;
+        errors::notes(py, &reported.notes);
+        let dict = serde_json::to_value(&reported.report.file).expect("the file serialises");
         Ok(report::python_of(py, &dict)?.unbind())
     })
 }
@@ -876,6 +935,7 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(rollout, m)?)?;
     m.add_function(wrap_pyfunction!(padding, m)?)?;
+    m.add_function(wrap_pyfunction!(tolerances, m)?)?;
     m.add_function(wrap_pyfunction!(view, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;

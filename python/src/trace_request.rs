@@ -283,7 +283,8 @@ fn run<F: Float>(
     if let Some(reference) = &request.reference {
         let reference = py.detach(|| bert_core::Dump::open(reference)).or_raise(py)?;
         let dump = trace.as_dump(py)?;
-        let report = bert_commands::diff::diff_report(&reference, &dump, request.tolerance, None, None).or_raise(py)?;
+        let report =
+            bert_commands::diff::diff_report(&reference, &dump, request.tolerance.into(), None, None).or_raise(py)?;
         trace.report = Some(Py::new(py, crate::report::DiffReport::of(report))?);
     }
     Ok(trace)

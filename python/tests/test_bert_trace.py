@@ -424,7 +424,7 @@ def test_the_stubs_name_every_option_of_the_command():
             want = want - {"--with"} | {"--ablate-with"}
         assert keywords(function) == want, sorted(keywords(function) ^ want)
     # evaluate and padding return their reports as a dict, which is what --json prints.
-    for command in ["evaluate", "padding"]:
+    for command in ["evaluate", "padding", "tolerances"]:
         (function,) = [n for n in functions if n.name == command]
         want = options(command) - {"--json"}
         assert keywords(function) == want, sorted(keywords(function) ^ want)
@@ -441,7 +441,8 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                               (bert_trace.attribute, ("attribute",)), (bert_trace.evaluate, ("evaluate",)),
                               (bert_trace.lens, ("lens",)), (bert_trace.ablate, ("ablate",)),
                               (bert_trace.compare, ("compare",)), (bert_trace.rollout, ("rollout",)),
-                              (bert_trace.view, ("view",)), (bert_trace.padding, ("padding",))]:
+                              (bert_trace.view, ("view",)), (bert_trace.padding, ("padding",)),
+                              (bert_trace.tolerances, ("tolerances",))]:
         help_text = cli(*command, "--help").stdout
         defaults = {}
         # An option's block starts at its flag, alone or before its value's name (a wrapped
@@ -453,7 +454,8 @@ def test_the_functions_take_every_option_of_the_command_with_its_default():
                 defaults[flag.group(1).replace("-", "_")] = default.group(1) if default else None
         defaults.pop("help", None)
         defaults.pop("version", None)
-        if function in (bert_trace.evaluate, bert_trace.compare, bert_trace.rollout, bert_trace.padding):
+        if function in (bert_trace.evaluate, bert_trace.compare, bert_trace.rollout, bert_trace.padding,
+                        bert_trace.tolerances):
             defaults.pop("json")
         if function is bert_trace.ablate:
             # `with` is Python's: the command's --with is ablate_with=, as in trace.
@@ -905,3 +907,25 @@ def test_padding_is_the_commands_from_texts_and_from_traces(tmp_path):
         bert_trace.padding(texts, alone=alone)
     with pytest.raises(bert_trace.FileError, match=r"one for each row"):
         bert_trace.padding(batched=batch, alone=alone[:1])
+
+
+def test_tolerances_measure_as_the_command_and_diff_reads_them(tmp_path):
+    """tolerances() writes the command's file (the same stages and tolerances, bit for bit);
+    diff(tolerances=) holds each stage to it, as `diff --tolerances` does."""
+    texts = ["Hello there.", "The cat sat on the mat."]
+    model = ROOT / "golden/english-small"
+    measured = bert_trace.tolerances(texts, model=model, out=tmp_path / "py.json")
+    ran = cli("tolerances", "--model", model, "--out", tmp_path / "cli.json", *texts)
+    assert ran.returncode == 0, ran.stderr
+    theirs = json.loads((tmp_path / "cli.json").read_text())
+    assert measured["stages"] == theirs["stages"] and measured["texts"] == texts
+    assert json.loads((tmp_path / "py.json").read_text())["stages"] == theirs["stages"]
+    with pytest.raises(bert_trace.FileError, match=r"exists"):
+        bert_trace.tolerances(texts, model=model, out=tmp_path / "py.json")
+    reference = ROOT / "golden/english-small/dumps/mask"
+    t = bert_trace.trace("When in Rome, do as the [MASK] do.", model=model)
+    report = bert_trace.diff(reference, t, tolerances=tmp_path / "py.json")
+    t.save(tmp_path / "t")
+    command = cli("diff", reference, tmp_path / "t", "--json", "--tolerances", tmp_path / "py.json")
+    assert command.returncode in (0, 1), command.stderr
+    assert report.json["stages"] == json.loads(command.stdout)["stages"]

@@ -4,6 +4,7 @@
 //! `bert_core::divergence`'s; this makes the report, as text and as JSON (one schema:
 //! [`DiffJson`]).
 
+use bert_core::divergence::measured_tolerance::ToleranceFile;
 use bert_core::precision::Simulation;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 
 use bert_core::divergence::isolate::{own_errors, Isolation, Own, Side};
 use bert_core::divergence::truth::{against_truth, TruthStage};
-use bert_core::divergence::{diff_dumps, FirstFailure, Report, StageReport, Status, ToleranceOverride};
+use bert_core::divergence::{diff_dumps_with, FirstFailure, Report, StageReport, Status, ToleranceOverride};
 use bert_core::io::dump::manifest::InterventionRecord;
 use bert_core::io::dump::Dump;
 use bert_core::stage::DType;
@@ -36,6 +37,9 @@ pub struct DiffRequest {
     pub truth: Option<PathBuf>,
     /// The model both dumps were made with, which `isolate` needs.
     pub model: Option<PathBuf>,
+    /// A tolerance file (`bert-trace tolerances`) whose stages' tolerances replace the fixed
+    /// table's.
+    pub tolerances: Option<PathBuf>,
 }
 
 /// A diff's report: as the command prints it (`text`), as `--json` gives it (`json`), and
@@ -53,11 +57,27 @@ pub fn diff(request: &DiffRequest) -> Result<DiffReport> {
     let reference = Dump::open(&request.reference)?;
     let trace = Dump::open(&request.trace)?;
     let truth = request.truth.as_deref().map(Dump::open).transpose()?;
+    let measured = request.tolerances.as_deref().map(ToleranceFile::read).transpose()?;
     let isolate = match (request.isolate, request.model.as_deref()) {
         (true, Some(dir)) => Some(IsolateWith::Dir(dir)),
         _ => None,
     };
-    diff_report(&reference, &trace, request.tolerance, isolate, truth.as_ref())
+    let tolerances = Tolerances { overrides: request.tolerance, measured: measured.as_ref() };
+    diff_report(&reference, &trace, tolerances, isolate, truth.as_ref())
+}
+
+/// The tolerances a diff holds each stage to: a file's measured ones where it has the stage,
+/// else the fixed table's; `overrides` (`atol`, `rtol`) over either.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tolerances<'a> {
+    pub overrides: ToleranceOverride,
+    pub measured: Option<&'a ToleranceFile>,
+}
+
+impl From<ToleranceOverride> for Tolerances<'_> {
+    fn from(overrides: ToleranceOverride) -> Self {
+        Tolerances { overrides, measured: None }
+    }
 }
 
 /// Refuses `isolate` without the model both dumps were made with: recomputing a stage with
@@ -91,7 +111,7 @@ pub enum IsolateWith<'a> {
 pub fn diff_report(
     reference: &Dump,
     trace: &Dump,
-    tolerance: ToleranceOverride,
+    tolerance: Tolerances<'_>,
     isolate: Option<IsolateWith<'_>>,
     truth: Option<&Dump>,
 ) -> Result<DiffReport> {
@@ -244,11 +264,24 @@ impl DiffJson {
 fn report_both_ways(
     reference: &Dump,
     trace: &Dump,
-    tolerance: ToleranceOverride,
+    tolerance: Tolerances<'_>,
     isolation: Option<&Isolation>,
     truth: Option<&[TruthStage]>,
 ) -> Result<DiffReport> {
-    let report = diff_dumps(reference, trace, tolerance)?;
+    let mut report = diff_dumps_with(reference, trace, tolerance.overrides, tolerance.measured)?;
+    if let Some(file) = tolerance.measured {
+        let measured = report.stages.iter().filter(|s| file.tolerance(&s.name).is_some()).count();
+        report.notes.insert(
+            0,
+            format!(
+                "tolerances: measured for {measured} of these stages (on {} texts of {}, headroom {}); the fixed \
+                 table's for the rest",
+                file.texts.len(),
+                file.model,
+                file.headroom
+            ),
+        );
+    }
     let stages = report
         .stages
         .iter()

@@ -39,6 +39,7 @@ pub mod rollout;
 pub mod settings;
 pub mod stages;
 pub mod step;
+pub mod tolerances;
 pub mod trace;
 pub mod train;
 pub mod view;

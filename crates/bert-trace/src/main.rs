@@ -14,7 +14,7 @@ use clap::Parser;
 
 use crate::cli::{
     ablate, attribute, compare, diff, evaluate, explain, finetune, heads, inspect, lens, padding, rollout, stages,
-    step, trace, train, view, Cli, Command,
+    step, tolerances, trace, train, view, Cli, Command,
 };
 
 fn main() -> ExitCode {
@@ -47,6 +47,7 @@ fn main() -> ExitCode {
         Some(Command::Inspect(args)) => inspect::run(args),
         Some(Command::Compare(args)) => compare::run(args),
         Some(Command::Padding(args)) => padding::run(args),
+        Some(Command::Tolerances(args)) => tolerances::run(args),
         Some(Command::Rollout(args)) => rollout::run(args),
         Some(Command::View(args)) => view::run(args),
         Some(Command::Ablate(args)) => ablate::run(args),

@@ -13,6 +13,7 @@
 //! reads them; a non-finite value there fails it like anywhere else.
 
 pub mod isolate;
+pub mod measured_tolerance;
 pub mod padded_rows;
 pub mod truth;
 pub mod two_models;
@@ -204,6 +205,17 @@ impl ToleranceOverride {
 /// Dumps with no float stage in common, or of 0 tokens, are an error: a comparison of nothing
 /// must not pass.
 pub fn diff_dumps(reference: &Dump, trace: &Dump, overrides: ToleranceOverride) -> Result<Report> {
+    diff_dumps_with(reference, trace, overrides, None)
+}
+
+/// [`diff_dumps`], each stage `measured` has held to its tolerance there instead of the fixed
+/// table's (`diff --tolerances`); `overrides` still apply over either.
+pub fn diff_dumps_with(
+    reference: &Dump,
+    trace: &Dump,
+    overrides: ToleranceOverride,
+    measured: Option<&measured_tolerance::ToleranceFile>,
+) -> Result<Report> {
     for dump in [reference, trace] {
         refuse_empty(dump)?;
     }
@@ -241,7 +253,8 @@ pub fn diff_dumps(reference: &Dump, trace: &Dump, overrides: ToleranceOverride) 
     for name in names {
         let parsed = stage::parse(name);
         let kind = parsed.map(|s| s.kind);
-        let base = overrides.apply(parsed.map_or(default_tolerance(StageKind::AttnOutput), stage_tolerance));
+        let fixed = parsed.map_or(default_tolerance(StageKind::AttnOutput), stage_tolerance);
+        let base = overrides.apply(measured.and_then(|file| file.tolerance(name)).unwrap_or(fixed));
         let (theirs, ours) = (reference.entry(name), trace.entry(name));
         if kind.is_none() {
             for (side, entry) in [("reference", theirs), ("trace", ours)] {

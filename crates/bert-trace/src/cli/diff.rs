@@ -15,6 +15,7 @@ pub fn run(args: &DiffArgs) -> Result<i32> {
         isolate: args.isolate,
         truth: args.truth.clone(),
         model: args.model.model.clone(),
+        tolerances: args.tolerances.clone(),
     })?;
     match args.json {
         true => println!("{}", report.json.to_pretty()),

@@ -25,6 +25,7 @@ pub mod rollout;
 pub mod settings;
 pub mod stages;
 pub mod step;
+pub mod tolerances;
 pub mod trace;
 pub mod train;
 pub mod view;
@@ -75,6 +76,10 @@ pub enum Command {
     /// batch's dump against its texts' own (--batched, --alone). The first stage the padding
     /// reaches is named (exit 0: none, 1: padding leaks, 2: bad input)
     Padding(PaddingArgs),
+    /// Measure each stage's honest float32 error against float64 on texts (each alone and as one
+    /// padded batch, and other dumps against their truths) and write a tolerance file that
+    /// `diff --tolerances` holds each stage to
+    Tolerances(TolerancesArgs),
     /// Compare the traces of two models on the same input (a base model and its fine-tuned
     /// version): per stage the cosine similarity and relative difference, per attention head the
     /// Jensen-Shannon divergence of where it looks, the most changed heads first
@@ -322,6 +327,10 @@ pub struct DiffArgs {
     /// The model both dumps were made with (for --isolate)
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Hold each stage to the tolerance this file measured (`bert-trace tolerances`) instead of
+    /// the fixed table's; --atol and --rtol still override both
+    #[arg(long, value_name = "FILE")]
+    pub tolerances: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -535,6 +544,35 @@ pub struct PaddingArgs {
     /// The dump of one row's text alone, once for each row of --batched, in its order
     #[arg(long, value_name = "DUMP", requires = "batched")]
     pub alone: Vec<PathBuf>,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub pass: PassArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TolerancesArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The texts to measure on
+    #[arg(value_name = "TEXT")]
+    pub texts: Vec<String>,
+    /// Read more texts from FILE, one per line (UTF-8; empty lines are skipped)
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// The tolerance file to write (JSON); it must not exist
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// The measured envelope is multiplied by this [default: 4]
+    #[arg(allow_hyphen_values = true, long, value_name = "X")]
+    pub headroom: Option<f64>,
+    /// Another float32 dump to measure (PyTorch's), against the --truth given in the same place
+    #[arg(long, value_name = "DUMP")]
+    pub reference: Vec<PathBuf>,
+    /// The float64 dump of a --reference's input (scripts/dump_reference.py --dtype float64)
+    #[arg(long, value_name = "DUMP")]
+    pub truth: Vec<PathBuf>,
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,

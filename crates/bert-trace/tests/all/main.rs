@@ -33,6 +33,7 @@ mod robustness;
 mod rollout;
 mod step;
 mod tidy;
+mod tolerances;
 mod train;
 mod translation;
 mod trust;
