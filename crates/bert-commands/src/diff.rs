@@ -348,7 +348,9 @@ fn largest_gap(truth: &[TruthStage]) -> Option<(&str, f64)> {
 }
 
 /// The stage of `side` whose own error is the largest share of the spread of the truth's values
-/// (a stage whose values are all one constant has no spread, and is left out).
+/// (a stage whose values are all one constant has no spread, and is left out); None when every
+/// share is below 1e-9, float64's own rounding (a float64 side, the truth itself), where there
+/// is nothing to name.
 fn largest_own_share(truth: &[TruthStage], isolation: &Isolation, side: Side) -> Option<OwnShare> {
     truth
         .iter()
@@ -359,6 +361,7 @@ fn largest_own_share(truth: &[TruthStage], isolation: &Isolation, side: Side) ->
             share.is_finite().then(|| OwnShare { stage: t.name.clone(), own_max_abs: own, spread: t.spread, share })
         })
         .max_by(|a, b| a.share.total_cmp(&b.share))
+        .filter(|largest| largest.share >= 1e-9)
 }
 
 /// Where each side's own rounding matters most.

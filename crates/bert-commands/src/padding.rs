@@ -289,10 +289,13 @@ impl Report for PaddingReport {
             Some(leak) => out += &format!("padding leaks first at {} ({}): {}\n", leak.stage, leak.precision, leak.why),
             None if traced => {
                 let most64 = self.stages.iter().filter_map(|s| s.float64.as_ref()?.max_abs).fold(0f64, f64::max);
+                let agree = match most64 {
+                    0.0 => "exactly".to_string(),
+                    most => format!("to {}, float64's rounding", num(most)),
+                };
                 out += &format!(
-                    "padding changes no real token's numbers: in float64 the rows agree to {} (rounding); in float32 \
-                     every stage is within its tolerance, beside the float32 floor\n",
-                    num(most64)
+                    "padding changes no real token's numbers: in float64 the rows agree {agree}; in float32 every \
+                     stage is within its tolerance, beside the float32 floor\n"
                 );
             }
             None => out += "padding changes no real token's numbers beyond each stage's tolerance\n",

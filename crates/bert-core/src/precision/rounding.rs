@@ -6,11 +6,13 @@
 //! pass reads it. The three stages that make more than one tensor round the others where the
 //! formula makes them, through `ops::narrow`:
 //!
-//! | stage | PyTorch's tensors | rounded |
-//! | --- | --- | --- |
-//! | `embeddings.sum` | `word + token_type`, then `+ position` | `narrow` after the first addition, the hook after the second |
-//! | `attention.scores` | `matmul(q, kᵀ)`, `* scaling`, `+ mask` | `narrow` after the product and after the scale (`ops::scaled_matmul`), the hook after the mask, which is the format's lowest value (`ops::lowest`) |
-//! | `sentence.pooled` | `sum(hidden · mask)`, then `/ count` | `narrow` after the sum, the hook after the division |
+//! - `embeddings.sum`: PyTorch makes `word + token_type`, then adds the positions; `narrow`
+//!   rounds the first sum, the hook the second.
+//! - `attention.scores`: PyTorch makes `matmul(q, kᵀ)`, then `* scaling`, then `+ mask`;
+//!   `ops::scaled_matmul` rounds the product and the scaled product, the hook the masked
+//!   scores, the mask being the format's lowest value (`ops::lowest`).
+//! - `sentence.pooled`: PyTorch makes `sum(hidden · mask)`, then divides by the count;
+//!   `narrow` rounds the sum, the hook the mean.
 //!
 //! A lookup (`embeddings.word`) and moving values (splitting heads) make no new value: the
 //! weights were rounded once, when the simulation was applied to the model.

@@ -63,6 +63,7 @@ documents! {
     ch19_explain => "walkthrough/19-explain.md",
     ch20_finetuning => "walkthrough/20-finetuning.md",
     ch21_rollout => "walkthrough/21-rollout.md",
+    ch22_precision => "walkthrough/22-precision.md",
     walkthrough_index => "walkthrough/README.md",
 }
 
