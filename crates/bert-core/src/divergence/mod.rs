@@ -265,7 +265,13 @@ pub fn diff_dumps_with(
         }
         let report = match (theirs, ours) {
             (Some(r), Some(o)) => {
-                let (tolerance, widened) = widen(base, &r.dtype, &o.dtype);
+                // A pass held in a narrower format has that format's precision, whatever its
+                // files' dtype (bert-trace's simulations and PyTorch's bfloat16 passes write
+                // float32 files).
+                let held = |dump: &Dump, dtype: &str| {
+                    dump.simulation().format.map_or(dtype.to_string(), |format| format.torch_name().to_string())
+                };
+                let (tolerance, widened) = widen(base, &held(reference, &r.dtype), &held(trace, &o.dtype));
                 let (r_tensor, o_tensor) = (reference.read(r)?, trace.read(o)?);
                 let (r_tensor, o_tensor, layout) = match_layouts(name, r_tensor, o_tensor);
                 if let Some(layout) = &layout {

@@ -66,17 +66,33 @@ impl Simulation {
         let rows: Vec<_> = dense.iter().map(|&stage| model.parameter(stage).map_or(1, |p| p.shape()[0])).collect();
         let original_table = model.embeddings.word_embeddings.clone();
         let (format, int8) = (self.format, self.weights == Some(WeightFormat::Int8));
+        // A bert-base holds 110 million weights: each row (int8's channel) or run of values is
+        // transformed on the thread pool, in place.
         let transform = |values: &mut [F], rows: Option<usize>| {
-            let mut narrow: Vec<f32> = values.iter().map(|v| v.to_f32().unwrap_or(f32::NAN)).collect();
-            if let (true, Some(rows)) = (int8, rows) {
-                int8::quantize_rows(&mut narrow, rows);
-            }
-            if let Some(format) = format {
-                narrow.iter_mut().for_each(|v| *v = format.round(*v));
-            }
-            for (value, narrowed) in values.iter_mut().zip(narrow) {
-                *value = F::of(f64::from(narrowed));
-            }
+            let width = match (int8, rows) {
+                (true, Some(rows)) => values.len() / rows.max(1),
+                _ => crate::ops::part_len(values.len()),
+            };
+            let runs: Vec<&mut [F]> = values.chunks_mut(width.max(1)).collect();
+            crate::ops::for_each_item(runs, |run| {
+                // Each piece through a small f32 buffer: the f32 model's values, or the f64
+                // model's (which are f32 values), transformed as f32.
+                let mut held: Vec<f32> = Vec::with_capacity(run.len().min(4096));
+                let piece_len = if int8 && rows.is_some() { run.len() } else { 4096 };
+                for piece in run.chunks_mut(piece_len.max(1)) {
+                    held.clear();
+                    held.extend(piece.iter().map(|v| v.to_f32().unwrap_or(f32::NAN)));
+                    if int8 && rows.is_some() {
+                        int8::quantize_row(&mut held);
+                    }
+                    if let Some(format) = format {
+                        format.round_slice(&mut held);
+                    }
+                    for (value, &narrowed) in piece.iter_mut().zip(&held) {
+                        *value = F::of(f64::from(narrowed));
+                    }
+                }
+            });
         };
         let _ = model.update_parameters(|stage, values| {
             transform(values, dense.iter().position(|&d| d == stage).map(|i| rows[i]));

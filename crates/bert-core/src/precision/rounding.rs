@@ -88,14 +88,22 @@ impl Rounding {
         let format = self.format;
         let shape = values.shape().to_vec();
         let mut first = self.first_non_finite.lock().expect("not poisoned");
-        for (flat, v) in values.iter_mut().enumerate() {
-            let before = *v;
-            *v = format.round(before);
-            if first.is_none() && !v.is_finite() {
+        if first.is_none() {
+            // Before rounding: the value that will not be finite, and what it was.
+            let threshold = format.overflows_at();
+            if let Some((flat, &before)) = values.iter().enumerate().find(|(_, v)| v.is_nan() || v.abs() >= threshold) {
                 let why = if before.is_finite() { NonFiniteWhy::Overflow } else { NonFiniteWhy::Computed };
                 let index = unravel(flat, &shape);
                 *first = Some(FirstNonFinite { stage: stage.name(), index, why, before: format!("{before:e}") });
             }
+        }
+        match values.as_slice_mut() {
+            // The pass's stages are in standard layout: rounded in runs on the thread pool.
+            Some(all) => {
+                let runs: Vec<&mut [f32]> = all.chunks_mut(crate::ops::part_len(all.len())).collect();
+                crate::ops::for_each_item(runs, |run| format.round_slice(run));
+            }
+            None => values.mapv_inplace(|v| format.round(v)),
         }
     }
 }

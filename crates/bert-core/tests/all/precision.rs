@@ -209,3 +209,59 @@ fn the_simulated_weights_are_pytorchs_and_the_int8_pass_is_the_numpy_rules() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A model whose weights are 300 times the tiny model's overflows float16: the pass goes on,
+/// the first value that is not finite is noted (the stage, its index, that it overflowed, the
+/// value before rounding), every stage before it is finite, and a dump records the same note.
+#[test]
+fn an_overflow_is_noted_where_it_first_happens_and_recorded_in_the_dump() {
+    use bert_core::io::dump::{DumpWriter, Options};
+    use bert_core::pass::Sink;
+    use bert_core::precision::NonFiniteWhy;
+
+    let (_dir, mut model) = crate::support::Checkpoint::tiny().map_values(|v| v * 300.0).load();
+    let simulation = Simulation { format: Some(Format::Float16), weights: None };
+    simulation.apply_to_weights(&mut model);
+    let batch = model.encode(&["When in Rome, do as the [MASK] do.".to_string()], None, false).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let inputs = bert_core::io::dump::manifest::Inputs::default();
+    let mut writer =
+        DumpWriter::create(&out.path().join("dump"), serde_json::json!({}), "tiny".into(), inputs, Options::default())
+            .unwrap();
+    let mut rounding = Rounding::new(Format::Float16);
+    writer.set_simulation(simulation, rounding.first_non_finite_cell());
+    let mut memory = Memory::default();
+    {
+        let mut both = Both(&mut memory, &mut writer);
+        with_format(Some(Format::Float16), || {
+            model.trace_with(&batch, &mut both, Pass { hook: Some(&mut rounding), ..Pass::default() })
+        })
+        .unwrap();
+    }
+    writer.finish().unwrap();
+    let first = rounding.first_non_finite().expect("a value overflows float16");
+    assert_eq!(first.why, NonFiniteWhy::Overflow, "{first}");
+    let before: f64 = first.before.parse().unwrap();
+    assert!(before.abs() > 65504.0, "{first}: expected beyond float16's largest");
+    let at = memory.stages.iter().position(|(stage, _)| stage.name() == first.stage).expect("the stage is kept");
+    let (_, tensor) = &memory.stages[at];
+    let value = tensor.to_f64()[ndarray::IxDyn(&first.index)];
+    assert!(value.is_infinite(), "{first}: the stage holds {value} there");
+    for (stage, tensor) in &memory.stages[..at] {
+        assert!(tensor.to_f64().iter().all(|v| v.is_finite()), "{stage} is before {first} and not finite");
+    }
+    let dump = Dump::open(&out.path().join("dump")).unwrap();
+    let record = dump.manifest.simulated.clone().expect("the manifest records the simulation");
+    assert_eq!(record.first_non_finite, Some(first));
+    assert_eq!(dump.simulation(), simulation);
+}
+
+/// A sink that hands each stage to two.
+struct Both<'a>(&'a mut Memory, &'a mut bert_core::DumpWriter);
+
+impl bert_core::pass::Sink for Both<'_> {
+    fn emit(&mut self, stage: bert_core::Stage, tensor: bert_core::TensorView<'_>) -> bert_core::Result<()> {
+        self.0.emit(stage, tensor.clone())?;
+        self.1.emit(stage, tensor)
+    }
+}
