@@ -237,7 +237,12 @@ fn padding<'py>(
                     ));
                 }
                 let batched = diff_dumps::open(py, batched)?;
+                // One Trace or dump, or a list of them.
+                let one = |side: &Bound<'py, PyAny>| {
+                    side.is_instance_of::<crate::result::Trace>() || side.is_instance_of::<pyo3::types::PyString>()
+                };
                 let alone: Vec<_> = match alone {
+                    Some(side) if one(side) => vec![diff_dumps::open(py, side)?],
                     Some(alone) => {
                         alone.try_iter()?.map(|side| diff_dumps::open(py, &side?)).collect::<PyResult<_>>()?
                     }

@@ -84,14 +84,21 @@ impl Model {
 
     /// The model as `simulation` holds it, made from the same files the first time.
     pub fn simulated(&self, py: Python<'_>, simulation: Simulation) -> PyResult<Arc<Mutex<BertModel>>> {
-        let mut made = self.simulated.lock().expect("not poisoned");
-        if let Some((_, model)) = made.iter().find(|(s, _)| *s == simulation) {
-            return Ok(Arc::clone(model));
+        let made = |list: &Vec<(Simulation, Arc<Mutex<BertModel>>)>| {
+            list.iter().find(|(s, _)| *s == simulation).map(|(_, model)| Arc::clone(model))
+        };
+        if let Some(model) = made(&self.simulated.lock().expect("not poisoned")) {
+            return Ok(model);
         }
+        // Loaded without the lock held: the GIL is let go meanwhile, and another thread may ask.
         let mut loaded = py.detach(|| source::load(self.spec.as_deref())).or_raise(py)?;
         simulation.apply_to_weights(&mut loaded.model);
+        let mut list = self.simulated.lock().expect("not poisoned");
+        if let Some(model) = made(&list) {
+            return Ok(model);
+        }
         let model = Arc::new(Mutex::new(loaded.model));
-        made.push((simulation, Arc::clone(&model)));
+        list.push((simulation, Arc::clone(&model)));
         Ok(model)
     }
 

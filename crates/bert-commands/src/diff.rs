@@ -127,7 +127,7 @@ fn isolation(with: IsolateWith<'_>, reference: &Dump, trace: &Dump) -> Result<Is
     let mut simulated: Vec<(Simulation, BertModel<f64>)> = Vec::new();
     Isolation::of(reference, trace, |dump| match (&with, dump.float_dtype()) {
         // A pass in a narrower format: its stages against the exact result of the same weights.
-        _ if !dump.simulation().is_none() && dump.float_dtype() == DType::F32 => {
+        _ if !dump.simulation().is_none() => {
             let simulation = dump.simulation();
             if let IsolateWith::Loaded { simulated: loaded, .. } = &with {
                 return match loaded.iter().find(|(s, _)| *s == simulation) {

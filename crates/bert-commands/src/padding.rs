@@ -126,10 +126,24 @@ pub fn padding_of_dumps(batched: &Dump, alone: &[Dump]) -> Result<Reported<Paddi
     if alone.is_empty() {
         refuse!("{BATCHED} needs {ALONE}: the dump of each row's text alone, in the batch's order");
     }
-    let precision = batched.float_dtype();
+    let (precision, simulation) = (batched.float_dtype(), batched.simulation());
+    if let Some(other) = alone.iter().find(|d| d.float_dtype() != precision || d.simulation() != simulation) {
+        return Err(crate::Error::File {
+            path: other.dir.clone(),
+            problem: format!(
+                "is not in {}'s precision: a batch and its texts alone are compared in one precision",
+                batched.dir.display()
+            ),
+        });
+    }
+    // A pass held in a narrower format is held to that format's precision, as `diff` holds it.
+    let widened = simulation.format.map_or(0.0, |format| 2.0 * format.unit_roundoff());
     let rows = padding_rows(batched, alone, |stage| match precision {
         DType::F64 => FLOAT64,
-        _ => stage_tolerance(stage),
+        _ => {
+            let fixed = stage_tolerance(stage);
+            Tolerance { atol: fixed.atol.max(widened), rtol: fixed.rtol.max(widened) }
+        }
     })?;
     let report = match precision {
         DType::F64 => report(Some(rows), None, None),
@@ -171,7 +185,8 @@ fn traced(request: &PaddingRequest) -> Result<Reported<PaddingReport>> {
             for (exact, rounded) in alone64.iter().zip(&alone32) {
                 let read = |dump: &Dump| dump.read(dump.entry(&stage.name).expect("compared"));
                 let report = compare_tensors(&stage.name, &read(exact)?, &read(rounded)?, Tolerance::EXACT, None);
-                floor = floor.max(report.stats.map_or(f64::NAN, |s| s.max_abs));
+                let distance = report.stats.map_or(f64::NAN, |s| s.max_abs);
+                floor = if distance.is_nan() || floor.is_nan() { f64::NAN } else { floor.max(distance) };
             }
             Ok((stage.name.clone(), floor))
         })

@@ -78,6 +78,13 @@ pub fn tolerances(request: &TolerancesRequest) -> Result<Reported<TolerancesRepo
             problem: format!("exists: a tolerance file is written new; remove it or choose another {OUT}"),
         });
     }
+    let parent = request.out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    if !parent.is_dir() {
+        return Err(Error::File {
+            path: request.out.clone(),
+            problem: format!("its directory {} does not exist", parent.display()),
+        });
+    }
     let (_, kernels) = request.settings.apply()?;
     let texts = crate::trace::texts(&request.texts, request.file.as_deref())?;
     if texts.is_empty() {

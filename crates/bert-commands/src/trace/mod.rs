@@ -220,6 +220,13 @@ impl TraceRequest {
                 "{BACKWARD}: a simulated pass ({PRECISION} or {WEIGHTS}) is forward only; its gradients are not simulated"
             )));
         }
+        if let (true, Some(_)) = (simulated, &self.explain) {
+            return Err(Error::Request(format!(
+                "{}: explain the dump of a simulated pass with ‹@explain›, which recomputes each element exactly \
+                 from the pass's own weights",
+                Opt("explain")
+            )));
+        }
         if simulated && self.lens {
             return Err(Error::Request(format!(
                 "{LENS}: the lens runs the MLM head inside one stage, where a simulated pass ({PRECISION} or \

@@ -96,14 +96,32 @@ impl Measurement {
     /// same input) both hold, over the real tokens. Refused: a truth that is not float64, or of
     /// another input.
     pub fn add(&mut self, rounded: &Dump, exact: &Dump) -> Result<()> {
+        let refuse = |dump: &Dump, problem: String| BertError::Dump { path: dump.dir.clone(), problem };
         if exact.float_dtype() != crate::stage::DType::F64 {
-            return Err(BertError::Dump {
-                path: exact.dir.clone(),
-                problem: "is not a float64 dump: a tolerance is measured against the exact result".into(),
-            });
+            return Err(refuse(
+                exact,
+                "is not a float64 dump: a tolerance is measured against the exact result".into(),
+            ));
+        }
+        if rounded.float_dtype() != crate::stage::DType::F32 || !rounded.simulation().is_none() {
+            return Err(refuse(
+                rounded,
+                "is not a plain float32 pass: a tolerance measures float32's own error (not float64's, nor a narrower \
+                 format's)"
+                    .into(),
+            ));
         }
         crate::io::dump::same_input(rounded, exact)?;
         let mask = exact.attention_mask()?;
+        let ids = exact.entry("input.ids").map(|e| e.shape.clone());
+        if let (Some(mask), Some(ids)) = (&mask, &ids) {
+            if mask.shape() != ids.as_slice() || ids.len() != 2 {
+                return Err(refuse(
+                    exact,
+                    format!("its input.attention_mask is {:?}, its input.ids {ids:?}: [B, T] both", mask.shape()),
+                ));
+            }
+        }
         for entry in &exact.manifest.stages {
             let Some(stage) = stage::parse(&entry.name) else { continue };
             if stage.info().part == Part::Input || !entry.dtype.starts_with("float") {
@@ -116,6 +134,33 @@ impl Measurement {
                     path: rounded.dir.clone(),
                     problem: format!("its {} is {:?}, the truth's {:?}", entry.name, value.shape(), truth.shape()),
                 });
+            }
+            // Each batch and token axis must be the mask's, which says which tokens are real.
+            let dims = stage.info().shape;
+            if let (Some(mask), true) = (&mask, dims.len() == truth.ndim()) {
+                let (b, t) = (mask.shape()[0], mask.shape()[1]);
+                let fits = dims.iter().zip(truth.shape()).all(|(dim, &n)| match dim {
+                    stage::Dim::B => n == b,
+                    stage::Dim::T => n == t,
+                    _ => true,
+                });
+                if !fits {
+                    return Err(refuse(
+                        exact,
+                        format!("its {} is {:?}, not of its {b} sequence(s) of {t} tokens", entry.name, truth.shape()),
+                    ));
+                }
+            }
+            let first_bad = truth.iter().zip(value.iter()).position(|(t, v)| !(t.is_finite() && v.is_finite()));
+            if let Some(at) = first_bad {
+                let dump = if truth.iter().nth(at).is_some_and(|t| t.is_finite()) { rounded } else { exact };
+                return Err(refuse(
+                    dump,
+                    format!(
+                        "its {} holds a value that is not finite (element {at}): no tolerance is measured from it",
+                        entry.name
+                    ),
+                ));
             }
             let pairs = real_pairs(
                 &truth,
@@ -143,10 +188,14 @@ impl Measurement {
                     pairs.iter().filter(|(_, r)| *r >= typical && *r > 0.0).map(|(d, r)| d / r).fold(0.0, f64::max);
                 let beyond = pairs.iter().map(|(d, r)| (d - max_rel * r).max(0.0)).fold(0.0, f64::max);
                 let max_abs = pairs.iter().map(|(d, _)| *d).fold(0.0, f64::max);
+                // A stage whose operation rounds may round where these texts did not: never
+                // less than one float32 rounding. A lookup rounds nothing, and stays exact.
+                let exact = stage::parse(name).is_some_and(|s| s.info().agreement == crate::stage::Agreement::Exact);
+                let floor = if exact { 0.0 } else { f64::from(f32::EPSILON) / 2.0 };
                 MeasuredStage {
                     name: name.clone(),
                     atol: headroom * beyond,
-                    rtol: headroom * max_rel,
+                    rtol: headroom * max_rel.max(floor),
                     max_abs,
                     max_rel,
                     elements: pairs.len(),

@@ -268,8 +268,9 @@ pub fn diff_dumps_with(
                 // A pass held in a narrower format has that format's precision, whatever its
                 // files' dtype (bert-trace's simulations and PyTorch's bfloat16 passes write
                 // float32 files).
-                let held = |dump: &Dump, dtype: &str| {
-                    dump.simulation().format.map_or(dtype.to_string(), |format| format.torch_name().to_string())
+                let held = |dump: &Dump, dtype: &str| match (dump.simulation().format, is_float_dtype(dtype)) {
+                    (Some(format), true) => format.torch_name().to_string(),
+                    _ => dtype.to_string(),
                 };
                 let (tolerance, widened) = widen(base, &held(reference, &r.dtype), &held(trace, &o.dtype));
                 let (r_tensor, o_tensor) = (reference.read(r)?, trace.read(o)?);

@@ -78,7 +78,7 @@ pub fn padding_rows(batched: &Dump, alone: &[Dump], tolerance: impl Fn(Stage) ->
             continue;
         }
         let dims = info.shape;
-        if dims.first() != Some(&Dim::B) || dims.len() != entry.shape.len() {
+        if dims.first() != Some(&Dim::B) {
             not_compared.push((entry.name.clone(), "one value for the whole batch".into()));
             continue;
         }
@@ -105,6 +105,38 @@ fn real(values: &ArrayD<f64>, dims: &[Dim], b: usize, len: usize) -> ArrayD<f64>
     view.to_owned()
 }
 
+/// Refuses a stage of `dump` whose shape is not the one its axes `dims` give for a batch of `b`
+/// sequences of `t` tokens (what the rows are cut from must hold them).
+fn check_shape(dump: &Dump, name: &str, shape: &[usize], dims: &[Dim], (b, t): (usize, usize)) -> Result<()> {
+    let fits = shape.len() == dims.len()
+        && dims.iter().zip(shape).all(|(dim, &n)| match dim {
+            Dim::B => n == b,
+            Dim::T => n == t,
+            _ => true,
+        });
+    match fits {
+        true => Ok(()),
+        false => {
+            let axes: Vec<&str> = dims.iter().map(|d| d.symbol()).collect();
+            Err(BertError::Dump {
+                path: dump.dir.clone(),
+                problem: format!(
+                    "its {name} is {shape:?}, not [{}] for {b} sequence(s) of {t} tokens",
+                    axes.join(", ")
+                ),
+            })
+        }
+    }
+}
+
+/// How bad a row's comparison is: a failure before any pass, then the larger difference (a NaN
+/// the largest).
+fn badness(report: &StageReport) -> (bool, f64) {
+    let max_abs =
+        report.stats.as_ref().map_or(f64::INFINITY, |s| if s.max_abs.is_nan() { f64::INFINITY } else { s.max_abs });
+    (report.status != Status::Pass, max_abs)
+}
+
 fn compare_stage(
     batched: &Dump,
     alone: &[Dump],
@@ -114,25 +146,28 @@ fn compare_stage(
     lengths: &[usize],
     tolerance: &impl Fn(Stage) -> Tolerance,
 ) -> Result<PaddingStage> {
-    let values = batched.read(batched.entry(name).expect("listed"))?.to_f64();
+    let entry = batched.entry(name).expect("listed");
+    let t = lengths_t(batched)?;
+    check_shape(batched, name, &entry.shape, dims, (lengths.len(), t))?;
+    let values = batched.read(entry)?.to_f64();
     let mut worst: Option<(usize, StageReport)> = None;
     for (b, (dump, &len)) in alone.iter().zip(lengths).enumerate() {
+        let theirs = dump.entry(name).expect("checked");
+        check_shape(dump, name, &theirs.shape, dims, (1, len))?;
         let row = Tensor::F64(real(&values, dims, b, len));
-        let own = Tensor::F64(real(&dump.read(dump.entry(name).expect("checked"))?.to_f64(), dims, 0, len));
+        let own = Tensor::F64(real(&dump.read(theirs)?.to_f64(), dims, 0, len));
         let report = compare_tensors(name, &own, &row, tolerance(stage), None);
-        let worse = match (&worst, &report.stats) {
-            (None, _) => true,
-            (Some((_, w)), Some(stats)) => {
-                report.status != Status::Pass && w.status == Status::Pass
-                    || w.stats.as_ref().is_some_and(|ws| stats.max_abs > ws.max_abs || stats.max_abs.is_nan())
-            }
-            (Some(_), None) => true,
-        };
+        let worse = worst.as_ref().is_none_or(|(_, w)| {
+            let (new, old) = (badness(&report), badness(w));
+            (new.0 && !old.0) || (new.0 == old.0 && new.1 > old.1)
+        });
         if worse {
             worst = Some((b, report));
         }
     }
-    let (sequence, report) = worst.expect("a batch has a row");
+    let Some((sequence, report)) = worst else {
+        return Err(BertError::Dump { path: batched.dir.clone(), problem: "is a batch of no sequence".into() });
+    };
     let unmasked = match stage.kind {
         StageKind::AttnScores | StageKind::AttnProbs => unmasked(&values, lengths, stage.kind),
         _ => None,
@@ -164,6 +199,12 @@ fn unmasked(values: &ArrayD<f64>, lengths: &[usize], kind: StageKind) -> Option<
     None
 }
 
+/// The batch's token count, T of its `input.ids`.
+fn lengths_t(batched: &Dump) -> Result<usize> {
+    let entry = batched.entry("input.ids").expect("checked by check_rows");
+    Ok(entry.shape.get(1).copied().unwrap_or(0))
+}
+
 /// Each row's real length, after checking that `alone` are `batched`'s texts, one a row, and
 /// that the batch pads on the right.
 fn check_rows(batched: &Dump, alone: &[Dump]) -> Result<Vec<usize>> {
@@ -173,8 +214,21 @@ fn check_rows(batched: &Dump, alone: &[Dump]) -> Result<Vec<usize>> {
         Ok(dump.read(entry)?.to_f64().mapv(|v| v as i64))
     };
     let (ids, mask) = (ints(batched, "input.ids")?, ints(batched, "input.attention_mask")?);
-    if ids.ndim() != 2 || mask.shape() != ids.shape() {
+    if ids.ndim() != 2 {
         return Err(refuse(batched, format!("its input.ids are {:?}, not [B, T]", ids.shape())));
+    }
+    if mask.shape() != ids.shape() {
+        return Err(refuse(
+            batched,
+            format!(
+                "its input.attention_mask is {:?}, its input.ids {:?}: one mask value a token",
+                mask.shape(),
+                ids.shape()
+            ),
+        ));
+    }
+    if alone.is_empty() {
+        return Err(refuse(batched, "has no text alone to be set against".into()));
     }
     if ids.shape()[0] != alone.len() {
         return Err(refuse(

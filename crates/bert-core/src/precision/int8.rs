@@ -10,8 +10,12 @@
 
 /// `row` (one output channel's weights) quantized to int8 and back, in place; returns the scale.
 pub fn quantize_row(row: &mut [f32]) -> f32 {
-    let scale = row.iter().fold(0f32, |m, w| m.max(w.abs())) / 127.0;
+    // NumPy's max is NaN when a weight is: the whole row is then NaN, as there.
+    let largest = row.iter().fold(0f32, |m, w| if m.is_nan() || w.is_nan() { f32::NAN } else { m.max(w.abs()) });
+    let scale = largest / 127.0;
     if scale == 0.0 {
+        // A row of zeros, or of weights too small for a scale: +0, as NumPy's `where` gives.
+        row.fill(0.0);
         return 0.0;
     }
     for w in row {
@@ -51,8 +55,11 @@ mod tests {
         // 0.5 / 0.01 = 50 (49.999... in f32 rounds to 50); 0.004 / 0.01 = 0.4 rounds to 0.
         let expected = [50.0 * scale, -127.0 * scale, 0.0, 0.0];
         assert_eq!(row, expected, "expected {expected:?}, got {row:?}");
-        let mut zeros = [0f32; 3];
+        let mut zeros = [0f32, -0.0, 1e-45];
         assert_eq!(quantize_row(&mut zeros), 0.0);
-        assert_eq!(zeros, [0.0; 3]);
+        assert!(zeros.iter().all(|z| z.to_bits() == 0), "+0 everywhere, got {zeros:?}");
+        let mut broken = [1.0f32, f32::NAN];
+        quantize_row(&mut broken);
+        assert!(broken.iter().all(|w| w.is_nan()), "a NaN makes the row NaN, got {broken:?}");
     }
 }

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::ops::format::Format;
 use crate::pass::hook::{Hook, TensorViewMut};
-use crate::stage::{DType, Part, Stage};
+use crate::stage::{DType, Part, Stage, StageKind};
 
 /// The first value of a simulated pass that was not finite, and why.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -84,16 +84,25 @@ impl Rounding {
         Arc::clone(&self.first_non_finite)
     }
 
-    fn round(&mut self, stage: Stage, mut values: ArrayViewMutD<'_, f32>) {
+    fn round(&mut self, stage: Stage, mut values: ArrayViewMutD<'_, f32>, attention_mask: ArrayView2<'_, i64>) {
         let format = self.format;
         let shape = values.shape().to_vec();
+        // A padding key's score is the format's lowest plus a score, which may round to -inf, as
+        // in PyTorch: masked either way, and not what the note is for.
+        let scores = stage.is_value_of(StageKind::AttnScores) && shape.len() == 4;
+        let masked = |index: &[usize]| scores && attention_mask.get((index[0], index[3])).is_some_and(|&m| m == 0);
         let mut first = self.first_non_finite.lock().expect("not poisoned");
         if first.is_none() {
             // Before rounding: the value that will not be finite, and what it was.
             let threshold = format.overflows_at();
-            if let Some((flat, &before)) = values.iter().enumerate().find(|(_, v)| v.is_nan() || v.abs() >= threshold) {
+            let found = values
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.is_nan() || v.abs() >= threshold)
+                .map(|(flat, &before)| (unravel(flat, &shape), before))
+                .find(|(index, _)| !masked(index));
+            if let Some((index, before)) = found {
                 let why = if before.is_finite() { NonFiniteWhy::Overflow } else { NonFiniteWhy::Computed };
-                let index = unravel(flat, &shape);
                 *first = Some(FirstNonFinite { stage: stage.name(), index, why, before: format!("{before:e}") });
             }
         }
@@ -124,9 +133,9 @@ impl Hook for Rounding {
         !stage.is_grad() && info.dtype == DType::F32 && !matches!(info.part, Part::Input | Part::Param)
     }
 
-    fn apply(&mut self, stage: Stage, tensor: TensorViewMut<'_>, _: ArrayView2<'_, i64>) -> Result<()> {
+    fn apply(&mut self, stage: Stage, tensor: TensorViewMut<'_>, attention_mask: ArrayView2<'_, i64>) -> Result<()> {
         match tensor {
-            TensorViewMut::F32(values) => self.round(stage, values),
+            TensorViewMut::F32(values) => self.round(stage, values, attention_mask),
             // A simulated pass runs in f32 (`Simulation::check` refuses anything else).
             TensorViewMut::F64(_) | TensorViewMut::I64(_) => {}
         }
@@ -137,7 +146,6 @@ impl Hook for Rounding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stage::StageKind;
     use ndarray::Array2;
 
     /// Each case: the format, a stage's values, what the hook leaves, and the first value that

@@ -6,6 +6,8 @@
 
 use std::path::Path;
 
+use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+
 use crate::common::{one_line, run, Cases, Ran};
 
 const TEXTS: [&str; 3] = ["When in Rome, do as the [MASK] do.", "The cat sat on the mat.", "Hi."];
@@ -128,6 +130,22 @@ fn what_padding_cannot_check_is_one_line_and_exit_2() {
         out
     };
     let (batch, first, second) = (dump("batch", &TEXTS[..2]), dump("first", &TEXTS[..1]), dump("second", &TEXTS[1..2]));
+    // A batch whose layer0.attention.output holds one sequence where the batch has two.
+    let cut = tmp.path().join("cut");
+    crate::common::copy_dir(Path::new(&batch), &cut);
+    let file = cut.join("layer0.attention.output.npy");
+    let values = ndarray::ArrayD::<f32>::read_npy(std::fs::File::open(&file).unwrap()).unwrap();
+    let one = values.index_axis(ndarray::Axis(0), 0).insert_axis(ndarray::Axis(0)).to_owned();
+    one.write_npy(std::fs::File::create(&file).unwrap()).unwrap();
+    let manifest_path = cut.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    for stage in manifest["stages"].as_array_mut().unwrap() {
+        if stage["name"] == "layer0.attention.output" {
+            stage["shape"] = serde_json::json!(one.shape());
+        }
+    }
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let cut = cut.display().to_string();
     let model = ["padding", "--model", "golden/english-small"];
     let cases: Vec<(&str, Vec<String>, &str)> = vec![
         ("one text", [&model[..], &["Hi."]].concat().iter().map(|s| s.to_string()).collect(), "two texts or more"),
@@ -149,6 +167,11 @@ fn what_padding_cannot_check_is_one_line_and_exit_2() {
         ),
         ("--alone without --batched", args(&["padding", "--alone", &first, "Hi.", "Hello there."]), "--batched"),
         ("no such dump", args(&["padding", "--batched", "no/such/dump", "--alone", &first]), "no/such/dump"),
+        (
+            "a stage cut to one sequence",
+            args(&["padding", "--batched", &cut, "--alone", &first, "--alone", &second]),
+            "its layer0.attention.output is [1, ",
+        ),
     ];
     let mut checked = Cases::default();
     for (name, all, needle) in cases {

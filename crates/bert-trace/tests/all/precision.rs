@@ -124,10 +124,15 @@ fn a_simulated_trace_says_what_it_simulated_and_each_stage_isolates_to_its_round
 fn a_simulated_pass_refuses_what_it_would_not_simulate() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("refused");
-    let cases: [(&str, &[&str], &str); 3] = [
+    let cases: [(&str, &[&str], &str); 4] = [
         ("the backward pass", &["--precision", "bf16", "--backward", "--mlm-target", "romans"], "--backward"),
         ("the lens", &["--precision", "f16", "--lens"], "--lens"),
         ("int8 weights and the lens", &["--weights", "int8", "--lens"], "--lens"),
+        (
+            "an explanation of the pass",
+            &["--precision", "bf16", "--explain", "layer0.attention.probs[0,0,0,0]"],
+            "--explain: explain the dump of a simulated pass with `bert-trace explain`",
+        ),
     ];
     let mut checked = Cases::default();
     for (name, options, needle) in cases {

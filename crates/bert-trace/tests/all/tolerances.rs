@@ -184,6 +184,27 @@ fn a_tolerance_file_is_written_new_and_read_whole() {
             "not a float64 dump",
         ),
         (
+            "a reference that is float64",
+            args(&[
+                "tolerances",
+                "--model",
+                "tiny",
+                "Hi there.",
+                "--out",
+                &path(&tmp.path().join("e.json")),
+                "--reference",
+                "golden/tiny/truth/mask",
+                "--truth",
+                "golden/tiny/truth/mask",
+            ]),
+            "is not a plain float32 pass",
+        ),
+        (
+            "a directory that does not exist",
+            measure(&["--out", &path(&tmp.path().join("no/such/dir/f.json"))]),
+            "does not exist",
+        ),
+        (
             "diff with a file that is not one",
             args(&["diff", "golden/tiny/dumps/mask", "golden/tiny/dumps/mask", "--tolerances", &path(&theirs)]),
             "is not a tolerance file",
