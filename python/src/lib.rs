@@ -254,11 +254,7 @@ fn padding<'py>(
                 if alone.is_some() {
                     return Err(raise(py, "InputError", "alone= goes with batched=, the batch its texts make".into()));
                 }
-                let texts = match text {
-                    Some(text) if text.is_instance_of::<pyo3::types::PyString>() => vec![text.extract::<String>()?],
-                    Some(text) => text.try_iter()?.map(|t| t?.extract::<String>()).collect::<PyResult<_>>()?,
-                    None => Vec::new(),
-                };
+                let texts = text.map(trace_request::texts_of).transpose()?.unwrap_or_default();
                 let request = bert_commands::padding::PaddingRequest {
                     texts,
                     file: args::path(py, file)?,
@@ -301,11 +297,7 @@ fn tolerances<'py>(
     kernels: Option<String>,
 ) -> PyResult<Py<PyAny>> {
     guarded(py, || {
-        let texts = match text {
-            Some(text) if text.is_instance_of::<pyo3::types::PyString>() => vec![text.extract::<String>()?],
-            Some(text) => text.try_iter()?.map(|t| t?.extract::<String>()).collect::<PyResult<_>>()?,
-            None => Vec::new(),
-        };
+        let texts = text.map(trace_request::texts_of).transpose()?.unwrap_or_default();
         let paths = |list: Option<&Bound<'py, PyAny>>| -> PyResult<Vec<PathBuf>> {
             match list {
                 Some(list) if list.is_instance_of::<pyo3::types::PyString>() => {

@@ -116,7 +116,7 @@ impl TraceKeywords<'_> {
 }
 
 /// The texts of `text`: a string, or a list of them.
-fn texts_of(text: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+pub(crate) fn texts_of(text: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     if let Ok(one) = text.cast::<PyString>() {
         return Ok(vec![one.to_string()]);
     }

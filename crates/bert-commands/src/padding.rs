@@ -9,10 +9,8 @@ use std::path::PathBuf;
 
 use bert_core::divergence::padded_rows::{padding_rows, PaddingRows, PaddingStage};
 use bert_core::divergence::{compare_tensors, stage_tolerance, Tolerance};
-use bert_core::io::dump::manifest::Inputs;
 use bert_core::io::dump::Dump;
 use bert_core::ops::Float;
-use bert_core::pass::Memory;
 use bert_core::stage::DType;
 use bert_core::words::Opt;
 use bert_core::BertModel;
@@ -199,21 +197,7 @@ fn traced(request: &PaddingRequest) -> Result<Reported<PaddingReport>> {
 
 /// The pass of the batch of `texts`, and of each text alone, kept in memory.
 fn passes<F: Float>(model: &BertModel<F>, texts: &[String]) -> Result<(Dump, Vec<Dump>)> {
-    let run = |texts: &[String]| -> Result<Dump> {
-        let batch = model.encode(texts, None, false)?;
-        let mut memory = Memory::default();
-        model.trace(&batch, &mut memory, None)?;
-        let inputs = Inputs { texts: texts.to_vec(), ..Inputs::default() };
-        let name = format!("the pass of {} text(s)", texts.len());
-        Ok(Dump::of_pass(
-            &name,
-            model.source.display().to_string(),
-            model.fingerprint(),
-            inputs,
-            Vec::new(),
-            memory.stages,
-        )?)
-    };
+    let run = |texts: &[String]| crate::trace::pass_in_memory(model, texts);
     let batched = run(texts)?;
     let alone = texts.iter().map(|text| run(std::slice::from_ref(text))).collect::<Result<Vec<_>>>()?;
     Ok((batched, alone))

@@ -8,12 +8,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use bert_core::divergence::measured_tolerance::{MeasuredStage, Measurement, ToleranceFile, FORMAT};
-use bert_core::io::dump::manifest::Inputs;
 use bert_core::io::dump::Dump;
-use bert_core::ops::Float;
-use bert_core::pass::Memory;
 use bert_core::words::Opt;
-use bert_core::BertModel;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -22,6 +18,7 @@ use crate::render::text_table::{new_table, num};
 use crate::report::{Report, Reported};
 use crate::settings::PassSettings;
 use crate::source;
+use crate::trace::pass_in_memory;
 
 pub const OUT: Opt = Opt("out");
 pub const HEADROOM: Opt = Opt("headroom");
@@ -113,7 +110,7 @@ pub fn tolerances(request: &TolerancesRequest) -> Result<Reported<TolerancesRepo
         groups.push(texts.clone());
     }
     for group in &groups {
-        measurement.add(&pass(&single.model, group)?, &pass(&double.model, group)?)?;
+        measurement.add(&pass_in_memory(&single.model, group)?, &pass_in_memory(&double.model, group)?)?;
     }
     let file = ToleranceFile {
         format: FORMAT.into(),
@@ -128,23 +125,6 @@ pub fn tolerances(request: &TolerancesRequest) -> Result<Reported<TolerancesRepo
     notes.extend(double.notes);
     notes.dedup();
     Ok(Reported { notes, report: TolerancesReport { out: request.out.clone(), file } })
-}
-
-/// The pass of `texts` (a padded batch of them), kept in memory.
-fn pass<F: Float>(model: &BertModel<F>, texts: &[String]) -> Result<Dump> {
-    let batch = model.encode(texts, None, false)?;
-    let mut memory = Memory::default();
-    model.trace(&batch, &mut memory, None)?;
-    let inputs = Inputs { texts: texts.to_vec(), ..Inputs::default() };
-    let name = format!("the pass of {} text(s)", texts.len());
-    Ok(Dump::of_pass(
-        &name,
-        model.source.display().to_string(),
-        model.fingerprint(),
-        inputs,
-        Vec::new(),
-        memory.stages,
-    )?)
 }
 
 /// Writes `file` to `path`, which must not exist, whole or not at all: a temporary file beside

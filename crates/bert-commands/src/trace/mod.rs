@@ -498,6 +498,18 @@ impl Prepared {
     }
 }
 
+/// The plain pass of `texts` (a padded batch of them, or one text), every stage kept in memory
+/// as a dump: what `padding` and `tolerances` set against each other.
+pub fn pass_in_memory<F: Float>(model: &BertModel<F>, texts: &[String]) -> Result<Dump> {
+    let batch = model.encode(texts, None, false)?;
+    let mut memory = bert_core::pass::Memory::default();
+    model.trace(&batch, &mut memory, None)?;
+    let inputs = Inputs { texts: texts.to_vec(), ..Inputs::default() };
+    let name = format!("the pass of {} text(s)", texts.len());
+    let model_name = model.source.display().to_string();
+    Ok(Dump::of_pass(&name, model_name, model.fingerprint(), inputs, Vec::new(), memory.stages)?)
+}
+
 /// Who made a dump, as its manifest says: bert-trace, its version, and how its passes ran.
 pub fn producer(threads: usize, kernels: Kernels) -> serde_json::Value {
     serde_json::json!({

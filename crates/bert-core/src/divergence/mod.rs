@@ -247,6 +247,8 @@ pub fn diff_dumps_with(
         Some(mask) => Some(mask),
         None => trace.attention_mask()?,
     };
+    // A pass held in a narrower format, as each side's manifest says.
+    let formats = (reference.simulation().format, trace.simulation().format);
     let all_names = names.clone();
     let mut notes = Notes::default();
     let mut stages = Vec::with_capacity(names.len());
@@ -268,11 +270,12 @@ pub fn diff_dumps_with(
                 // A pass held in a narrower format has that format's precision, whatever its
                 // files' dtype (bert-trace's simulations and PyTorch's bfloat16 passes write
                 // float32 files).
-                let held = |dump: &Dump, dtype: &str| match (dump.simulation().format, is_float_dtype(dtype)) {
+                let held = |format: Option<crate::precision::Format>, dtype: &str| match (format, is_float_dtype(dtype))
+                {
                     (Some(format), true) => format.torch_name().to_string(),
                     _ => dtype.to_string(),
                 };
-                let (tolerance, widened) = widen(base, &held(reference, &r.dtype), &held(trace, &o.dtype));
+                let (tolerance, widened) = widen(base, &held(formats.0, &r.dtype), &held(formats.1, &o.dtype));
                 let (r_tensor, o_tensor) = (reference.read(r)?, trace.read(o)?);
                 let (r_tensor, o_tensor, layout) = match_layouts(name, r_tensor, o_tensor);
                 if let Some(layout) = &layout {
