@@ -88,6 +88,13 @@ pub fn padding_rows(batched: &Dump, alone: &[Dump], tolerance: impl Fn(Stage) ->
         };
         not_compared.push((entry.name.clone(), format!("{} does not hold it", missing.dir.display())));
     }
+    if stages.is_empty() {
+        // A verdict over no stage would say padding changes nothing when nothing was compared.
+        return Err(BertError::Dump {
+            path: batched.dir.clone(),
+            problem: "has no computed stage that every text alone also holds: nothing to compare".into(),
+        });
+    }
     Ok(PaddingRows { lengths, stages, not_compared })
 }
 

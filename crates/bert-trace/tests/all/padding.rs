@@ -146,6 +146,13 @@ fn what_padding_cannot_check_is_one_line_and_exit_2() {
     }
     std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
     let cut = cut.display().to_string();
+    // A batch holding its inputs alone: nothing to compare, which is not a pass.
+    let inputs_only = tmp.path().join("inputs-only");
+    std::fs::create_dir(&inputs_only).unwrap();
+    for name in ["input.ids", "input.token_type_ids", "input.attention_mask"] {
+        std::fs::copy(Path::new(&batch).join(format!("{name}.npy")), inputs_only.join(format!("{name}.npy"))).unwrap();
+    }
+    let inputs_only = inputs_only.display().to_string();
     let model = ["padding", "--model", "golden/english-small"];
     let cases: Vec<(&str, Vec<String>, &str)> = vec![
         ("one text", [&model[..], &["Hi."]].concat().iter().map(|s| s.to_string()).collect(), "two texts or more"),
@@ -167,6 +174,11 @@ fn what_padding_cannot_check_is_one_line_and_exit_2() {
         ),
         ("--alone without --batched", args(&["padding", "--alone", &first, "Hi.", "Hello there."]), "--batched"),
         ("no such dump", args(&["padding", "--batched", "no/such/dump", "--alone", &first]), "no/such/dump"),
+        (
+            "a batch of inputs alone",
+            args(&["padding", "--batched", &inputs_only, "--alone", &first, "--alone", &second]),
+            "nothing to compare",
+        ),
         (
             "a stage cut to one sequence",
             args(&["padding", "--batched", &cut, "--alone", &first, "--alone", &second]),
