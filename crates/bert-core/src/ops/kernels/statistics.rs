@@ -44,10 +44,13 @@ vectorized! {
         let mut max = [f32::NEG_INFINITY; LANES];
         let chunks = values.chunks_exact(LANES);
         let tail = chunks.remainder();
+        // A comparison and a choice, which compile to the vector min and max instructions;
+        // `f32::min` compiled to one value at a time, and took five times as long as the
+        // sum. A NaN is skipped either way (every comparison with it is false).
         for chunk in chunks {
             for i in 0..LANES {
-                min[i] = min[i].min(chunk[i]);
-                max[i] = max[i].max(chunk[i]);
+                min[i] = if chunk[i] < min[i] { chunk[i] } else { min[i] };
+                max[i] = if chunk[i] > max[i] { chunk[i] } else { max[i] };
             }
         }
         let min = min.iter().chain(tail).copied().fold(f32::INFINITY, f32::min);
