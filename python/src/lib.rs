@@ -462,12 +462,19 @@ fn explain(
     explained::explain_dump(py, dump, stage, index, model)
 }
 
-/// Keeps the memory that one trace frees in the process for the next, instead of handing it
-/// back to the system, as the `bert-trace` command does from its start: with glibc's malloc, no
+/// The extension's own memory: a large block that a trace frees (a stage's array, the pass's
+/// own) is kept for the next allocation of its size, and handed back to the system once unused
+/// for 2 seconds. Traces in a row then reuse it instead of fresh pages that the kernel zeroes
+/// on first touch (BENCHMARKS.md), without changing how the interpreter's other libraries
+/// allocate; a notebook idle between traces holds nothing extra.
+#[global_allocator]
+static MEMORY: bert_core::ops::Recycling = bert_core::ops::Recycling::new();
+
+/// Keeps the memory that anything in the process frees for later, instead of handing it back
+/// to the system, as the `bert-trace` command does from its start: with glibc's malloc, no
 /// later allocation on the main thread's heap gets a mapping of its own, and the heap is never
-/// trimmed. Each later trace then reuses memory the interpreter already has, instead of fresh
-/// pages that the kernel zeroes on first touch (BENCHMARKS.md: every stage of MiniLM at 512
-/// tokens, about twice as fast).
+/// trimmed. bert_trace's own arrays are kept for the next trace without it (for 2 seconds); this
+/// is the same for numpy's and torch's allocations too, for good.
 ///
 /// The setting is the whole process's (numpy's and torch's allocations too), applies to
 /// allocations made after the call, so call it once, early, and cannot be undone: the
@@ -916,8 +923,23 @@ fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
     guarded(py, || panic!("a panic the tests asked for"))
 }
 
+/// For the tests: the bytes and blocks the extension's memory keeps now.
+#[cfg(feature = "test-hooks")]
+#[pyfunction]
+fn _memory_held() -> (usize, usize) {
+    MEMORY.held()
+}
+
+/// For the tests: how long a kept block may go unused before it is handed back.
+#[cfg(feature = "test-hooks")]
+#[pyfunction]
+fn _set_memory_idle(seconds: f64) {
+    MEMORY.set_idle(std::time::Duration::from_secs_f64(seconds.max(0.0)));
+}
+
 #[pymodule]
 fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    MEMORY.start_releasing();
     // matrixmultiply reads its thread count once, from the environment, at its first product:
     // set here, at import, from BERT_TRACE_THREADS when the user set it (a later `threads=` sizes
     // bert-trace's own pool only).
@@ -949,6 +971,10 @@ fn _bert_trace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(head_scores::_picture, m)?)?;
     #[cfg(feature = "test-hooks")]
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
+    #[cfg(feature = "test-hooks")]
+    m.add_function(wrap_pyfunction!(_memory_held, m)?)?;
+    #[cfg(feature = "test-hooks")]
+    m.add_function(wrap_pyfunction!(_set_memory_idle, m)?)?;
     m.add_class::<Model>()?;
     m.add_class::<serving::Server>()?;
     m.add_class::<Trace>()?;

@@ -385,6 +385,81 @@ print(list(first) == list(second) and all(first[n].tobytes() == second[n].tobyte
     assert run.stdout.split() == ["1", "True", "0", "True"], run.stdout
 
 
+def test_a_trace_reuses_the_large_blocks_the_last_one_freed_and_hands_them_back_when_idle():
+    """The extension's own allocator (bert_core's `Recycling`): a dropped trace's large arrays
+    are kept, the next trace of the same text takes them back, its values are the same bits, and
+    once unused for the idle time every kept block is handed back to the system."""
+    import time
+
+    native = bert_trace._bert_trace
+    model = bert_trace.Model(ROOT / "golden/english-small")
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 6)
+    native._set_memory_idle(3600.0)
+    try:
+        first = model.trace(text)
+        large = {name: a for name, a in first.items() if a.nbytes >= 128 << 10}
+        assert {"mlm.logits", "layer0.ffn.activation"} <= set(large), sorted(large)
+        addresses = {a.__array_interface__["data"][0] for a in large.values()}
+        values = {name: a.tobytes() for name, a in first.items()}
+        del first, large
+        held, blocks = native._memory_held()
+        assert blocks >= len(addresses), (held, blocks, len(addresses))
+        second = model.trace(text)
+        assert {name: a.tobytes() for name, a in second.items()} == values
+        again = {a.__array_interface__["data"][0] for a in second.values() if a.nbytes >= 128 << 10}
+        assert again & addresses, "no array of the second trace is in a block the first one freed"
+        del second
+        assert native._memory_held()[1] > 0
+        native._set_memory_idle(0.05)
+        waited = time.monotonic()
+        while native._memory_held() != (0, 0) and time.monotonic() - waited < 10:
+            time.sleep(0.05)
+        assert native._memory_held() == (0, 0), "kept blocks outlived the idle time"
+    finally:
+        native._set_memory_idle(2.0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+def test_a_process_forked_while_another_thread_traces_can_trace():
+    """The extension's allocator holds its lock across fork (pthread_atfork), so a child forked
+    while another thread traces (multiprocessing forks on Linux) never inherits it held. The
+    other thread traces with a Model of its own: a Model is locked while it traces, and a child
+    forked meanwhile would wait for that lock forever (as for any lock a thread holds at a fork)."""
+    import threading
+    import time
+
+    model = bert_trace.Model(ROOT / "golden/english-small")
+    other = bert_trace.Model(ROOT / "golden/english-small")
+    text = " ".join(["the quick brown fox jumps over the lazy dog"] * 6)
+    want = model.trace(text)["mlm.logits"].tobytes()
+    stop = threading.Event()
+
+    def trace_until_stopped():
+        while not stop.is_set():
+            other.trace(text)
+
+    busy = threading.Thread(target=trace_until_stopped)
+    busy.start()
+    try:
+        for _ in range(5):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os._exit(0 if model.trace(text)["mlm.logits"].tobytes() == want else 1)
+                finally:
+                    os._exit(2)
+            waited = time.monotonic()
+            while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() - waited < 60:
+                time.sleep(0.01)
+            if done[0] == 0:
+                os.kill(pid, 9)
+                pytest.fail("a forked child hung")
+            assert os.waitstatus_to_exitcode(done[1]) == 0, done
+    finally:
+        stop.set()
+        busy.join()
+
+
 # Options of the command whose Python form is a method of the trace it returns, not a keyword.
 AS_METHODS = {"explain": "explain"}
 
@@ -596,6 +671,7 @@ def test_a_stalled_download_is_an_error_not_the_end_of_the_interpreter(tmp_path,
     HF_HUB_DOWNLOAD_TIMEOUT with an exception, and Python (a notebook's kernel) goes on."""
     import socket
     import threading
+    import time
     import time
 
     server = socket.socket()

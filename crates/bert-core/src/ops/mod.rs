@@ -39,7 +39,10 @@ pub use self::cross_entropy::{cross_entropy, cross_entropy_backward, log_softmax
 pub use self::embedding::{embedding, embedding_backward};
 pub use self::format::{lowest, narrow};
 pub use self::kernels::available as available_kernels;
+/// A large array's copy on every thread, for the sinks that keep stages (`pass/`).
+pub(crate) use self::kernels::copy::copy_of;
 pub use self::kernels::memory::keep_freed_memory;
+pub use self::kernels::recycling::Recycling;
 /// The sums of a stage table's statistics, which `pass/summary.rs` reaches through here.
 pub(crate) use self::kernels::statistics::{sum_min_max, sum_squared_deviations};
 /// The thread pool's split by rows, for the losses (`cross_entropy.rs`).

@@ -3,19 +3,23 @@
 //! (`narrow.rs`), loops
 //! compiled for the widest vector instructions the CPU has (`simd.rs`, `elementwise.rs`, and the
 //! sums of a stage's statistics in `statistics.rs`), the thread pool they share (`threads.rs`),
-//! and the allocator's setting that keeps freed memory for the next pass (`memory.rs`).
+//! the allocator's setting that keeps freed memory for the next pass (`memory.rs`), an
+//! allocator that does the same for one library's own blocks, for a while (`recycling.rs`), and
+//! a large array's copy on every thread (`copy.rs`).
 //!
 //! Nothing above `ops/` calls into this folder: an operation picks its kernel itself, and falls
 //! back to its reference implementation where there is none (another CPU, another layout). Only
 //! the thread and memory settings are public, through [`crate::ops`] (and the pool's
 //! element-wise split, for the optimizer).
 
+pub(crate) mod copy;
 pub(crate) mod elementwise;
 pub(crate) mod gemm;
 mod matrix;
 pub(crate) mod memory;
 pub(crate) mod narrow;
 mod pack;
+pub(crate) mod recycling;
 pub(crate) mod simd;
 pub(crate) mod statistics;
 pub(crate) mod threads;
