@@ -33,6 +33,8 @@
 //! On CPUs without AVX2 and FMA (and on other architectures), [`linear`], [`product`] and
 //! [`batched`] return false or None, and the operation runs its reference implementation.
 
+use std::mem::MaybeUninit;
+
 use ndarray::{Array2, Array4, ArrayView2, ArrayView4};
 
 pub(crate) use super::matrix::{Matrix, MatrixMut};
@@ -77,13 +79,23 @@ pub(crate) fn chain_for(k: usize) -> usize {
 pub(crate) const MC: usize = 256;
 
 /// out `[M,N]` = x `[M,K]` · Wᵀ + bias, where `w` is W `[N,K]`; every slice contiguous and row-major.
+/// `out` need not be initialized: every output is written when this returns true.
 ///
 /// Returns false, having written nothing, when this CPU has no kernel here (see the module
-/// documentation).
-pub(crate) fn linear(x: &[f32], w: &[f32], bias: &[f32], (m, k, n): (usize, usize, usize), out: &mut [f32]) -> bool {
+/// documentation), or when K is 0 (no sum to write the bias with).
+pub(crate) fn linear(
+    x: &[f32],
+    w: &[f32],
+    bias: &[f32],
+    (m, k, n): (usize, usize, usize),
+    out: &mut [MaybeUninit<f32>],
+) -> bool {
     assert_eq!(x.len(), m * k, "x is [M,K]");
     assert_eq!(w.len(), n * k, "W is [N,K]");
     assert_eq!(out.len(), m * n, "out is [M,N]");
+    if k == 0 {
+        return false;
+    }
     let x = Matrix::row_major(x, k);
     let w = Matrix::row_major(w, k);
     product(x, w, Some(bias), 1.0, (m, k, n), MatrixMut { values: out, row_stride: n, col_stride: 1 })
@@ -166,11 +178,11 @@ pub(crate) fn matmul(a: ArrayView2<'_, f32>, b: ArrayView2<'_, f32>) -> Option<A
     let done = if sb.0 == 1 {
         let x = Matrix { values: a_values, row_stride: sa.0, col_stride: sa.1 };
         let w = Matrix::row_major(b_values, sb.1);
-        product(x, w, None, 1.0, (m, k, n), MatrixMut { values, row_stride: n, col_stride: 1 })
+        product(x, w, None, 1.0, (m, k, n), MatrixMut::of(values, n, 1))
     } else {
         let x = Matrix { values: b_values, row_stride: sb.1, col_stride: sb.0 };
         let w = Matrix::row_major(a_values, sa.0);
-        product(x, w, None, 1.0, (n, k, m), MatrixMut { values, row_stride: 1, col_stride: n })
+        product(x, w, None, 1.0, (n, k, m), MatrixMut::of(values, 1, n))
     };
     assert!(done, "a kernel exists (checked above)");
     Some(out)
@@ -227,7 +239,12 @@ pub(crate) fn batched(a: ArrayView4<'_, f32>, b: ArrayView4<'_, f32>, scale: f32
     if !transposed && sb[2] != 1 {
         return None;
     }
-    let mut out = Array4::<f32>::zeros((batch, heads, m, n));
+    if k == 0 || m == 0 || n == 0 {
+        // No sums (every output is 0, and the product would write nothing), or no outputs.
+        return Some(Array4::zeros((batch, heads, m, n)));
+    }
+    // Not zeroed first: the product writes every output (see `MatrixMut`).
+    let mut out = Array4::<f32>::uninit((batch, heads, m, n));
     let blocks = out.as_slice_mut().expect("a new array is contiguous");
     threads::for_each_part(blocks, m * n, 1, |first, part| {
         for (i, block) in part.chunks_exact_mut(m * n).enumerate() {
@@ -248,7 +265,9 @@ pub(crate) fn batched(a: ArrayView4<'_, f32>, b: ArrayView4<'_, f32>, scale: f32
             assert!(done, "a kernel exists (checked above)");
         }
     });
-    Some(out)
+    // SAFETY: every head's product wrote each of its m·n outputs in its first block of K
+    // (k ≥ 1, checked above), and the heads' blocks cover the array.
+    Some(unsafe { out.assume_init() })
 }
 
 /// Whether this CPU has a kernel for [`product`].
@@ -324,10 +343,10 @@ type TilesFn = unsafe fn(&Block<'_>, std::ops::Range<usize>, Out);
 ///   thread goes through the blocks of K for its own tiles: the threads meet twice per block.
 ///
 /// Either way each output is summed in the same order by one thread.
-fn blocked<const MR: usize, const NR: usize>(problem: Problem<'_>, out: &mut [f32], tiles: TilesFn) {
+fn blocked<const MR: usize, const NR: usize>(problem: Problem<'_>, out: &mut [MaybeUninit<f32>], tiles: TilesFn) {
     let Problem { m, k, n, .. } = problem;
     let mc_max = MC.min(m.div_ceil(NR) * NR);
-    let out = Out { ptr: out.as_mut_ptr(), len: out.len() };
+    let out = Out { ptr: out.as_mut_ptr().cast::<f32>(), len: out.len() };
     let tile_count = n.div_ceil(MR);
     let panel_count = m.div_ceil(NR);
     if m.div_ceil(mc_max) >= threads::threads() {
@@ -719,7 +738,7 @@ mod tests {
     ) {
         let (x, w) = (Matrix::row_major(x, k), Matrix::row_major(w, k));
         let problem = Problem { x, w, bias: Some(bias), scale, m, k, n, out_strides: (n, 1) };
-        blocked::<MR, NR>(problem, out, tiles)
+        blocked::<MR, NR>(problem, MatrixMut::of(out, n, 1).values, tiles)
     }
 
     /// Every kernel this CPU can run, by name.
@@ -747,7 +766,10 @@ mod tests {
         println!("gemm kernels tested: {:?}", kernels.iter().map(|k| k.0).collect::<Vec<_>>());
         // Without a kernel, `linear` must say so and leave the product to the caller.
         let mut out = [0.0f32; 1];
-        assert_eq!(linear(&[1.0], &[1.0], &[0.0], (1, 1, 1), &mut out), !kernels.is_empty());
+        assert_eq!(
+            linear(&[1.0], &[1.0], &[0.0], (1, 1, 1), MatrixMut::of(&mut out, 1, 1).values),
+            !kernels.is_empty()
+        );
         // Edges on every axis: M and N not multiples of a panel or a tile, K over one block,
         // M over one block, a single token; short sums (several chains of SHORT_CHAIN) and long
         // ones. A scale other than 1 (the heads' scores) with at most one block of K.
@@ -777,8 +799,8 @@ mod tests {
         let (m, k, n) = (70, 64, 40);
         let (x, w) = (values(m * k, 4), values(n * k, 5));
         let mut want = vec![0.0; m * n];
-        if !linear(&x, &w, &vec![0.0; n], (m, k, n), &mut want) {
-            let out = MatrixMut { values: &mut want, row_stride: n, col_stride: 1 };
+        if !linear(&x, &w, &vec![0.0; n], (m, k, n), MatrixMut::of(&mut want, n, 1).values) {
+            let out = MatrixMut::of(&mut want, n, 1);
             return assert!(!product(Matrix::row_major(&x, k), Matrix::row_major(&w, k), None, 1.0, (m, k, n), out));
         }
         // x inside columns k..2k of a [M,2k] array, and x stored transposed ([K,M]).
@@ -793,7 +815,7 @@ mod tests {
                 // out inside columns n..2n of a [M,3n] array, or the transpose of that.
                 let mut out = vec![f32::NAN; m * 3 * n];
                 let (row_stride, col_stride, offset) = if transposed_out { (1, m, n * m) } else { (3 * n, 1, n) };
-                let target = MatrixMut { values: &mut out[offset..], row_stride, col_stride };
+                let target = MatrixMut::of(&mut out[offset..], row_stride, col_stride);
                 assert!(product(x, Matrix::row_major(&w, k), None, 1.0, (m, k, n), target));
                 for r in 0..m {
                     for c in 0..n {
