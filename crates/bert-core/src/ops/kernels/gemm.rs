@@ -82,7 +82,7 @@ pub(crate) const MC: usize = 256;
 /// `out` need not be initialized: every output is written when this returns true.
 ///
 /// Returns false, having written nothing, when this CPU has no kernel here (see the module
-/// documentation), or when K is 0 (no sum to write the bias with).
+/// documentation), when K is 0 (no sum to write the bias with), or when there is no output.
 pub(crate) fn linear(
     x: &[f32],
     w: &[f32],
@@ -93,7 +93,7 @@ pub(crate) fn linear(
     assert_eq!(x.len(), m * k, "x is [M,K]");
     assert_eq!(w.len(), n * k, "W is [N,K]");
     assert_eq!(out.len(), m * n, "out is [M,N]");
-    if k == 0 {
+    if k == 0 || m == 0 || n == 0 {
         return false;
     }
     let x = Matrix::row_major(x, k);
@@ -531,15 +531,17 @@ unsafe fn store_tile<const MR: usize, const NR: usize>(
     if out_row == 1 {
         // The tokens are contiguous in the output (attention's transposed products): a whole
         // row of sums at once.
+        // Written through the pointer, not a slice: in the first block the outputs are not yet
+        // initialized (see `MatrixMut`).
         for (i, row) in sums.iter().enumerate().take(features) {
-            let slots = std::slice::from_raw_parts_mut(out.ptr.add(first_token + (n0 + i) * out_col), tokens);
+            let first_slot = out.ptr.add(first_token + (n0 + i) * out_col);
             if first_block {
-                for (slot, &sum) in slots.iter_mut().zip(row) {
-                    *slot = start[i] + sum * scale;
+                for (j, &sum) in row[..tokens].iter().enumerate() {
+                    first_slot.add(j).write(start[i] + sum * scale);
                 }
             } else {
-                for (slot, &sum) in slots.iter_mut().zip(row) {
-                    *slot += sum;
+                for (j, &sum) in row[..tokens].iter().enumerate() {
+                    *first_slot.add(j) += sum;
                 }
             }
         }

@@ -211,11 +211,13 @@ mod forking {
     extern "C" fn before() {
         // SAFETY: MEMORY is set before the handlers are registered, to a `&'static`.
         let memory = unsafe { &*MEMORY.load(Ordering::Acquire) };
-        HELD.with(|held| *held.borrow_mut() = Some(memory.lock()));
+        // `try_with`: a thread whose locals are already gone (a fork from a thread-local's
+        // destructor) forks without the lock rather than aborting the process.
+        let _ = HELD.try_with(|held| *held.borrow_mut() = Some(memory.lock()));
     }
 
     extern "C" fn after() {
-        HELD.with(|held| drop(held.borrow_mut().take()));
+        let _ = HELD.try_with(|held| drop(held.borrow_mut().take()));
     }
 }
 
