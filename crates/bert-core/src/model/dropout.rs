@@ -15,17 +15,16 @@
 //! probabilities softmax gave, which is what a learner reads as attention.
 //!
 //! A mask is drawn from the pass's seed and its stage alone, element by element in row-major
-//! order, with [`SplitMix64`], so that a training step's masks are the same on every machine,
-//! thread count and kernel, and a dump's masks can be handed to PyTorch
+//! order, with SplitMix64 ([`ops::dropout_mask`]), so that a training step's masks are the same
+//! on every machine, thread count and kernel, and a dump's masks can be handed to PyTorch
 //! (`scripts/train_reference.py` does).
 
-use ndarray::{Array, Dimension};
+use ndarray::{Array, ArrayBase, Data, Dimension};
 use serde::{Deserialize, Serialize};
 
 use super::gradients::Record;
 use crate::io::config::BertConfig;
-use crate::objectives::splitmix::SplitMix64;
-use crate::ops::Float;
+use crate::ops::{self, Float};
 use crate::pass::{Halt, Tracer};
 use crate::stage::{DropoutRate, Stage, StageKind};
 
@@ -106,12 +105,9 @@ impl Dropout {
     /// The mask of the dropout stage `stage`, of `shape`: each element 0 with probability p,
     /// else 1/(1-p) (rounded to `F`, as PyTorch rounds its scale to the tensor's type).
     pub fn mask<F: Float, D: Dimension>(&self, stage: Stage, shape: D) -> Array<F, D> {
-        let p = self.rate(stage.kind);
-        let kept = F::of(1.0 / (1.0 - p));
         // The stage's own stream: the seed, the kind's row of the table and the layer.
         let layer = stage.layer.map_or(0, |l| l as u64 + 1);
-        let mut rng = SplitMix64::new(self.seed ^ ((stage.kind.index() as u64) << 48) ^ (layer << 32));
-        Array::from_shape_simple_fn(shape, || if rng.uniform() < p { F::zero() } else { kept })
+        ops::dropout_mask(self.seed ^ ((stage.kind.index() as u64) << 48) ^ (layer << 32), self.rate(stage.kind), shape)
     }
 }
 
@@ -121,7 +117,10 @@ pub fn dropout<F: Float, D: Dimension>(x: Array<F, D>, mask: &Array<F, D>) -> Ar
 }
 
 /// The backward of [`dropout`]: d x = d dropout ⊙ mask.
-pub fn dropout_backward<F: Float, D: Dimension>(d_out: Array<F, D>, mask: &Array<F, D>) -> Array<F, D> {
+pub fn dropout_backward<F: Float, S: Data<Elem = F>, D: Dimension>(
+    d_out: Array<F, D>,
+    mask: &ArrayBase<S, D>,
+) -> Array<F, D> {
     d_out * mask
 }
 
@@ -168,5 +167,5 @@ pub(crate) fn backward<F: Float, D: Dimension>(
         return Ok(d_out);
     };
     tracer.float(stage.grad(), &mut d_out)?;
-    Ok(dropout_backward(d_out, &mask.to_owned()))
+    Ok(dropout_backward(d_out, &mask))
 }

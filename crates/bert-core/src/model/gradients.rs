@@ -31,8 +31,8 @@ impl<F: Float> Sink for Record<F> {
 
     fn emit(&mut self, stage: Stage, tensor: TensorView<'_>) -> Result<()> {
         let values = match tensor {
-            TensorView::F32(a) => a.mapv(|v| F::of(f64::from(v))),
-            TensorView::F64(a) => a.mapv(F::of),
+            TensorView::F32(a) => F::copied_from_f32(a),
+            TensorView::F64(a) => F::copied_from_f64(a),
             TensorView::I64(_) => unreachable!("only float stages are wanted"),
         };
         self.stages.insert(stage, values);

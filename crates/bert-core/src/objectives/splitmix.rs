@@ -18,11 +18,13 @@ impl SplitMix64 {
 
     /// The stream of `seed` after its first `taken` numbers: the state moves by the same
     /// constant at every number, so any place in the stream is reached at once.
+    #[inline]
     pub fn after(seed: u64, taken: u64) -> SplitMix64 {
         SplitMix64 { state: seed.wrapping_add(taken.wrapping_mul(GAMMA)) }
     }
 
     /// The next 64 random bits.
+    #[inline]
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(GAMMA);
         let mut z = self.state;
@@ -32,6 +34,7 @@ impl SplitMix64 {
     }
 
     /// A number in [0, 1): the top 53 bits, an f64's precision.
+    #[inline]
     pub fn uniform(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }

@@ -96,7 +96,7 @@ pub fn gelu_backward<F: Float, D: Dimension>(x: ArrayView<'_, F, D>, d_out: Arra
 /// [`gelu_backward`] on f32, by the fast kernel where it applies.
 pub(super) fn gelu_backward_f32<D: Dimension>(x: ArrayView<'_, f32, D>, d_out: ArrayView<'_, f32, D>) -> Array<f32, D> {
     if fast() && x.shape() == d_out.shape() {
-        let mut d = d_out.to_owned();
+        let mut d = super::c_order_copy(&d_out);
         if let (Some(x), Some(values)) = (x.as_slice(), d.as_slice_mut()) {
             elementwise::gelu_backward(x, values);
             return d;

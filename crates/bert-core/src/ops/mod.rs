@@ -10,6 +10,7 @@
 //!   applies (this CPU has it, the operands are laid out for it), and the reference otherwise.
 //!   No caller ever asks which.
 //!
+//! Drawing dropout's masks has a fast kernel too, which draws the same values on every thread.
 //! The others (the embedding lookup, splitting and merging heads, the cross-entropy) are only
 //! the formula: they move or pick values, or run once per pass, and a kernel would gain nothing.
 //!
@@ -19,6 +20,7 @@
 
 mod activation;
 mod cross_entropy;
+mod dropout;
 mod embedding;
 pub mod format;
 #[cfg(test)]
@@ -36,16 +38,18 @@ pub use self::activation::{
     relu, relu_backward, relu_reference, tanh, tanh_backward, tanh_reference,
 };
 pub use self::cross_entropy::{cross_entropy, cross_entropy_backward, log_softmax_rows};
+pub use self::dropout::{dropout_mask, dropout_mask_reference};
 pub use self::embedding::{embedding, embedding_backward};
 pub use self::format::{lowest, narrow};
 pub use self::kernels::available as available_kernels;
-/// A large array's copy on every thread, for the sinks that keep stages (`pass/`).
-pub(crate) use self::kernels::copy::copy_of;
+/// A large array's copy on every thread, for the sinks that keep stages (`pass/`, and the
+/// backward's record through [`Float::copied_from_f32`]).
+pub(crate) use self::kernels::copy::c_order_copy;
 pub use self::kernels::memory::keep_freed_memory;
 pub use self::kernels::recycling::Recycling;
 /// The sums of a stage table's statistics, which `pass/summary.rs` reaches through here.
 pub(crate) use self::kernels::statistics::{sum_min_max, sum_squared_deviations};
-/// The thread pool's split by rows, for the losses (`cross_entropy.rs`).
+/// The thread pool's split by rows, for the losses (`cross_entropy.rs`) and softmax's backward.
 use self::kernels::threads::for_each_row;
 /// The thread pool's map of items in order, for tokenizing a corpus (`training/`).
 pub(crate) use self::kernels::threads::map_in_order;
@@ -123,6 +127,13 @@ pub trait Float: ndarray::NdFloat + num_traits::FromPrimitive + bytemuck::Pod {
     ) -> ndarray::Array<Self, D>;
     /// [`tanh`] (named apart from the element's own `tanh`).
     fn tanh_array<D: ndarray::Dimension>(x: ndarray::Array<Self, D>) -> ndarray::Array<Self, D>;
+    /// [`dropout_mask`].
+    fn dropout_mask<D: ndarray::Dimension>(seed: u64, p: f64, shape: D) -> ndarray::Array<Self, D>;
+    /// A copy of f32 values in this type, in C order: the same values for f32 (copied on every
+    /// thread when there are many), each widened for f64. For the backward's record of a pass.
+    fn copied_from_f32(values: ndarray::ArrayViewD<'_, f32>) -> ndarray::ArrayD<Self>;
+    /// The same for f64 values: the same values for f64, each rounded for f32.
+    fn copied_from_f64(values: ndarray::ArrayViewD<'_, f64>) -> ndarray::ArrayD<Self>;
 }
 
 /// Values of one of the two [`Float`] types.
@@ -197,6 +208,15 @@ impl Float for f32 {
     fn tanh_array<D: ndarray::Dimension>(x: ndarray::Array<f32, D>) -> ndarray::Array<f32, D> {
         activation::tanh_f32(x)
     }
+    fn dropout_mask<D: ndarray::Dimension>(seed: u64, p: f64, shape: D) -> ndarray::Array<f32, D> {
+        dropout::dropout_mask_f32(seed, p, shape)
+    }
+    fn copied_from_f32(values: ndarray::ArrayViewD<'_, f32>) -> ndarray::ArrayD<f32> {
+        c_order_copy(&values)
+    }
+    fn copied_from_f64(values: ndarray::ArrayViewD<'_, f64>) -> ndarray::ArrayD<f32> {
+        values.mapv(f32::of)
+    }
 }
 
 /// f64 has no kernels: every operation is its reference implementation.
@@ -259,6 +279,15 @@ impl Float for f64 {
     }
     fn tanh_array<D: ndarray::Dimension>(x: ndarray::Array<f64, D>) -> ndarray::Array<f64, D> {
         tanh_reference(x)
+    }
+    fn dropout_mask<D: ndarray::Dimension>(seed: u64, p: f64, shape: D) -> ndarray::Array<f64, D> {
+        dropout_mask_reference(seed, p, shape)
+    }
+    fn copied_from_f32(values: ndarray::ArrayViewD<'_, f32>) -> ndarray::ArrayD<f64> {
+        values.mapv(f64::from)
+    }
+    fn copied_from_f64(values: ndarray::ArrayViewD<'_, f64>) -> ndarray::ArrayD<f64> {
+        c_order_copy(&values)
     }
 }
 

@@ -3,7 +3,7 @@
 use ndarray::{Array, Array1, ArrayView, ArrayView1, Axis, Dimension, Zip};
 
 use super::kernels::elementwise;
-use super::{fast, Float};
+use super::{fast, for_each_row, Float};
 
 /// One row's softmax, step by step: its largest value, exp(x - max) of each value, and their
 /// sum; the probabilities are `exps / sum`. Subtracting the largest value first changes nothing
@@ -62,7 +62,13 @@ pub fn softmax_rows_backward<F: Float, D: Dimension>(
     d_probs: ArrayView<'_, F, D>,
 ) -> Array<F, D> {
     let last = Axis(probs.ndim() - 1);
-    let mut dx = d_probs.to_owned();
+    let mut dx = d_probs.as_standard_layout().into_owned();
+    let width = probs.len_of(last);
+    if let (Some(p), Some(d)) = (probs.as_slice(), dx.as_slice_mut()) {
+        // Each row is a computation of its own: the threads share the rows, with the same bits.
+        for_each_row(d, width, ROWS_PER_PART, |i, d_row| row_backward(&p[i * width..][..width], d_row));
+        return dx;
+    }
     for (mut d_row, p_row) in dx.lanes_mut(last).into_iter().zip(probs.lanes(last)) {
         let dot = Zip::from(&d_row).and(&p_row).fold(F::zero(), |acc, &d, &p| acc + d * p);
         Zip::from(&mut d_row).and(&p_row).for_each(|d, &p| *d = p * (*d - dot));
@@ -70,12 +76,48 @@ pub fn softmax_rows_backward<F: Float, D: Dimension>(
     dx
 }
 
+/// One row of [`softmax_rows_backward`] on slices, in place over d probs: the same sums in the
+/// same order as the loop over lanes.
+fn row_backward<F: Float>(p: &[F], d: &mut [F]) {
+    let dot = d.iter().zip(p).fold(F::zero(), |acc, (&d, &p)| acc + d * p);
+    for (d, &p) in d.iter_mut().zip(p) {
+        *d = p * (*d - dot);
+    }
+}
+
+/// The fewest rows of the backward a thread takes: a row is a few hundred multiply-adds.
+const ROWS_PER_PART: usize = 256;
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ops::gradcheck;
     use crate::ops::{with_kernels, Kernels};
-    use ndarray::{Array2, Array4};
+    use ndarray::{Array2, Array4, ShapeBuilder};
+
+    /// The backward shares contiguous rows between the threads; in any other layout it walks
+    /// the lanes on one thread. Both are the same sums in the same order: the same bits, at a
+    /// size that the threads do share.
+    #[test]
+    fn backward_is_the_same_bits_in_every_layout() {
+        let probs = softmax_rows_reference(Array4::from_shape_fn((2, 3, 200, 37), |(b, h, i, j)| {
+            ((b * 7 + h * 5 + i * 3 + j) % 23) as f32 / 4.0 - 2.5
+        }));
+        let d_probs =
+            Array4::from_shape_fn(probs.dim(), |(b, h, i, j)| ((b + h * 3 + i * 11 + j * 13) % 17) as f32 - 8.0);
+        let rows = softmax_rows_backward(probs.view(), d_probs.view());
+        // The same values, stored with the last axis outermost.
+        let column_major = |a: &Array4<f32>| {
+            let mut c = Array4::zeros(a.dim().f());
+            c.assign(a);
+            c
+        };
+        let (probs_f, d_probs_f) = (column_major(&probs), column_major(&d_probs));
+        assert!(probs_f.as_slice().is_none(), "the lanes' path");
+        let lanes = softmax_rows_backward(probs_f.view(), d_probs_f.view());
+        let differ = rows.iter().zip(&lanes).position(|(a, b)| a.to_bits() != b.to_bits());
+        assert!(differ.is_none(), "element {differ:?} differs between the layouts");
+    }
 
     #[test]
     fn backward_matches_finite_differences_with_masked_keys() {

@@ -54,18 +54,11 @@ impl TensorView<'_> {
     /// A copy with its values in C order (row-major), whatever the view's strides: the order of
     /// a `.npy` file.
     pub fn to_owned_c_order(&self) -> Tensor {
-        /// Values already in C order are copied as one slice, on every thread (`ops::copy_of`);
-        /// others are gathered in C order.
-        fn c_order<T: Copy + Send + Sync>(a: &ArrayViewD<'_, T>) -> ArrayD<T> {
-            match a.as_slice() {
-                Some(values) => ArrayD::from_shape_vec(a.raw_dim(), crate::ops::copy_of(values)).expect("its shape"),
-                None => a.as_standard_layout().into_owned(),
-            }
-        }
+        // Values already in C order are copied as one slice, on every thread.
         match self {
-            TensorView::F32(a) => Tensor::F32(c_order(a)),
-            TensorView::F64(a) => Tensor::F64(c_order(a)),
-            TensorView::I64(a) => Tensor::I64(c_order(a)),
+            TensorView::F32(a) => Tensor::F32(crate::ops::c_order_copy(a)),
+            TensorView::F64(a) => Tensor::F64(crate::ops::c_order_copy(a)),
+            TensorView::I64(a) => Tensor::I64(crate::ops::c_order_copy(a)),
         }
     }
 }

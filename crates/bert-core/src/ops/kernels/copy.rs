@@ -2,6 +2,8 @@
 //! it is handed over (about 700 MB at 512 tokens of a bert-base-sized model), and one thread
 //! alone copies at less than the memory's speed.
 
+use ndarray::{Array, ArrayView, Dimension};
+
 use super::threads;
 
 /// At least this many bytes to a thread: below it, waking a helper costs more than it saves.
@@ -25,6 +27,15 @@ pub(crate) fn copy_of<T: Copy + Send + Sync>(values: &[T]) -> Vec<T> {
     // slice).
     unsafe { copy.set_len(values.len()) };
     copy
+}
+
+/// A copy of `view` with its values in C order (row-major), whatever its strides: values already
+/// in C order are copied as one slice, by [`copy_of`]; others are gathered in C order.
+pub(crate) fn c_order_copy<T: Copy + Send + Sync, D: Dimension>(view: &ArrayView<'_, T, D>) -> Array<T, D> {
+    match view.as_slice() {
+        Some(values) => Array::from_shape_vec(view.raw_dim(), copy_of(values)).expect("its shape"),
+        None => view.as_standard_layout().into_owned(),
+    }
 }
 
 #[cfg(test)]

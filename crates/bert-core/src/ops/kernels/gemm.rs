@@ -173,19 +173,21 @@ pub(crate) fn matmul(a: ArrayView2<'_, f32>, b: ArrayView2<'_, f32>) -> Option<A
     if sb.0 != 1 && sa.1 != 1 {
         return None;
     }
-    let mut out = Array2::<f32>::zeros((m, n));
+    // Not zeroed first: the product writes every output (K ≥ 1, checked above).
+    let mut out = Array2::<f32>::uninit((m, n));
     let values = out.as_slice_mut().expect("a new array is contiguous");
     let done = if sb.0 == 1 {
         let x = Matrix { values: a_values, row_stride: sa.0, col_stride: sa.1 };
         let w = Matrix::row_major(b_values, sb.1);
-        product(x, w, None, 1.0, (m, k, n), MatrixMut::of(values, n, 1))
+        product(x, w, None, 1.0, (m, k, n), MatrixMut { values, row_stride: n, col_stride: 1 })
     } else {
         let x = Matrix { values: b_values, row_stride: sb.1, col_stride: sb.0 };
         let w = Matrix::row_major(a_values, sa.0);
-        product(x, w, None, 1.0, (n, k, m), MatrixMut::of(values, 1, n))
+        product(x, w, None, 1.0, (n, k, m), MatrixMut { values, row_stride: 1, col_stride: n })
     };
     assert!(done, "a kernel exists (checked above)");
-    Some(out)
+    // SAFETY: the product wrote each of the m·n outputs in its first block of K.
+    Some(unsafe { out.assume_init() })
 }
 
 /// `view` itself when its values are one gap-free slice of memory with positive strides, and a

@@ -30,8 +30,9 @@ pub(crate) struct MatrixMut<'a> {
     pub col_stride: usize,
 }
 
+#[cfg(test)]
 impl<'a> MatrixMut<'a> {
-    /// Values that are already initialized, as the matrix to write.
+    /// Values that are already initialized, as the matrix to write (the tests' outputs).
     pub(crate) fn of(values: &'a mut [f32], row_stride: usize, col_stride: usize) -> MatrixMut<'a> {
         // SAFETY: MaybeUninit<f32> has f32's layout, and the product writes only f32 values, so
         // the slice stays initialized.

@@ -4,8 +4,9 @@
 //! compiled for the widest vector instructions the CPU has (`simd.rs`, `elementwise.rs`, and the
 //! sums of a stage's statistics in `statistics.rs`), the thread pool they share (`threads.rs`),
 //! the allocator's setting that keeps freed memory for the next pass (`memory.rs`), an
-//! allocator that does the same for one library's own blocks, for a while (`recycling.rs`), and
-//! a large array's copy on every thread (`copy.rs`).
+//! allocator that does the same for one library's own blocks, for a while (`recycling.rs`),
+//! a large array's copy on every thread (`copy.rs`), and dropout's masks drawn on every thread
+//! (`dropout_mask.rs`).
 //!
 //! Nothing above `ops/` calls into this folder: an operation picks its kernel itself, and falls
 //! back to its reference implementation where there is none (another CPU, another layout). Only
@@ -13,6 +14,7 @@
 //! element-wise split, for the optimizer).
 
 pub(crate) mod copy;
+pub(crate) mod dropout_mask;
 pub(crate) mod elementwise;
 pub(crate) mod gemm;
 mod matrix;
