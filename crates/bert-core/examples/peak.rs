@@ -3,15 +3,18 @@
 //!
 //! ```text
 //! cargo run --release -p bert-core --example peak -- [--tokens 12,128,512] [--min-secs 0.5]
+//!     [--shape H,I,V,nh]
 //! ```
 //!
 //! The peak is every thread running independent chains of fused multiply-adds on whole vector
 //! registers (AVX-512 where the CPU has it, else AVX2), nothing loaded or stored: 2 flops per
 //! lane per instruction. Each product is then timed alone, on the shapes of bert-base-uncased at
-//! batch 1 (H = 768, I = 3,072, V = 30,522, nh = 12, hs = 64), through the operations the model
+//! batch 1 (H = 768, I = 3,072, V = 30,522, nh = 12, hs = 64; `--shape` gives others, such as the
+//! course models' 256,1024,5607,4 with `--tokens 4096`), through the operations the model
 //! calls (`ops::linear`, `ops::scaled_matmul`) with the default kernels. A dense layer's weight
 //! is one of 12 copies, taken in turn, as the 12 layers' are: together 113 MB or more, more than
-//! any cache, so each comes from memory as in a pass. One JSON line per measurement: the median
+//! any cache, so each comes from memory as in a pass; each layer's weight gradient dW = dyᵀ · x is
+//! timed after it. One JSON line per measurement: the median
 //! time of the calls over `--min-secs`, its GFLOP/s (2·M·K·N flops) and its share of the peak.
 //!
 //! The thread count is `BERT_TRACE_THREADS`, or else all physical cores.
@@ -24,6 +27,7 @@ use ndarray::{Array1, Array2, Array4};
 fn main() {
     let mut tokens = vec![12, 128, 512];
     let mut min_secs = 0.5;
+    let mut shape = (768, 3072, 30522, 12);
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args.next().unwrap_or_else(|| usage(&format!("{flag} needs a value")));
@@ -32,6 +36,15 @@ fn main() {
                 tokens = value.split(',').map(|t| t.trim().parse().unwrap_or_else(|_| usage("--tokens"))).collect()
             }
             "--min-secs" => min_secs = value.parse().unwrap_or_else(|_| usage("--min-secs takes seconds")),
+            "--shape" => {
+                let sizes: Vec<usize> = value.split(',').map(|n| n.trim().parse().unwrap_or(0)).collect();
+                match sizes[..] {
+                    [h, i, v, heads] if h > 0 && i > 0 && v > 0 && heads > 0 && h % heads == 0 => {
+                        shape = (h, i, v, heads)
+                    }
+                    _ => usage("--shape takes H,I,V,nh: four sizes above 0, H a multiple of nh"),
+                }
+            }
             other => usage(&format!("unknown option {other}")),
         }
     }
@@ -45,7 +58,7 @@ fn main() {
     let (peak, vector) = fma_peak(threads, min_secs);
     println!("{}", serde_json::json!({ "measure": "fma peak", "threads": threads, "vector": vector, "gflops": peak }));
 
-    let (h, i, v, heads) = (768, 3072, 30522, 12);
+    let (h, i, v, heads) = shape;
     let hs = h / heads;
     for &t in &tokens {
         let report = |name: &str, flops: f64, ms: f64| {
@@ -76,6 +89,13 @@ fn main() {
                 std::hint::black_box(ops::linear(&x, w.view(), bias.view()));
             });
             report(name, 2.0 * (t * n_in * n_out) as f64, ms);
+            // The backward's weight gradient of the same layer, dW = dyᵀ · x, summed over the
+            // tokens: the reference's product (matrixmultiply), as `ops::linear_backward` runs it.
+            let d_out = Array2::from_shape_fn((t, n_out), |(r, c)| pattern(r * n_out + c, 98));
+            let ms = median_ms(min_secs, || {
+                std::hint::black_box(ops::matrix_product(d_out.t(), x.view()));
+            });
+            report(&format!("{name}, its dW = dyᵀ · x"), 2.0 * (t * n_in * n_out) as f64, ms);
         }
         // The per-head products, laid out as the model lays them out: q, k and v heads-first
         // views of [B,T,nh,hs] arrays, the probabilities [B,nh,T,T].
@@ -209,6 +229,6 @@ unsafe fn fma_avx2(iterations: u64) {
 }
 
 fn usage(problem: &str) -> ! {
-    eprintln!("peak: {problem}\nusage: peak [--tokens 12,128,512] [--min-secs 0.5]");
+    eprintln!("peak: {problem}\nusage: peak [--tokens 12,128,512] [--min-secs 0.5] [--shape H,I,V,nh]");
     std::process::exit(2)
 }

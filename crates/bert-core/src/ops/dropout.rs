@@ -9,14 +9,16 @@ use crate::objectives::splitmix::SplitMix64;
 /// A mask of `shape`: each element 0 with probability `p`, else 1/(1-p) (rounded to `F`, as
 /// PyTorch rounds its scale to the tensor's type). Element i, in row-major order, is dropped when
 /// the (i+1)-th uniform of SplitMix64's stream from `seed` is below p, so the mask depends on the
-/// seed alone: the same on every machine, thread count and kernel.
+/// seed alone: the same on every machine, thread count and kernel. `p` is a rate in [0, 1), as
+/// the training options check; for any other value every kernel gives the formula's result.
 pub fn dropout_mask<F: Float, D: Dimension>(seed: u64, p: f64, shape: D) -> Array<F, D> {
     F::dropout_mask(seed, p, shape)
 }
 
 /// [`dropout_mask`] on f32, by the fast kernel: the same bits, drawn on every thread.
 pub(super) fn dropout_mask_f32<D: Dimension>(seed: u64, p: f64, shape: D) -> Array<f32, D> {
-    if fast() {
+    // A rate outside [0, 1), which no run accepts, is left to the formula.
+    if fast() && (0.0..1.0).contains(&p) {
         let mut mask = Array::<f32, D>::zeros(shape);
         let kept = f32::of(1.0 / (1.0 - p));
         kernel::draw(seed, p, kept, mask.as_slice_mut().expect("a new array is contiguous"));

@@ -61,6 +61,7 @@ pub fn softmax_rows_backward<F: Float, D: Dimension>(
     probs: ArrayView<'_, F, D>,
     d_probs: ArrayView<'_, F, D>,
 ) -> Array<F, D> {
+    assert_eq!(probs.shape(), d_probs.shape(), "a gradient for each probability");
     let last = Axis(probs.ndim() - 1);
     let mut dx = d_probs.as_standard_layout().into_owned();
     let width = probs.len_of(last);

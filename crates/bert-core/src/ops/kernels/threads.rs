@@ -104,8 +104,16 @@ pub(crate) fn for_each_part<T: Send>(
         return work(0, data);
     }
     let units_per_part = units.div_ceil(parts);
-    let chunks: Vec<std::sync::Mutex<Option<&mut [T]>>> =
-        data.chunks_mut(units_per_part * unit).map(|chunk| std::sync::Mutex::new(Some(chunk))).collect();
+    // The last part takes the values past the last whole unit too: a part of their own would be
+    // one part more than there are threads, and `run_parts` would run every part on this one.
+    let mut chunks: Vec<std::sync::Mutex<Option<&mut [T]>>> = Vec::with_capacity(parts);
+    let mut rest = data;
+    while !rest.is_empty() {
+        let take = if chunks.len() + 1 == parts { rest.len() } else { rest.len().min(units_per_part * unit) };
+        let (chunk, after) = rest.split_at_mut(take);
+        chunks.push(std::sync::Mutex::new(Some(chunk)));
+        rest = after;
+    }
     run_parts(chunks.len(), &|i| {
         let chunk = chunks[i].lock().expect("not poisoned").take().expect("each part runs once");
         work(i * units_per_part, chunk)
@@ -469,6 +477,30 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Values past the last whole unit go with the last part: there are never more parts than
+    /// threads, which would run every part on the calling thread.
+    #[test]
+    fn a_split_has_at_most_one_part_per_thread_whatever_the_length() {
+        for len in [0, 1, 15, 16, 17, 2 * 16 * 4096, 2 * 16 * 4096 + 3, 3 * 16 * 4096 + 5, 200_001] {
+            let mut data = vec![0u8; len];
+            let parts = std::sync::Mutex::new(Vec::new());
+            for_each_part(&mut data, 16, 1024, |first, part| {
+                part.fill(1);
+                parts.lock().unwrap().push((first, part.len()));
+            });
+            let mut parts = parts.into_inner().unwrap();
+            parts.sort();
+            assert!(parts.len() <= threads().max(1), "{len} values: {} parts for {} threads", parts.len(), threads());
+            assert!(data.iter().all(|&v| v == 1), "{len} values: every value in a part");
+            let mut next = 0;
+            for (first, part_len) in parts {
+                assert_eq!(first * 16, next, "{len} values: each part starts where the last ended");
+                next += part_len;
+            }
+            assert_eq!(next, len, "{len} values: the parts cover them");
+        }
+    }
 
     #[test]
     fn every_part_runs_once_also_when_splits_nest_panic_or_come_from_several_threads() {
