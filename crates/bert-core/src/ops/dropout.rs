@@ -40,8 +40,8 @@ mod tests {
     use crate::ops::{with_kernels, Kernels};
 
     /// The kernel's masks are the formula's, bit for bit: at lengths below, at and across the
-    /// threads' split and the vector width, at rates from none to nearly all, and at the rates
-    /// whose threshold p · 2^53 is a whole number (0.5) or not (0.1).
+    /// threads' split and the vector width, and at rates from none to nearly all. (A draw at the
+    /// threshold itself is tested in `kernels/dropout_mask.rs`.)
     #[test]
     fn the_kernel_draws_the_formulas_masks() {
         for len in [0, 1, 15, 16, 17, 1000, (1 << 15) - 1, 1 << 15, (1 << 16) + 3, 200_001] {
