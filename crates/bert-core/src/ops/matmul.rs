@@ -6,7 +6,7 @@
 
 use ndarray::{s, Array, Array1, Array2, Array4, ArrayBase, ArrayView1, ArrayView2, ArrayView4, Axis, Data, Dimension};
 
-use super::kernels::{gemm, narrow};
+use super::kernels::{column_sums, copy, gemm, narrow};
 use super::split_heads::transpose;
 use super::{fast, Float};
 
@@ -147,7 +147,8 @@ pub fn linear_backward<F: Float>(
 
 /// [`linear_backward`] on f32. With the fast kernels, the rows of dy that are all zero (the MLM
 /// loss's unlabelled positions) are left out of the products where that changes nothing but the
-/// blocking of dW's sums; see `rows_that_count`.
+/// blocking of dW's sums (see `rows_that_count`), and db's column sums are shared between the
+/// threads, with the formula's bits.
 pub(super) fn linear_backward_f32(
     x: ArrayView2<'_, f32>,
     weight: ArrayView2<'_, f32>,
@@ -156,14 +157,27 @@ pub(super) fn linear_backward_f32(
     if fast() {
         if let Some(rows) = rows_that_count(x, weight, d_out) {
             let mut dx = Array2::zeros((d_out.nrows(), weight.ncols()));
-            let (d_out, x) = (d_out.select(Axis(0), &rows), x.select(Axis(0), &rows));
+            let (d_out, x) = (rows_of(d_out, &rows), rows_of(x, &rows));
             for (&row, values) in rows.iter().zip(matrix_product(d_out.view(), weight).outer_iter()) {
                 dx.row_mut(row).assign(&values);
             }
-            return (dx, matrix_product(d_out.t(), x.view()), d_out.sum_axis(Axis(0)));
+            return (dx, matrix_product(d_out.t(), x.view()), bias_gradient(d_out.view()));
         }
+        return (matrix_product(d_out, weight), matrix_product(d_out.t(), x), bias_gradient(d_out));
     }
     linear_backward_reference(x, weight, d_out)
+}
+
+/// `matrix.select(Axis(0), rows)`, the rows copied whole on every thread where they are
+/// contiguous.
+fn rows_of(matrix: ArrayView2<'_, f32>, rows: &[usize]) -> Array2<f32> {
+    copy::copy_rows(matrix, rows).unwrap_or_else(|| matrix.select(Axis(0), rows))
+}
+
+/// db = `d_out.sum_axis(Axis(0))`, the same bits, with the columns shared between the threads
+/// where the kernel takes d_out's layout.
+fn bias_gradient(d_out: ArrayView2<'_, f32>) -> Array1<f32> {
+    column_sums::column_sums(d_out).unwrap_or_else(|| d_out.sum_axis(Axis(0)))
 }
 
 /// The formula: dx = dy · W, dW = dyᵀ · x, db = the sum of dy's rows.

@@ -5,14 +5,15 @@
 //! sums of a stage's statistics in `statistics.rs`), the thread pool they share (`threads.rs`),
 //! the allocator's setting that keeps freed memory for the next pass (`memory.rs`), an
 //! allocator that does the same for one library's own blocks, for a while (`recycling.rs`),
-//! a large array's copy on every thread (`copy.rs`), and dropout's masks drawn on every thread
-//! (`dropout_mask.rs`).
+//! a large array's copy on every thread (`copy.rs`), dropout's masks drawn on every thread
+//! (`dropout_mask.rs`), and a matrix's column sums on every thread (`column_sums.rs`).
 //!
 //! Nothing above `ops/` calls into this folder: an operation picks its kernel itself, and falls
 //! back to its reference implementation where there is none (another CPU, another layout). Only
 //! the thread and memory settings are public, through [`crate::ops`] (and the pool's
 //! element-wise split, for the optimizer).
 
+pub(crate) mod column_sums;
 pub(crate) mod copy;
 pub(crate) mod dropout_mask;
 pub(crate) mod elementwise;
