@@ -13,6 +13,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -41,16 +42,27 @@ impl Drop for Server {
 }
 
 fn serve(dump: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bert-trace"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_bert-trace"));
+    command
         .args(["view"])
         .arg(dump)
         .arg("--serve")
         .current_dir(root())
         .env("HF_HUB_OFFLINE", "1")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bert-trace starts");
+        .stderr(Stdio::piped());
+    // A shell without job control starts its background commands with SIGINT ignored, and an
+    // ignored signal stays ignored across exec: the tests run that way would see a server that
+    // Ctrl-C cannot end, as nohup intends. The server is started as a terminal starts it.
+    // SAFETY: between fork and exec the child only resets a signal's disposition, which is
+    // async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        })
+    };
+    let mut child = command.spawn().expect("bert-trace starts");
     let stdout = child.stdout.take().unwrap();
     let (send, receive) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
