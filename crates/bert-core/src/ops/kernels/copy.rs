@@ -84,10 +84,10 @@ mod tests {
         }
     }
 
-    /// Permuted and sliced arrays, small and larger than a thread's share, copied in C order as
-    /// ndarray's own `as_standard_layout` copies them: rows gathered where the last axis is
-    /// contiguous (split heads, a slice of columns), one value at a time where it is not (a
-    /// transpose), and an array of no values.
+    /// Permuted, sliced and reversed arrays, small and larger than a thread's share, copied in C
+    /// order as ndarray's own `as_standard_layout` copies them: rows gathered where the last axis
+    /// is contiguous (split heads, a slice of columns, the tokens reversed), one value at a time
+    /// where it is not (a transpose, the features reversed), and an array of no values.
     #[test]
     fn c_order_copies_are_ndarrays_copies() {
         use ndarray::{s, Array, Array4, Ix4};
@@ -97,9 +97,15 @@ mod tests {
             let heads = values.view().permuted_axes([0, 2, 1, 3]);
             let transposed = values.view().permuted_axes([0, 1, 3, 2]);
             let sliced = values.slice(s![.., .., .., 1..]);
-            for (what, view) in
-                [("heads", heads), ("transposed", transposed), ("sliced", sliced.into_dimensionality::<Ix4>().unwrap())]
-            {
+            let reversed_tokens = values.slice(s![.., ..;-1, .., ..]);
+            let reversed_features = values.slice(s![.., .., .., ..;-1]);
+            for (what, view) in [
+                ("heads", heads),
+                ("transposed", transposed),
+                ("sliced", sliced.into_dimensionality::<Ix4>().unwrap()),
+                ("tokens reversed", reversed_tokens.into_dimensionality::<Ix4>().unwrap()),
+                ("features reversed", reversed_features.into_dimensionality::<Ix4>().unwrap()),
+            ] {
                 let got = super::c_order_copy(&view);
                 assert_eq!(got, view.as_standard_layout().into_owned(), "{what} of [{b},{t},{nh},{hs}]");
                 assert!(got.is_standard_layout(), "{what}");
