@@ -43,7 +43,7 @@ pub use self::embedding::{embedding, embedding_backward};
 pub use self::format::{lowest, narrow};
 pub use self::kernels::available as available_kernels;
 /// A large array's copy on every thread, for the sinks that keep stages (`pass/`, and the
-/// backward's record through [`Float::copied_from_f32`]) and GELU's backward.
+/// backward's record through [`Float::copied_from_f32`]), and GELU's and softmax's backward.
 pub(crate) use self::kernels::copy::c_order_copy;
 pub use self::kernels::memory::keep_freed_memory;
 pub use self::kernels::recycling::Recycling;

@@ -63,7 +63,7 @@ pub fn softmax_rows_backward<F: Float, D: Dimension>(
 ) -> Array<F, D> {
     assert_eq!(probs.shape(), d_probs.shape(), "a gradient for each probability");
     let last = Axis(probs.ndim() - 1);
-    let mut dx = d_probs.as_standard_layout().into_owned();
+    let mut dx = super::c_order_copy(&d_probs);
     let width = probs.len_of(last);
     if let (Some(p), Some(d)) = (probs.as_slice(), dx.as_slice_mut()) {
         // Each row is a computation of its own: the threads share the rows, with the same bits.

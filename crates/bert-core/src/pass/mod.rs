@@ -52,9 +52,8 @@ impl TensorView<'_> {
     }
 
     /// A copy with its values in C order (row-major), whatever the view's strides: the order of
-    /// a `.npy` file.
+    /// a `.npy` file. Large ones are copied on every thread (`ops::c_order_copy`).
     pub fn to_owned_c_order(&self) -> Tensor {
-        // Values already in C order are copied as one slice, on every thread.
         match self {
             TensorView::F32(a) => Tensor::F32(crate::ops::c_order_copy(a)),
             TensorView::F64(a) => Tensor::F64(crate::ops::c_order_copy(a)),

@@ -37,9 +37,9 @@ pub(crate) fn c_order_copy<T: Copy + Send + Sync, D: Dimension>(view: &ArrayView
     if let Some(values) = view.as_slice() {
         return Array::from_shape_vec(view.raw_dim(), copy_of(values)).expect("its shape");
     }
-    let last = Axis(view.ndim().saturating_sub(1));
-    let rows: Option<Vec<&[T]>> =
-        if view.ndim() == 0 { None } else { view.lanes(last).into_iter().map(|row| row.to_slice()).collect() };
+    // (A view of no axes is one value, always in C order: it was copied above.)
+    let last = Axis(view.ndim() - 1);
+    let rows: Option<Vec<&[T]>> = view.lanes(last).into_iter().map(|row| row.to_slice()).collect();
     match rows {
         Some(rows) => Array::from_shape_vec(view.raw_dim(), gather(&rows, view.len_of(last))).expect("its shape"),
         None => view.as_standard_layout().into_owned(),
